@@ -1,0 +1,45 @@
+// A whole model on one device: every GEMM of a layer and the logits, predicted, and summed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mcr/codesign/device.hpp"
+#include "mcr/codesign/gemm.hpp"
+#include "mcr/codesign/gemm_model.hpp"
+#include "mcr/codesign/model.hpp"
+
+namespace mcr::codesign {
+
+struct GemmResult {
+  Gemm gemm;
+  GemmPrediction prediction;
+};
+
+/// Sums over the GEMMs only (norms, softmax, communication and optimizer time are not modelled).
+struct AnalysisTotals {
+  double time_per_layer_s = 0;  ///< all GEMMs of one layer (forward, plus backward when training)
+  double flops_per_layer = 0;
+  double tflops = 0;            ///< flops_per_layer / time_per_layer_s: the layer throughput
+  double logits_time_s = 0;
+  double logits_flops = 0;
+  double step_time_s = 0;       ///< L layers + logits, one microbatch, one GPU
+  double step_flops = 0;
+  double model_tflops = 0;      ///< step_flops / step_time_s
+  double tokens_per_s_per_gpu = 0;  ///< b*s tokens per step, shared by the t GPUs of a TP group
+  double mfu = 0;               ///< model_tflops / vendor dense peak of the dtype
+};
+
+struct ModelAnalysis {
+  ModelShape model;
+  std::string device;  ///< device name
+  bool training = false;
+  std::vector<GemmResult> layer;   ///< one layer
+  std::vector<GemmResult> logits;  ///< once per model
+  AnalysisTotals totals;
+};
+
+/// Throws mcr::InvalidArgument for an invalid shape or a dtype the device lacks.
+ModelAnalysis analyze(const ModelShape& model, const DeviceSpec& device, bool training);
+
+}  // namespace mcr::codesign

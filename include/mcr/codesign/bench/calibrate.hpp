@@ -1,0 +1,57 @@
+// Fits a device's efficiency parameters (achievable peak, alignment-tier factors, per-tile K
+// overhead, per-launch overhead, latency floor, memory efficiency) so that predict() matches
+// measurements, and reports the error before and after on points held out of the fit.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mcr/codesign/bench/compare.hpp"
+#include "mcr/codesign/bench/measurement.hpp"
+#include "mcr/codesign/device.hpp"
+
+namespace mcr::codesign::bench {
+
+struct CalibrationOptions {
+  /// Fraction of the measurements kept out of the fit to judge it (0 fits on everything).
+  double holdout_fraction = 0.5;
+  std::uint64_t seed = 1;      ///< seeds the train/hold-out split
+  int max_evaluations = 3000;  ///< objective evaluations per Nelder-Mead run
+  int restarts = 2;            ///< extra Nelder-Mead runs from the best point (escapes stalls)
+};
+
+struct CalibrationResult {
+  DeviceSpec device;  ///< the input device with fitted efficiency parameters
+  std::uint64_t seed = 0;
+  std::size_t train_count = 0;
+  std::size_t holdout_count = 0;
+  ComparisonSummary train_before, train_after;
+  ComparisonSummary holdout_before, holdout_after;  ///< count 0 when nothing was held out
+  int evaluations = 0;
+  std::vector<std::string> parameters;  ///< names of the fitted parameters
+};
+
+/// A small, dependency-free Nelder-Mead minimizer (standard coefficients 1, 2, 0.5, 0.5).
+/// Starts from `x0` with initial simplex steps `step`; returns the best point found.
+std::vector<double> nelder_mead(const std::function<double(const std::vector<double>&)>& f,
+                                std::vector<double> x0, const std::vector<double>& step,
+                                int max_evaluations, int* evaluations = nullptr);
+
+/// Seeded split of indices 0..n-1 into (train, holdout); holdout has round(n * fraction) items.
+/// The same (n, fraction, seed) always gives the same split.
+std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std::size_t n,
+                                                                            double fraction,
+                                                                            std::uint64_t seed);
+
+/// Fits `start.efficiency` to `measured` (which must all be dtypes the device has).
+CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const DeviceSpec& start,
+                            const CalibrationOptions& options);
+
+void to_json(nlohmann::json& j, const CalibrationResult& r);
+
+}  // namespace mcr::codesign::bench

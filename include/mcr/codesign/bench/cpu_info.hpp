@@ -1,0 +1,51 @@
+// Description of the local CPU, read from /proc/cpuinfo, sysfs and the scheduler's CPU mask, so
+// that GEMMs measured here can be compared against the same efficiency model used for GPUs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace mcr::codesign::bench {
+
+struct CpuCache {
+  int level = 0;
+  std::string type;  ///< "Data", "Instruction" or "Unified" (sysfs wording)
+  std::int64_t size_bytes = 0;
+};
+
+struct CpuInfo {
+  std::string vendor;  ///< e.g. "GenuineIntel", "AuthenticAMD"
+  std::string model_name;
+  int family = 0;       ///< x86 "cpu family"
+  int cores = 0;        ///< CPUs this process may run on (sched_getaffinity)
+  int simd_bits = 128;  ///< widest vector ISA advertised: 128 (SSE/NEON), 256 (AVX2), 512 (AVX-512)
+  bool fma = false;
+  bool avx512_bf16 = false;
+  double freq_ghz = 0.0;                                   ///< 0 when nothing readable
+  std::string freq_source;                                 ///< where freq_ghz came from
+  std::int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;  ///< per-instance sizes; 0 if unknown
+
+  /// Width of the FMA data path in bits. AMD Zen 1-4 execute 512-bit instructions as two 256-bit
+  /// halves, so their throughput equals AVX2 even when AVX-512 is advertised.
+  int fma_datapath_bits() const;
+  /// fp32 FLOP per cycle per core: 2 (multiply + add) x FMA pipes x lanes. Two FMA pipes is the
+  /// norm for every x86 server core since Haswell and Zen.
+  double fp32_flop_per_cycle() const;
+  /// Theoretical fp32 peak in TFLOP/s for all `cores`: cores x GHz x FLOP/cycle / 1000.
+  double fp32_peak_tflops() const;
+  /// Largest cache (the last-level cache), in bytes; 0 if unknown.
+  std::int64_t llc_bytes() const;
+};
+
+/// Fills the parts of `info` that /proc/cpuinfo text provides (vendor, model, family, flags,
+/// "cpu MHz"). Exposed for tests; detect_cpu() uses it on the real file.
+void parse_proc_cpuinfo(std::string_view text, CpuInfo& info);
+
+/// Parses a sysfs cache size such as "32K", "1024K" or "32M" into bytes (0 if unparsable).
+std::int64_t parse_cache_size(std::string_view text);
+
+/// Reads everything about this machine's CPU. Never throws: unknown fields stay at their defaults.
+CpuInfo detect_cpu();
+
+}  // namespace mcr::codesign::bench

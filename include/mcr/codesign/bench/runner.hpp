@@ -1,0 +1,73 @@
+// GEMM runners: time one GEMM (or batched GEMM) on a real device with a fixed method —
+// allocation up front, warmup, buffer rotation so the working set exceeds the last-level cache,
+// timed samples until a minimum count and duration are reached, median of the samples.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "mcr/codesign/dtype.hpp"
+#include "mcr/codesign/gemm.hpp"
+
+namespace mcr::codesign::bench {
+
+struct MeasureOptions {
+  int warmup_iterations = 1;     ///< untimed calls before the first sample (at least this many)
+  double warmup_seconds = 0.02;  ///< ...and at least this long, so clocks and thread pools settle
+  int min_samples = 3;           ///< timed samples taken at least
+  int max_samples = 1000;        ///< and at most
+  double min_seconds = 0.1;      ///< keep sampling until this much time was measured
+  double max_seconds = 3.0;      ///< stop sampling (after min_samples) once this is exceeded
+  /// Total bytes of rotated A/B/C copies to cycle through; 0 means 2 x the last-level cache.
+  std::size_t rotation_bytes = 0;
+  /// Largest number of rotated buffer sets (bounds host/device memory for tiny GEMMs).
+  int max_buffer_sets = 4096;
+};
+
+/// What one timing produced. Times are per GEMM call (a batched GEMM counts as one call).
+struct Timing {
+  double median_s = 0;
+  double min_s = 0;
+  double max_s = 0;
+  int samples = 0;
+  int calls_per_sample = 1;  ///< tiny GEMMs are timed in groups to rise above timer resolution
+  int buffer_sets = 1;       ///< rotated copies of A, B and C
+  std::size_t working_set_bytes = 0;  ///< buffer_sets x (A + B + C) bytes
+};
+
+/// One backend (CBLAS on the host, cuBLASLt on a GPU).
+class GemmRunner {
+ public:
+  virtual ~GemmRunner() = default;
+  /// "cblas" or "cublaslt".
+  virtual std::string backend() const = 0;
+  /// Human-readable library and device, e.g. "OpenBLAS 0.3.21 Haswell, 2 threads".
+  virtual std::string description() const = 0;
+  virtual bool supports(DType dtype) const = 0;
+  /// Bytes of the last-level cache the rotation has to defeat (host LLC or GPU L2).
+  virtual std::size_t cache_bytes() const = 0;
+  /// Times `gemm`. Throws mcr::UnsupportedError for a dtype the backend lacks, mcr::BackendError
+  /// when the library fails.
+  virtual Timing time(const Gemm& gemm, const MeasureOptions& options) = 0;
+};
+
+/// Whether this build has the CBLAS runner / the cuBLASLt runner.
+bool cblas_available();
+bool cublaslt_available();
+/// Number of CUDA devices visible now (0 without CUDA support, a driver or a device).
+int cuda_device_count();
+
+/// CBLAS runner using `threads` BLAS threads (0: all CPUs this process may use).
+/// Throws mcr::UnsupportedError when the build has no CBLAS.
+std::unique_ptr<GemmRunner> make_cblas_runner(int threads = 0);
+/// cuBLASLt runner on CUDA device `device`. Throws mcr::UnsupportedError without CUDA support or
+/// without a device, saying which.
+std::unique_ptr<GemmRunner> make_cublaslt_runner(int device = 0);
+
+/// Number of rotated buffer sets so that sets x set_bytes >= target_bytes, clamped to
+/// [1, max_sets]. Pure; exposed for tests.
+int rotation_sets(std::size_t set_bytes, std::size_t target_bytes, int max_sets);
+
+}  // namespace mcr::codesign::bench

@@ -1,0 +1,26 @@
+// Element types the co-design analyser reasons about. The element size decides how many elements make
+// up one Tensor Core alignment unit (16 B, 128 B), so it is part of every prediction.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mcr::codesign {
+
+enum class DType { fp64, fp32, tf32, fp16, bf16, fp8, int8 };
+
+/// Parses "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp64" (also "float32", "float16",
+/// "bfloat16", "half", "float"). Throws mcr::InvalidArgument naming the value and the accepted names.
+DType parse_dtype(std::string_view name);
+
+/// Canonical lower-case name ("bf16").
+std::string to_string(DType dtype);
+
+/// Bytes per element in memory (tf32 is stored as fp32: 4).
+int dtype_bytes(DType dtype);
+
+/// Every dtype, in declaration order.
+const std::vector<DType>& all_dtypes();
+
+}  // namespace mcr::codesign

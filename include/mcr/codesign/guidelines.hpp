@@ -1,0 +1,35 @@
+// Shape guidelines from the co-design paper (vocab and hidden alignment, head-dim power of two,
+// (b*a)/t, sharded dims, SwiGLU width, flash head dim, TP size, wave tail), each with a concrete fix.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mcr/codesign/analysis.hpp"
+#include "mcr/codesign/device.hpp"
+#include "mcr/codesign/model.hpp"
+
+namespace mcr::codesign {
+
+enum class Severity { info, warning, error };
+std::string to_string(Severity s);
+
+struct Finding {
+  std::string id;  ///< stable key: vocab_alignment, hidden_alignment, heads_divide_hidden,
+                   ///< head_dim_pow2, batch_heads_per_tp, tp_shard_alignment, swiglu_dff,
+                   ///< flash_head_dim, tp_size, wave_tail
+  Severity severity = Severity::warning;
+  std::string message;  ///< what is wrong, with the numbers
+  std::string fix;      ///< a concrete change
+};
+
+/// Every finding for the shape on the device; the wave-tail check reads `analysis`.
+std::vector<Finding> check_guidelines(const ModelShape& model, const DeviceSpec& device,
+                                      const ModelAnalysis& analysis);
+/// Same, analysing the model (forward) first.
+std::vector<Finding> check_guidelines(const ModelShape& model, const DeviceSpec& device);
+
+/// True if some finding has this id.
+bool has_finding(const std::vector<Finding>& findings, const std::string& id);
+
+}  // namespace mcr::codesign

@@ -1,0 +1,9 @@
+// Umbrella header of the communication runtime.
+#pragma once
+
+#include "mcr/communicator.hpp"
+#include "mcr/errors.hpp"
+#include "mcr/observer.hpp"
+#include "mcr/tensor.hpp"
+#include "mcr/types.hpp"
+#include "mcr/work.hpp"

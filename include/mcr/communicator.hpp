@@ -1,0 +1,189 @@
+// Communicator: every point-to-point and collective operation, each synchronous and asynchronous,
+// running over whichever backend the selector picks for that operation and message size.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mcr/observer.hpp"
+#include "mcr/tensor.hpp"
+#include "mcr/types.hpp"
+#include "mcr/work.hpp"
+
+namespace mcr {
+
+namespace detail {
+class CommState;
+}
+
+/// Per-call options. All fields default to "use the communicator's setting".
+struct CallOptions {
+  /// Run on this backend ("mpi", "gloo", "nccl"), bypassing rules and tuning. Must be identical on
+  /// every rank. An unsupported combination is an error naming backend, op and dtype.
+  std::string_view backend{};
+  /// Timeout for this call; zero means the communicator's default.
+  std::chrono::milliseconds timeout{0};
+  /// Tag for send/recv (matched like an MPI tag). Must be >= 0.
+  int tag = 0;
+  /// all_to_all_v only: the message size (bytes) used to select a backend. Per-rank counts differ,
+  /// so no size is known alike on every rank; pass an agreed figure (e.g. the total bytes of the
+  /// exchange) to let size-based rules and tuning apply. Zero selects as for an empty message.
+  std::size_t size_hint = 0;
+};
+
+/// Why a backend was or was not chosen for an operation (see Communicator::explain).
+struct SelectionStep {
+  std::string backend;
+  bool chosen = false;
+  std::string reason;
+};
+struct Selection {
+  std::string backend;               ///< the backend that runs the operation
+  std::string source;                ///< "override", "rule", "tuning" or "default"
+  std::vector<SelectionStep> steps;  ///< every candidate considered, in order, with its reason
+};
+
+/// A group of ranks with a backend instance per usable backend. Cheap to copy (shared handle).
+/// Contract, as with MPI and NCCL: every rank of the group issues the same sequence of operations,
+/// with the same arguments that must agree (root, counts, dtype, backend override) and the same
+/// sync/async form. Under that contract mixing backends never deadlocks (docs/design.md).
+class Communicator {
+ public:
+  /// An invalid communicator (e.g. what split() returns to a rank that passed kUndefinedColor).
+  Communicator() = default;
+  explicit Communicator(std::shared_ptr<detail::CommState> state) noexcept
+      : state_(std::move(state)) {}
+
+  static constexpr int kUndefinedColor = -1;
+
+  bool valid() const noexcept { return state_ != nullptr; }
+  int rank() const;
+  int size() const;
+  /// Rank of `group_rank` in the world communicator.
+  int global_rank(int group_rank) const;
+  /// Identifier equal on every member; distinct per communicator created in the job.
+  std::uint64_t id() const;
+
+  std::chrono::milliseconds timeout() const;
+  void set_timeout(std::chrono::milliseconds timeout);
+  /// Backends instantiated on this communicator, in default priority order.
+  std::vector<std::string> backends() const;
+  /// The backend that would run `op` on `bytes` (the op's global message size) and why.
+  Selection explain(OpType op, DType dtype, std::size_t bytes, ReduceOp reduce = ReduceOp::sum,
+                    Device device = Device::cpu()) const;
+  /// Attach an observer for completed operations (nullptr detaches). Sub-communicators created
+  /// afterwards inherit it.
+  void set_observer(std::shared_ptr<OpObserver> observer);
+
+  // ---- point to point ------------------------------------------------------------------------
+  void send(const Tensor& tensor, int dst, const CallOptions& opts = {});
+  void recv(const Tensor& tensor, int src, const CallOptions& opts = {});
+  Work isend(const Tensor& tensor, int dst, const CallOptions& opts = {});
+  Work irecv(const Tensor& tensor, int src, const CallOptions& opts = {});
+
+  // ---- collectives ---------------------------------------------------------------------------
+  // Out-of-place forms take (input, output); in-place forms either take one buffer or recognise an
+  // input that aliases the caller's own slot of the output, as noted per operation.
+
+  /// `tensor` is the source on `root` and the destination elsewhere.
+  void broadcast(const Tensor& tensor, int root, const CallOptions& opts = {});
+  Work ibroadcast(const Tensor& tensor, int root, const CallOptions& opts = {});
+
+  /// `output` is written on `root` only (it may be empty elsewhere).
+  void reduce(const Tensor& input, const Tensor& output, ReduceOp op, int root,
+              const CallOptions& opts = {});
+  void reduce(const Tensor& tensor, ReduceOp op, int root, const CallOptions& opts = {});
+  Work ireduce(const Tensor& input, const Tensor& output, ReduceOp op, int root,
+               const CallOptions& opts = {});
+  Work ireduce(const Tensor& tensor, ReduceOp op, int root, const CallOptions& opts = {});
+
+  void all_reduce(const Tensor& input, const Tensor& output, ReduceOp op,
+                  const CallOptions& opts = {});
+  void all_reduce(const Tensor& tensor, ReduceOp op, const CallOptions& opts = {});
+  Work iall_reduce(const Tensor& input, const Tensor& output, ReduceOp op,
+                   const CallOptions& opts = {});
+  Work iall_reduce(const Tensor& tensor, ReduceOp op, const CallOptions& opts = {});
+
+  /// output.count() == size() * input.count(). In place when input is output's slot rank().
+  void all_gather(const Tensor& input, const Tensor& output, const CallOptions& opts = {});
+  Work iall_gather(const Tensor& input, const Tensor& output, const CallOptions& opts = {});
+
+  /// counts[r] elements come from rank r, packed in rank order; input.count() == counts[rank()].
+  /// In place when input is output's slot rank().
+  void all_gather_v(const Tensor& input, const Tensor& output, std::span<const std::size_t> counts,
+                    const CallOptions& opts = {});
+  Work iall_gather_v(const Tensor& input, const Tensor& output,
+                     std::span<const std::size_t> counts, const CallOptions& opts = {});
+
+  /// On root, output.count() == size() * input.count() (output ignored elsewhere). In place on
+  /// root when input is output's slot root.
+  void gather(const Tensor& input, const Tensor& output, int root, const CallOptions& opts = {});
+  Work igather(const Tensor& input, const Tensor& output, int root, const CallOptions& opts = {});
+
+  /// On root, input.count() == size() * output.count() (input ignored elsewhere). In place on
+  /// root when output is input's slot root.
+  void scatter(const Tensor& input, const Tensor& output, int root, const CallOptions& opts = {});
+  Work iscatter(const Tensor& input, const Tensor& output, int root, const CallOptions& opts = {});
+
+  /// input.count() == size() * output.count(); rank r receives the reduction of every rank's slot
+  /// r. In place when output is input's slot rank().
+  void reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op,
+                      const CallOptions& opts = {});
+  Work ireduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op,
+                       const CallOptions& opts = {});
+
+  /// input.count() == output.count() == size() * chunk; slot j of input goes to rank j. In place
+  /// when input and output are the same buffer.
+  void all_to_all(const Tensor& input, const Tensor& output, const CallOptions& opts = {});
+  Work iall_to_all(const Tensor& input, const Tensor& output, const CallOptions& opts = {});
+
+  /// send_counts[j] elements go to rank j and recv_counts[j] come from rank j, packed in rank
+  /// order. In place when input and output are the same buffer (then send_counts == recv_counts).
+  void all_to_all_v(const Tensor& input, std::span<const std::size_t> send_counts,
+                    const Tensor& output, std::span<const std::size_t> recv_counts,
+                    const CallOptions& opts = {});
+  Work iall_to_all_v(const Tensor& input, std::span<const std::size_t> send_counts,
+                     const Tensor& output, std::span<const std::size_t> recv_counts,
+                     const CallOptions& opts = {});
+
+  void barrier(const CallOptions& opts = {});
+  Work ibarrier(const CallOptions& opts = {});
+
+  // ---- groups --------------------------------------------------------------------------------
+  /// Collective over this communicator: ranks with the same color form a new communicator,
+  /// ordered by (key, rank). Ranks passing kUndefinedColor get an invalid communicator.
+  Communicator split(int color, int key) const;
+  /// Collective over this communicator: a communicator of `ranks` (ranks of this communicator; the
+  /// new rank i is ranks[i]). Every rank passes the same list; non-members get an invalid one.
+  Communicator new_group(std::span<const int> ranks) const;
+
+  detail::CommState& state() const;
+
+ private:
+  std::shared_ptr<detail::CommState> state_;
+};
+
+/// How init() sets the runtime up. Empty fields fall back to the environment variable named.
+struct InitOptions {
+  std::string rules;        ///< selection rules, e.g. "all_reduce:0-64K=mpi;all_to_all:*=gloo" (MCR_RULES)
+  std::string rules_file;   ///< JSON rules file (MCR_RULES_FILE)
+  std::string tuning_file;  ///< tuning table (MCR_TUNING)
+  std::vector<std::string> backends;  ///< backends to bring up, in priority order (MCR_BACKENDS)
+  std::chrono::milliseconds timeout{0};  ///< default per-operation timeout (MCR_TIMEOUT, seconds)
+};
+
+/// Reads the launcher environment (mpirun/mpiexec, Slurm srun, or RANK/WORLD_SIZE/MASTER_ADDR/
+/// MASTER_PORT), brings up every usable backend and returns the world communicator. Collective.
+Communicator init(const InitOptions& options = {});
+/// Whether init() has run and finalize() has not.
+bool is_initialized() noexcept;
+/// Tears the runtime down (finalizes MPI if init() initialised it). Idempotent.
+void finalize();
+
+}  // namespace mcr

@@ -1,0 +1,112 @@
+// Backend selection inputs: user rules and tuning tables. Both are pure data, identical on every rank
+// (architecture invariant 2), checked by hash when a communicator is created.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mcr/types.hpp"
+
+namespace mcr {
+
+inline constexpr std::size_t kMaxBytes = std::numeric_limits<std::size_t>::max();
+
+/// "Run `op` messages of [min_bytes, max_bytes] (inclusive) on `backend`". Empty op / dtype match all.
+struct Rule {
+  std::optional<OpType> op;
+  std::optional<DType> dtype;
+  std::size_t min_bytes = 0;
+  std::size_t max_bytes = kMaxBytes;
+  std::string backend;
+
+  bool matches(OpType o, DType t, std::size_t bytes) const noexcept {
+    return (!op || *op == o) && (!dtype || *dtype == t) && bytes >= min_bytes && bytes <= max_bytes;
+  }
+  friend bool operator==(const Rule&, const Rule&) = default;
+};
+
+/// An ordered list of rules; the first matching rule whose backend can run the operation wins.
+struct RuleSet {
+  std::vector<Rule> rules;
+
+  /// Parses "OP[/DTYPE]:RANGE=BACKEND;..." where OP is an op name or '*', RANGE is '*', 'LO-HI',
+  /// 'LO-' or a single size, and sizes take K/M/G (binary) suffixes, e.g.
+  /// "all_reduce:0-64K=mpi;all_to_all:*=gloo". Throws InvalidArgument naming the bad token.
+  static RuleSet parse(std::string_view text);
+  /// Parses a JSON rules document: {"rules": [{"op": "all_reduce", "dtype": "f32", "min_bytes": 0,
+  /// "max_bytes": 65536, "backend": "mpi"}, ...]} or {"rules": "<rules string>"}.
+  static RuleSet parse_json(std::string_view json_text);
+  /// Canonical text form; equal rule sets give equal strings (used for the cross-rank hash).
+  std::string canonical() const;
+  bool empty() const noexcept { return rules.empty(); }
+};
+
+/// Parses "64", "64K", "1M", "2G", "64KiB", "1MB" (all binary multiples). Throws InvalidArgument.
+std::size_t parse_size(std::string_view text);
+/// 65536 -> "64K", 1048576 -> "1M", 100 -> "100".
+std::string format_size(std::size_t bytes);
+
+/// One byte range of a tuning table with the backend that won it.
+struct TuningRange {
+  std::size_t min_bytes = 0;
+  std::size_t max_bytes = kMaxBytes;  ///< inclusive
+  std::string backend;
+  friend bool operator==(const TuningRange&, const TuningRange&) = default;
+};
+
+/// The ranges of one (op, dtype class, group size), sorted and non-overlapping.
+struct TuningEntry {
+  OpType op = OpType::all_reduce;
+  std::string dtype_class = "any";  ///< "float", "int" or "any"
+  int group_size = 0;               ///< ranks; 0 matches any size
+  std::vector<TuningRange> ranges;
+  friend bool operator==(const TuningEntry&, const TuningEntry&) = default;
+};
+
+/// One measured point of the raw latency matrix.
+struct TuningSample {
+  OpType op = OpType::all_reduce;
+  std::string dtype_class = "float";
+  int group_size = 0;
+  std::size_t bytes = 0;
+  std::string backend;
+  double time_us = 0;
+  friend bool operator==(const TuningSample&, const TuningSample&) = default;
+};
+
+/// A versioned tuning table (format: docs/tuning-format.md).
+struct TuningTable {
+  static constexpr int kFormatVersion = 1;
+  int version = kFormatVersion;
+  std::map<std::string, std::string> provenance;  ///< hosts, ranks, cpu, library versions, date, command
+  std::vector<TuningEntry> entries;
+  std::vector<TuningSample> samples;              ///< the raw latency matrix
+
+  static TuningTable parse_json(std::string_view json_text);
+  static TuningTable load(const std::string& path);
+  std::string to_json(int indent = 2) const;
+  void save(const std::string& path) const;
+
+  /// The backend for (op, dtype, group size, bytes), or nullptr when the table has no range for it.
+  /// An entry for the exact group size wins over one for any size (0); a "float"/"int" entry wins
+  /// over "any".
+  const std::string* lookup(OpType op, DType dtype, int group_size, std::size_t bytes) const;
+  /// Problems: gaps, overlaps, unsorted ranges, unknown backends (if `known_backends` non-empty).
+  std::vector<std::string> validate(const std::vector<std::string>& known_backends = {}) const;
+  /// Hash of the selection-relevant content (entries), equal on ranks that loaded the same table.
+  std::uint64_t selection_hash() const;
+};
+
+/// "float" for floating dtypes, "int" for integer ones.
+std::string_view dtype_class(DType t) noexcept;
+
+/// 64-bit FNV-1a, the hash used for cross-rank consistency checks.
+std::uint64_t fnv1a(std::string_view data, std::uint64_t seed = 1469598103934665603ull) noexcept;
+
+}  // namespace mcr

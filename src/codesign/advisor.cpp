@@ -1,0 +1,202 @@
+#include "mcr/codesign/advisor.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <tuple>
+
+#include "mcr/codesign/calculators.hpp"
+#include "mcr/codesign/guidelines.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::codesign {
+namespace {
+
+std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
+
+std::string describe_changes(const ModelShape& from, const ModelShape& to) {
+  std::string s;
+  for (const char* field : {"h", "a", "a_kv", "L", "d_ff", "v"}) {
+    const std::int64_t x = get_dimension(from, field);
+    const std::int64_t y = get_dimension(to, field);
+    if (x != y) s += fmt::format("{}{} {}->{}", s.empty() ? "" : ", ", field, x, y);
+  }
+  return s.empty() ? "unchanged" : s;
+}
+
+}  // namespace
+
+void set_dimension(ModelShape& m, const std::string& field, std::int64_t value) {
+  if (field == "h") m.h = value;
+  else if (field == "a") m.a = value;
+  else if (field == "a_kv") m.a_kv = value;
+  else if (field == "L") m.L = value;
+  else if (field == "v") m.v = value;
+  else if (field == "s") m.s = value;
+  else if (field == "b") m.b = value;
+  else if (field == "d_ff") m.d_ff = value;
+  else if (field == "t") m.t = value;
+  else if (field == "experts") m.experts = value;
+  else if (field == "top_k") m.top_k = value;
+  else {
+    throw InvalidArgument(fmt::format(
+        "dimension '{}' is not known: use h, a, a_kv, L, v, s, b, d_ff, t, experts or top_k",
+        field));
+  }
+}
+
+std::int64_t get_dimension(const ModelShape& m, const std::string& field) {
+  if (field == "h") return m.h;
+  if (field == "a") return m.a;
+  if (field == "a_kv") return m.kv_heads();
+  if (field == "L") return m.L;
+  if (field == "v") return m.v;
+  if (field == "s") return m.s;
+  if (field == "b") return m.b;
+  if (field == "d_ff") return m.d_ff;
+  if (field == "t") return m.t;
+  if (field == "experts") return m.experts;
+  if (field == "top_k") return m.top_k;
+  throw InvalidArgument(fmt::format(
+      "dimension '{}' is not known: use h, a, a_kv, L, v, s, b, d_ff, t, experts or top_k", field));
+}
+
+Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOptions& o) {
+  model.validate();
+  if (!(o.budget > 0) || o.budget >= 1) {
+    throw InvalidArgument(fmt::format("--budget = {} must be in (0, 1)", o.budget));
+  }
+  if (o.top <= 0) throw InvalidArgument(fmt::format("--top = {} must be >= 1", o.top));
+  Advice advice;
+  advice.input = model;
+  advice.input_params = count_parameters(model).total;
+  const ModelAnalysis base = analyze(model, device, o.training);
+  advice.input_totals = base.totals;
+  const auto base_findings = check_guidelines(model, device, base);
+
+  // The GQA group size a/a_kv is part of the model's quality trade-off: keep it.
+  const std::int64_t group = model.a / model.kv_heads();
+  const double ff_ratio = static_cast<double>(model.d_ff) / static_cast<double>(model.h);
+  const std::int64_t h_base = std::max<std::int64_t>(64, (model.h + 32) / 64 * 64);
+  std::set<std::int64_t> vocabs{model.v, round_up(model.v, 64), round_up(model.v, 128)};
+
+  std::vector<Candidate> all;
+  for (int hi = -o.hidden_steps; hi <= o.hidden_steps; ++hi) {
+    std::set<std::int64_t> hs{h_base + 64 * hi};
+    if (hi == 0) hs.insert(model.h);
+    for (const std::int64_t h : hs) {
+      if (h <= 0) continue;
+      std::set<std::int64_t> ffs;
+      if (h == model.h) ffs.insert(model.d_ff);
+      const auto ff_base = static_cast<std::int64_t>(std::llround(ff_ratio * static_cast<double>(h) / 64.0)) * 64;
+      for (int fi = -o.ffn_steps; fi <= o.ffn_steps; ++fi) {
+        if (ff_base + 64 * fi > 0) ffs.insert(ff_base + 64 * fi);
+      }
+      for (std::int64_t a = 1; a <= h / o.min_head_dim; ++a) {
+        if (h % a != 0 || a % group != 0) continue;
+        const std::int64_t d = h / a;
+        if (d < o.min_head_dim || d > o.max_head_dim) continue;
+        if ((model.b * a) % model.t != 0) continue;
+        for (const std::int64_t ff : ffs) {
+          for (int li = -o.layer_steps; li <= o.layer_steps; ++li) {
+            const std::int64_t L = model.L + li;
+            if (L <= 0) continue;
+            for (const std::int64_t v : vocabs) {
+              ModelShape c = model;
+              c.h = h;
+              c.a = a;
+              c.a_kv = a / group;
+              c.d_ff = ff;
+              c.L = L;
+              c.v = v;
+              const double params = count_parameters(c).total;
+              const double delta = params / advice.input_params - 1.0;
+              if (std::abs(delta) > o.budget) continue;
+              if (c == model) continue;
+              ++advice.evaluated;
+              ModelAnalysis an = analyze(c, device, o.training);
+              if (an.totals.model_tflops <= base.totals.model_tflops) continue;
+              Candidate cand;
+              cand.params = params;
+              cand.param_delta = delta;
+              cand.totals = an.totals;
+              cand.speedup = an.totals.tflops / base.totals.tflops;
+              cand.model_speedup = an.totals.model_tflops / base.totals.model_tflops;
+              cand.changes = describe_changes(model, c);
+              const auto findings = check_guidelines(c, device, an);
+              for (const Finding& f : base_findings) {
+                if (!has_finding(findings, f.id) &&
+                    std::find(cand.fixes.begin(), cand.fixes.end(), f.id) == cand.fixes.end()) {
+                  cand.fixes.push_back(f.id);
+                }
+              }
+              cand.shape = std::move(c);
+              all.push_back(std::move(cand));
+            }
+          }
+        }
+      }
+    }
+  }
+  // Best predicted model throughput first; among equals, the smaller parameter change.
+  std::sort(all.begin(), all.end(), [](const Candidate& x, const Candidate& y) {
+    return std::make_tuple(-x.totals.model_tflops, std::abs(x.param_delta), x.changes) <
+           std::make_tuple(-y.totals.model_tflops, std::abs(y.param_delta), y.changes);
+  });
+  // One candidate per (h, a, d_ff, v): shapes that differ only in L are the same idea.
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> seen;
+  for (Candidate& c : all) {
+    if (static_cast<int>(advice.candidates.size()) >= o.top) break;
+    if (!seen.insert({c.shape.h, c.shape.a, c.shape.d_ff, c.shape.v}).second) continue;
+    advice.candidates.push_back(std::move(c));
+  }
+  return advice;
+}
+
+std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device, bool training,
+                              const std::string& field, std::int64_t first, std::int64_t last,
+                              std::int64_t step) {
+  get_dimension(model, field);  // rejects unknown names before any work
+  if (step <= 0) throw InvalidArgument(fmt::format("--step = {} must be >= 1", step));
+  if (first <= 0 || last < first) {
+    throw InvalidArgument(fmt::format(
+        "sweep range {}..{} is empty or not positive: need 0 < --from <= --to", first, last));
+  }
+  if ((last - first) / step > 100000) {
+    throw InvalidArgument(fmt::format("sweep {}..{} step {} has more than 100000 points", first,
+                                      last, step));
+  }
+  std::vector<SweepPoint> points;
+  for (std::int64_t value = first; value <= last; value += step) {
+    SweepPoint p;
+    p.value = value;
+    p.shape = model;
+    set_dimension(p.shape, field, value);
+    // Sweeping a alone keeps the GQA group size when it can; otherwise MHA.
+    if (field == "a" && model.a_kv > 0 && model.a_kv != model.a) {
+      const std::int64_t group = model.a / model.kv_heads();
+      p.shape.a_kv = value % group == 0 ? value / group : value;
+    }
+    if (field == "h" && model.mlp == MlpType::gelu && model.d_ff == 4 * model.h) {
+      p.shape.d_ff = 4 * value;  // keep the GeLU 4h convention while h moves
+    }
+    try {
+      p.shape.validate();
+      if (p.shape.h % p.shape.a != 0) {
+        throw InvalidArgument(
+            fmt::format("h = {} is not divisible by a = {}", p.shape.h, p.shape.a));
+      }
+      p.params = count_parameters(p.shape).total;
+      p.totals = analyze(p.shape, device, training).totals;
+    } catch (const InvalidArgument& e) {
+      p.valid = false;
+      p.reason = e.what();
+    }
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+}  // namespace mcr::codesign

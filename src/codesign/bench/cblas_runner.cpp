@@ -1,0 +1,187 @@
+// CBLAS runner (OpenBLAS): row-major C[MxN] = A[MxK] * B[KxN]; a batched GEMM is `batch` calls.
+#include "mcr_build_config.hpp"
+
+#include <fmt/core.h>
+
+#include "mcr/codesign/bench/cpu_info.hpp"
+#include "mcr/codesign/bench/runner.hpp"
+#include "mcr/errors.hpp"
+
+#if MCR_HAVE_BLAS
+#include <cblas.h>
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "sampler.hpp"
+#endif
+
+namespace mcr::codesign::bench {
+
+bool cblas_available() {
+  return MCR_HAVE_BLAS != 0;
+}
+
+#if MCR_HAVE_BLAS
+namespace {
+
+#ifdef OPENBLAS_VERSION
+// cblas_sbgemm is declared by every OpenBLAS cblas.h but only exported by builds made with
+// BUILD_BFLOAT16, so it is looked up at run time instead of linked.
+using SbgemmFn = decltype(&cblas_sbgemm);
+SbgemmFn find_sbgemm() {
+  return reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
+}
+#endif
+
+/// bf16 bit pattern of a float (truncation is fine for benchmark fill values).
+std::uint16_t to_bf16_bits(float value) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+class CblasRunner final : public GemmRunner {
+ public:
+  explicit CblasRunner(int threads) : cpu_(detect_cpu()) {
+    threads_ = threads > 0 ? threads : cpu_.cores;
+#ifdef OPENBLAS_VERSION
+    openblas_set_num_threads(threads_);
+    sbgemm_ = find_sbgemm();
+#endif
+  }
+
+  std::string backend() const override {
+    return "cblas";
+  }
+
+  std::string description() const override {
+#ifdef OPENBLAS_VERSION
+    return fmt::format("{} ({}), {} threads on {}", std::string_view(OPENBLAS_VERSION).substr(1),
+                       openblas_get_corename(), threads_, cpu_.model_name);
+#else
+    return fmt::format("CBLAS, {} threads on {}", threads_, cpu_.model_name);
+#endif
+  }
+
+  bool supports(DType dtype) const override {
+    if (dtype == DType::fp32 || dtype == DType::fp64) return true;
+#ifdef OPENBLAS_VERSION
+    if (dtype == DType::bf16) return sbgemm_ != nullptr;
+#endif
+    return false;
+  }
+
+  std::size_t cache_bytes() const override {
+    return static_cast<std::size_t>(cpu_.llc_bytes() > 0 ? cpu_.llc_bytes() : 32 << 20);
+  }
+
+  Timing time(const Gemm& gemm, const MeasureOptions& options) override {
+    gemm.validate();
+    if (!supports(gemm.dtype)) {
+      throw UnsupportedError(fmt::format(
+          "dtype {} is not supported by the cblas backend ({}); it runs fp32 and fp64{}",
+          to_string(gemm.dtype), description(),
+          gemm.dtype == DType::bf16 ? " (this OpenBLAS build does not export cblas_sbgemm)"
+                                    : ", and bf16 where OpenBLAS exports cblas_sbgemm"));
+    }
+    switch (gemm.dtype) {
+      case DType::fp32:
+        return time_typed<float, float>(gemm, options);
+      case DType::fp64:
+        return time_typed<double, double>(gemm, options);
+      default:
+        return time_typed<std::uint16_t, float>(gemm, options);  // bf16 in, fp32 out
+    }
+  }
+
+ private:
+  template <typename In, typename Out>
+  Timing time_typed(const Gemm& g, const MeasureOptions& options) {
+    const auto a_elems = static_cast<std::size_t>(g.m * g.k * g.batch);
+    const auto b_elems = static_cast<std::size_t>(g.k * g.n * g.batch);
+    const auto c_elems = static_cast<std::size_t>(g.m * g.n * g.batch);
+    const std::size_t set_bytes = (a_elems + b_elems) * sizeof(In) + c_elems * sizeof(Out);
+    const std::size_t target =
+        options.rotation_bytes > 0 ? options.rotation_bytes : 2 * cache_bytes();
+    const int sets = rotation_sets(set_bytes, target, options.max_buffer_sets);
+
+    // Small positive inputs keep every product a normal number (denormals would slow the FPU).
+    std::vector<In> a(a_elems * sets), b(b_elems * sets);
+    std::vector<Out> c(c_elems * sets, Out{0});
+    if constexpr (sizeof(In) == 2) {
+      std::fill(a.begin(), a.end(), to_bf16_bits(0.01F));
+      std::fill(b.begin(), b.end(), to_bf16_bits(0.02F));
+    } else {
+      std::fill(a.begin(), a.end(), In(0.01));
+      std::fill(b.begin(), b.end(), In(0.02));
+    }
+
+    int next_set = 0;
+    auto one_call = [&] {
+      const auto s = static_cast<std::size_t>(next_set);
+      next_set = (next_set + 1) % sets;
+      for (std::int64_t i = 0; i < g.batch; ++i) {
+        const auto ib = static_cast<std::size_t>(i);
+        const In* pa = a.data() + s * a_elems + ib * static_cast<std::size_t>(g.m * g.k);
+        const In* pb = b.data() + s * b_elems + ib * static_cast<std::size_t>(g.k * g.n);
+        Out* pc = c.data() + s * c_elems + ib * static_cast<std::size_t>(g.m * g.n);
+        gemm_call(g, pa, pb, pc);
+      }
+    };
+    auto run_calls = [&](int calls) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < calls; ++i)
+        one_call();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    auto timing = detail::run_samples(run_calls, options, 1e-3);
+    timing.buffer_sets = sets;
+    timing.working_set_bytes = set_bytes * static_cast<std::size_t>(sets);
+    return timing;
+  }
+
+  void gemm_call(const Gemm& g, const float* a, const float* b, float* c) const {
+    const auto m = static_cast<blasint>(g.m), n = static_cast<blasint>(g.n),
+               k = static_cast<blasint>(g.k);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0F, a, k, b, n, 0.0F, c, n);
+  }
+  void gemm_call(const Gemm& g, const double* a, const double* b, double* c) const {
+    const auto m = static_cast<blasint>(g.m), n = static_cast<blasint>(g.n),
+               k = static_cast<blasint>(g.k);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
+  }
+  void gemm_call([[maybe_unused]] const Gemm& g, [[maybe_unused]] const std::uint16_t* a,
+                 [[maybe_unused]] const std::uint16_t* b, [[maybe_unused]] float* c) const {
+#ifdef OPENBLAS_VERSION
+    const auto m = static_cast<blasint>(g.m), n = static_cast<blasint>(g.n),
+               k = static_cast<blasint>(g.k);
+    sbgemm_(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0F, a, k, b, n, 0.0F, c, n);
+#endif
+  }
+
+  CpuInfo cpu_;
+  int threads_ = 1;
+#ifdef OPENBLAS_VERSION
+  SbgemmFn sbgemm_ = nullptr;
+#endif
+};
+
+}  // namespace
+
+std::unique_ptr<GemmRunner> make_cblas_runner(int threads) {
+  return std::make_unique<CblasRunner>(threads);
+}
+
+#else
+
+std::unique_ptr<GemmRunner> make_cblas_runner(int /*threads*/) {
+  throw UnsupportedError("this build of mcr has no CBLAS: reconfigure with OpenBLAS installed");
+}
+
+#endif
+
+}  // namespace mcr::codesign::bench

@@ -1,0 +1,131 @@
+#include "mcr/codesign/calculators.hpp"
+
+#include <fmt/core.h>
+
+#include "mcr/errors.hpp"
+
+namespace mcr::codesign {
+namespace {
+
+double dbl(std::int64_t x) { return static_cast<double>(x); }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+void validate_layout(const ParallelLayout& p) {
+  if (p.pp <= 0) throw InvalidArgument(fmt::format("--pp = {} must be >= 1", p.pp));
+  if (p.dp <= 0) throw InvalidArgument(fmt::format("--dp = {} must be >= 1", p.dp));
+  if (p.zero_stage < 0 || p.zero_stage > 3) {
+    throw InvalidArgument(fmt::format("--zero = {} must be 0, 1, 2 or 3", p.zero_stage));
+  }
+  if (p.generated_tokens < 0) {
+    throw InvalidArgument(fmt::format("--gen-tokens = {} must be >= 0", p.generated_tokens));
+  }
+}
+
+// Activation bytes of one layer for one microbatch, 16-bit activations (Korthikanti et al. 2022,
+// "Reducing Activation Recomputation in Large Transformer Models", eq. 2 and Table 2), generalized:
+// the split part counts Q (2), K and V (2r each), the projection input (2) and the MLP intermediates
+// (GeLU: up output and GeLU output, 2 x 2 d_ff/h; SwiGLU: gate, up, SiLU and product, 4 x 2 d_ff/h);
+// unfused attention adds the s x s scores, softmax and dropout mask (5 a s / h). At MHA, GeLU,
+// d_ff = 4h this is exactly the paper's sbh(10 + 24/t + 5as/(ht)).
+double layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
+  const double t = dbl(m.t);
+  const double r = dbl(m.kv_heads()) / dbl(m.a);
+  const double ff_ratio = dbl(m.d_ff) / dbl(m.h);
+  const double mlp = (m.mlp == MlpType::gelu ? 4.0 : 8.0) * ff_ratio;
+  double split = 4.0 + 4.0 * r + mlp;
+  if (m.attention == AttentionImpl::unfused) split += 5.0 * dbl(m.a) * dbl(m.s) / dbl(m.h);
+  const double replicated = 10.0;  // two norm inputs (4), attention and MLP inputs (4), 2 masks
+  const double per_token = (sequence_parallel ? replicated / t : replicated) + split / t;
+  return dbl(m.s) * dbl(m.b) * dbl(m.h) * per_token;
+}
+
+}  // namespace
+
+ParamCount count_parameters(const ModelShape& m) {
+  m.validate();
+  ParamCount p;
+  const double h = dbl(m.h);
+  const double d = dbl(m.h / m.a);
+  const double kv = dbl(m.kv_heads()) * d;
+  const double layers = dbl(m.L);
+  const bool bias = m.linear_bias;
+  p.embedding = dbl(m.v) * h * (m.tied_embeddings ? 1.0 : 2.0);
+  p.position = m.position == PositionEmbedding::learned ? dbl(m.s) * h : 0.0;
+  // Q and O are h x h; K and V are h x (a_kv * h/a).
+  const double attention = 2.0 * h * h + 2.0 * h * kv + (bias ? 2.0 * h + 2.0 * kv : 0.0);
+  p.attention = layers * attention;
+  const double ff = dbl(m.d_ff);
+  const double one_mlp = m.mlp == MlpType::gelu ? 2.0 * h * ff + (bias ? ff + h : 0.0)
+                                                 : 3.0 * h * ff + (bias ? 2.0 * ff + h : 0.0);
+  p.mlp = layers * one_mlp * dbl(m.experts);
+  p.router = m.is_moe() ? layers * h * dbl(m.experts) : 0.0;
+  const double one_norm = m.norm == NormType::layernorm ? 2.0 * h : h;
+  p.norm = (2.0 * layers + 1.0) * one_norm;
+  p.total = p.embedding + p.position + p.attention + p.mlp + p.router + p.norm;
+  p.active = p.total - layers * one_mlp * dbl(m.experts - m.top_k);
+  p.non_embedding = p.total - p.embedding - p.position;
+  return p;
+}
+
+FlopCount count_flops(const ModelShape& model) {
+  ModelShape whole = model;
+  whole.t = 1;  // the whole model's FLOPs, not one TP rank's share
+  double layer = 0;
+  for (const Gemm& g : layer_gemms(whole, false)) layer += g.flops();
+  double logits = 0;
+  for (const Gemm& g : logit_gemms(whole, false)) logits += g.flops();
+  FlopCount f;
+  f.forward_per_step = dbl(whole.L) * layer + logits;
+  f.forward_per_token = f.forward_per_step / dbl(whole.b * whole.s);
+  f.training_per_step = 3.0 * f.forward_per_step;
+  f.training_recompute_per_step = 4.0 * f.forward_per_step;
+  return f;
+}
+
+double training_flops(const ModelShape& model, double tokens, bool recompute) {
+  if (!(tokens > 0)) throw InvalidArgument(fmt::format("--tokens = {} must be > 0", tokens));
+  return count_flops(model).forward_per_token * tokens * (recompute ? 4.0 : 3.0);
+}
+
+MemoryEstimate training_memory(const ModelShape& model, const ParallelLayout& layout) {
+  model.validate();
+  validate_layout(layout);
+  const double params = count_parameters(model).total;
+  // Every model-state term is sharded by t * pp first; ZeRO then shards over dp.
+  const double shard = params / dbl(model.t * layout.pp);
+  const double dp = dbl(layout.dp);
+  MemoryEstimate e;
+  e.weights = shard * layout.weight_bytes / (layout.zero_stage >= 3 ? dp : 1.0);
+  e.gradients = shard * layout.grad_bytes / (layout.zero_stage >= 2 ? dp : 1.0);
+  e.optimizer = shard * layout.optimizer_bytes / (layout.zero_stage >= 1 ? dp : 1.0);
+  const double per_layer = layer_activation_bytes(model, layout.sequence_parallel);
+  // With 1F1B pipelining the first stage holds pp microbatches of its L/pp layers: about L layers.
+  const double layers_held = dbl(ceil_div(model.L, layout.pp)) * dbl(layout.pp);
+  if (layout.checkpoint_activations) {
+    const double layer_input = 2.0 * dbl(model.s * model.b * model.h) /
+                               (layout.sequence_parallel ? dbl(model.t) : 1.0);
+    e.activations = layers_held * layer_input + per_layer;  // + one layer being recomputed
+  } else {
+    e.activations = layers_held * per_layer;
+  }
+  e.total = e.weights + e.gradients + e.optimizer + e.activations;
+  return e;
+}
+
+MemoryEstimate inference_memory(const ModelShape& model, const ParallelLayout& layout) {
+  model.validate();
+  validate_layout(layout);
+  const double params = count_parameters(model).total;
+  MemoryEstimate e;
+  e.weights = params / dbl(model.t * layout.pp) * layout.weight_bytes;
+  e.activations = layer_activation_bytes(model, layout.sequence_parallel);
+  const double head_dim = dbl(model.h / model.a);
+  const double kv_heads = dbl(ceil_div(model.kv_heads(), model.t));  // replicated when a_kv < t
+  e.kv_cache = 2.0 * dbl(ceil_div(model.L, layout.pp)) * dbl(model.b) *
+               dbl(model.s + layout.generated_tokens) * kv_heads * head_dim *
+               dtype_bytes(model.dtype);
+  e.total = e.weights + e.activations + e.kv_cache;
+  return e;
+}
+
+}  // namespace mcr::codesign

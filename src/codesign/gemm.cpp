@@ -1,0 +1,58 @@
+#include "mcr/codesign/gemm.hpp"
+
+#include <fmt/core.h>
+
+#include "mcr/errors.hpp"
+
+namespace mcr::codesign {
+
+std::string to_string(Pass pass) {
+  switch (pass) {
+    case Pass::forward: return "forward";
+    case Pass::dgrad: return "dgrad";
+    case Pass::wgrad: return "wgrad";
+  }
+  return "unknown";
+}
+
+Pass parse_pass(const std::string& name) {
+  if (name == "forward" || name == "fwd") return Pass::forward;
+  if (name == "dgrad") return Pass::dgrad;
+  if (name == "wgrad") return Pass::wgrad;
+  throw InvalidArgument(
+      fmt::format("pass '{}' is not known: use one of forward, dgrad, wgrad", name));
+}
+
+double Gemm::flops() const {
+  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+         static_cast<double>(batch);
+}
+
+double Gemm::bytes() const {
+  const double elements = static_cast<double>(m) * static_cast<double>(k) +
+                          static_cast<double>(k) * static_cast<double>(n) +
+                          static_cast<double>(m) * static_cast<double>(n);
+  return elements * static_cast<double>(batch) * dtype_bytes(dtype);
+}
+
+double Gemm::arithmetic_intensity() const { return flops() / bytes(); }
+
+void Gemm::validate() const {
+  const auto check = [this](const char* field, std::int64_t value) {
+    if (value <= 0) {
+      throw InvalidArgument(fmt::format("GEMM '{}': {} = {} must be a positive integer", role,
+                                        field, value));
+    }
+  };
+  check("m", m);
+  check("n", n);
+  check("k", k);
+  check("batch", batch);
+}
+
+bool operator==(const Gemm& a, const Gemm& b) {
+  return a.role == b.role && a.m == b.m && a.n == b.n && a.k == b.k && a.batch == b.batch &&
+         a.dtype == b.dtype && a.pass == b.pass;
+}
+
+}  // namespace mcr::codesign

@@ -1,0 +1,133 @@
+// The one abstract interface every backend implements (architecture invariant 1).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mcr/types.hpp"
+
+namespace mcr::detail {
+
+class Bootstrap;
+
+/// A fully validated operation, in group ranks. The communicator checks every argument before a
+/// backend sees it, so backends may assume consistency (non-null buffers when counts are non-zero,
+/// roots in range, counts arrays of group size, etc.).
+///
+/// Meaning of `count` per op (elements):
+///   send/recv/broadcast/reduce/all_reduce: the buffer length
+///   all_gather/gather: each rank's contribution (input length)
+///   scatter/reduce_scatter: each rank's share (output length)
+///   all_to_all: the chunk sent to each peer (input length / group size)
+///   all_gather_v/all_to_all_v/barrier: unused (see send_counts/recv_counts)
+/// `in_place` (the output slot aliasing described in communicator.hpp) is set only for ops that
+/// allow it. For gather/scatter, `out`/`in` respectively are null on non-root ranks.
+struct OpArgs {
+  OpType op = OpType::barrier;
+  DType dtype = DType::u8;
+  ReduceOp reduce = ReduceOp::sum;
+  Device device{};
+  void* stream = nullptr;
+  const void* in = nullptr;
+  void* out = nullptr;
+  std::size_t count = 0;
+  bool in_place = false;
+  int root = 0;  ///< root of rooted collectives; the peer of send/recv
+  int tag = 0;
+  const std::size_t* send_counts = nullptr;  ///< all_to_all_v: per peer; all_gather_v: per rank
+  const std::size_t* recv_counts = nullptr;  ///< all_to_all_v: per peer
+  std::uint64_t sequence = 0;
+  /// The caller asked for the asynchronous form. A backend must then not block indefinitely.
+  bool async = false;
+  /// The runtime allows completing the operation inside start() in the calling thread: the call is
+  /// synchronous and no backend that needs host progress has pending work (docs/design.md).
+  bool may_block = false;
+  /// This operation's timeout; a backend that blocks must give up after it (raise TimeoutError).
+  std::chrono::milliseconds timeout{0};
+  /// Name of the op for messages ("all_reduce"); static storage.
+  std::string_view op_name;
+};
+
+/// Result of a capability query.
+struct Support {
+  bool ok = false;
+  std::string_view how;  ///< when ok: "native", "staged", "emulated"... shown by `mcr info`
+  std::string_view why;  ///< when not ok: the reason, e.g. "no bf16 reduction in this MPI"
+
+  static constexpr Support yes(std::string_view how = "native") { return {true, how, {}}; }
+  static constexpr Support no(std::string_view why) { return {false, {}, why}; }
+};
+
+/// One in-flight operation of a backend.
+class PendingOp {
+ public:
+  virtual ~PendingOp() = default;
+  /// Non-blocking completion check; true once outputs are final. Throws BackendError on failure.
+  virtual bool test() = 0;
+  /// Called once when the operation timed out: release what can be released without blocking.
+  virtual void abandon() noexcept {}
+  /// Makes `stream` wait for this operation on the device without blocking the host. Returns false
+  /// when the backend has no device-side completion (then the caller waits on the host).
+  virtual bool stream_wait(void* stream) { (void)stream; return false; }
+};
+
+/// A backend instance bound to one group of ranks.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  /// Lower-case name used in rules, tables, logs and errors: "mpi", "gloo", "nccl".
+  virtual std::string_view name() const noexcept = 0;
+  virtual int rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+
+  /// Capability query. The default answers "unsupported" for everything not overridden.
+  virtual Support supports(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const {
+    (void)op, (void)dtype, (void)reduce, (void)device;
+    return Support::no("not implemented by this backend");
+  }
+  /// Largest element count one call can carry (MPI's int counts, for instance).
+  virtual std::size_t max_count() const noexcept { return static_cast<std::size_t>(-1); }
+
+  /// Starts `args`. Returns nullptr when the operation already completed in this call (blocking
+  /// fast path), else a handle to poll. Must not block indefinitely when `args.async` is true.
+  virtual std::unique_ptr<PendingOp> start(const OpArgs& args) = 0;
+
+  /// True when operations of this backend advance only while the host calls into its library
+  /// (MPI without an asynchronous progress thread). The runtime then progresses it from every wait
+  /// and never blocks in another library while it has pending work (docs/design.md).
+  virtual bool needs_host_progress() const noexcept { return false; }
+  /// Advances pending operations; called from every wait loop. Must not block.
+  virtual void progress() {}
+
+  /// True when an operation may hold a device until all peers join it (NCCL, CUDA-aware MPI).
+  /// Two such backends are never in flight on the same device at once: the runtime fences between
+  /// them.
+  virtual bool blocks_device() const noexcept { return false; }
+
+  /// Collective over this backend's group: every rank calls it. Returns the backend of the new
+  /// group formed by `members` (ranks of this group, in new-rank order), or nullptr on ranks not in
+  /// `members`. `group_id` is equal on all ranks and unique per group (used for rendezvous keys).
+  virtual std::unique_ptr<Backend> split(const std::vector<int>& members, std::uint64_t group_id) = 0;
+};
+
+/// Creates the world instance of one backend, or explains why it is unusable in this process.
+struct BackendFactory {
+  std::string_view name;
+  /// Empty when usable; otherwise the reason (shown by `mcr info`).
+  std::string (*unusable_reason)(const Bootstrap& bootstrap);
+  std::unique_ptr<Backend> (*create_world)(Bootstrap& bootstrap);
+};
+
+/// Every backend compiled into this build, in default priority order.
+const std::vector<BackendFactory>& compiled_backends();
+
+}  // namespace mcr::detail

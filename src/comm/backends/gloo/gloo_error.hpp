@@ -1,0 +1,32 @@
+// Turns every exception thrown by a gloo call into an mcr exception that names the gloo call, the
+// file:line of the call site, the rank and the operation, followed by gloo's own message.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace mcr::detail {
+
+/// Where a gloo call was made from, for error messages.
+struct GlooCallSite {
+  std::string_view op;         ///< "all_reduce", "rendezvous", ...
+  std::uint64_t sequence = 0;  ///< the operation's sequence number (0 outside operations)
+  int rank = -1;               ///< rank in the gloo context
+};
+
+/// Rethrows the exception in flight: mcr::Error unchanged; a gloo timeout as mcr::TimeoutError
+/// (backend "gloo"); every other exception as mcr::BackendError.
+[[noreturn]] void rethrow_gloo_error(std::string_view call, const char* file, int line,
+                                     const GlooCallSite& site);
+
+}  // namespace mcr::detail
+
+/// Runs the statement(s) and converts any exception with rethrow_gloo_error().
+#define MCR_GLOO_CHECK(site, ...)                                                       \
+  do {                                                                                  \
+    try {                                                                               \
+      __VA_ARGS__;                                                                      \
+    } catch (...) {                                                                     \
+      ::mcr::detail::rethrow_gloo_error(#__VA_ARGS__, __FILE__, __LINE__, (site));      \
+    }                                                                                   \
+  } while (0)

@@ -1,0 +1,117 @@
+// MPI launch support: initialise MPI when an MPI launcher formed the world, exchange bytes over it,
+// finalize, abort.
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "backends/factories.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "mcr/errors.hpp"
+#include "mpi_check.hpp"
+#include "mpi_types.hpp"
+
+namespace mcr::detail {
+namespace {
+
+bool g_we_initialized = false;
+
+int world_rank() noexcept {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  int r = -1;
+  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+class MpiExchange final : public Exchange {
+ public:
+  MpiExchange() { MCR_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_)); }
+  ~MpiExchange() override {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Comm_free(&comm_);
+  }
+  std::vector<Bytes> all_gather(const Bytes& mine) override {
+    int size = 0;
+    MCR_MPI_CHECK(MPI_Comm_size(comm_, &size));
+    std::vector<int> lens(static_cast<std::size_t>(size));
+    int my_len = static_cast<int>(mine.size());
+    MCR_MPI_CHECK(MPI_Allgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_));
+    std::vector<int> displs(lens.size());
+    int total = 0;
+    for (std::size_t i = 0; i < lens.size(); ++i) {
+      displs[i] = total;
+      total += lens[i];
+    }
+    Bytes all(static_cast<std::size_t>(total));
+    MCR_MPI_CHECK(MPI_Allgatherv(mine.data(), my_len, MPI_BYTE, all.data(), lens.data(), displs.data(),
+                                 MPI_BYTE, comm_));
+    std::vector<Bytes> out;
+    for (std::size_t i = 0; i < lens.size(); ++i) {
+      out.emplace_back(all.begin() + displs[i], all.begin() + displs[i] + lens[i]);
+    }
+    return out;
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+}  // namespace
+
+[[noreturn]] void throw_mpi_error(const char* call, const char* file, int line, int code) {
+  char msg[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(code, msg, &len);
+  throw BackendError(fmt::format("{} failed at {}:{} on rank {}: {} (MPI error {})", call, file, line,
+                                 world_rank(), std::string(msg, static_cast<std::size_t>(len)), code));
+}
+
+std::unique_ptr<Exchange> mpi_world_exchange(const LaunchInfo& launch) {
+  int init = 0;
+  MCR_MPI_CHECK(MPI_Initialized(&init));
+  if (!init) {
+    // Under torchrun-style variables (or srun without PMI) MPI_Init would form a wrong world of one;
+    // a process started alone is a genuine world of one.
+    if (!launch.mpi_world && launch.launcher != Launcher::single) return nullptr;
+    int provided = 0;
+    // Only the calling thread enters MPI (Gloo and NCCL progress on their own threads and never call
+    // MPI); the watchdog's MPI_Abort is the one exception, and Open MPI allows it from any thread.
+    MCR_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    g_we_initialized = true;
+  }
+  MCR_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  int rank = 0, size = 0;
+  MCR_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MCR_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  if ((launch.launcher != Launcher::single && (rank != launch.rank || size != launch.size))) {
+    throw MismatchError(fmt::format("MPI world (rank {} of {}) disagrees with the launcher environment ({}: rank "
+                                    "{} of {})",
+                                    rank, size, to_string(launch.launcher), launch.rank, launch.size));
+  }
+  return std::make_unique<MpiExchange>();
+}
+
+bool mpi_usable() noexcept {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+void mpi_shutdown() noexcept {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) free_mpi_user_ops();
+  if (g_we_initialized && init && !fin) MPI_Finalize();
+  g_we_initialized = false;
+}
+
+[[noreturn]] void abort_job(int code) noexcept {
+  if (mpi_usable()) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace mcr::detail

@@ -1,0 +1,26 @@
+#include "bootstrap/bootstrap.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "mcr/errors.hpp"
+
+namespace mcr::detail {
+
+std::vector<Bytes> Bootstrap::group_all_gather(const std::vector<int>& members, const std::string& tag,
+                                               const Bytes& mine) {
+  auto it = std::find(members.begin(), members.end(), rank());
+  if (it == members.end()) {
+    throw InvalidArgument(fmt::format("group_all_gather '{}': rank {} is not a member", tag, rank()));
+  }
+  store().set(fmt::format("{}/{}", tag, rank()), mine);
+  std::vector<Bytes> out;
+  out.reserve(members.size());
+  for (int m : members) {
+    out.push_back(m == rank() ? mine : store().get(fmt::format("{}/{}", tag, m), timeout_));
+  }
+  return out;
+}
+
+}  // namespace mcr::detail

@@ -1,0 +1,86 @@
+// How the ranks of a job find each other: launcher detection, a world-level exchange, and a
+// key-value store for backend rendezvous (Gloo pair addresses, NCCL unique ids, group formation).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mcr::detail {
+
+using Bytes = std::vector<std::uint8_t>;
+
+/// Which launcher started this process, read from the environment.
+enum class Launcher { single, mpi, slurm, torchrun };
+const char* to_string(Launcher l) noexcept;
+
+struct LaunchInfo {
+  Launcher launcher = Launcher::single;
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  std::string master_addr;  ///< torchrun: MASTER_ADDR
+  int master_port = 0;      ///< torchrun: MASTER_PORT
+  /// Whether an MPI launcher (mpirun/mpiexec, or srun with PMI) set this job up, so that MPI_Init
+  /// forms the real world. Under torchrun-style variables alone it is false, and the MPI backend
+  /// reports itself unusable rather than forming a world of one.
+  bool mpi_world = false;
+};
+
+/// Reads OMPI_COMM_WORLD_*, PMIX_RANK, SLURM_PROCID/SLURM_NTASKS/..., RANK/WORLD_SIZE/LOCAL_RANK/
+/// MASTER_ADDR/MASTER_PORT. Throws InvalidArgument naming the variable when one is malformed.
+LaunchInfo detect_launch();
+
+/// A blocking key-value store shared by all ranks of the job.
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  /// Blocks until `key` exists, at most `timeout`; throws TimeoutError naming the key.
+  virtual Bytes get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  /// Atomically adds `delta` to the integer at `key` (0 if absent) and returns the new value.
+  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
+  /// Whether every key exists, without blocking.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+};
+
+/// Collective byte exchange among all ranks of the world (MPI_Allgatherv, or through the store).
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  virtual std::vector<Bytes> all_gather(const Bytes& mine) = 0;
+};
+
+/// Everything the backends need to rendezvous.
+class Bootstrap {
+ public:
+  Bootstrap(LaunchInfo launch, std::unique_ptr<Exchange> exchange, std::unique_ptr<Store> store,
+            std::chrono::milliseconds timeout)
+      : launch_(std::move(launch)),
+        exchange_(std::move(exchange)),
+        store_(std::move(store)),
+        timeout_(timeout) {}
+
+  const LaunchInfo& launch() const noexcept { return launch_; }
+  int rank() const noexcept { return launch_.rank; }
+  int size() const noexcept { return launch_.size; }
+  Exchange& exchange() { return *exchange_; }
+  Store& store() { return *store_; }
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+
+  /// All-gather among `members` (world ranks, every one of them calls it with the same `members`
+  /// and `tag`) through the store. Used to form sub-groups without involving non-members.
+  std::vector<Bytes> group_all_gather(const std::vector<int>& members, const std::string& tag,
+                                      const Bytes& mine);
+
+ private:
+  LaunchInfo launch_;
+  std::unique_ptr<Exchange> exchange_;
+  std::unique_ptr<Store> store_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace mcr::detail

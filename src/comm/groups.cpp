@@ -1,0 +1,104 @@
+// Sub-communicators: split(color, key) and new_group(ranks), collective over the parent.
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "mcr/communicator.hpp"
+#include "mcr/errors.hpp"
+#include "runtime.hpp"
+
+namespace mcr {
+namespace {
+
+using detail::Bytes;
+
+struct SplitEntry {
+  int color;
+  int key;
+};
+
+Bytes encode(SplitEntry e) {
+  Bytes b(sizeof e);
+  std::memcpy(b.data(), &e, sizeof e);
+  return b;
+}
+
+SplitEntry decode(const Bytes& b, int rank) {
+  if (b.size() != sizeof(SplitEntry)) {
+    throw MismatchError(fmt::format("split: rank {} sent a malformed color/key record", rank));
+  }
+  SplitEntry e{};
+  std::memcpy(&e, b.data(), sizeof e);
+  return e;
+}
+
+Communicator do_split(detail::CommState& s, int color, int key) {
+  s.check_usable();
+  detail::Runtime& rt = detail::runtime();
+  const std::uint64_t index = s.splits++;
+  auto all = rt.bootstrap->group_all_gather(s.world_ranks, fmt::format("mcr/split/{}/{}", s.id, index),
+                                            encode({color, key}));
+  // Members of my group, ordered by (key, parent rank): the new rank is the position in this list.
+  std::vector<std::tuple<int, int>> order;
+  for (int r = 0; r < s.size; ++r) {
+    SplitEntry e = decode(all[static_cast<std::size_t>(r)], r);
+    if (color != Communicator::kUndefinedColor && e.color == color) order.emplace_back(e.key, r);
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<int> members;
+  for (auto& [k, r] : order) members.push_back(r);
+  // An id equal on every member and distinct from every other group of the job.
+  const std::uint64_t group_id =
+      fnv1a(fmt::format("{}/{}/{}", s.id, index, members.empty() ? -1 : members.front())) | 1u;
+
+  // Every backend splits collectively over the parent, in the same order on every rank.
+  std::vector<std::unique_ptr<detail::Backend>> children;
+  for (auto& b : s.backends) {
+    auto child = b->split(members, group_id);
+    if (!members.empty() && child) children.push_back(std::move(child));
+  }
+  if (members.empty()) return Communicator();
+  std::vector<int> world;
+  int my_rank = -1;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    world.push_back(s.world_ranks[static_cast<std::size_t>(members[i])]);
+    if (members[i] == s.rank) my_rank = static_cast<int>(i);
+  }
+  auto child = detail::make_comm_state(my_rank, static_cast<int>(members.size()), group_id, std::move(world),
+                                       std::move(children), s.timeout);
+  child->observer = s.observer;
+  return Communicator(std::move(child));
+}
+
+}  // namespace
+
+Communicator Communicator::split(int color, int key) const {
+  if (color < 0 && color != kUndefinedColor) {
+    throw InvalidArgument(fmt::format("split: color {} must be >= 0 or kUndefinedColor ({})", color,
+                                      kUndefinedColor));
+  }
+  return do_split(state(), color, key);
+}
+
+Communicator Communicator::new_group(std::span<const int> ranks) const {
+  auto& s = state();
+  std::vector<int> seen;
+  for (int r : ranks) {
+    if (r < 0 || r >= s.size) {
+      throw InvalidArgument(
+          fmt::format("new_group: rank {} in ranks is out of range for a communicator of size {}", r, s.size));
+    }
+    if (std::find(seen.begin(), seen.end(), r) != seen.end()) {
+      throw InvalidArgument(fmt::format("new_group: rank {} appears twice in ranks", r));
+    }
+    seen.push_back(r);
+  }
+  if (ranks.empty()) throw InvalidArgument("new_group: ranks is empty");
+  auto it = std::find(ranks.begin(), ranks.end(), s.rank);
+  const bool member = it != ranks.end();
+  return do_split(s, member ? 0 : kUndefinedColor, member ? static_cast<int>(it - ranks.begin()) : 0);
+}
+
+}  // namespace mcr

@@ -1,0 +1,204 @@
+#include "selector.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "log.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::detail {
+
+Selector::Selector(std::shared_ptr<const RuleSet> rules, std::shared_ptr<const TuningTable> table,
+                   std::vector<Backend*> backends,
+                   std::vector<std::pair<std::string, std::string>> unusable, int group_size)
+    : rules_(std::move(rules)),
+      table_(std::move(table)),
+      backends_(std::move(backends)),
+      unusable_(std::move(unusable)),
+      group_size_(group_size),
+      plans_(static_cast<std::size_t>(kNumOpTypes) * 8 * 8 * 2) {}
+
+std::size_t Selector::plan_index(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) noexcept {
+  return ((static_cast<std::size_t>(op) * 8 + static_cast<std::size_t>(dtype)) * 8 +
+          static_cast<std::size_t>(reduce)) * 2 + static_cast<std::size_t>(device);
+}
+
+Backend* Selector::find(std::string_view name) const noexcept {
+  for (Backend* b : backends_) {
+    if (b->name() == name) return b;
+  }
+  return nullptr;
+}
+
+std::uint64_t Selector::config_hash() const noexcept {
+  std::uint64_t h = fnv1a(rules_ ? rules_->canonical() : std::string());
+  return fnv1a(fmt::format("{:x}", table_ ? table_->selection_hash() : 0), h);
+}
+
+std::string Selector::why_unsupported(const Backend& b, OpType op, DType dtype, ReduceOp reduce,
+                                      Device::Kind device, std::size_t bytes) const {
+  // Reduce ops are meaningless for non-reductions; ask about sum so they don't disqualify a backend.
+  const ReduceOp r = is_reduction(op) ? reduce : ReduceOp::sum;
+  Support s = b.supports(op, dtype, r, device);
+  if (!s.ok) {
+    return fmt::format("cannot run {} on {}{} ({}): {}", to_string(op), to_string(dtype),
+                       is_reduction(op) ? fmt::format(" with {}", to_string(reduce)) : std::string(),
+                       to_string(device), s.why);
+  }
+  if (bytes / dtype_size(dtype) > b.max_count()) {
+    return fmt::format("message of {} bytes exceeds its largest count per call ({} elements)", bytes,
+                       b.max_count());
+  }
+  return {};
+}
+
+Backend& Selector::pick_override(std::string_view name, OpType op, DType dtype, ReduceOp reduce,
+                                 Device::Kind device, std::size_t bytes) const {
+  Backend* b = find(name);
+  if (b == nullptr) {
+    for (const auto& [n, reason] : unusable_) {
+      if (n == name) {
+        throw UnsupportedError(fmt::format("backend '{}' requested for {} is not usable here: {}", name,
+                                           to_string(op), reason));
+      }
+    }
+    std::string names;
+    for (Backend* x : backends_) names += fmt::format("{}{}", names.empty() ? "" : ", ", x->name());
+    throw InvalidArgument(fmt::format("backend '{}' (CallOptions::backend) is unknown; available: {}", name,
+                                      names));
+  }
+  if (auto why = why_unsupported(*b, op, dtype, reduce, device, bytes); !why.empty()) {
+    throw UnsupportedError(fmt::format("backend '{}' {}", name, why));
+  }
+  return *b;
+}
+
+Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
+                            std::size_t bytes, std::string_view override_name) const {
+  Selection sel;
+  auto consider = [&](Backend* b, std::string_view name, std::string why_here) -> bool {
+    if (b == nullptr) {
+      std::string reason = "not available in this build";
+      for (const auto& [n, r] : unusable_) {
+        if (n == name) reason = fmt::format("not usable here: {}", r);
+      }
+      sel.steps.push_back({std::string(name), false, fmt::format("{}; {}", why_here, reason)});
+      return false;
+    }
+    if (auto why = why_unsupported(*b, op, dtype, reduce, device, bytes); !why.empty()) {
+      sel.steps.push_back({std::string(name), false, fmt::format("{}; skipped: {}", why_here, why)});
+      return false;
+    }
+    sel.backend = std::string(name);
+    sel.steps.push_back({std::string(name), true, std::move(why_here)});
+    return true;
+  };
+  if (!override_name.empty()) {
+    sel.source = "override";
+    if (consider(find(override_name), override_name, "per-call override")) return sel;
+    return sel;  // an explicit request is never replaced by another backend
+  }
+  if (rules_) {
+    for (std::size_t i = 0; i < rules_->rules.size(); ++i) {
+      const Rule& r = rules_->rules[i];
+      if (!r.matches(op, dtype, bytes)) continue;
+      sel.source = "rule";
+      if (consider(find(r.backend), r.backend, fmt::format("rule #{} ({})", i + 1,
+                                                           RuleSet{{r}}.canonical()))) {
+        return sel;
+      }
+    }
+  }
+  if (table_) {
+    if (const std::string* name = table_->lookup(op, dtype, group_size_, bytes)) {
+      sel.source = "tuning";
+      if (consider(find(*name), *name,
+                   fmt::format("tuning table: fastest measured at {} bytes, {} ranks", bytes, group_size_))) {
+        // Record the measured alternatives as the reason the others lost.
+        for (Backend* b : backends_) {
+          if (b->name() != *name) {
+            sel.steps.push_back({std::string(b->name()), false, "slower in the tuning table"});
+          }
+        }
+        return sel;
+      }
+    }
+  }
+  sel.source = "default";
+  for (std::size_t i = 0; i < backends_.size(); ++i) {
+    if (consider(backends_[i], backends_[i]->name(), fmt::format("default priority #{}", i + 1))) {
+      return sel;
+    }
+  }
+  sel.backend.clear();
+  return sel;
+}
+
+Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const {
+  // Every byte count where the answer may change: rule bounds and tuning-range bounds.
+  std::vector<std::size_t> cuts{0};
+  auto cut_after = [&](std::size_t hi) {
+    if (hi != kMaxBytes) cuts.push_back(hi + 1);
+  };
+  if (rules_) {
+    for (const Rule& r : rules_->rules) {
+      if ((r.op && *r.op != op) || (r.dtype && *r.dtype != dtype)) continue;
+      cuts.push_back(r.min_bytes);
+      cut_after(r.max_bytes);
+    }
+  }
+  if (table_) {
+    for (const auto& e : table_->entries) {
+      if (e.op != op) continue;
+      for (const auto& r : e.ranges) {
+        cuts.push_back(r.min_bytes);
+        cut_after(r.max_bytes);
+      }
+    }
+  }
+  for (Backend* b : backends_) {  // where a backend's count limit starts to exclude it
+    const std::size_t limit = b->max_count();
+    if (limit <= kMaxBytes / dtype_size(dtype)) cut_after(limit * dtype_size(dtype));
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  Plan plan;
+  for (std::size_t i = 0; i < cuts.size(); ++i) {
+    const std::size_t lo = cuts[i];
+    const std::size_t hi = i + 1 < cuts.size() ? cuts[i + 1] - 1 : kMaxBytes;
+    Selection s = explain(op, dtype, reduce, device, lo);
+    for (const auto& step : s.steps) {
+      if (!step.chosen && step.reason.find("skipped") != std::string::npos) {
+        log_debug("select {} {} [{}, {}]: {}: {}", to_string(op), to_string(dtype), lo, hi, step.backend,
+                  step.reason);
+      }
+    }
+    Backend* b = s.backend.empty() ? nullptr : find(s.backend);
+    if (!plan.empty() && plan.back().backend == b) {
+      plan.back().hi = hi;
+    } else {
+      plan.push_back({lo, hi, b});
+    }
+  }
+  return plan;
+}
+
+Backend& Selector::pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes) {
+  auto& slot = plans_[plan_index(op, dtype, reduce, device)];
+  if (!slot) slot = build_plan(op, dtype, reduce, device);
+  const Plan& plan = *slot;
+  auto it = std::upper_bound(plan.begin(), plan.end(), bytes,
+                             [](std::size_t b, const Interval& iv) { return b < iv.lo; });
+  Backend* b = (it == plan.begin()) ? nullptr : std::prev(it)->backend;
+  if (b == nullptr) {
+    Selection s = explain(op, dtype, reduce, device, bytes);
+    std::string reasons;
+    for (const auto& step : s.steps) reasons += fmt::format("; {}: {}", step.backend, step.reason);
+    throw UnsupportedError(fmt::format("no backend can run {} on {} ({}, {} bytes){}", to_string(op),
+                                       to_string(dtype), to_string(device), bytes, reasons));
+  }
+  return *b;
+}
+
+}  // namespace mcr::detail

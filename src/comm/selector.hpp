@@ -1,0 +1,64 @@
+// Per-communicator backend selection: override -> rules -> tuning table -> default priority.
+// The answer depends only on values equal on every rank (invariant 2), so every rank picks the
+// same backend for the same operation.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "backend.hpp"
+#include "mcr/communicator.hpp"
+#include "mcr/selection.hpp"
+
+namespace mcr::detail {
+
+class Selector {
+ public:
+  /// `backends`: this communicator's instances in default priority order. `unusable`: backends
+  /// compiled in but not usable in this process, with the reason (for explanations).
+  Selector(std::shared_ptr<const RuleSet> rules, std::shared_ptr<const TuningTable> table,
+           std::vector<Backend*> backends, std::vector<std::pair<std::string, std::string>> unusable,
+           int group_size);
+
+  /// The backend for this operation. `bytes` is the op's global message size.
+  Backend& pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes);
+  /// The backend named by a per-call override; errors name backend, op and dtype.
+  Backend& pick_override(std::string_view name, OpType op, DType dtype, ReduceOp reduce,
+                         Device::Kind device, std::size_t bytes) const;
+  /// The full reasoning, every candidate with why it was or was not chosen.
+  Selection explain(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes,
+                    std::string_view override_name = {}) const;
+
+  Backend* find(std::string_view name) const noexcept;
+  /// Hash of rules + table, compared across ranks when a communicator is created.
+  std::uint64_t config_hash() const noexcept;
+  const std::vector<Backend*>& backends() const noexcept { return backends_; }
+
+ private:
+  struct Interval {
+    std::size_t lo, hi;  // inclusive
+    Backend* backend;
+  };
+  using Plan = std::vector<Interval>;
+  std::string why_unsupported(const Backend& b, OpType op, DType dtype, ReduceOp reduce,
+                              Device::Kind device, std::size_t bytes) const;
+  Plan build_plan(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const;
+  static std::size_t plan_index(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) noexcept;
+
+  std::shared_ptr<const RuleSet> rules_;
+  std::shared_ptr<const TuningTable> table_;
+  std::vector<Backend*> backends_;
+  std::vector<std::pair<std::string, std::string>> unusable_;
+  int group_size_;
+  // Lazily built selection plans, one per (op, dtype, reduce, device kind): a sorted list of byte
+  // intervals and their backend, so the hot path is a short binary search with no allocation.
+  std::vector<std::optional<Plan>> plans_;
+};
+
+}  // namespace mcr::detail

@@ -1,0 +1,101 @@
+// Internal state behind Communicator and Work, and the process-wide progress engine.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "mcr/communicator.hpp"
+#include "mcr/observer.hpp"
+#include "selector.hpp"
+
+namespace mcr::detail {
+
+using Clock = std::chrono::steady_clock;
+
+class CommState;
+
+/// One operation in flight.
+class WorkState {
+ public:
+  OpType op = OpType::barrier;
+  std::uint64_t sequence = 0;
+  Backend* backend = nullptr;
+  std::unique_ptr<PendingOp> pending;
+  std::chrono::milliseconds timeout{0};
+  Clock::time_point start;
+  bool done = false;
+  bool failed = false;
+  std::exception_ptr error;
+  CommState* owner = nullptr;             // the issuing communicator
+  std::shared_ptr<CommState> keep_alive;  // async ops keep their backend alive while in flight
+  Device device{};
+  // Observer record fields fixed at issue time.
+  DType dtype = DType::u8;
+  std::size_t count = 0;
+  std::size_t bytes = 0;
+  bool async = false;
+
+  /// One non-blocking completion check; records completion (and notifies the observer).
+  bool poll();
+  /// Polls until done, progressing every backend; raises TimeoutError after `timeout`.
+  void wait_for(std::chrono::milliseconds timeout);
+};
+
+/// Process-wide progress: every wait loop calls progress_all() so that backends needing host calls
+/// (MPI) advance while the caller waits on another backend. Used from one thread at a time.
+class Engine {
+ public:
+  void register_backend(Backend* b);
+  void unregister_backend(Backend* b) noexcept;
+  /// Advances every backend that needs host progress and has pending work.
+  void progress_all();
+  /// Whether any backend needing host progress has an operation in flight (then no other library
+  /// may block the calling thread).
+  bool host_progress_pending() const noexcept { return host_pending_ > 0; }
+  void op_started(const WorkState& w) noexcept;
+  void op_finished(const WorkState& w) noexcept;
+
+  /// Device fence (invariant 3): before `b` starts on `device`, drain in-flight work of every other
+  /// device-blocking backend on that device, progressing everything while waiting.
+  void fence_device(const Backend& b, Device device, std::chrono::milliseconds timeout);
+  void track_device_op(const std::shared_ptr<WorkState>& w);
+
+ private:
+  std::vector<Backend*> host_progress_backends_;
+  int host_pending_ = 0;
+  std::vector<std::shared_ptr<WorkState>> device_ops_;  // in flight on device-blocking backends
+};
+
+/// Everything a communicator owns.
+class CommState : public std::enable_shared_from_this<CommState> {
+ public:
+  int rank = 0;
+  int size = 1;
+  std::uint64_t id = 0;
+  std::vector<int> world_ranks;                    // group rank -> world rank
+  std::vector<std::unique_ptr<Backend>> backends;  // default priority order
+  std::vector<std::pair<std::string, std::string>> unusable;
+  std::unique_ptr<Selector> selector;
+  std::uint64_t next_sequence = 0;
+  std::chrono::milliseconds timeout{0};
+  std::shared_ptr<OpObserver> observer;
+  std::string aborted;  // non-empty once an operation timed out: later calls fail fast
+  std::uint64_t splits = 0;  // number of split()/new_group() calls, for rendezvous keys
+  std::vector<std::shared_ptr<WorkState>> outstanding;  // async ops not yet seen complete
+
+  ~CommState();
+  void check_usable() const;
+  /// Issues a validated operation. Sync: completes it (fast path when allowed). Async: returns work.
+  std::shared_ptr<WorkState> issue(OpArgs& args, const CallOptions& opts, std::size_t bytes);
+  void notify(const WorkState& w) const noexcept;
+};
+
+Engine& engine();
+
+}  // namespace mcr::detail

@@ -1,0 +1,95 @@
+// `mcr calibrate MEASUREMENTS.json --device NAME -o device.json`: fits a device's efficiency
+// parameters to `mcr gemm --json` measurements and reports the error before and after on a seeded,
+// held-out part of the data.
+#include <fmt/core.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "gemm_report.hpp"
+#include "mcr/codesign/bench/calibrate.hpp"
+#include "mcr/codesign/bench/measurement.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::cli {
+namespace {
+
+namespace cb = codesign::bench;
+
+struct CalibrateArgs {
+  std::string measurements;
+  std::string device;
+  std::string output;
+  bool json = false;
+  cb::CalibrationOptions options;
+};
+
+void run(const CalibrateArgs& a) {
+  const auto set = cb::load_measurements(a.measurements);
+  if (set.rows.empty()) {
+    throw InvalidArgument(fmt::format("{}: contains no measurements", a.measurements));
+  }
+  codesign::DeviceSpec start;
+  if (!a.device.empty()) {
+    start = codesign::resolve_device(a.device);
+  } else if (set.device) {
+    start = *set.device;
+  } else {
+    throw InvalidArgument(fmt::format(
+        "--device: {} records no device, so name one (catalog name or JSON file)", a.measurements));
+  }
+  // The seed goes to stderr first so that even an interrupted run can be reproduced.
+  fmt::print(stderr, "mcr calibrate: {} measurements, device '{}', hold-out {:.0f}%, seed {}\n",
+             set.rows.size(), start.name, a.options.holdout_fraction * 100, a.options.seed);
+  const auto result = cb::calibrate(set.rows, start, a.options);
+  if (!a.output.empty()) codesign::save_device(result.device, a.output);
+  if (a.json) {
+    nlohmann::json j = result;
+    j["device"] = result.device.name;
+    j["measurements"] = a.measurements;
+    if (!a.output.empty()) j["output"] = a.output;
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    print_calibration(stdout, result, start.efficiency);
+    if (!a.output.empty()) fmt::print("calibrated device written to {}\n", a.output);
+  }
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto args = std::make_shared<CalibrateArgs>();
+  auto* cmd = app.add_subcommand(
+      "calibrate",
+      "Fit a device's efficiency parameters (achievable peak, alignment tiers, overheads) to "
+      "`mcr gemm --json` measurements");
+  cmd->add_option("measurements", args->measurements,
+                  "measurements JSON written by mcr gemm --json")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--device", args->device,
+                  "device to start from: catalog name or JSON file (default: the device recorded "
+                  "in the measurements)");
+  cmd->add_option("-o,--output", args->output, "write the calibrated device JSON here");
+  cmd->add_option("--holdout", args->options.holdout_fraction,
+                  "fraction of measurements held out of the fit to judge it, in [0, 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.95));
+  cmd->add_option("--seed", args->options.seed, "seed of the train/hold-out split")
+      ->capture_default_str();
+  cmd->add_option("--max-evals", args->options.max_evaluations,
+                  "objective evaluations per Nelder-Mead run")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--restarts", args->options.restarts,
+                  "extra Nelder-Mead runs from the best point")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", args->json, "print the result as JSON");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace mcr::cli

@@ -1,0 +1,125 @@
+#include "gemm_report.hpp"
+
+#include <fmt/core.h>
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <fstream>
+
+#include "mcr/errors.hpp"
+
+namespace mcr::cli {
+namespace {
+
+std::string quote_if_needed(const std::string& s) {
+  if (!s.empty() && s.find_first_of(" \t'\"$`\\") == std::string::npos) return s;
+  std::string q = "'";
+  for (char c : s)
+    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string number_or_na(double v, const char* format) {
+  return std::isnan(v) ? std::string("n/a") : fmt::format(fmt::runtime(format), v);
+}
+
+std::string dims(const codesign::Gemm& g) {
+  return fmt::format("{:>6} {:>6} {:>6} {:>5}", g.m, g.n, g.k, g.batch);
+}
+
+}  // namespace
+
+std::string rerun_command(const CLI::App& subcommand) {
+  std::string out = "mcr " + subcommand.get_name();
+  for (const CLI::Option* opt : subcommand.get_options()) {
+    if (opt->count() == 0 || opt->get_name() == "--help") continue;
+    const auto& results = opt->results();
+    const std::string name =
+        opt->get_lnames().empty() ? std::string() : "--" + opt->get_lnames().front();
+    if (opt->get_type_size() == 0) {  // a flag
+      out += " " + name;
+      continue;
+    }
+    for (const auto& value : results) {
+      out +=
+          name.empty() ? " " + quote_if_needed(value) : " " + name + " " + quote_if_needed(value);
+    }
+  }
+  return out;
+}
+
+void print_measurements_table(std::FILE* out, const codesign::bench::MeasurementSet& set) {
+  fmt::print(out, "# backend: {}\n", set.backend_description);
+  fmt::print(out, "{:<16} {:>6} {:>6} {:>6} {:>5} {:>5} {:>12} {:>10} {:>9} {:>7}\n", "role", "m",
+             "n", "k", "batch", "dtype", "median_us", "TFLOP/s", "GB/s", "samples");
+  for (const auto& r : set.rows) {
+    fmt::print(out, "{:<16} {} {:>5} {:>12.2f} {:>10.4f} {:>9.2f} {:>7}\n", r.gemm.role,
+               dims(r.gemm), to_string(r.gemm.dtype), r.timing.median_s * 1e6, r.tflops(), r.gbs(),
+               r.timing.samples);
+  }
+}
+
+void print_summary_line(std::FILE* out, const char* label,
+                        const codesign::bench::ComparisonSummary& s) {
+  fmt::print(out, "{}: {} GEMMs, median |error| {}%, median ratio {}, Spearman {}\n", label,
+             s.count, number_or_na(s.median_abs_pct_error, "{:.1f}"),
+             number_or_na(s.median_ratio, "{:.3f}"), number_or_na(s.spearman, "{:.3f}"));
+}
+
+void print_comparison_table(std::FILE* out, const codesign::bench::MeasurementSet& set,
+                            std::span<const codesign::bench::ComparisonRow> rows,
+                            const std::string& device_name) {
+  fmt::print(out, "# backend: {}\n# predicted on device: {}\n", set.backend_description,
+             device_name);
+  fmt::print(out, "{:<16} {:>6} {:>6} {:>6} {:>5} {:>5} {:>12} {:>10} {:>10} {:>7} {:>7}\n", "role",
+             "m", "n", "k", "batch", "dtype", "median_us", "meas_TF/s", "pred_TF/s", "ratio",
+             "err_%");
+  for (const auto& r : rows) {
+    const auto& g = r.measured.gemm;
+    fmt::print(out, "{:<16} {} {:>5} {:>12.2f} {:>10.4f} {:>10.4f} {:>7.3f} {:>7.1f}\n", g.role,
+               dims(g), to_string(g.dtype), r.measured.timing.median_s * 1e6, r.measured_tflops,
+               r.predicted_tflops, r.ratio, r.abs_pct_error);
+  }
+  print_summary_line(out, "summary", codesign::bench::summarize(rows));
+}
+
+void print_calibration(std::FILE* out, const codesign::bench::CalibrationResult& r,
+                       const codesign::EfficiencyParams& before) {
+  fmt::print(out, "calibration of '{}': seed {}, {} points fitted, {} held out, {} evaluations\n",
+             r.device.name, r.seed, r.train_count, r.holdout_count, r.evaluations);
+  print_summary_line(out, "  fitted   before", r.train_before);
+  print_summary_line(out, "  fitted   after ", r.train_after);
+  if (r.holdout_count > 0) {
+    print_summary_line(out, "  held-out before", r.holdout_before);
+    print_summary_line(out, "  held-out after ", r.holdout_after);
+  }
+  const auto& a = r.device.efficiency;
+  fmt::print(out, "  {:<24} {:>12} {:>12}\n", "parameter", "before", "after");
+  fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", "peak_fraction", before.peak_fraction,
+             a.peak_fraction);
+  fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", "k_overhead", before.k_overhead, a.k_overhead);
+  fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", "launch_overhead_s", before.launch_overhead_s,
+             a.launch_overhead_s);
+  fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", "latency_floor_s", before.latency_floor_s,
+             a.latency_floor_s);
+  fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", "memory_efficiency", before.memory_efficiency,
+             a.memory_efficiency);
+  for (std::size_t i = 0; i < a.alignment_tiers.size() && i < before.alignment_tiers.size(); ++i) {
+    fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n",
+               fmt::format("tier >= {} B", a.alignment_tiers[i].min_bytes),
+               before.alignment_tiers[i].factor, a.alignment_tiers[i].factor);
+  }
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return;
+  }
+  std::ofstream file(path);
+  if (!file) throw Error(fmt::format("-o: cannot write '{}'", path));
+  file << text;
+  if (!file) throw Error(fmt::format("-o: failed writing '{}'", path));
+}
+
+}  // namespace mcr::cli

@@ -1,0 +1,114 @@
+#include "shape_options.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <fstream>
+
+#include "mcr/errors.hpp"
+
+namespace mcr::cli {
+
+void add_model_options(CLI::App* cmd, ModelFlags& f) {
+  cmd->add_option("--preset", f.preset, "model preset, e.g. gpt3-2.7b, pythia-6.9b, llama-2-7b");
+  cmd->add_option("--config", f.hf_config, "Hugging Face config.json of the model");
+  cmd->add_option("--model", f.model_file, "model JSON (fields as in data/models/*.json)");
+  cmd->add_option("--hidden,--h", f.h, "hidden size h");
+  cmd->add_option("--heads,--a", f.a, "attention heads a");
+  cmd->add_option("--kv-heads", f.a_kv, "key/value heads a_kv (GQA; default a)");
+  cmd->add_option("--layers,--L", f.L, "layers L");
+  cmd->add_option("--vocab,--v", f.v, "vocabulary size v");
+  cmd->add_option("--seq,--s", f.s, "sequence length s");
+  cmd->add_option("--micro-batch,--b", f.b, "microbatch size b");
+  cmd->add_option("--ffn,--d-ff", f.d_ff, "MLP width d_ff (default 4h)");
+  cmd->add_option("--mlp", f.mlp, "MLP type: gelu or swiglu");
+  cmd->add_option("--experts", f.experts, "MoE experts (1 = dense)");
+  cmd->add_option("--top-k", f.top_k, "MoE experts per token");
+  cmd->add_option("--tp,--t", f.t, "tensor-parallel size t");
+  cmd->add_option("--dtype", f.dtype, "fp32, tf32, fp16, bf16, fp8");
+  cmd->add_option("--attention", f.attention, "attention implementation: unfused (bmm) or flash");
+  cmd->add_option("--norm", f.norm, "layernorm or rmsnorm (parameter count only)");
+  cmd->add_option("--position", f.position, "learned or rotary (parameter count only)");
+  cmd->add_option("--tied", f.tied, "tied input/output embeddings (true/false)");
+  cmd->add_option("--bias", f.bias, "linear layers have biases (true/false)");
+}
+
+codesign::ModelShape build_model(const ModelFlags& f) {
+  using namespace codesign;
+  const int sources = !f.preset.empty() + !f.hf_config.empty() + !f.model_file.empty();
+  if (sources > 1) {
+    throw InvalidArgument("give at most one of --preset, --config and --model");
+  }
+  ModelShape m;
+  if (!f.preset.empty()) {
+    m = load_preset(f.preset);
+  } else if (!f.hf_config.empty()) {
+    m = load_hf_config(f.hf_config);
+  } else if (!f.model_file.empty()) {
+    std::ifstream in(f.model_file);
+    if (!in) throw InvalidArgument(fmt::format("--model '{}' cannot be opened", f.model_file));
+    try {
+      m = nlohmann::json::parse(in).get<ModelShape>();
+    } catch (const nlohmann::json::exception& e) {
+      throw InvalidArgument(fmt::format("--model '{}': {}", f.model_file, e.what()));
+    }
+  } else {
+    m.name = "custom";
+  }
+  const bool custom = sources == 0;
+  const auto set = [](std::int64_t& field, const std::optional<std::int64_t>& value) {
+    if (value) field = *value;
+  };
+  const bool h_changed = f.h.has_value() && *f.h != m.h;
+  const bool gelu_4h = m.d_ff == 4 * m.h;
+  set(m.h, f.h);
+  set(m.a, f.a);
+  set(m.a_kv, f.a_kv);
+  set(m.L, f.L);
+  set(m.v, f.v);
+  set(m.s, f.s);
+  set(m.b, f.b);
+  set(m.d_ff, f.d_ff);
+  set(m.experts, f.experts);
+  set(m.top_k, f.top_k);
+  set(m.t, f.t);
+  if (f.mlp) m.mlp = parse_mlp_type(*f.mlp);
+  if (f.dtype) m.dtype = parse_dtype(*f.dtype);
+  if (f.attention) m.attention = parse_attention_impl(*f.attention);
+  if (f.norm) m.norm = parse_norm_type(*f.norm);
+  if (f.position) m.position = parse_position_embedding(*f.position);
+  if (f.tied) m.tied_embeddings = *f.tied;
+  if (f.bias) m.linear_bias = *f.bias;
+  // A new h keeps a GeLU model's 4h MLP unless d_ff was given too.
+  if (!f.d_ff && (m.d_ff == 0 || (h_changed && gelu_4h && m.mlp == MlpType::gelu))) {
+    m.d_ff = 4 * m.h;
+  }
+  if (f.a && !f.a_kv && m.a_kv > m.a) m.a_kv = m.a;
+  if (custom && (m.h == 0 || m.a == 0 || m.L == 0 || m.v == 0)) {
+    throw InvalidArgument(
+        "no model given: use --preset NAME, --config config.json or --model FILE, or give at least "
+        "--hidden, --heads, --layers and --vocab");
+  }
+  // A '*' marks a named model whose dimensions were overridden.
+  if (!custom && (f.h || f.a || f.a_kv || f.L || f.v || f.d_ff || f.experts || f.top_k)) {
+    m.name += "*";
+  }
+  m.validate();
+  return m;
+}
+
+std::string describe_model(const codesign::ModelShape& m) {
+  using codesign::to_string;
+  std::string head =
+      m.h % m.a == 0 ? fmt::format("{}", m.h / m.a)
+                     : fmt::format("{:.2f}", static_cast<double>(m.h) / static_cast<double>(m.a));
+  std::string s = fmt::format(
+      "{}: h={} a={} (h/a={}) a_kv={} L={} v={} s={} b={} d_ff={} {} t={} {} attention={}",
+      m.name, m.h, m.a, head, m.kv_heads(), m.L, m.v, m.s, m.b, m.d_ff, to_string(m.mlp), m.t,
+      to_string(m.dtype), to_string(m.attention));
+  if (m.is_moe()) s += fmt::format(" experts={} top_k={}", m.experts, m.top_k);
+  s += m.tied_embeddings ? " tied" : " untied";
+  return s;
+}
+
+}  // namespace mcr::cli

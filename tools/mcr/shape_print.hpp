@@ -1,0 +1,27 @@
+// Human-readable tables for `mcr shape`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mcr/codesign/advisor.hpp"
+#include "mcr/codesign/analysis.hpp"
+#include "mcr/codesign/calculators.hpp"
+#include "mcr/codesign/device.hpp"
+#include "mcr/codesign/guidelines.hpp"
+
+namespace mcr::cli {
+
+std::string format_device(const codesign::DeviceSpec& d, codesign::DType dtype);
+std::string format_gemm_table(const codesign::ModelAnalysis& a, const codesign::DeviceSpec& d);
+std::string format_totals(const codesign::ModelAnalysis& a);
+std::string format_findings(const std::vector<codesign::Finding>& findings);
+std::string format_advice(const codesign::Advice& advice);
+std::string format_calculators(const codesign::ParamCount& p, const codesign::FlopCount& f,
+                               const codesign::MemoryEstimate& train,
+                               const codesign::MemoryEstimate& infer);
+std::string format_sweep(const std::string& field, const std::vector<codesign::SweepPoint>& pts);
+/// 6.74B, 125.2M, ...
+std::string human_count(double x);
+
+}  // namespace mcr::cli
