@@ -14,11 +14,15 @@
 namespace mcr::codesign {
 namespace {
 
-std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
+std::int64_t round_up(std::int64_t x, std::int64_t m) {
+  return (x + m - 1) / m * m;
+}
 
 std::string describe_changes(const ModelShape& from, const ModelShape& to) {
   std::string s;
+  const bool both_mha = from.kv_heads() == from.a && to.kv_heads() == to.a;
   for (const char* field : {"h", "a", "a_kv", "L", "d_ff", "v"}) {
+    if (both_mha && std::string(field) == "a_kv") continue;  // follows a
     const std::int64_t x = get_dimension(from, field);
     const std::int64_t y = get_dimension(to, field);
     if (x != y) s += fmt::format("{}{} {}->{}", s.empty() ? "" : ", ", field, x, y);
@@ -29,17 +33,28 @@ std::string describe_changes(const ModelShape& from, const ModelShape& to) {
 }  // namespace
 
 void set_dimension(ModelShape& m, const std::string& field, std::int64_t value) {
-  if (field == "h") m.h = value;
-  else if (field == "a") m.a = value;
-  else if (field == "a_kv") m.a_kv = value;
-  else if (field == "L") m.L = value;
-  else if (field == "v") m.v = value;
-  else if (field == "s") m.s = value;
-  else if (field == "b") m.b = value;
-  else if (field == "d_ff") m.d_ff = value;
-  else if (field == "t") m.t = value;
-  else if (field == "experts") m.experts = value;
-  else if (field == "top_k") m.top_k = value;
+  if (field == "h")
+    m.h = value;
+  else if (field == "a")
+    m.a = value;
+  else if (field == "a_kv")
+    m.a_kv = value;
+  else if (field == "L")
+    m.L = value;
+  else if (field == "v")
+    m.v = value;
+  else if (field == "s")
+    m.s = value;
+  else if (field == "b")
+    m.b = value;
+  else if (field == "d_ff")
+    m.d_ff = value;
+  else if (field == "t")
+    m.t = value;
+  else if (field == "experts")
+    m.experts = value;
+  else if (field == "top_k")
+    m.top_k = value;
   else {
     throw InvalidArgument(fmt::format(
         "dimension '{}' is not known: use h, a, a_kv, L, v, s, b, d_ff, t, experts or top_k",
@@ -90,7 +105,8 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
       if (h <= 0) continue;
       std::set<std::int64_t> ffs;
       if (h == model.h) ffs.insert(model.d_ff);
-      const auto ff_base = static_cast<std::int64_t>(std::llround(ff_ratio * static_cast<double>(h) / 64.0)) * 64;
+      const auto ff_base =
+          static_cast<std::int64_t>(std::llround(ff_ratio * static_cast<double>(h) / 64.0)) * 64;
       for (int fi = -o.ffn_steps; fi <= o.ffn_steps; ++fi) {
         if (ff_base + 64 * fi > 0) ffs.insert(ff_base + 64 * fi);
       }
@@ -145,11 +161,12 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
     return std::make_tuple(-x.totals.model_tflops, std::abs(x.param_delta), x.changes) <
            std::make_tuple(-y.totals.model_tflops, std::abs(y.param_delta), y.changes);
   });
-  // One candidate per (h, a, d_ff, v): shapes that differ only in L are the same idea.
-  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> seen;
+  // One candidate per (h, a): variants that differ only in L, d_ff or v padding are the same idea,
+  // and the list is more useful when it shows different ideas.
+  std::set<std::pair<std::int64_t, std::int64_t>> seen;
   for (Candidate& c : all) {
     if (static_cast<int>(advice.candidates.size()) >= o.top) break;
-    if (!seen.insert({c.shape.h, c.shape.a, c.shape.d_ff, c.shape.v}).second) continue;
+    if (!seen.insert({c.shape.h, c.shape.a}).second) continue;
     advice.candidates.push_back(std::move(c));
   }
   return advice;
@@ -165,8 +182,8 @@ std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device,
         "sweep range {}..{} is empty or not positive: need 0 < --from <= --to", first, last));
   }
   if ((last - first) / step > 100000) {
-    throw InvalidArgument(fmt::format("sweep {}..{} step {} has more than 100000 points", first,
-                                      last, step));
+    throw InvalidArgument(
+        fmt::format("sweep {}..{} step {} has more than 100000 points", first, last, step));
   }
   std::vector<SweepPoint> points;
   for (std::int64_t value = first; value <= last; value += step) {
@@ -175,8 +192,8 @@ std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device,
     p.shape = model;
     set_dimension(p.shape, field, value);
     // Sweeping a alone keeps the GQA group size when it can; otherwise MHA.
-    if (field == "a" && model.a_kv > 0 && model.a_kv != model.a) {
-      const std::int64_t group = model.a / model.kv_heads();
+    if (field == "a") {
+      const std::int64_t group = model.a / model.kv_heads();  // 1 for multi-head attention
       p.shape.a_kv = value % group == 0 ? value / group : value;
     }
     if (field == "h" && model.mlp == MlpType::gelu && model.d_ff == 4 * model.h) {

@@ -25,8 +25,8 @@ ModelAnalysis analyze(const ModelShape& model, const DeviceSpec& device, bool tr
   t.step_time_s = layers * t.time_per_layer_s + t.logits_time_s;
   t.step_flops = layers * t.flops_per_layer + t.logits_flops;
   t.model_tflops = t.step_flops / t.step_time_s / 1e12;
-  t.tokens_per_s_per_gpu = static_cast<double>(model.b * model.s) / t.step_time_s /
-                           static_cast<double>(model.t);
+  t.tokens_per_s_per_gpu =
+      static_cast<double>(model.b * model.s) / t.step_time_s / static_cast<double>(model.t);
   t.mfu = t.model_tflops / device.peak_for(model.dtype);
   return result;
 }

@@ -7,8 +7,12 @@
 namespace mcr::codesign {
 namespace {
 
-double dbl(std::int64_t x) { return static_cast<double>(x); }
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+double dbl(std::int64_t x) {
+  return static_cast<double>(x);
+}
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
 
 void validate_layout(const ParallelLayout& p) {
   if (p.pp <= 0) throw InvalidArgument(fmt::format("--pp = {} must be >= 1", p.pp));
@@ -23,10 +27,10 @@ void validate_layout(const ParallelLayout& p) {
 
 // Activation bytes of one layer for one microbatch, 16-bit activations (Korthikanti et al. 2022,
 // "Reducing Activation Recomputation in Large Transformer Models", eq. 2 and Table 2), generalized:
-// the split part counts Q (2), K and V (2r each), the projection input (2) and the MLP intermediates
-// (GeLU: up output and GeLU output, 2 x 2 d_ff/h; SwiGLU: gate, up, SiLU and product, 4 x 2 d_ff/h);
-// unfused attention adds the s x s scores, softmax and dropout mask (5 a s / h). At MHA, GeLU,
-// d_ff = 4h this is exactly the paper's sbh(10 + 24/t + 5as/(ht)).
+// the split part counts Q (2), K and V (2r each), the projection input (2) and the MLP
+// intermediates (GeLU: up output and GeLU output, 2 x 2 d_ff/h; SwiGLU: gate, up, SiLU and product,
+// 4 x 2 d_ff/h); unfused attention adds the s x s scores, softmax and dropout mask (5 a s / h). At
+// MHA, GeLU, d_ff = 4h this is exactly the paper's sbh(10 + 24/t + 5as/(ht)).
 double layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
   const double t = dbl(m.t);
   const double r = dbl(m.kv_heads()) / dbl(m.a);
@@ -56,7 +60,7 @@ ParamCount count_parameters(const ModelShape& m) {
   p.attention = layers * attention;
   const double ff = dbl(m.d_ff);
   const double one_mlp = m.mlp == MlpType::gelu ? 2.0 * h * ff + (bias ? ff + h : 0.0)
-                                                 : 3.0 * h * ff + (bias ? 2.0 * ff + h : 0.0);
+                                                : 3.0 * h * ff + (bias ? 2.0 * ff + h : 0.0);
   p.mlp = layers * one_mlp * dbl(m.experts);
   p.router = m.is_moe() ? layers * h * dbl(m.experts) : 0.0;
   const double one_norm = m.norm == NormType::layernorm ? 2.0 * h : h;
@@ -71,9 +75,11 @@ FlopCount count_flops(const ModelShape& model) {
   ModelShape whole = model;
   whole.t = 1;  // the whole model's FLOPs, not one TP rank's share
   double layer = 0;
-  for (const Gemm& g : layer_gemms(whole, false)) layer += g.flops();
+  for (const Gemm& g : layer_gemms(whole, false))
+    layer += g.flops();
   double logits = 0;
-  for (const Gemm& g : logit_gemms(whole, false)) logits += g.flops();
+  for (const Gemm& g : logit_gemms(whole, false))
+    logits += g.flops();
   FlopCount f;
   f.forward_per_step = dbl(whole.L) * layer + logits;
   f.forward_per_token = f.forward_per_step / dbl(whole.b * whole.s);
@@ -102,8 +108,8 @@ MemoryEstimate training_memory(const ModelShape& model, const ParallelLayout& la
   // With 1F1B pipelining the first stage holds pp microbatches of its L/pp layers: about L layers.
   const double layers_held = dbl(ceil_div(model.L, layout.pp)) * dbl(layout.pp);
   if (layout.checkpoint_activations) {
-    const double layer_input = 2.0 * dbl(model.s * model.b * model.h) /
-                               (layout.sequence_parallel ? dbl(model.t) : 1.0);
+    const double layer_input =
+        2.0 * dbl(model.s * model.b * model.h) / (layout.sequence_parallel ? dbl(model.t) : 1.0);
     e.activations = layers_held * layer_input + per_layer;  // + one layer being recomputed
   } else {
     e.activations = layers_held * per_layer;

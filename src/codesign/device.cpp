@@ -31,8 +31,8 @@ bool operator==(const DeviceSpec& a, const DeviceSpec& b) {
          a.arch == b.arch && a.compute_units == b.compute_units && a.clock_mhz == b.clock_mhz &&
          a.max_clock_mhz == b.max_clock_mhz && a.peak_tflops == b.peak_tflops &&
          a.memory_bandwidth_gbs == b.memory_bandwidth_gbs && a.memory_gb == b.memory_gb &&
-         a.l2_bytes == b.l2_bytes && a.alignment_bytes == b.alignment_bytes &&
-         a.tiles == b.tiles && a.efficiency == b.efficiency && a.sources == b.sources;
+         a.l2_bytes == b.l2_bytes && a.alignment_bytes == b.alignment_bytes && a.tiles == b.tiles &&
+         a.efficiency == b.efficiency && a.sources == b.sources;
 }
 
 double DeviceSpec::peak_for(DType dtype) const {
@@ -78,21 +78,21 @@ void DeviceSpec::validate() const {
     }
   }
   if (alignment_bytes <= 0 || (alignment_bytes & (alignment_bytes - 1)) != 0) {
-    throw InvalidArgument(fmt::format("{}: alignment_bytes = {} must be a power of two", ctx,
-                                      alignment_bytes));
+    throw InvalidArgument(
+        fmt::format("{}: alignment_bytes = {} must be a power of two", ctx, alignment_bytes));
   }
   if (tiles.empty()) throw InvalidArgument(fmt::format("{}: tiles must not be empty", ctx));
   for (const auto& tile : tiles) {
     if (tile.m <= 0 || tile.n <= 0 || !(tile.efficiency > 0) || tile.efficiency > 1) {
-      throw InvalidArgument(fmt::format(
-          "{}: tile {}x{} efficiency {}: sizes must be > 0 and efficiency in (0, 1]", ctx, tile.m,
-          tile.n, tile.efficiency));
+      throw InvalidArgument(
+          fmt::format("{}: tile {}x{} efficiency {}: sizes must be > 0 and efficiency in (0, 1]",
+                      ctx, tile.m, tile.n, tile.efficiency));
     }
   }
   const auto& e = efficiency;
   if (!(e.peak_fraction > 0) || e.peak_fraction > 1) {
-    throw InvalidArgument(fmt::format("{}: efficiency.peak_fraction = {} must be in (0, 1]", ctx,
-                                      e.peak_fraction));
+    throw InvalidArgument(
+        fmt::format("{}: efficiency.peak_fraction = {} must be in (0, 1]", ctx, e.peak_fraction));
   }
   if (!(e.memory_efficiency > 0) || e.memory_efficiency > 1) {
     throw InvalidArgument(fmt::format("{}: efficiency.memory_efficiency = {} must be in (0, 1]",
@@ -116,7 +116,9 @@ void DeviceSpec::validate() const {
   }
 }
 
-void to_json(json& j, const Tile& t) { j = json{{"m", t.m}, {"n", t.n}, {"efficiency", t.efficiency}}; }
+void to_json(json& j, const Tile& t) {
+  j = json{{"m", t.m}, {"n", t.n}, {"efficiency", t.efficiency}};
+}
 
 void from_json(const json& j, Tile& t) {
   const std::string ctx = "tile " + j.dump();
@@ -131,9 +133,12 @@ void to_json(json& j, const EfficiencyParams& e) {
   for (const auto& tier : e.alignment_tiers) {
     tiers.push_back({{"min_bytes", tier.min_bytes}, {"factor", tier.factor}});
   }
-  j = json{{"peak_fraction", e.peak_fraction},         {"alignment_tiers", tiers},
-           {"k_overhead", e.k_overhead},               {"memory_efficiency", e.memory_efficiency},
-           {"launch_overhead_s", e.launch_overhead_s}, {"latency_floor_s", e.latency_floor_s}};
+  j = json{{"peak_fraction", e.peak_fraction},
+           {"alignment_tiers", tiers},
+           {"k_overhead", e.k_overhead},
+           {"memory_efficiency", e.memory_efficiency},
+           {"launch_overhead_s", e.launch_overhead_s},
+           {"latency_floor_s", e.latency_floor_s}};
 }
 
 void from_json(const json& j, EfficiencyParams& e) {
@@ -151,13 +156,15 @@ void from_json(const json& j, EfficiencyParams& e) {
           {required<int>(tier, "min_bytes", tctx), required<double>(tier, "factor", tctx)});
     }
   }
-  std::sort(e.alignment_tiers.begin(), e.alignment_tiers.end(),
-            [](const AlignmentTier& x, const AlignmentTier& y) { return x.min_bytes > y.min_bytes; });
+  std::sort(
+      e.alignment_tiers.begin(), e.alignment_tiers.end(),
+      [](const AlignmentTier& x, const AlignmentTier& y) { return x.min_bytes > y.min_bytes; });
 }
 
 void to_json(json& j, const DeviceSpec& d) {
   json peaks = json::object();
-  for (const auto& [dtype, value] : d.peak_tflops) peaks[to_string(dtype)] = value;
+  for (const auto& [dtype, value] : d.peak_tflops)
+    peaks[to_string(dtype)] = value;
   j = json{{"name", d.name},
            {"description", d.description},
            {"vendor", d.vendor},
@@ -241,10 +248,11 @@ DeviceSpec device_from_catalog(const std::string& name) {
   const auto path = data_dir() / "devices" / (name + ".json");
   if (!std::filesystem::exists(path)) {
     std::string known;
-    for (const auto& n : catalog_devices()) known += (known.empty() ? "" : ", ") + n;
-    throw InvalidArgument(fmt::format(
-        "--device '{}' is not in the catalog ({}); known devices: {}", name,
-        (data_dir() / "devices").string(), known.empty() ? "none" : known));
+    for (const auto& n : catalog_devices())
+      known += (known.empty() ? "" : ", ") + n;
+    throw InvalidArgument(fmt::format("--device '{}' is not in the catalog ({}); known devices: {}",
+                                      name, (data_dir() / "devices").string(),
+                                      known.empty() ? "none" : known));
   }
   return load_device(path);
 }

@@ -37,26 +37,37 @@ DType parse_dtype(std::string_view name) {
 
 std::string to_string(DType dtype) {
   switch (dtype) {
-    case DType::fp64: return "fp64";
-    case DType::fp32: return "fp32";
-    case DType::tf32: return "tf32";
-    case DType::fp16: return "fp16";
-    case DType::bf16: return "bf16";
-    case DType::fp8: return "fp8";
-    case DType::int8: return "int8";
+    case DType::fp64:
+      return "fp64";
+    case DType::fp32:
+      return "fp32";
+    case DType::tf32:
+      return "tf32";
+    case DType::fp16:
+      return "fp16";
+    case DType::bf16:
+      return "bf16";
+    case DType::fp8:
+      return "fp8";
+    case DType::int8:
+      return "int8";
   }
   return "unknown";
 }
 
 int dtype_bytes(DType dtype) {
   switch (dtype) {
-    case DType::fp64: return 8;
+    case DType::fp64:
+      return 8;
     case DType::fp32:
-    case DType::tf32: return 4;  // tf32 is a compute mode: operands are stored as fp32
+    case DType::tf32:
+      return 4;  // tf32 is a compute mode: operands are stored as fp32
     case DType::fp16:
-    case DType::bf16: return 2;
+    case DType::bf16:
+      return 2;
     case DType::fp8:
-    case DType::int8: return 1;
+    case DType::int8:
+      return 1;
   }
   return 4;
 }

@@ -8,9 +8,12 @@ namespace mcr::codesign {
 
 std::string to_string(Pass pass) {
   switch (pass) {
-    case Pass::forward: return "forward";
-    case Pass::dgrad: return "dgrad";
-    case Pass::wgrad: return "wgrad";
+    case Pass::forward:
+      return "forward";
+    case Pass::dgrad:
+      return "dgrad";
+    case Pass::wgrad:
+      return "wgrad";
   }
   return "unknown";
 }
@@ -35,13 +38,15 @@ double Gemm::bytes() const {
   return elements * static_cast<double>(batch) * dtype_bytes(dtype);
 }
 
-double Gemm::arithmetic_intensity() const { return flops() / bytes(); }
+double Gemm::arithmetic_intensity() const {
+  return flops() / bytes();
+}
 
 void Gemm::validate() const {
   const auto check = [this](const char* field, std::int64_t value) {
     if (value <= 0) {
-      throw InvalidArgument(fmt::format("GEMM '{}': {} = {} must be a positive integer", role,
-                                        field, value));
+      throw InvalidArgument(
+          fmt::format("GEMM '{}': {} = {} must be a positive integer", role, field, value));
     }
   };
   check("m", m);

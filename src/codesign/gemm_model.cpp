@@ -10,10 +10,12 @@
 namespace mcr::codesign {
 namespace {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
 
-// Split-K is what libraries do when the output has too few tiles to fill the machine: each slice of K
-// runs as its own tile and the partial sums are reduced afterwards.
+// Split-K is what libraries do when the output has too few tiles to fill the machine: each slice of
+// K runs as its own tile and the partial sums are reduced afterwards.
 constexpr int kSplitCandidates[] = {1, 2, 4, 8};
 
 GemmPrediction predict_one(const Gemm& g, const DeviceSpec& dev, const Tile& tile, int split) {
@@ -36,8 +38,9 @@ GemmPrediction predict_one(const Gemm& g, const DeviceSpec& dev, const Tile& til
   p.waves = ceil_div(p.blocks, dev.compute_units);
   p.wave_efficiency =
       static_cast<double>(p.blocks) / static_cast<double>(p.waves * dev.compute_units);
-  p.tile_efficiency = (static_cast<double>(g.m) * static_cast<double>(g.n)) /
-                      (static_cast<double>(tiles_m * tile.m) * static_cast<double>(tiles_n * tile.n));
+  p.tile_efficiency =
+      (static_cast<double>(g.m) * static_cast<double>(g.n)) /
+      (static_cast<double>(tiles_m * tile.m) * static_cast<double>(tiles_n * tile.n));
   const double k_per_tile = static_cast<double>(ceil_div(g.k, split));
   p.k_efficiency = k_per_tile / (k_per_tile + e.k_overhead);
 
@@ -49,10 +52,9 @@ GemmPrediction predict_one(const Gemm& g, const DeviceSpec& dev, const Tile& til
   p.compute_time_s = static_cast<double>(p.waves) * tile_time;
 
   // Split-K writes and re-reads fp32 partial sums of C once per extra slice.
-  const double partial_bytes =
-      split > 1 ? static_cast<double>(g.batch) * static_cast<double>(g.m) *
-                      static_cast<double>(g.n) * 4.0 * 2.0 * split
-                : 0.0;
+  const double partial_bytes = split > 1 ? static_cast<double>(g.batch) * static_cast<double>(g.m) *
+                                               static_cast<double>(g.n) * 4.0 * 2.0 * split
+                                         : 0.0;
   p.memory_time_s =
       (g.bytes() + partial_bytes) / (dev.memory_bandwidth_gbs * 1e9 * e.memory_efficiency);
   p.memory_bound = p.memory_time_s > p.compute_time_s;
@@ -79,8 +81,9 @@ std::string explain(const Gemm& g, const DeviceSpec& dev, const GemmPrediction& 
   std::string misaligned;
   for (std::size_t i = 0; i < 3; ++i) {
     if (p.alignment_bytes[i] < want) {
-      misaligned += fmt::format("{}{}={} is {}-byte aligned (x{:.2f})", misaligned.empty() ? "" : ", ",
-                                names[i], dims[i], p.alignment_bytes[i], p.alignment_factors[i]);
+      misaligned +=
+          fmt::format("{}{}={} is {}-byte aligned (x{:.2f})", misaligned.empty() ? "" : ", ",
+                      names[i], dims[i], p.alignment_bytes[i], p.alignment_factors[i]);
     }
   }
   if (misaligned.empty()) {
@@ -92,8 +95,9 @@ std::string explain(const Gemm& g, const DeviceSpec& dev, const GemmPrediction& 
   if (p.latency_bound) {
     s += fmt::format("; latency bound (floor {:.1f} us)", p.time_s * 1e6);
   } else if (p.memory_bound) {
-    s += fmt::format("; memory bound (intensity {:.1f} FLOP/B: DRAM {:.2f} us vs compute {:.2f} us)",
-                     g.arithmetic_intensity(), p.memory_time_s * 1e6, p.compute_time_s * 1e6);
+    s +=
+        fmt::format("; memory bound (intensity {:.1f} FLOP/B: DRAM {:.2f} us vs compute {:.2f} us)",
+                    g.arithmetic_intensity(), p.memory_time_s * 1e6, p.compute_time_s * 1e6);
   } else {
     s += fmt::format("; compute bound (intensity {:.0f} FLOP/B)", g.arithmetic_intensity());
   }
@@ -102,7 +106,9 @@ std::string explain(const Gemm& g, const DeviceSpec& dev, const GemmPrediction& 
 
 }  // namespace
 
-std::int64_t pow2_divisor(std::int64_t d) { return d & -d; }
+std::int64_t pow2_divisor(std::int64_t d) {
+  return d & -d;
+}
 
 double alignment_tier_factor(const EfficiencyParams& params, std::int64_t bytes) {
   // Tiers are sorted by min_bytes descending; the first one this alignment reaches applies.
@@ -135,8 +141,8 @@ GemmPrediction best_split(const Gemm& gemm, const DeviceSpec& device, const Tile
 GemmPrediction predict_with_tile(const Gemm& gemm, const DeviceSpec& device, const Tile& tile) {
   gemm.validate();
   if (tile.m <= 0 || tile.n <= 0 || !(tile.efficiency > 0)) {
-    throw InvalidArgument(fmt::format("tile {}x{} (efficiency {}) must have positive sizes",
-                                      tile.m, tile.n, tile.efficiency));
+    throw InvalidArgument(fmt::format("tile {}x{} (efficiency {}) must have positive sizes", tile.m,
+                                      tile.n, tile.efficiency));
   }
   GemmPrediction best = best_split(gemm, device, tile);
   best.explanation = explain(gemm, device, best);

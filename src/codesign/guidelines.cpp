@@ -8,8 +8,12 @@
 namespace mcr::codesign {
 namespace {
 
-std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
-std::int64_t round_down(std::int64_t x, std::int64_t m) { return x / m * m; }
+std::int64_t round_up(std::int64_t x, std::int64_t m) {
+  return (x + m - 1) / m * m;
+}
+std::int64_t round_down(std::int64_t x, std::int64_t m) {
+  return x / m * m;
+}
 
 // "2^8 x 43" style factorization into a power of two and an odd part.
 std::string pow2_form(std::int64_t x) {
@@ -43,9 +47,12 @@ void add(std::vector<Finding>& out, const char* id, Severity sev, std::string me
 
 std::string to_string(Severity s) {
   switch (s) {
-    case Severity::info: return "info";
-    case Severity::warning: return "warning";
-    case Severity::error: return "error";
+    case Severity::info:
+      return "info";
+    case Severity::warning:
+      return "warning";
+    case Severity::error:
+      return "error";
   }
   return "unknown";
 }
@@ -60,8 +67,8 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
   std::vector<Finding> out;
   const std::int64_t align = device.alignment_elements(m.dtype);
   const int eb = dtype_bytes(m.dtype);
-  const std::string rule =
-      fmt::format("{} {} elements = {} B on {}", align, to_string(m.dtype), align * eb, device.name);
+  const std::string rule = fmt::format("{} {} elements = {} B on {}", align, to_string(m.dtype),
+                                       align * eb, device.name);
 
   // G1: v is N of the logit GEMM and K of its dgrad.
   if (m.v % align != 0) {
@@ -153,9 +160,10 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
     const std::int64_t d = m.h / m.a;
     if (d < 64) {
       add(out, "flash_head_dim", Severity::warning,
-          fmt::format("head dimension h/a = {} is small for flash attention: each tile reduces over "
-                      "only {} elements per product",
-                      d, d),
+          fmt::format(
+              "head dimension h/a = {} is small for flash attention: each tile reduces over "
+              "only {} elements per product",
+              d, d),
           fmt::format("use fewer, larger heads: {}", head_suggestions(m.h, m.a, 64)));
     } else if (d > 256) {
       add(out, "flash_head_dim", Severity::error,
@@ -186,9 +194,10 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
                       "(wave efficiency {:.0f}%, {:.0f}% of layer time)",
                       r.gemm.role, r.gemm.m, r.gemm.n, r.gemm.k, r.gemm.batch, p.blocks, full,
                       p.waves, device.compute_units, 100 * p.wave_efficiency, 100 * share),
-          fmt::format("sit on the crest of a wave: change b, s or the sharded dimension so the "
-                      "{}x{} tile count reaches a multiple of {} (now {}), or see `mcr shape sweep`",
-                      p.tile.m, p.tile.n, device.compute_units, p.blocks));
+          fmt::format(
+              "sit on the crest of a wave: change b, s or the sharded dimension so the "
+              "{}x{} tile count reaches a multiple of {} (now {}), or see `mcr shape sweep`",
+              p.tile.m, p.tile.n, device.compute_units, p.blocks));
     }
   }
   return out;

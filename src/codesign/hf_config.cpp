@@ -14,14 +14,15 @@ using nlohmann::json;
 
 namespace {
 
-std::int64_t first_int(const json& j, std::initializer_list<const char*> keys, std::int64_t fallback,
-                       const std::string& model_type) {
+std::int64_t first_int(const json& j, std::initializer_list<const char*> keys,
+                       std::int64_t fallback, const std::string& model_type) {
   for (const char* key : keys) {
     if (j.contains(key) && j.at(key).is_number_integer()) return j.at(key).get<std::int64_t>();
   }
   if (fallback >= 0) return fallback;
   std::string names;
-  for (const char* key : keys) names += (names.empty() ? "" : " or ") + std::string(key);
+  for (const char* key : keys)
+    names += (names.empty() ? "" : " or ") + std::string(key);
   throw InvalidArgument(
       fmt::format("config.json (model_type '{}'): missing integer field {}", model_type, names));
 }
@@ -42,7 +43,8 @@ ModelShape from_hf_config(const json& c) {
   m.s = first_int(c, {"max_position_embeddings", "n_positions", "n_ctx"}, 2048, type);
   // GPT-2/GPT-J write n_inner = null for the default 4h.
   m.d_ff = first_int(c, {"intermediate_size", "n_inner", "ffn_dim"}, 4 * m.h, type);
-  const std::string act = c.value("hidden_act", c.value("activation_function", std::string("gelu")));
+  const std::string act =
+      c.value("hidden_act", c.value("activation_function", std::string("gelu")));
   m.mlp = (act == "silu" || act == "swish" || act == "swiglu") ? MlpType::swiglu : MlpType::gelu;
   if (type == "mixtral" || c.contains("num_local_experts")) {
     m.experts = first_int(c, {"num_local_experts", "num_experts"}, 1, type);

@@ -16,9 +16,15 @@ using detail::optional;
 using detail::required;
 using nlohmann::json;
 
-std::string to_string(MlpType v) { return v == MlpType::gelu ? "gelu" : "swiglu"; }
-std::string to_string(AttentionImpl v) { return v == AttentionImpl::unfused ? "unfused" : "flash"; }
-std::string to_string(NormType v) { return v == NormType::layernorm ? "layernorm" : "rmsnorm"; }
+std::string to_string(MlpType v) {
+  return v == MlpType::gelu ? "gelu" : "swiglu";
+}
+std::string to_string(AttentionImpl v) {
+  return v == AttentionImpl::unfused ? "unfused" : "flash";
+}
+std::string to_string(NormType v) {
+  return v == NormType::layernorm ? "layernorm" : "rmsnorm";
+}
 std::string to_string(PositionEmbedding v) {
   return v == PositionEmbedding::learned ? "learned" : "rotary";
 }
@@ -42,14 +48,16 @@ NormType parse_norm_type(const std::string& s) {
 PositionEmbedding parse_position_embedding(const std::string& s) {
   if (s == "learned") return PositionEmbedding::learned;
   if (s == "rotary" || s == "rope" || s == "none") return PositionEmbedding::rotary;
-  throw InvalidArgument(fmt::format("position embedding '{}' is not known: use learned or rotary", s));
+  throw InvalidArgument(
+      fmt::format("position embedding '{}' is not known: use learned or rotary", s));
 }
 
 void ModelShape::validate() const {
   const std::string ctx = name.empty() ? std::string("model") : fmt::format("model '{}'", name);
   const auto positive = [&ctx](const char* field, std::int64_t value) {
     if (value <= 0) {
-      throw InvalidArgument(fmt::format("{}: {} = {} must be a positive integer", ctx, field, value));
+      throw InvalidArgument(
+          fmt::format("{}: {} = {} must be a positive integer", ctx, field, value));
     }
   };
   positive("h (hidden size)", h);
@@ -67,8 +75,8 @@ void ModelShape::validate() const {
         fmt::format("{}: a_kv = {} must be between 1 and a = {} (0 means a)", ctx, a_kv, a));
   }
   if (a > h) {
-    throw InvalidArgument(fmt::format("{}: a = {} heads exceed h = {}: head dimension h/a < 1", ctx,
-                                      a, h));
+    throw InvalidArgument(
+        fmt::format("{}: a = {} heads exceed h = {}: head dimension h/a < 1", ctx, a, h));
   }
   if (top_k > experts) {
     throw InvalidArgument(
@@ -104,17 +112,34 @@ void to_json(json& j, const ModelShape& m) {
 
 void from_json(const json& j, ModelShape& m) {
   if (!j.is_object()) throw InvalidArgument("model: expected a JSON object, got " + j.dump());
-  static const std::set<std::string> known{
-      "name", "h",    "a",         "a_kv",   "L",        "v",        "s",
-      "b",    "d_ff", "mlp",       "tied_embeddings",    "experts",  "top_k",
-      "t",    "dtype", "attention", "norm",   "position", "linear_bias",
-      "source", "notes"};
+  static const std::set<std::string> known{"name",
+                                           "h",
+                                           "a",
+                                           "a_kv",
+                                           "L",
+                                           "v",
+                                           "s",
+                                           "b",
+                                           "d_ff",
+                                           "mlp",
+                                           "tied_embeddings",
+                                           "experts",
+                                           "top_k",
+                                           "t",
+                                           "dtype",
+                                           "attention",
+                                           "norm",
+                                           "position",
+                                           "linear_bias",
+                                           "source",
+                                           "notes"};
   for (const auto& [key, value] : j.items()) {
     if (known.count(key) == 0) {
-      throw InvalidArgument(fmt::format("model: unknown field '{}' (known: h, a, a_kv, L, v, s, b, "
-                                        "d_ff, mlp, tied_embeddings, experts, top_k, t, dtype, "
-                                        "attention, norm, position, linear_bias, name)",
-                                        key));
+      throw InvalidArgument(
+          fmt::format("model: unknown field '{}' (known: h, a, a_kv, L, v, s, b, "
+                      "d_ff, mlp, tied_embeddings, experts, top_k, t, dtype, "
+                      "attention, norm, position, linear_bias, name)",
+                      key));
     }
   }
   const std::string ctx = "model";
@@ -159,9 +184,10 @@ ModelShape load_preset(const std::string& name) {
   std::ifstream in(path);
   if (!in) {
     std::string known;
-    for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-    throw InvalidArgument(fmt::format("--preset '{}' is not known (looked in {}); presets: {}", name,
-                                      (data_dir() / "models").string(),
+    for (const auto& n : preset_names())
+      known += (known.empty() ? "" : ", ") + n;
+    throw InvalidArgument(fmt::format("--preset '{}' is not known (looked in {}); presets: {}",
+                                      name, (data_dir() / "models").string(),
                                       known.empty() ? "none" : known));
   }
   try {
@@ -176,11 +202,13 @@ ModelShape load_preset(const std::string& name) {
 
 namespace {
 
-std::int64_t ceil_div(std::int64_t x, std::int64_t y) { return (x + y - 1) / y; }
+std::int64_t ceil_div(std::int64_t x, std::int64_t y) {
+  return (x + y - 1) / y;
+}
 
 // Backward GEMMs of a forward Y[MxN] = X[MxK] W[KxN]: dX = dY W^T is M x K reducing over N, and
-// dW = X^T dY is K x N reducing over M. For the attention BMMs both operands are activations, and the
-// same two permutations give the gradients of the left and the right operand.
+// dW = X^T dY is K x N reducing over M. For the attention BMMs both operands are activations, and
+// the same two permutations give the gradients of the left and the right operand.
 void add_with_backward(std::vector<Gemm>& out, const Gemm& fwd, bool training) {
   out.push_back(fwd);
   if (!training) return;
@@ -227,11 +255,10 @@ std::vector<Gemm> layer_gemms(const ModelShape& model, bool training) {
   if (x.attention == AttentionImpl::unfused) {
     // Grouped-query attention is modelled as repeat-KV: the BMMs run once per query head.
     add_with_backward(out, make("attn_score", x.s, x.s, d, x.b * heads_per_gpu, dt), training);
-    add_with_backward(out, make("attn_over_value", x.s, d, x.s, x.b * heads_per_gpu, dt),
-                      training);
+    add_with_backward(out, make("attn_over_value", x.s, d, x.s, x.b * heads_per_gpu, dt), training);
   } else {
-    // Flash attention fuses QK^T and PV in one kernel: s x s outputs, each reducing over 2 head dims.
-    // Same FLOPs as the two BMMs; a small head dim shows up as a short K.
+    // Flash attention fuses QK^T and PV in one kernel: s x s outputs, each reducing over 2 head
+    // dims. Same FLOPs as the two BMMs; a small head dim shows up as a short K.
     add_with_backward(out, make("attn_flash", x.s, x.s, 2 * d, x.b * heads_per_gpu, dt), training);
   }
   add_with_backward(out, make("attn_proj", tokens, x.h, heads_per_gpu * d, 1, dt), training);
@@ -260,9 +287,9 @@ std::vector<Gemm> layer_gemms(const ModelShape& model, bool training) {
 std::vector<Gemm> logit_gemms(const ModelShape& model, bool training) {
   model.validate();
   std::vector<Gemm> out;
-  add_with_backward(out, make("logits", model.b * model.s, ceil_div(model.v, model.t), model.h, 1,
-                              model.dtype),
-                    training);
+  add_with_backward(
+      out, make("logits", model.b * model.s, ceil_div(model.v, model.t), model.h, 1, model.dtype),
+      training);
   return out;
 }
 

@@ -41,7 +41,8 @@ AnalysisTotals totals_from_json(const json& j) {
 
 std::string csv_escape(const std::string& s) {
   std::string out = "\"";
-  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  for (const char c : s)
+    out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
 
@@ -133,12 +134,9 @@ json analysis_json(const ModelAnalysis& a) {
     g["scope"] = "model";
     gemms.push_back(std::move(g));
   }
-  return json{{"schema", "mcr.shape.analysis/1"},
-              {"model", a.model},
-              {"device", a.device},
-              {"training", a.training},
-              {"gemms", gemms},
-              {"totals", totals_json(a.totals)}};
+  return json{
+      {"schema", "mcr.shape.analysis/1"}, {"model", a.model}, {"device", a.device},
+      {"training", a.training},           {"gemms", gemms},   {"totals", totals_json(a.totals)}};
 }
 
 ModelAnalysis analysis_from_json(const json& j) {
@@ -193,10 +191,14 @@ json advice_json(const Advice& advice) {
 }
 
 json params_json(const ParamCount& p) {
-  return json{{"embedding", p.embedding}, {"position", p.position},
-              {"attention", p.attention}, {"mlp", p.mlp},
-              {"router", p.router},       {"norm", p.norm},
-              {"total", p.total},         {"active", p.active},
+  return json{{"embedding", p.embedding},
+              {"position", p.position},
+              {"attention", p.attention},
+              {"mlp", p.mlp},
+              {"router", p.router},
+              {"norm", p.norm},
+              {"total", p.total},
+              {"active", p.active},
               {"non_embedding", p.non_embedding}};
 }
 
@@ -208,9 +210,9 @@ json flops_json(const FlopCount& f) {
 }
 
 json memory_json(const MemoryEstimate& m) {
-  return json{{"weights_bytes", m.weights},         {"gradients_bytes", m.gradients},
-              {"optimizer_bytes", m.optimizer},     {"activations_bytes", m.activations},
-              {"kv_cache_bytes", m.kv_cache},       {"total_bytes", m.total}};
+  return json{{"weights_bytes", m.weights},     {"gradients_bytes", m.gradients},
+              {"optimizer_bytes", m.optimizer}, {"activations_bytes", m.activations},
+              {"kv_cache_bytes", m.kv_cache},   {"total_bytes", m.total}};
 }
 
 std::string analysis_csv(const ModelAnalysis& a) {
@@ -221,16 +223,18 @@ std::string analysis_csv(const ModelAnalysis& a) {
   const auto row = [&out](const char* scope, const GemmResult& r) {
     const Gemm& g = r.gemm;
     const GemmPrediction& p = r.prediction;
-    out += fmt::format("{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{:.4f},"
-                       "{:.4f},{:.4f},{},{}\n",
-                       scope, g.role, to_string(g.pass), g.m, g.n, g.k, g.batch,
-                       to_string(g.dtype), g.flops(), g.bytes(), g.arithmetic_intensity(),
-                       p.time_s, p.tflops, p.tile.m, p.tile.n, p.split_k, p.waves,
-                       p.wave_efficiency, p.tile_efficiency, p.alignment_factor,
-                       p.memory_bound ? 1 : 0, csv_escape(p.explanation));
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{:.4f},"
+        "{:.4f},{:.4f},{},{}\n",
+        scope, g.role, to_string(g.pass), g.m, g.n, g.k, g.batch, to_string(g.dtype), g.flops(),
+        g.bytes(), g.arithmetic_intensity(), p.time_s, p.tflops, p.tile.m, p.tile.n, p.split_k,
+        p.waves, p.wave_efficiency, p.tile_efficiency, p.alignment_factor, p.memory_bound ? 1 : 0,
+        csv_escape(p.explanation));
   };
-  for (const auto& r : a.layer) row("layer", r);
-  for (const auto& r : a.logits) row("model", r);
+  for (const auto& r : a.layer)
+    row("layer", r);
+  for (const auto& r : a.logits)
+    row("model", r);
   return out;
 }
 

@@ -41,6 +41,8 @@ struct GemmArgs {
   std::string output;
   bool quiet = false;
   bool dry_run = false;
+  std::string input;
+  std::string clock = "wall";
   cb::MeasureOptions measure;
 };
 
@@ -156,9 +158,16 @@ void progress_line(std::size_t i, std::size_t total, const cb::GemmMeasurement& 
   std::fflush(stderr);
 }
 
-void run(const GemmArgs& a, const CLI::App& cmd) {
-  if (a.format != "table" && a.format != "json" && a.format != "csv") {
-    throw InvalidArgument(fmt::format("--format: '{}' is not one of table, json, csv", a.format));
+/// Measures the requested GEMMs, or reads them back with --input.
+cb::MeasurementSet measure_or_load(const GemmArgs& a, const CLI::App& cmd) {
+  if (!a.input.empty()) {
+    auto set = cb::load_measurements(a.input);
+    if (!a.device.empty() && a.device != "local") set.device = codesign::resolve_device(a.device);
+    if (a.compare && !set.device) {
+      throw InvalidArgument(
+          fmt::format("--compare: {} records no device; name one with --device", a.input));
+    }
+    return set;
   }
   const auto gemms = all_gemms(a);
   auto runner = make_runner(a);
@@ -171,12 +180,10 @@ void run(const GemmArgs& a, const CLI::App& cmd) {
   }
   auto device = local_device(a, *runner, a.compare);
   if (a.dry_run) {
-    fmt::print("{} GEMMs would run on {}\n", gemms.size(), runner->description());
-    for (const auto& g : gemms) {
-      fmt::print("{} m={} n={} k={} batch={} {} ({:.3g} GFLOP)\n", g.role, g.m, g.n, g.k, g.batch,
-                 to_string(g.dtype), g.flops() / 1e9);
-    }
-    return;
+    cb::MeasurementSet listing;
+    listing.backend_description = runner->description();
+    for (const auto& g : gemms) listing.rows.push_back(cb::GemmMeasurement{g, cb::Timing{}});
+    return listing;
   }
   if (!a.quiet) {
     fmt::print(stderr, "mcr gemm: {} GEMMs on {}\n", gemms.size(), runner->description());
@@ -185,7 +192,26 @@ void run(const GemmArgs& a, const CLI::App& cmd) {
                            a.quiet ? cb::SweepProgress{} : cb::SweepProgress{progress_line});
   set.device = device;
   set.command = rerun_command(cmd);
+  return set;
+}
 
+void run(const GemmArgs& a, const CLI::App& cmd) {
+  if (a.format != "table" && a.format != "json" && a.format != "csv") {
+    throw InvalidArgument(fmt::format("--format: '{}' is not one of table, json, csv", a.format));
+  }
+  GemmArgs args = a;
+  args.measure.clock = cb::parse_clock(a.clock);
+  const auto set = measure_or_load(args, cmd);
+  if (a.dry_run) {
+    fmt::print("{} GEMMs would run on {}\n", set.rows.size(), set.backend_description);
+    for (const auto& r : set.rows) {
+      const auto& g = r.gemm;
+      fmt::print("{} m={} n={} k={} batch={} {} ({:.3g} GFLOP)\n", g.role, g.m, g.n, g.k, g.batch,
+                 to_string(g.dtype), g.flops() / 1e9);
+    }
+    return;
+  }
+  const auto& device = set.device;
   std::vector<cb::ComparisonRow> rows;
   if (a.compare) rows = cb::compare(set.rows, *device);
 
@@ -276,6 +302,10 @@ void add_gemm_command(CLI::App& app) {
   cmd->add_option("-o,--output", args->output, "write the result here instead of stdout");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress on stderr");
   cmd->add_flag("--dry-run", args->dry_run, "list the GEMMs without running them");
+  cmd->add_option("--input", args->input,
+                  "report measurements saved by --json instead of running (e.g. --compare them "
+                  "against another --device)")
+      ->check(CLI::ExistingFile);
   auto& m = args->measure;
   cmd->add_option("--warmup", m.warmup_iterations, "untimed calls before sampling (at least)")
       ->capture_default_str()
@@ -298,6 +328,11 @@ void add_gemm_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--rotate-bytes", m.rotation_bytes,
                   "bytes of rotated A/B/C copies (default 2x the last-level cache / L2)");
+  cmd->add_option("--clock", args->clock,
+                  "wall, or cpu: process CPU time, which leaves out time the process is "
+                  "descheduled (CPU backend with --threads 1; for busy shared machines)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"wall", "cpu"}));
   cmd->callback([args, cmd] { run(*args, *cmd); });
 }
 

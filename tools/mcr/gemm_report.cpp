@@ -33,16 +33,18 @@ std::string rerun_command(const CLI::App& subcommand) {
   std::string out = "mcr " + subcommand.get_name();
   for (const CLI::Option* opt : subcommand.get_options()) {
     if (opt->count() == 0 || opt->get_name() == "--help") continue;
-    const auto& results = opt->results();
-    const std::string name =
-        opt->get_lnames().empty() ? std::string() : "--" + opt->get_lnames().front();
-    if (opt->get_type_size() == 0) {  // a flag
+    std::string name;
+    if (!opt->get_lnames().empty()) {
+      name = "--" + opt->get_lnames().front();
+    } else if (!opt->get_snames().empty()) {
+      name = "-" + opt->get_snames().front();
+    }
+    if (opt->get_items_expected_max() == 0) {  // a flag: its presence is the value
       out += " " + name;
       continue;
     }
-    for (const auto& value : results) {
-      out +=
-          name.empty() ? " " + quote_if_needed(value) : " " + name + " " + quote_if_needed(value);
+    for (const auto& value : opt->results()) {
+      out += name.empty() ? " " + quote_if_needed(value) : " " + name + " " + quote_if_needed(value);
     }
   }
   return out;

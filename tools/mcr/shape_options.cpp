@@ -1,7 +1,7 @@
 #include "shape_options.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <fstream>
 
@@ -60,6 +60,7 @@ codesign::ModelShape build_model(const ModelFlags& f) {
     if (value) field = *value;
   };
   const bool h_changed = f.h.has_value() && *f.h != m.h;
+  const bool was_mha = m.a_kv == 0 || m.a_kv == m.a;
   const bool gelu_4h = m.d_ff == 4 * m.h;
   set(m.h, f.h);
   set(m.a, f.a);
@@ -83,7 +84,10 @@ codesign::ModelShape build_model(const ModelFlags& f) {
   if (!f.d_ff && (m.d_ff == 0 || (h_changed && gelu_4h && m.mlp == MlpType::gelu))) {
     m.d_ff = 4 * m.h;
   }
-  if (f.a && !f.a_kv && m.a_kv > m.a) m.a_kv = m.a;
+  // A new head count keeps multi-head attention multi-head, and a GQA model's group size if it can.
+  if (f.a && !f.a_kv) {
+    if (was_mha || m.a_kv > m.a) m.a_kv = m.a;
+  }
   if (custom && (m.h == 0 || m.a == 0 || m.L == 0 || m.v == 0)) {
     throw InvalidArgument(
         "no model given: use --preset NAME, --config config.json or --model FILE, or give at least "
@@ -103,8 +107,8 @@ std::string describe_model(const codesign::ModelShape& m) {
       m.h % m.a == 0 ? fmt::format("{}", m.h / m.a)
                      : fmt::format("{:.2f}", static_cast<double>(m.h) / static_cast<double>(m.a));
   std::string s = fmt::format(
-      "{}: h={} a={} (h/a={}) a_kv={} L={} v={} s={} b={} d_ff={} {} t={} {} attention={}",
-      m.name, m.h, m.a, head, m.kv_heads(), m.L, m.v, m.s, m.b, m.d_ff, to_string(m.mlp), m.t,
+      "{}: h={} a={} (h/a={}) a_kv={} L={} v={} s={} b={} d_ff={} {} t={} {} attention={}", m.name,
+      m.h, m.a, head, m.kv_heads(), m.L, m.v, m.s, m.b, m.d_ff, to_string(m.mlp), m.t,
       to_string(m.dtype), to_string(m.attention));
   if (m.is_moe()) s += fmt::format(" experts={} top_k={}", m.experts, m.top_k);
   s += m.tied_embeddings ? " tied" : " untied";

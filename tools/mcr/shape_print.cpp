@@ -18,7 +18,9 @@ std::string human_count(double x) {
 }
 
 namespace {
-std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024)); }
+std::string gib(double bytes) {
+  return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
+}
 }  // namespace
 
 std::string format_device(const DeviceSpec& d, DType dtype) {
@@ -48,16 +50,19 @@ std::string format_gemm_table(const ModelAnalysis& a, const DeviceSpec& d) {
         "{:>10.1f} {:>8.1f} {}\n",
         g.role, to_string(g.pass), g.m, g.n, g.k, g.batch, g.flops() / 1e9,
         g.arithmetic_intensity(),
-        fmt::format("{}x{}{}", p.tile.m, p.tile.n, p.split_k > 1 ? fmt::format("/{}", p.split_k) : ""),
+        fmt::format("{}x{}{}", p.tile.m, p.tile.n,
+                    p.split_k > 1 ? fmt::format("/{}", p.split_k) : ""),
         p.waves, 100 * p.wave_efficiency,
         fmt::format("{}/{}/{}", cap(p.alignment_bytes[0]), cap(p.alignment_bytes[1]),
                     cap(p.alignment_bytes[2])),
         p.time_s * 1e6, p.tflops,
         p.latency_bound ? "latency" : (p.memory_bound ? "memory" : "compute"));
   };
-  for (const auto& r : a.layer) row(r);
+  for (const auto& r : a.layer)
+    row(r);
   out += "-- once per model:\n";
-  for (const auto& r : a.logits) row(r);
+  for (const auto& r : a.logits)
+    row(r);
   return out;
 }
 
@@ -69,8 +74,8 @@ std::string format_totals(const ModelAnalysis& a) {
       "  step (L={} layers + logits, one microbatch) {:.2f} ms, {:.1f} TFLOP/s, "
       "{:.0f} tokens/s per GPU, MFU {:.1f}%\n",
       a.training ? "training: forward + backward" : "forward", t.time_per_layer_s * 1e3, t.tflops,
-      t.logits_time_s * 1e3, a.model.L, t.step_time_s * 1e3, t.model_tflops,
-      t.tokens_per_s_per_gpu, 100 * t.mfu);
+      t.logits_time_s * 1e3, a.model.L, t.step_time_s * 1e3, t.model_tflops, t.tokens_per_s_per_gpu,
+      100 * t.mfu);
 }
 
 std::string format_findings(const std::vector<Finding>& findings) {
@@ -96,7 +101,8 @@ std::string format_advice(const Advice& advice) {
   int rank = 1;
   for (const auto& c : advice.candidates) {
     std::string fixes;
-    for (const auto& f : c.fixes) fixes += (fixes.empty() ? "" : ", ") + f;
+    for (const auto& f : c.fixes)
+      fixes += (fixes.empty() ? "" : ", ") + f;
     out += fmt::format(
         "  #{} {:<40} params {} ({:+.2f}%)  layer {:.1f} TFLOP/s ({:.3f}x)  model {:.1f} "
         "TFLOP/s ({:.3f}x)\n      fixes: {}\n",
@@ -112,13 +118,12 @@ std::string format_calculators(const ParamCount& p, const FlopCount& f, const Me
       "Parameters: {} total ({} active per token), {} non-embedding; embeddings {}, attention {}, "
       "MLP {}, norms {}\n",
       human_count(p.total), human_count(p.active), human_count(p.non_embedding),
-      human_count(p.embedding + p.position), human_count(p.attention), human_count(p.mlp + p.router),
-      human_count(p.norm));
+      human_count(p.embedding + p.position), human_count(p.attention),
+      human_count(p.mlp + p.router), human_count(p.norm));
   out += fmt::format(
       "FLOPs per microbatch: forward {:.3g}, training {:.3g} (with recomputation {:.3g}); "
       "{:.3g} forward FLOPs per token\n",
-      f.forward_per_step, f.training_per_step, f.training_recompute_per_step,
-      f.forward_per_token);
+      f.forward_per_step, f.training_per_step, f.training_recompute_per_step, f.forward_per_token);
   out += fmt::format(
       "Memory per GPU, training: weights {}, gradients {}, optimizer {}, activations {}, "
       "total {}\n",

@@ -13,25 +13,25 @@
 namespace mcr::codesign {
 
 struct AdvisorOptions {
-  double budget = 0.02;         ///< allowed relative parameter change, |P'/P - 1| <= budget
-  int top = 5;                  ///< candidates to return
-  int hidden_steps = 8;         ///< h varies by up to this many multiples of 64 each way
-  int layer_steps = 2;          ///< L varies by up to this many layers each way
-  int ffn_steps = 4;            ///< d_ff varies by up to this many multiples of 64 each way
+  double budget = 0.02;  ///< allowed relative parameter change, |P'/P - 1| <= budget
+  int top = 5;           ///< candidates to return
+  int hidden_steps = 8;  ///< h varies by up to this many multiples of 64 each way
+  int layer_steps = 2;   ///< L varies by up to this many layers each way
+  int ffn_steps = 4;     ///< d_ff varies by up to this many multiples of 64 each way
   std::int64_t min_head_dim = 32;
-  std::int64_t max_head_dim = 256;
+  std::int64_t max_head_dim = 128;  ///< larger head dims are faster but change the model more
   bool training = false;
 };
 
 struct Candidate {
   ModelShape shape;
   double params = 0;
-  double param_delta = 0;     ///< relative to the input: P'/P - 1
+  double param_delta = 0;  ///< relative to the input: P'/P - 1
   AnalysisTotals totals;
-  double speedup = 0;         ///< predicted layer TFLOP/s over the input's
-  double model_speedup = 0;   ///< predicted model TFLOP/s (layers + logits) over the input's
+  double speedup = 0;              ///< predicted layer TFLOP/s over the input's
+  double model_speedup = 0;        ///< predicted model TFLOP/s (layers + logits) over the input's
   std::vector<std::string> fixes;  ///< guideline ids the input has and this shape does not
-  std::string changes;        ///< e.g. "a 32->20, v 50257->50304"
+  std::string changes;             ///< e.g. "a 32->20, v 50257->50304"
 };
 
 struct Advice {

@@ -20,14 +20,14 @@ struct GemmResult {
 struct AnalysisTotals {
   double time_per_layer_s = 0;  ///< all GEMMs of one layer (forward, plus backward when training)
   double flops_per_layer = 0;
-  double tflops = 0;            ///< flops_per_layer / time_per_layer_s: the layer throughput
+  double tflops = 0;  ///< flops_per_layer / time_per_layer_s: the layer throughput
   double logits_time_s = 0;
   double logits_flops = 0;
-  double step_time_s = 0;       ///< L layers + logits, one microbatch, one GPU
+  double step_time_s = 0;  ///< L layers + logits, one microbatch, one GPU
   double step_flops = 0;
-  double model_tflops = 0;      ///< step_flops / step_time_s
+  double model_tflops = 0;          ///< step_flops / step_time_s
   double tokens_per_s_per_gpu = 0;  ///< b*s tokens per step, shared by the t GPUs of a TP group
-  double mfu = 0;               ///< model_tflops / vendor dense peak of the dtype
+  double mfu = 0;                   ///< model_tflops / vendor dense peak of the dtype
 };
 
 struct ModelAnalysis {

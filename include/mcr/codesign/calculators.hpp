@@ -16,15 +16,15 @@ struct ParamCount {
   double router = 0;     ///< MoE gate, all layers
   double norm = 0;       ///< per-layer norms and the final norm
   double total = 0;
-  double active = 0;          ///< parameters used per token (top_k of the experts)
-  double non_embedding = 0;   ///< total - embedding - position
+  double active = 0;         ///< parameters used per token (top_k of the experts)
+  double non_embedding = 0;  ///< total - embedding - position
 };
 ParamCount count_parameters(const ModelShape& model);
 
 struct FlopCount {
-  double forward_per_token = 0;  ///< whole model (all t GPUs of a TP group), one token
-  double forward_per_step = 0;   ///< one microbatch of b*s tokens
-  double training_per_step = 0;  ///< 3 x forward (forward, dgrad, wgrad)
+  double forward_per_token = 0;            ///< whole model (all t GPUs of a TP group), one token
+  double forward_per_step = 0;             ///< one microbatch of b*s tokens
+  double training_per_step = 0;            ///< 3 x forward (forward, dgrad, wgrad)
   double training_recompute_per_step = 0;  ///< 4 x forward (full activation recomputation)
 };
 /// Summed from the GEMM list (so it agrees with the analysis) over the whole model (t GPUs).
@@ -38,10 +38,10 @@ struct ParallelLayout {
   int zero_stage = 0;   ///< 0..3: optimizer (1), + gradients (2), + weights (3) sharded over dp
   bool checkpoint_activations = false;  ///< full recomputation: keep only each layer's input
   bool sequence_parallel = false;       ///< shard norm/dropout activations over t too
-  double weight_bytes = 2;      ///< low-precision weights
-  double grad_bytes = 4;        ///< gradient accumulation dtype
-  double optimizer_bytes = 12;  ///< AdamW: fp32 master + momentum + variance
-  std::int64_t generated_tokens = 0;  ///< inference: tokens generated after the prompt of s
+  double weight_bytes = 2;              ///< low-precision weights
+  double grad_bytes = 4;                ///< gradient accumulation dtype
+  double optimizer_bytes = 12;          ///< AdamW: fp32 master + momentum + variance
+  std::int64_t generated_tokens = 0;    ///< inference: tokens generated after the prompt of s
 };
 
 struct MemoryEstimate {  ///< bytes per GPU

@@ -1,7 +1,8 @@
-// A compute device as the GEMM efficiency model sees it: compute units that each run one output tile
-// at a time, a dense peak per dtype, memory bandwidth, alignment tiers, candidate tiles, and the
-// calibratable efficiency factors. GPUs, AMD accelerators and CPUs (cores as compute units, SIMD/FMA
-// peak, cache-sized tiles) all fit this description. Devices are data: see docs/codesign.md.
+// A compute device as the GEMM efficiency model sees it: compute units that each run one output
+// tile at a time, a dense peak per dtype, memory bandwidth, alignment tiers, candidate tiles, and
+// the calibratable efficiency factors. GPUs, AMD accelerators and CPUs (cores as compute units,
+// SIMD/FMA peak, cache-sized tiles) all fit this description. Devices are data: see
+// docs/codesign.md.
 #pragma once
 
 #include <filesystem>
@@ -24,8 +25,8 @@ struct Tile {
 };
 bool operator==(const Tile& a, const Tile& b);
 
-/// Efficiency factor for a dimension whose largest power-of-two divisor is at least `min_bytes` bytes
-/// (d & -d times the element size). Tiers are matched from the largest min_bytes down.
+/// Efficiency factor for a dimension whose largest power-of-two divisor is at least `min_bytes`
+/// bytes (d & -d times the element size). Tiers are matched from the largest min_bytes down.
 struct AlignmentTier {
   int min_bytes = 1;
   double factor = 1.0;
@@ -37,8 +38,8 @@ struct EfficiencyParams {
   /// Achievable fraction of the vendor dense peak for a large, aligned, full-wave GEMM
   /// (e.g. measured max-achievable matmul FLOPS / spec peak).
   double peak_fraction = 0.85;
-  /// Alignment tiers, any order in JSON; stored sorted by min_bytes descending. A dimension below every
-  /// tier gets the smallest tier's factor.
+  /// Alignment tiers, any order in JSON; stored sorted by min_bytes descending. A dimension below
+  /// every tier gets the smallest tier's factor.
   std::vector<AlignmentTier> alignment_tiers;
   /// Fixed per-tile cost in K elements (pipeline fill, epilogue): a tile's time is proportional to
   /// K + k_overhead, so short reductions (small head dims) run below peak.
@@ -53,13 +54,13 @@ struct EfficiencyParams {
 bool operator==(const EfficiencyParams& a, const EfficiencyParams& b);
 
 struct DeviceSpec {
-  std::string name;         ///< catalog key, e.g. "a100-80gb"
-  std::string description;  ///< e.g. "NVIDIA A100 SXM4 80GB"
-  std::string vendor;       ///< nvidia, amd, cpu, ...
-  std::string arch;         ///< e.g. "ampere sm80"
-  int compute_units = 0;    ///< SMs (NVIDIA), CUs (AMD) or cores (CPU): one tile each per wave
-  double clock_mhz = 0;     ///< clock the dense peaks are quoted at
-  double max_clock_mhz = 0; ///< highest boost clock (0 = unknown)
+  std::string name;          ///< catalog key, e.g. "a100-80gb"
+  std::string description;   ///< e.g. "NVIDIA A100 SXM4 80GB"
+  std::string vendor;        ///< nvidia, amd, cpu, ...
+  std::string arch;          ///< e.g. "ampere sm80"
+  int compute_units = 0;     ///< SMs (NVIDIA), CUs (AMD) or cores (CPU): one tile each per wave
+  double clock_mhz = 0;      ///< clock the dense peaks are quoted at
+  double max_clock_mhz = 0;  ///< highest boost clock (0 = unknown)
   std::map<DType, double> peak_tflops;  ///< dense (no sparsity) peak per dtype
   double memory_bandwidth_gbs = 0;      ///< GB/s, decimal
   double memory_gb = 0;

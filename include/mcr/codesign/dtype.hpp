@@ -1,5 +1,5 @@
-// Element types the co-design analyser reasons about. The element size decides how many elements make
-// up one Tensor Core alignment unit (16 B, 128 B), so it is part of every prediction.
+// Element types the co-design analyser reasons about. The element size decides how many elements
+// make up one Tensor Core alignment unit (16 B, 128 B), so it is part of every prediction.
 #pragma once
 
 #include <string>
@@ -11,7 +11,8 @@ namespace mcr::codesign {
 enum class DType { fp64, fp32, tf32, fp16, bf16, fp8, int8 };
 
 /// Parses "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp64" (also "float32", "float16",
-/// "bfloat16", "half", "float"). Throws mcr::InvalidArgument naming the value and the accepted names.
+/// "bfloat16", "half", "float"). Throws mcr::InvalidArgument naming the value and the accepted
+/// names.
 DType parse_dtype(std::string_view name);
 
 /// Canonical lower-case name ("bf16").

@@ -1,5 +1,6 @@
 // Shape guidelines from the co-design paper (vocab and hidden alignment, head-dim power of two,
-// (b*a)/t, sharded dims, SwiGLU width, flash head dim, TP size, wave tail), each with a concrete fix.
+// (b*a)/t, sharded dims, SwiGLU width, flash head dim, TP size, wave tail), each with a concrete
+// fix.
 #pragma once
 
 #include <string>

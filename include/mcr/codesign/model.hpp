@@ -22,9 +22,9 @@ std::string to_string(MlpType v);
 std::string to_string(AttentionImpl v);
 std::string to_string(NormType v);
 std::string to_string(PositionEmbedding v);
-MlpType parse_mlp_type(const std::string& s);              ///< gelu | swiglu
-AttentionImpl parse_attention_impl(const std::string& s);  ///< unfused | bmm | flash
-NormType parse_norm_type(const std::string& s);            ///< layernorm | rmsnorm
+MlpType parse_mlp_type(const std::string& s);                      ///< gelu | swiglu
+AttentionImpl parse_attention_impl(const std::string& s);          ///< unfused | bmm | flash
+NormType parse_norm_type(const std::string& s);                    ///< layernorm | rmsnorm
 PositionEmbedding parse_position_embedding(const std::string& s);  ///< learned | rotary
 
 /// Symbols follow the co-design paper: h hidden, a heads, a_kv key/value heads (GQA), L layers,
@@ -71,7 +71,8 @@ void from_json(const nlohmann::json& j, ModelShape& m);
 ModelShape load_preset(const std::string& name);
 std::vector<std::string> preset_names();
 
-/// Reads a Hugging Face config.json (Llama, Mistral, Mixtral, GPT-NeoX, GPT-2, GPT-J, Qwen2 fields).
+/// Reads a Hugging Face config.json (Llama, Mistral, Mixtral, GPT-NeoX, GPT-2, GPT-J, Qwen2
+/// fields).
 ModelShape from_hf_config(const nlohmann::json& config);
 ModelShape load_hf_config(const std::filesystem::path& path);
 

@@ -12,11 +12,13 @@
 #include <dlfcn.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
-#include "sampler.hpp"
+#include "mcr/codesign/bench/sampler.hpp"
 #endif
 
 namespace mcr::codesign::bench {
@@ -36,6 +38,12 @@ SbgemmFn find_sbgemm() {
   return reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
 }
 #endif
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 /// bf16 bit pattern of a float (truncation is fine for benchmark fill values).
 std::uint16_t to_bf16_bits(float value) {
@@ -88,6 +96,13 @@ class CblasRunner final : public GemmRunner {
           gemm.dtype == DType::bf16 ? " (this OpenBLAS build does not export cblas_sbgemm)"
                                     : ", and bf16 where OpenBLAS exports cblas_sbgemm"));
     }
+    if (options.clock == Clock::process_cpu && threads_ != 1) {
+      // With several BLAS threads, CPU time also counts threads spinning while they wait for a
+      // descheduled peer, so it would no longer measure the GEMM.
+      throw InvalidArgument(fmt::format(
+          "clock 'cpu' needs exactly 1 BLAS thread, the runner uses {} (pass --threads 1)",
+          threads_));
+    }
     switch (gemm.dtype) {
       case DType::fp32:
         return time_typed<float, float>(gemm, options);
@@ -109,16 +124,16 @@ class CblasRunner final : public GemmRunner {
         options.rotation_bytes > 0 ? options.rotation_bytes : 2 * cache_bytes();
     const int sets = rotation_sets(set_bytes, target, options.max_buffer_sets);
 
-    // Small positive inputs keep every product a normal number (denormals would slow the FPU).
-    std::vector<In> a(a_elems * sets), b(b_elems * sets);
-    std::vector<Out> c(c_elems * sets, Out{0});
-    if constexpr (sizeof(In) == 2) {
-      std::fill(a.begin(), a.end(), to_bf16_bits(0.01F));
-      std::fill(b.begin(), b.end(), to_bf16_bits(0.02F));
-    } else {
-      std::fill(a.begin(), a.end(), In(0.01));
-      std::fill(b.begin(), b.end(), In(0.02));
-    }
+    // Buffers persist across GEMMs and only grow, so a sweep allocates and fills them once instead
+    // of once per shape. Small positive inputs keep every product a normal number (denormals would
+    // slow the FPU); A and B are never written, C only receives such products.
+    auto& buf = buffers<In, Out>();
+    grow(buf.a, a_elems * sets, fill_value<In>(0.01F));
+    grow(buf.b, b_elems * sets, fill_value<In>(0.02F));
+    grow(buf.c, c_elems * sets, Out{0});
+    auto& a = buf.a;
+    auto& b = buf.b;
+    auto& c = buf.c;
 
     int next_set = 0;
     auto one_call = [&] {
@@ -132,13 +147,18 @@ class CblasRunner final : public GemmRunner {
         gemm_call(g, pa, pb, pc);
       }
     };
+    const bool cpu_clock = options.clock == Clock::process_cpu;
     auto run_calls = [&](int calls) {
+      if (cpu_clock) {
+        const double start = process_cpu_seconds();
+        for (int i = 0; i < calls; ++i) one_call();
+        return process_cpu_seconds() - start;
+      }
       const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < calls; ++i)
-        one_call();
+      for (int i = 0; i < calls; ++i) one_call();
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
-    auto timing = detail::run_samples(run_calls, options, 1e-3);
+    auto timing = run_samples(run_calls, options, 1e-3);
     timing.buffer_sets = sets;
     timing.working_set_bytes = set_bytes * static_cast<std::size_t>(sets);
     return timing;
@@ -163,8 +183,39 @@ class CblasRunner final : public GemmRunner {
 #endif
   }
 
+  template <typename In, typename Out>
+  struct Buffers {
+    std::vector<In> a, b;
+    std::vector<Out> c;
+  };
+  template <typename In, typename Out>
+  Buffers<In, Out>& buffers() {
+    if constexpr (std::is_same_v<In, float>) {
+      return fp32_buffers_;
+    } else if constexpr (std::is_same_v<In, double>) {
+      return fp64_buffers_;
+    } else {
+      return bf16_buffers_;
+    }
+  }
+  template <typename T>
+  static void grow(std::vector<T>& v, std::size_t size, T value) {
+    if (v.size() < size) v.resize(size, value);
+  }
+  template <typename T>
+  static T fill_value(float value) {
+    if constexpr (std::is_same_v<T, std::uint16_t>) {
+      return to_bf16_bits(value);
+    } else {
+      return static_cast<T>(value);
+    }
+  }
+
   CpuInfo cpu_;
   int threads_ = 1;
+  Buffers<float, float> fp32_buffers_;
+  Buffers<double, double> fp64_buffers_;
+  Buffers<std::uint16_t, float> bf16_buffers_;
 #ifdef OPENBLAS_VERSION
   SbgemmFn sbgemm_ = nullptr;
 #endif

@@ -17,7 +17,7 @@
 #include <optional>
 #include <vector>
 
-#include "sampler.hpp"
+#include "mcr/codesign/bench/sampler.hpp"
 #endif
 
 namespace mcr::codesign::bench {
@@ -153,6 +153,9 @@ class CublasLtRunner final : public GemmRunner {
       throw UnsupportedError(fmt::format("dtype {} is not supported by the cublaslt backend on {}",
                                          to_string(g.dtype), gpu_.name));
     }
+    if (options.clock != Clock::wall) {
+      throw InvalidArgument("clock 'cpu' applies to the CPU backend only; GPU runs use CUDA events");
+    }
     const LtTypes types = *lt_types(g.dtype);
     MCR_CUDA_CHECK(cudaSetDevice(device_));
 
@@ -222,7 +225,7 @@ class CublasLtRunner final : public GemmRunner {
       return static_cast<double>(ms) * 1e-3;
     };
     // Samples of about 2 ms: long enough for event resolution (~0.5 us) and launch queueing.
-    auto timing = detail::run_samples(run_calls, options, 2e-3);
+    auto timing = run_samples(run_calls, options, 2e-3);
     timing.buffer_sets = sets;
     timing.working_set_bytes = set_bytes * static_cast<std::size_t>(sets);
     return timing;

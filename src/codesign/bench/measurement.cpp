@@ -82,7 +82,8 @@ void to_json(nlohmann::json& j, const MeasurementSet& s) {
          {"min_seconds", o.min_seconds},
          {"max_seconds", o.max_seconds},
          {"rotation_bytes", o.rotation_bytes},
-         {"max_buffer_sets", o.max_buffer_sets}}},
+         {"max_buffer_sets", o.max_buffer_sets},
+         {"clock", to_string(o.clock)}}},
        {"measurements", s.rows}};
   if (s.device) j["device"] = *s.device;
 }
@@ -112,6 +113,7 @@ void from_json(const nlohmann::json& j, MeasurementSet& s) {
     s.options.max_seconds = o.value("max_seconds", d.max_seconds);
     s.options.rotation_bytes = o.value("rotation_bytes", d.rotation_bytes);
     s.options.max_buffer_sets = o.value("max_buffer_sets", d.max_buffer_sets);
+    s.options.clock = parse_clock(o.value("clock", std::string("wall")));
   }
   s.device.reset();
   if (j.contains("device")) s.device = j.at("device").get<DeviceSpec>();

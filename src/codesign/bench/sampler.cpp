@@ -1,4 +1,4 @@
-#include "sampler.hpp"
+#include "mcr/codesign/bench/sampler.hpp"
 
 #include <fmt/core.h>
 
@@ -11,13 +11,19 @@
 
 namespace mcr::codesign::bench {
 
+std::string to_string(Clock clock) { return clock == Clock::wall ? "wall" : "cpu"; }
+
+Clock parse_clock(std::string_view name) {
+  if (name == "wall") return Clock::wall;
+  if (name == "cpu") return Clock::process_cpu;
+  throw InvalidArgument(fmt::format("clock '{}' is not one of wall, cpu", name));
+}
+
 int rotation_sets(std::size_t set_bytes, std::size_t target_bytes, int max_sets) {
   if (set_bytes == 0 || max_sets <= 1) return 1;
   const auto sets = (target_bytes + set_bytes - 1) / set_bytes;
   return static_cast<int>(std::clamp<std::size_t>(sets, 1, static_cast<std::size_t>(max_sets)));
 }
-
-namespace detail {
 
 Timing run_samples(const TimedCalls& run_calls, const MeasureOptions& options,
                    double sample_target_s) {
@@ -57,5 +63,4 @@ Timing run_samples(const TimedCalls& run_calls, const MeasureOptions& options,
   return timing;
 }
 
-}  // namespace detail
 }  // namespace mcr::codesign::bench

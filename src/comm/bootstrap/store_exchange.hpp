@@ -12,8 +12,7 @@ namespace mcr::detail {
 /// must call all_gather the same number of times, in the same order; call k of every rank uses
 /// the keys "mcr/exchange/<k>/<rank>". Each wait for a peer's value gives up after `timeout`
 /// (TimeoutError naming the key). `store` must outlive the exchange.
-std::unique_ptr<Exchange> make_store_exchange(Store& store, int rank, int size,
-                                              std::chrono::milliseconds timeout =
-                                                  std::chrono::minutes(5));
+std::unique_ptr<Exchange> make_store_exchange(
+    Store& store, int rank, int size, std::chrono::milliseconds timeout = std::chrono::minutes(5));
 
 }  // namespace mcr::detail

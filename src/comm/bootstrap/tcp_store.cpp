@@ -50,7 +50,9 @@ std::string_view file_name(const std::source_location& loc) {
   return slash == std::string_view::npos ? f : f.substr(slash + 1);
 }
 
-std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+std::string errno_text(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
 
 [[noreturn]] void throw_socket_error(std::string_view call, int err,
                                      std::source_location loc = std::source_location::current()) {
@@ -76,7 +78,8 @@ class Writer {
 
  private:
   void put(std::uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) buf_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+    for (int i = 0; i < n; ++i)
+      buf_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
   }
   Bytes buf_;
 };
@@ -114,7 +117,8 @@ class Reader {
   std::uint64_t get(int n) {
     need(static_cast<std::uint64_t>(n));
     std::uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(p_[i]) << (8 * i);
+    for (int i = 0; i < n; ++i)
+      v |= static_cast<std::uint64_t>(p_[i]) << (8 * i);
     p_ += n;
     return v;
   }
@@ -284,7 +288,9 @@ TcpStoreServer::~TcpStoreServer() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-int TcpStoreServer::port() const noexcept { return impl_->port; }
+int TcpStoreServer::port() const noexcept {
+  return impl_->port;
+}
 
 int TcpStoreServer::Impl::poll_timeout_ms() const {
   if (waiters.empty()) return -1;
@@ -423,9 +429,9 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
           const char* last = first + it->second.size();
           auto [ptr, ec] = std::from_chars(first, last, value);
           if (ec != std::errc() || ptr != last) {
-            reply(c, encode_reply(Status::error,
-                                  fmt::format("add: key '{}' holds a value that is not an integer",
-                                              key)));
+            reply(c, encode_reply(
+                         Status::error,
+                         fmt::format("add: key '{}' holds a value that is not an integer", key)));
             return;
           }
         }
@@ -441,7 +447,8 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
       case Command::check: {
         const std::uint32_t count = r.u32();
         bool all = true;
-        for (std::uint32_t i = 0; i < count; ++i) all = data.count(r.str()) != 0 && all;
+        for (std::uint32_t i = 0; i < count; ++i)
+          all = data.count(r.str()) != 0 && all;
         const std::uint8_t flag = all ? 1 : 0;
         reply(c, encode_reply(Status::ok, &flag, 1));
         return;
@@ -464,8 +471,8 @@ void TcpStoreServer::Impl::reply(Client& c, Bytes bytes) {
 
 void TcpStoreServer::Impl::flush(Client& c) {
   while (c.out_sent < c.out.size()) {
-    ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent,
-                       MSG_NOSIGNAL);
+    ssize_t n =
+        ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
     if (n > 0) {
       c.out_sent += static_cast<std::size_t>(n);
       continue;
@@ -570,7 +577,8 @@ class TcpStoreClient final : public Store {
     Writer w;
     w.u8(static_cast<std::uint8_t>(Command::check));
     w.u32(static_cast<std::uint32_t>(keys.size()));
-    for (const auto& k : keys) w.str(k);
+    for (const auto& k : keys)
+      w.str(k);
     Reply r;
     {
       std::lock_guard lock(mu_);
@@ -607,8 +615,8 @@ class TcpStoreClient final : public Store {
     r.status = static_cast<Status>(hr.u8());
     const std::uint64_t n = hr.u64();
     if (n > kMaxBodyBytes) {
-      throw BackendError(fmt::format("TCP store {}: reply of {} bytes is not our protocol", where_,
-                                     n));
+      throw BackendError(
+          fmt::format("TCP store {}: reply of {} bytes is not our protocol", where_, n));
     }
     r.payload.resize(n);
     if (n > 0) recv_all(r.payload.data(), n);
@@ -693,16 +701,18 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
         return std::make_unique<TcpStoreClient>(std::move(fd), where);
       }
       const int err = errno;
-      if (!is_retryable_connect_error(err)) throw_socket_error(fmt::format("connect({})", where), err);
+      if (!is_retryable_connect_error(err))
+        throw_socket_error(fmt::format("connect({})", where), err);
       last_error = errno_text(err);
     }
-    if (Clock::now() + backoff > deadline) {
+    const auto now = Clock::now();
+    if (now >= deadline) {
       throw TimeoutError(fmt::format("TCP store: could not connect to {} within {} ms (last "
                                      "error: {})",
                                      where, timeout.count(), last_error),
                          "store_connect", 0, "tcp_store");
     }
-    std::this_thread::sleep_for(backoff);
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
 }

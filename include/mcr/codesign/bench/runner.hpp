@@ -7,11 +7,23 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "mcr/codesign/dtype.hpp"
 #include "mcr/codesign/gemm.hpp"
 
 namespace mcr::codesign::bench {
+
+/// What a sample's duration is measured with.
+enum class Clock {
+  wall,  ///< steady wall clock (CPU) or CUDA events (GPU): the default, what users experience
+  /// CPU time of this process (CBLAS with one thread only). Time the process spends descheduled is
+  /// left out, so a GEMM can be timed on a machine that other jobs keep busy.
+  process_cpu,
+};
+std::string to_string(Clock clock);
+/// "wall" or "cpu"; throws mcr::InvalidArgument otherwise.
+Clock parse_clock(std::string_view name);
 
 struct MeasureOptions {
   int warmup_iterations = 1;     ///< untimed calls before the first sample (at least this many)
@@ -24,6 +36,7 @@ struct MeasureOptions {
   std::size_t rotation_bytes = 0;
   /// Largest number of rotated buffer sets (bounds host/device memory for tiny GEMMs).
   int max_buffer_sets = 4096;
+  Clock clock = Clock::wall;
 };
 
 /// What one timing produced. Times are per GEMM call (a batched GEMM counts as one call).

@@ -22,11 +22,11 @@ struct GlooCallSite {
 }  // namespace mcr::detail
 
 /// Runs the statement(s) and converts any exception with rethrow_gloo_error().
-#define MCR_GLOO_CHECK(site, ...)                                                       \
-  do {                                                                                  \
-    try {                                                                               \
-      __VA_ARGS__;                                                                      \
-    } catch (...) {                                                                     \
-      ::mcr::detail::rethrow_gloo_error(#__VA_ARGS__, __FILE__, __LINE__, (site));      \
-    }                                                                                   \
+#define MCR_GLOO_CHECK(site, ...)                                                  \
+  do {                                                                             \
+    try {                                                                          \
+      __VA_ARGS__;                                                                 \
+    } catch (...) {                                                                \
+      ::mcr::detail::rethrow_gloo_error(#__VA_ARGS__, __FILE__, __LINE__, (site)); \
+    }                                                                              \
   } while (0)

@@ -17,7 +17,9 @@ std::vector<char> GlooStoreAdapter::get(const std::string& key) {
   return std::vector<char>(value.begin(), value.end());
 }
 
-void GlooStoreAdapter::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+void GlooStoreAdapter::wait(const std::vector<std::string>& keys) {
+  wait(keys, timeout_);
+}
 
 void GlooStoreAdapter::wait(const std::vector<std::string>& keys,
                             const std::chrono::milliseconds& timeout) {
@@ -27,8 +29,8 @@ void GlooStoreAdapter::wait(const std::vector<std::string>& keys,
   for (const auto& key : keys) {
     // A blocking get waits on the server without polling; the fetched value is small (an
     // address) and gloo fetches it again right after.
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     store_.get(prefix_ + key, std::max(left, std::chrono::milliseconds(0)));
   }
 }

@@ -31,22 +31,19 @@ DeviceQueue::DeviceQueue(int device, const CallSite& site) : device_(device) {
   int least = 0;
   int greatest = 0;
   MCR_CUDA_CHECK(site, cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  // Non-blocking: no implicit synchronisation with the legacy default stream; ordering is by events.
+  // Non-blocking: no implicit synchronisation with the legacy default stream; ordering is by
+  // events.
   MCR_CUDA_CHECK(site, cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
   MCR_CUDA_CHECK(site, cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
 }
 
 DeviceQueue::~DeviceQueue() {
-  // Destructors must not throw; at process exit the runtime may already be unloading.
-  const bool switched = [&] {
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess || current == device_) return false;
-    return cudaSetDevice(device_) == cudaSuccess;
-  }();
-  for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
+  // Destructors must not throw; at process exit the runtime may already be unloading, so the
+  // results are ignored.
+  for (cudaEvent_t e : free_events_)
+    (void)cudaEventDestroy(e);
   if (ready_ != nullptr) (void)cudaEventDestroy(ready_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
-  (void)switched;
 }
 
 void DeviceQueue::order_after(cudaStream_t caller, const CallSite& site) {

@@ -34,21 +34,20 @@ std::string_view nccl_result_name(ncclResult_t status) noexcept;
 }  // namespace mcr::detail::nccl
 
 /// Evaluates a CUDA runtime call once; throws BackendError describing it when it fails.
-#define MCR_CUDA_CHECK(site, call)                                                     \
-  do {                                                                                 \
-    const cudaError_t mcr_cuda_status_ = (call);                                       \
-    if (mcr_cuda_status_ != cudaSuccess) {                                             \
-      ::mcr::detail::nccl::throw_cuda_error(#call, __FILE__, __LINE__, (site),         \
-                                            mcr_cuda_status_);                         \
-    }                                                                                  \
+#define MCR_CUDA_CHECK(site, call)                                                                \
+  do {                                                                                            \
+    const cudaError_t mcr_cuda_status_ = (call);                                                  \
+    if (mcr_cuda_status_ != cudaSuccess) {                                                        \
+      ::mcr::detail::nccl::throw_cuda_error(#call, __FILE__, __LINE__, (site), mcr_cuda_status_); \
+    }                                                                                             \
   } while (false)
 
 /// Evaluates an NCCL call once; throws BackendError describing it (with ncclGetLastError(comm)).
-#define MCR_NCCL_CHECK(site, comm, call)                                               \
-  do {                                                                                 \
-    const ncclResult_t mcr_nccl_status_ = (call);                                      \
-    if (mcr_nccl_status_ != ncclSuccess) {                                             \
-      ::mcr::detail::nccl::throw_nccl_error(#call, __FILE__, __LINE__, (site),         \
-                                            mcr_nccl_status_, (comm));                 \
-    }                                                                                  \
+#define MCR_NCCL_CHECK(site, comm, call)                                                         \
+  do {                                                                                           \
+    const ncclResult_t mcr_nccl_status_ = (call);                                                \
+    if (mcr_nccl_status_ != ncclSuccess) {                                                       \
+      ::mcr::detail::nccl::throw_nccl_error(#call, __FILE__, __LINE__, (site), mcr_nccl_status_, \
+                                            (comm));                                             \
+    }                                                                                            \
   } while (false)

@@ -88,7 +88,9 @@ class PlanBuilder {
   Plan plan_;
 };
 
-BufferRef offset(BufferRef ref, std::size_t bytes) { return {ref.buffer, ref.offset + bytes}; }
+BufferRef offset(BufferRef ref, std::size_t bytes) {
+  return {ref.buffer, ref.offset + bytes};
+}
 
 /// The buffer an in-place operation reads: the input when given, else the caller's own slot.
 BufferRef in_place_source(const OpArgs& args, BufferRef own_slot) {
@@ -160,7 +162,8 @@ Plan plan_operation(const OpArgs& args, int rank, int size) {
       const auto rdispl = displacements(args.recv_counts, size);
       const auto me = static_cast<std::size_t>(rank);
       std::size_t total_send = 0;
-      for (int p = 0; p < size; ++p) total_send += args.send_counts[p];
+      for (int p = 0; p < size; ++p)
+        total_send += args.send_counts[p];
       const BufferRef src = args.in_place ? b.stash_output(total_send) : in;
       if (!args.in_place) {
         b.copy(b.at(Buffer::input, sdispl[me]), b.at(Buffer::output, rdispl[me]),

@@ -16,9 +16,10 @@ namespace mcr::detail::nccl {
 
 // ---- groups -------------------------------------------------------------------------------------
 
-/// Arguments to ncclCommSplit for one rank of the parent communicator. Members share color 0 and use
-/// their index in `members` as key, so NCCL numbers them exactly as the caller listed them, strided
-/// or permuted groups included. Non-members pass NCCL_SPLIT_NOCOLOR (-1) and get no communicator.
+/// Arguments to ncclCommSplit for one rank of the parent communicator. Members share color 0 and
+/// use their index in `members` as key, so NCCL numbers them exactly as the caller listed them,
+/// strided or permuted groups included. Non-members pass NCCL_SPLIT_NOCOLOR (-1) and get no
+/// communicator.
 struct SplitArgs {
   int color = -1;
   int key = 0;
@@ -32,9 +33,9 @@ std::optional<int> group_rank(std::span<const int> members, int parent_rank) noe
 
 // ---- operation plans ----------------------------------------------------------------------------
 
-/// Which memory a step touches. Device pointers are resolved when the plan runs: `input`/`output` are
-/// the operation's buffers, `scratch` a stream-ordered temporary, `barrier_cell` the communicator's
-/// one-element device buffer.
+/// Which memory a step touches. Device pointers are resolved when the plan runs: `input`/`output`
+/// are the operation's buffers, `scratch` a stream-ordered temporary, `barrier_cell` the
+/// communicator's one-element device buffer.
 enum class Buffer : std::uint8_t { input, output, scratch, barrier_cell };
 
 struct BufferRef {

@@ -6,28 +6,42 @@ namespace mcr::detail::nccl {
 
 ncclDataType_t to_nccl(DType dtype) noexcept {
   switch (dtype) {
-    case DType::f32: return ncclFloat32;
-    case DType::f64: return ncclFloat64;
-    case DType::f16: return ncclFloat16;
-    case DType::bf16: return ncclBfloat16;
-    case DType::i8: return ncclInt8;
-    case DType::u8: return ncclUint8;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i8:
+      return ncclInt8;
+    case DType::u8:
+      return ncclUint8;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
   }
   return ncclUint8;  // unreachable: every enumerator is handled above
 }
 
 std::optional<ncclRedOp_t> to_nccl(ReduceOp op) noexcept {
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::prod: return ncclProd;
-    case ReduceOp::min: return ncclMin;
-    case ReduceOp::max: return ncclMax;
-    case ReduceOp::avg: return ncclAvg;
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::prod:
+      return ncclProd;
+    case ReduceOp::min:
+      return ncclMin;
+    case ReduceOp::max:
+      return ncclMax;
+    case ReduceOp::avg:
+      return ncclAvg;
     case ReduceOp::band:
     case ReduceOp::bor:
-    case ReduceOp::bxor: return std::nullopt;
+    case ReduceOp::bxor:
+      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -44,9 +58,12 @@ std::string_view how_for(OpType op) noexcept {
     case OpType::all_to_all_v:
     case OpType::gather:
     case OpType::scatter:
-    case OpType::all_gather_v: return kHowGrouped;
-    case OpType::barrier: return kHowBarrier;
-    default: return kHowNative;
+    case OpType::all_gather_v:
+      return kHowGrouped;
+    case OpType::barrier:
+      return kHowBarrier;
+    default:
+      return kHowNative;
   }
 }
 
@@ -58,7 +75,8 @@ Support nccl_support(OpType op, DType dtype, ReduceOp reduce, Device::Kind devic
   }
   if (is_reduction(op)) {
     if (!to_nccl(reduce)) {
-      return Support::no("NCCL has no bitwise reductions (its operators: sum, prod, min, max, avg)");
+      return Support::no(
+          "NCCL has no bitwise reductions (its operators: sum, prod, min, max, avg)");
     }
     if (!reduce_op_valid_for(reduce, dtype)) {
       return Support::no("avg is defined for floating types only (an integer mean would truncate)");

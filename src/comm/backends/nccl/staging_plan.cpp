@@ -14,7 +14,8 @@ namespace {
 
 std::size_t sum(const std::size_t* counts, int size) {
   std::size_t total = 0;
-  for (int r = 0; r < size; ++r) total += counts[r];
+  for (int r = 0; r < size; ++r)
+    total += counts[r];
   return total;
 }
 
@@ -32,12 +33,15 @@ std::size_t default_in_place_slot(const OpArgs& args, int rank, int size) {
   const auto n = args.count;
   switch (args.op) {
     case OpType::all_gather:
-    case OpType::reduce_scatter: return static_cast<std::size_t>(rank) * n;
+    case OpType::reduce_scatter:
+      return static_cast<std::size_t>(rank) * n;
     case OpType::gather:
-    case OpType::scatter: return static_cast<std::size_t>(args.root) * n;
+    case OpType::scatter:
+      return static_cast<std::size_t>(args.root) * n;
     case OpType::all_gather_v:
       return displacements(args.send_counts, size)[static_cast<std::size_t>(rank)];
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -48,21 +52,33 @@ Extents staged_extents(const OpArgs& args, int rank, int size) {
   const auto group = static_cast<std::size_t>(size);
   const bool root = rank == args.root;
   switch (args.op) {
-    case OpType::send: return {n, 0};
-    case OpType::recv: return {0, n};
+    case OpType::send:
+      return {n, 0};
+    case OpType::recv:
+      return {0, n};
     // One buffer: the root's data goes out, everyone else's comes back.
-    case OpType::broadcast: return root ? Extents{n, 0} : Extents{0, n};
-    case OpType::reduce: return {n, root && args.out != nullptr ? n : 0};
-    case OpType::all_reduce: return {n, n};
-    case OpType::all_gather: return {n, n * group};
-    case OpType::all_gather_v: return {args.send_counts[rank], sum(args.send_counts, size)};
-    case OpType::gather: return {n, root ? n * group : 0};
-    case OpType::scatter: return {root ? n * group : 0, n};
-    case OpType::reduce_scatter: return {n * group, n};
-    case OpType::all_to_all: return {n * group, n * group};
+    case OpType::broadcast:
+      return root ? Extents{n, 0} : Extents{0, n};
+    case OpType::reduce:
+      return {n, root && args.out != nullptr ? n : 0};
+    case OpType::all_reduce:
+      return {n, n};
+    case OpType::all_gather:
+      return {n, n * group};
+    case OpType::all_gather_v:
+      return {args.send_counts[rank], sum(args.send_counts, size)};
+    case OpType::gather:
+      return {n, root ? n * group : 0};
+    case OpType::scatter:
+      return {root ? n * group : 0, n};
+    case OpType::reduce_scatter:
+      return {n * group, n};
+    case OpType::all_to_all:
+      return {n * group, n * group};
     case OpType::all_to_all_v:
       return {sum(args.send_counts, size), sum(args.recv_counts, size)};
-    case OpType::barrier: return {0, 0};
+    case OpType::barrier:
+      return {0, 0};
   }
   return {0, 0};
 }
@@ -97,7 +113,9 @@ StagingPlan plan_staging(const OpArgs& args, int rank, int size) {
   const void* container = inner_is_output ? args.in : args.out;
   const void* inner = inner_is_output ? static_cast<const void*>(args.out) : args.in;
   std::size_t inner_offset = default_in_place_slot(args, rank, size) * esize;
-  if (container != nullptr && inner != nullptr) {
+  // A rank without the container's data (the single-buffer reduce off the root) has nothing to
+  // alias: its input alone is staged.
+  if (container != nullptr && inner != nullptr && container_bytes != 0) {
     const auto c = reinterpret_cast<std::uintptr_t>(container);
     const auto i = reinterpret_cast<std::uintptr_t>(inner);
     if (i < c || i - c + inner_bytes > container_bytes) {

@@ -10,8 +10,8 @@
 namespace mcr::detail::nccl {
 
 /// One contiguous copy between the device tensor and the host buffer. The device side of copy_in is
-/// OpArgs::in, or OpArgs::out when an in-place input is given only as a slot of the output; the device
-/// side of copy_out is OpArgs::out, or OpArgs::in symmetrically.
+/// OpArgs::in, or OpArgs::out when an in-place input is given only as a slot of the output; the
+/// device side of copy_out is OpArgs::out, or OpArgs::in symmetrically.
 struct StagedCopy {
   std::size_t device_offset = 0;  ///< bytes from the start of that device buffer
   std::size_t host_offset = 0;    ///< bytes from the start of the host buffer
@@ -39,8 +39,8 @@ struct Extents {
 };
 Extents staged_extents(const OpArgs& args, int rank, int size);
 
-/// The plan for `args` on rank `rank` of `size`. Throws InvalidArgument if an in-place input does not
-/// lie inside the buffer it is meant to alias.
+/// The plan for `args` on rank `rank` of `size`. Throws InvalidArgument if an in-place input does
+/// not lie inside the buffer it is meant to alias.
 StagingPlan plan_staging(const OpArgs& args, int rank, int size);
 
 /// Host buffers are split at this alignment (enough for every element type and for DMA).

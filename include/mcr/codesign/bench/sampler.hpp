@@ -1,12 +1,12 @@
-// Private: the warmup + sampling loop shared by every runner, so that CPU and GPU numbers are taken
-// the same way.
+// The warmup + sampling loop shared by every runner, so that CPU and GPU numbers are taken the same
+// way. Public so that it can be tested with a fake clock, and reused for other timed kernels.
 #pragma once
 
 #include <functional>
 
 #include "mcr/codesign/bench/runner.hpp"
 
-namespace mcr::codesign::bench::detail {
+namespace mcr::codesign::bench {
 
 /// Runs `calls` GEMM calls back to back (rotating buffers) and returns their elapsed seconds.
 using TimedCalls = std::function<double(int calls)>;
@@ -17,4 +17,4 @@ using TimedCalls = std::function<double(int calls)>;
 Timing run_samples(const TimedCalls& run_calls, const MeasureOptions& options,
                    double sample_target_s);
 
-}  // namespace mcr::codesign::bench::detail
+}  // namespace mcr::codesign::bench

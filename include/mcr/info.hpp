@@ -1,0 +1,47 @@
+// Introspection for `mcr info`: version, build options, backends and their capability tables.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mcr/communicator.hpp"
+#include "mcr/types.hpp"
+
+namespace mcr {
+
+struct Capability {
+  OpType op = OpType::barrier;
+  DType dtype = DType::f32;
+  ReduceOp reduce = ReduceOp::sum;  ///< meaningful for reductions only
+  Device::Kind device = Device::Kind::cpu;
+  bool supported = false;
+  std::string detail;  ///< how (native, staged, ...) when supported, else why not
+};
+
+struct BackendInfo {
+  std::string name;
+  bool usable = false;
+  std::string reason;  ///< why it is unusable, when it is
+  std::vector<Capability> capabilities;  ///< empty when unusable
+};
+
+struct RuntimeInfo {
+  std::string version;
+  std::map<std::string, std::string> build;  ///< build options: type, compiler, backends compiled in
+  std::string launcher;
+  int rank = 0;
+  int size = 1;
+  std::vector<BackendInfo> backends;  ///< every backend compiled in, in default priority order
+  std::string rules;                  ///< resolved rules, canonical form
+  std::string rules_source;
+  std::string tuning_source;          ///< tuning table path, or empty
+  std::chrono::milliseconds timeout{0};
+};
+
+/// Version string of this build, e.g. "0.1.0".
+std::string version();
+/// Everything `mcr info` shows, for the world communicator of an initialised runtime.
+RuntimeInfo runtime_info();
+
+}  // namespace mcr

@@ -1,0 +1,185 @@
+#include "backends/gloo/gloo_backend.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <exception>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <gloo/context.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "backends/factories.hpp"
+#include "backends/gloo/gloo_collectives.hpp"
+#include "backends/gloo/gloo_error.hpp"
+#include "backends/gloo/gloo_store.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::detail {
+namespace {
+
+// Used when the bootstrap carries no timeout: long enough for any real rendezvous.
+constexpr std::chrono::milliseconds kFallbackTimeout = std::chrono::minutes(5);
+
+enum Status : int { kPending = 0, kDone = 1, kFailed = 2 };
+
+struct CollectiveState {
+  std::atomic<int> status{kPending};
+  std::atomic<bool> abandoned{false};
+  std::exception_ptr error;  // written before status becomes kFailed
+};
+
+class GlooCollectiveOp final : public PendingOp {
+ public:
+  explicit GlooCollectiveOp(std::shared_ptr<CollectiveState> state) : state_(std::move(state)) {}
+  bool test() override {
+    switch (state_->status.load(std::memory_order_acquire)) {
+      case kDone:
+        return true;
+      case kFailed:
+        std::rethrow_exception(state_->error);
+      default:
+        return false;
+    }
+  }
+  // A collective already running cannot be recalled from gloo (it ends at its own timeout); one
+  // still queued is skipped, so it never touches the caller's buffers.
+  void abandon() noexcept override { state_->abandoned.store(true); }
+
+ private:
+  std::shared_ptr<CollectiveState> state_;
+};
+
+// A gloo context of `size` ranks in which this process is `rank`, connected through the store
+// under `prefix`. Only the members of the group take part.
+std::shared_ptr<gloo::Context> connect_context(GlooShared& shared, int rank, int size,
+                                               const std::string& prefix) {
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(shared.timeout);
+  GlooStoreAdapter store(*shared.store, prefix, shared.timeout);
+  const GlooCallSite site{"rendezvous", 0, rank};
+  MCR_GLOO_CHECK(site, context->connectFullMesh(store, shared.device));
+  return context;
+}
+
+}  // namespace
+
+std::string gloo_hostname(const LaunchInfo& launch, int size) {
+  if (const char* env = std::getenv("MCR_GLOO_HOSTNAME"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  if (launch.local_size == size) return "127.0.0.1";
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) {
+    throw BackendError(fmt::format("gloo: gethostname failed at {}:{}: {}", "gloo_backend.cpp",
+                                   __LINE__,
+                                   std::error_code(errno, std::generic_category()).message()));
+  }
+  return name;
+}
+
+std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
+  auto shared = std::make_shared<GlooShared>();
+  shared->store = &bootstrap.store();
+  shared->timeout = bootstrap.timeout().count() > 0 ? bootstrap.timeout() : kFallbackTimeout;
+  shared->hostname = gloo_hostname(bootstrap.launch(), bootstrap.size());
+  gloo::transport::tcp::attr attr;
+  attr.hostname = shared->hostname;
+  const GlooCallSite site{"create_device", 0, bootstrap.rank()};
+  MCR_GLOO_CHECK(site, shared->device = gloo::transport::tcp::CreateDevice(attr));
+  auto context = connect_context(*shared, bootstrap.rank(), bootstrap.size(), "gloo/world/");
+  return std::make_unique<GlooBackend>(std::move(shared), std::move(context));
+}
+
+GlooBackend::GlooBackend(std::shared_ptr<GlooShared> shared, std::shared_ptr<gloo::Context> context)
+    : shared_(std::move(shared)), context_(std::move(context)) {}
+
+GlooBackend::~GlooBackend() = default;
+
+int GlooBackend::rank() const noexcept {
+  return context_->rank;
+}
+int GlooBackend::size() const noexcept {
+  return context_->size;
+}
+
+Support GlooBackend::supports(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const {
+  if (device != Device::Kind::cpu) return Support::no("gloo backend handles CPU tensors only");
+  if (is_reduction(op) && !reduce_op_valid_for(reduce, dtype)) {
+    return Support::no(reduce == ReduceOp::avg ? "avg applies to floating types only"
+                                               : "bitwise reductions apply to integer types only");
+  }
+  // Gloo 0.5 has no reduce-scatter on unbound buffers: an all-reduce keeps this rank's slot.
+  if (op == OpType::reduce_scatter) return Support::yes("emulated");
+  return Support::yes("native");
+}
+
+std::unique_ptr<PendingOp> GlooBackend::start(const OpArgs& args) {
+  if (!args.device.is_cpu()) {
+    throw UnsupportedError(fmt::format("gloo: {} on {} tensors: gloo handles CPU tensors only",
+                                       args.op_name, to_string(args.device)));
+  }
+  const auto timeout = args.timeout.count() > 0 ? args.timeout : shared_->timeout;
+
+  if (args.op == OpType::send || args.op == OpType::recv) {
+    GlooP2P p;
+    p.is_send = args.op == OpType::send;
+    p.peer = args.root;
+    p.data = p.is_send ? const_cast<void*>(args.in) : args.out;
+    if (p.data == nullptr) p.data = p.is_send ? args.out : const_cast<void*>(args.in);
+    p.bytes = args.count * dtype_size(args.dtype);
+    p.tag = args.tag;
+    p.timeout = timeout;
+    p.site = {args.op_name, args.sequence, rank()};
+    return start_gloo_p2p(*context_, waiters_, *self_, p, args.may_block);
+  }
+
+  auto collective = make_gloo_collective(args, size(), next_tag_++, timeout);
+  if (moves_nothing(collective, size())) return nullptr;
+  if (args.may_block && worker_.idle()) {
+    run_gloo_collective(context_, collective);
+    return nullptr;
+  }
+  auto state = std::make_shared<CollectiveState>();
+  worker_.submit([context = context_, c = std::move(collective), state](bool cancelled) {
+    try {
+      if (cancelled || state->abandoned.load()) {
+        throw BackendError(fmt::format("gloo: {} #{} was {} before it ran", c.args.op_name,
+                                       c.args.sequence,
+                                       cancelled ? "cancelled (backend shut down)" : "abandoned"));
+      }
+      run_gloo_collective(context, c);
+      state->status.store(kDone, std::memory_order_release);
+    } catch (...) {
+      state->error = std::current_exception();
+      state->status.store(kFailed, std::memory_order_release);
+    }
+  });
+  return std::make_unique<GlooCollectiveOp>(std::move(state));
+}
+
+std::unique_ptr<Backend> GlooBackend::split(const std::vector<int>& members,
+                                            std::uint64_t group_id) {
+  auto me = std::find(members.begin(), members.end(), rank());
+  if (me == members.end()) return nullptr;  // non-members take no part in the new rendezvous
+  const int new_rank = static_cast<int>(me - members.begin());
+  auto context = connect_context(*shared_, new_rank, static_cast<int>(members.size()),
+                                 fmt::format("gloo/{}/", group_id));
+  return std::make_unique<GlooBackend>(shared_, std::move(context));
+}
+
+BackendFactory gloo_backend_factory() {
+  return BackendFactory{
+      "gloo",
+      // Gloo needs nothing beyond the store, which every launch mode provides.
+      [](const Bootstrap&) { return std::string(); },
+      [](Bootstrap& bootstrap) { return GlooBackend::create_world(bootstrap); },
+  };
+}
+
+}  // namespace mcr::detail

@@ -1,0 +1,64 @@
+// The Gloo backend: every operation on CPU tensors over gloo's TCP transport, with rendezvous
+// through our Store. Collectives run on one worker thread per instance in issue order (inline in
+// the caller's thread for a synchronous call when nothing is queued); point-to-point operations
+// are posted at once. See docs/gloo-backend.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "backends/gloo/gloo_p2p.hpp"
+#include "backends/gloo/gloo_worker.hpp"
+#include "bootstrap/bootstrap.hpp"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace mcr::detail {
+
+/// What every group of one job shares: the store for rendezvous and the transport device.
+struct GlooShared {
+  Store* store = nullptr;  ///< owned by the Bootstrap, which outlives every backend
+  std::shared_ptr<gloo::transport::Device> device;
+  std::string hostname;               ///< the address peers connect to
+  std::chrono::milliseconds timeout;  ///< rendezvous and default per-operation timeout
+};
+
+/// The hostname gloo's device binds and advertises: MCR_GLOO_HOSTNAME when set; 127.0.0.1 when
+/// every rank runs on this host; gethostname() otherwise.
+std::string gloo_hostname(const LaunchInfo& launch, int size);
+
+class GlooBackend final : public Backend {
+ public:
+  /// Creates the world instance (collective over the bootstrap's world).
+  static std::unique_ptr<Backend> create_world(Bootstrap& bootstrap);
+
+  GlooBackend(std::shared_ptr<GlooShared> shared, std::shared_ptr<gloo::Context> context);
+  ~GlooBackend() override;
+
+  std::string_view name() const noexcept override { return "gloo"; }
+  int rank() const noexcept override;
+  int size() const noexcept override;
+  Support supports(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const override;
+  std::unique_ptr<PendingOp> start(const OpArgs& args) override;
+  std::unique_ptr<Backend> split(const std::vector<int>& members, std::uint64_t group_id) override;
+
+ private:
+  std::shared_ptr<GlooShared> shared_;
+  std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<GlooSelfMailbox> self_ = std::make_shared<GlooSelfMailbox>();
+  std::uint32_t next_tag_ = 0;  // consecutive per collective: equal on every rank
+  // Declared last: destroyed first, so no thread touches the members above after they are gone.
+  GlooWaiterPool waiters_;
+  GlooWorker worker_;
+};
+
+}  // namespace mcr::detail

@@ -1,0 +1,259 @@
+#include "backends/gloo/gloo_p2p.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <exception>
+
+#include <fmt/format.h>
+#include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "mcr/errors.hpp"
+
+namespace mcr::detail {
+namespace {
+
+enum Status : int { kPending = 0, kDone = 1, kFailed = 2, kAborted = 3 };
+
+// Slot of point-to-point messages with user tag `tag`. Gloo's collectives put their prefix
+// (0x01-0x08) in the top byte; 0xF0 there keeps p2p messages from ever matching a collective's.
+std::uint64_t p2p_slot(int tag) {
+  return (std::uint64_t{0xF0} << 56) | static_cast<std::uint32_t>(tag);
+}
+
+std::string direction(bool is_send, int peer) {
+  return is_send ? fmt::format("send to rank {}", peer) : fmt::format("recv from rank {}", peer);
+}
+
+}  // namespace
+
+// ---- remote peers ------------------------------------------------------------------------------
+
+struct GlooP2PState {
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  bool is_send = false;
+  std::chrono::milliseconds timeout{0};
+  GlooCallSite site;
+  std::atomic<int> status{kPending};
+  std::exception_ptr error;  // written before status becomes kFailed
+
+  void wait() noexcept {
+    try {
+      bool completed = false;
+      if (is_send) {
+        MCR_GLOO_CHECK(site, completed = buffer->waitSend(timeout));
+      } else {
+        MCR_GLOO_CHECK(site, completed = buffer->waitRecv(timeout));
+      }
+      status.store(completed ? kDone : kAborted, std::memory_order_release);
+    } catch (...) {
+      error = std::current_exception();
+      status.store(kFailed, std::memory_order_release);
+    }
+  }
+
+  void abort() noexcept {
+    if (is_send) {
+      buffer->abortWaitSend();
+    } else {
+      buffer->abortWaitRecv();
+    }
+  }
+};
+
+namespace {
+
+class GlooP2POp final : public PendingOp {
+ public:
+  explicit GlooP2POp(std::shared_ptr<GlooP2PState> state) : state_(std::move(state)) {}
+  ~GlooP2POp() override {
+    if (state_->status.load(std::memory_order_acquire) == kPending) state_->abort();
+  }
+
+  bool test() override {
+    switch (state_->status.load(std::memory_order_acquire)) {
+      case kPending:
+        return false;
+      case kDone:
+        return true;
+      case kFailed:
+        std::rethrow_exception(state_->error);
+      default:
+        throw BackendError(fmt::format("gloo: {} #{} was abandoned before it completed",
+                                       state_->site.op, state_->site.sequence));
+    }
+  }
+  void abandon() noexcept override { state_->abort(); }
+
+ private:
+  std::shared_ptr<GlooP2PState> state_;
+};
+
+}  // namespace
+
+GlooWaiterPool::~GlooWaiterPool() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    for (const auto& op : active_)
+      op->abort();
+  }
+  cv_.notify_all();
+  for (auto& t : threads_)
+    t.join();
+}
+
+void GlooWaiterPool::wait_for(std::shared_ptr<GlooP2PState> op) {
+  std::lock_guard lock(mu_);
+  active_.insert(op);
+  queue_.push_back(std::move(op));
+  if (static_cast<int>(queue_.size()) > idle_) {
+    threads_.emplace_back([this] { loop(); });
+  } else {
+    cv_.notify_one();
+  }
+}
+
+void GlooWaiterPool::loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    ++idle_;
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    --idle_;
+    if (queue_.empty()) return;  // stopping, nothing left
+    auto op = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    op->wait();
+    lock.lock();
+    active_.erase(op);
+  }
+}
+
+// ---- self --------------------------------------------------------------------------------------
+
+struct GlooSelfMailbox::State {
+  std::atomic<int> status{kPending};
+  std::string error;  // written before status becomes kFailed
+};
+
+namespace {
+
+class GlooSelfOp final : public PendingOp {
+ public:
+  GlooSelfOp(std::shared_ptr<GlooSelfMailbox> box, std::shared_ptr<GlooSelfMailbox::State> state,
+             const GlooP2P& p)
+      : box_(std::move(box)),
+        state_(std::move(state)),
+        site_(p.site),
+        timeout_(p.timeout),
+        deadline_(std::chrono::steady_clock::now() + p.timeout) {}
+
+  bool test() override {
+    switch (state_->status.load(std::memory_order_acquire)) {
+      case kDone:
+        return true;
+      case kFailed:
+        throw BackendError(state_->error);
+      default:
+        break;
+    }
+    if (std::chrono::steady_clock::now() > deadline_) {
+      box_->cancel(state_);
+      throw TimeoutError(fmt::format("gloo: {} #{} to/from itself (rank {}) found no matching "
+                                     "operation within {} ms",
+                                     site_.op, site_.sequence, site_.rank, timeout_.count()),
+                         std::string(site_.op), site_.sequence, "gloo");
+    }
+    return false;
+  }
+  void abandon() noexcept override { box_->cancel(state_); }
+  ~GlooSelfOp() override { box_->cancel(state_); }
+
+ private:
+  std::shared_ptr<GlooSelfMailbox> box_;
+  std::shared_ptr<GlooSelfMailbox::State> state_;
+  GlooCallSite site_;
+  std::chrono::milliseconds timeout_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+}  // namespace
+
+std::unique_ptr<PendingOp> GlooSelfMailbox::post(const GlooP2P& p) {
+  auto state = std::make_shared<State>();
+  {
+    std::lock_guard lock(mu_);
+    auto& mine = p.is_send ? sends_ : recvs_;
+    auto& theirs = p.is_send ? recvs_ : sends_;
+    auto match =
+        std::find_if(theirs.begin(), theirs.end(), [&](const Entry& e) { return e.tag == p.tag; });
+    if (match == theirs.end()) {
+      mine.push_back({state, p.data, p.bytes, p.tag});
+    } else {
+      const Entry& other = *match;
+      const Entry send = p.is_send ? Entry{state, p.data, p.bytes, p.tag} : other;
+      const Entry recv = p.is_send ? other : Entry{state, p.data, p.bytes, p.tag};
+      if (send.bytes > recv.bytes) {
+        const std::string why = fmt::format(
+            "gloo: rank {} sent {} bytes to itself with tag {} into a receive of {} bytes",
+            p.site.rank, send.bytes, p.tag, recv.bytes);
+        for (const auto& s : {send.state, recv.state}) {
+          s->error = why;
+          s->status.store(kFailed, std::memory_order_release);
+        }
+      } else {
+        if (send.bytes > 0) std::memcpy(recv.data, send.data, send.bytes);
+        send.state->status.store(kDone, std::memory_order_release);
+        recv.state->status.store(kDone, std::memory_order_release);
+      }
+      theirs.erase(match);
+    }
+  }
+  return std::make_unique<GlooSelfOp>(shared_from_this(), std::move(state), p);
+}
+
+void GlooSelfMailbox::cancel(const std::shared_ptr<State>& state) {
+  std::lock_guard lock(mu_);
+  for (auto* q : {&sends_, &recvs_}) {
+    std::erase_if(*q, [&](const Entry& e) { return e.state == state; });
+  }
+}
+
+// ---- entry point -------------------------------------------------------------------------------
+
+std::unique_ptr<PendingOp> start_gloo_p2p(gloo::Context& ctx, GlooWaiterPool& pool,
+                                          GlooSelfMailbox& self, const GlooP2P& p, bool may_block) {
+  if (p.tag < 0) {
+    throw InvalidArgument(fmt::format("gloo: {} tag {} is negative", p.site.op, p.tag));
+  }
+  if (p.peer == ctx.rank) return self.post(p);
+
+  // An empty message still travels (it matches a receive); gloo wants a non-null address.
+  static std::uint8_t empty_message[1];
+  void* data = p.bytes == 0 || p.data == nullptr ? empty_message : p.data;
+  auto state = std::make_shared<GlooP2PState>();
+  state->is_send = p.is_send;
+  state->timeout = p.timeout;
+  state->site = p.site;
+  MCR_GLOO_CHECK(p.site, state->buffer = ctx.createUnboundBuffer(data, p.bytes));
+  if (p.is_send) {
+    MCR_GLOO_CHECK(p.site, state->buffer->send(p.peer, p2p_slot(p.tag), 0, p.bytes));
+  } else {
+    MCR_GLOO_CHECK(p.site, state->buffer->recv(p.peer, p2p_slot(p.tag), 0, p.bytes));
+  }
+  if (may_block) {
+    state->wait();
+    if (state->status.load() == kFailed) std::rethrow_exception(state->error);
+    if (state->status.load() != kDone) {
+      throw BackendError(fmt::format("gloo: {} #{} ({}) was aborted", p.site.op, p.site.sequence,
+                                     direction(p.is_send, p.peer)));
+    }
+    return nullptr;
+  }
+  pool.wait_for(state);
+  return std::make_unique<GlooP2POp>(std::move(state));
+}
+
+}  // namespace mcr::detail

@@ -1,0 +1,86 @@
+// Point-to-point over gloo unbound buffers. Sends and receives are posted at once in the caller's
+// thread, never queued behind collectives, so a rank may post irecv then isend in a ring. Gloo
+// can only observe completion by blocking (a zero-timeout wait would count as a timeout and close
+// every connection of the context), so each pending operation is waited for by a thread of a
+// small pool that grows to the number of operations in flight: no operation ever waits behind
+// another one.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "backend.hpp"
+#include "backends/gloo/gloo_error.hpp"
+
+namespace gloo {
+class Context;
+}
+
+namespace mcr::detail {
+
+/// One send or receive, in bytes.
+struct GlooP2P {
+  bool is_send = false;
+  int peer = 0;
+  void* data = nullptr;
+  std::size_t bytes = 0;
+  int tag = 0;
+  std::chrono::milliseconds timeout{0};
+  GlooCallSite site;
+};
+
+struct GlooP2PState;
+
+/// Threads that wait for pending point-to-point operations, one operation per thread at a time.
+class GlooWaiterPool {
+ public:
+  GlooWaiterPool() = default;
+  /// Aborts the waits still in progress and joins every thread.
+  ~GlooWaiterPool();
+  GlooWaiterPool(const GlooWaiterPool&) = delete;
+  GlooWaiterPool& operator=(const GlooWaiterPool&) = delete;
+
+  void wait_for(std::shared_ptr<GlooP2PState> op);
+
+ private:
+  void loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<GlooP2PState>> queue_;
+  std::unordered_set<std::shared_ptr<GlooP2PState>> active_;
+  std::vector<std::thread> threads_;
+  int idle_ = 0;
+  bool stop_ = false;
+};
+
+/// Messages a rank sends to itself (gloo has no connection to self): matched by tag, in order.
+class GlooSelfMailbox : public std::enable_shared_from_this<GlooSelfMailbox> {
+ public:
+  struct State;
+  std::unique_ptr<PendingOp> post(const GlooP2P& p);
+  void cancel(const std::shared_ptr<State>& state);
+
+ private:
+  struct Entry {
+    std::shared_ptr<State> state;
+    void* data;
+    std::size_t bytes;
+    int tag;
+  };
+  std::mutex mu_;
+  std::deque<Entry> sends_;
+  std::deque<Entry> recvs_;
+};
+
+/// Posts `p` on `ctx`. With `may_block`, waits for completion in this thread and returns nullptr.
+std::unique_ptr<PendingOp> start_gloo_p2p(gloo::Context& ctx, GlooWaiterPool& pool,
+                                          GlooSelfMailbox& self, const GlooP2P& p, bool may_block);
+
+}  // namespace mcr::detail

@@ -1,0 +1,53 @@
+#include "backends/gloo/gloo_worker.hpp"
+
+namespace mcr::detail {
+
+GlooWorker::GlooWorker() : thread_([this] { loop(); }) {}
+
+GlooWorker::~GlooWorker() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void GlooWorker::submit(Task task) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+bool GlooWorker::idle() const {
+  std::lock_guard lock(mu_);
+  return queue_.empty() && !running_;
+}
+
+void GlooWorker::loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) {
+      // Peers have stopped issuing operations too (or will time out); running the rest could
+      // only block, so every queued task learns that it was cancelled.
+      std::deque<Task> left;
+      left.swap(queue_);
+      lock.unlock();
+      for (auto& t : left)
+        t(true);
+      return;
+    }
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    lock.unlock();
+    task(false);
+    lock.lock();
+    running_ = false;
+  }
+}
+
+}  // namespace mcr::detail

@@ -1,0 +1,376 @@
+// The NCCL backend: device tensors only, every operation enqueued on the device's communication
+// stream after the caller's stream, completion observed through an event (never a host block).
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "backends/factories.hpp"
+#include "backends/nccl/device_queue.hpp"
+#include "backends/nccl/nccl_check.hpp"
+#include "backends/nccl/nccl_plan.hpp"
+#include "backends/nccl/nccl_tables.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::detail::nccl {
+namespace {
+
+/// One NCCL communicator and what its operations share. Pending operations hold it too, so a
+/// handle that outlives its backend still has a valid communicator to query.
+class CommContext {
+ public:
+  CommContext(ncclComm_t comm, int rank, int size, std::shared_ptr<DeviceQueue> queue)
+      : comm_(comm), rank_(rank), size_(size), queue_(std::move(queue)) {
+    const CallSite site{rank_, "init"};
+    DeviceGuard guard(queue_->device(), site);
+    MCR_CUDA_CHECK(site, cudaMalloc(&barrier_cell_, sizeof(float)));
+    MCR_CUDA_CHECK(site, cudaMemset(barrier_cell_, 0, sizeof(float)));
+  }
+
+  ~CommContext() {
+    const CallSite site{rank_, "destroy"};
+    try {
+      DeviceGuard guard(queue_->device(), site);
+      if (!broken_.load()) {
+        // Finalize waits for this communicator's enqueued work; then the resources go.
+        (void)ncclCommFinalize(comm_);
+        (void)ncclCommDestroy(comm_);
+      }
+      (void)cudaFree(barrier_cell_);
+    } catch (const Error&) {
+      // Teardown after the CUDA runtime is gone: nothing left to release.
+    }
+  }
+  CommContext(const CommContext&) = delete;
+  CommContext& operator=(const CommContext&) = delete;
+
+  ncclComm_t comm() const noexcept { return comm_; }
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  int device() const noexcept { return queue_->device(); }
+  DeviceQueue& queue() const noexcept { return *queue_; }
+  const std::shared_ptr<DeviceQueue>& shared_queue() const noexcept { return queue_; }
+  void* barrier_cell() const noexcept { return barrier_cell_; }
+
+  /// Raises the reason this communicator stopped working, if it did.
+  void check_usable(std::string_view op) const {
+    if (!broken_.load()) return;
+    std::lock_guard lock(mutex_);
+    throw BackendError(fmt::format("NCCL {} on rank {}: the communicator is unusable: {}", op,
+                                   rank_, broken_reason_));
+  }
+
+  /// Aborts the communicator once (ncclCommAbort also stops its kernels); later calls fail fast.
+  void abort(const std::string& reason) noexcept {
+    std::lock_guard lock(mutex_);
+    if (broken_.exchange(true)) return;
+    broken_reason_ = reason;
+    int previous = -1;
+    const bool have_previous = cudaGetDevice(&previous) == cudaSuccess;
+    (void)cudaSetDevice(device());
+    (void)ncclCommAbort(comm_);
+    if (have_previous) (void)cudaSetDevice(previous);
+  }
+
+  /// Non-blocking check for an asynchronous NCCL failure (a peer died, a network error...).
+  void check_async_error(std::string_view op) {
+    check_usable(op);
+    ncclResult_t async = ncclSuccess;
+    const CallSite site{rank_, op};
+    MCR_NCCL_CHECK(site, comm_, ncclCommGetAsyncError(comm_, &async));
+    if (async == ncclSuccess || async == ncclInProgress) return;
+    const char* last = ncclGetLastError(comm_);
+    std::string message = fmt::format(
+        "NCCL {} on rank {} failed asynchronously: {}: {}{}{}; the communicator was aborted", op,
+        rank_, nccl_result_name(async), ncclGetErrorString(async),
+        last != nullptr && *last != '\0' ? "; last NCCL error: " : "", last ? last : "");
+    abort(message);
+    throw BackendError(message);
+  }
+
+ private:
+  ncclComm_t comm_;
+  int rank_;
+  int size_;
+  std::shared_ptr<DeviceQueue> queue_;
+  void* barrier_cell_ = nullptr;
+  std::atomic<bool> broken_{false};
+  mutable std::mutex mutex_;
+  std::string broken_reason_;
+};
+
+class NcclPendingOp final : public PendingOp {
+ public:
+  NcclPendingOp(std::shared_ptr<CommContext> ctx, std::string_view op)
+      : ctx_(std::move(ctx)), op_(op), done_(ctx_->queue().acquire_event({ctx_->rank(), op})) {}
+  ~NcclPendingOp() override {
+    if (abandoned_) {
+      (void)cudaEventDestroy(done_);
+    } else {
+      ctx_->queue().release_event(done_);
+    }
+  }
+  NcclPendingOp(const NcclPendingOp&) = delete;
+  NcclPendingOp& operator=(const NcclPendingOp&) = delete;
+
+  cudaEvent_t done_event() const noexcept { return done_; }
+
+  bool test() override {
+    ctx_->check_async_error(op_);
+    const cudaError_t status = cudaEventQuery(done_);
+    if (status == cudaSuccess) return true;
+    if (status == cudaErrorNotReady) return false;
+    MCR_CUDA_CHECK((CallSite{ctx_->rank(), op_}), status);
+    return false;
+  }
+
+  void abandon() noexcept override {
+    abandoned_ = true;
+    ctx_->abort(fmt::format("{} timed out; ncclCommAbort was called", op_));
+  }
+
+  bool stream_wait(void* stream) override {
+    const CallSite site{ctx_->rank(), op_};
+    MCR_CUDA_CHECK(site, cudaStreamWaitEvent(caller_stream(stream), done_, 0));
+    return true;
+  }
+
+ private:
+  std::shared_ptr<CommContext> ctx_;
+  std::string_view op_;
+  cudaEvent_t done_;
+  bool abandoned_ = false;
+};
+
+/// Issues one NCCL call for the native collectives.
+void run_collective(const OpArgs& args, const CommContext& ctx, const void* src, void* dst,
+                    std::size_t count, int root, cudaStream_t stream, const CallSite& site) {
+  ncclComm_t comm = ctx.comm();
+  const ncclDataType_t type = to_nccl(args.dtype);
+  const auto reduce = [&] {
+    const auto op = to_nccl(args.reduce);
+    if (!op) {
+      throw UnsupportedError(fmt::format("NCCL {}: reduce op {} has no NCCL operator", site.op,
+                                         to_string(args.reduce)));
+    }
+    return *op;
+  };
+  switch (args.op) {
+    case OpType::broadcast:
+      MCR_NCCL_CHECK(site, comm, ncclBroadcast(src, dst, count, type, root, comm, stream));
+      break;
+    case OpType::reduce:
+      MCR_NCCL_CHECK(site, comm, ncclReduce(src, dst, count, type, reduce(), root, comm, stream));
+      break;
+    case OpType::all_reduce:
+      MCR_NCCL_CHECK(site, comm, ncclAllReduce(src, dst, count, type, reduce(), comm, stream));
+      break;
+    case OpType::all_gather:
+      MCR_NCCL_CHECK(site, comm, ncclAllGather(src, dst, count, type, comm, stream));
+      break;
+    case OpType::reduce_scatter:
+      MCR_NCCL_CHECK(site, comm, ncclReduceScatter(src, dst, count, type, reduce(), comm, stream));
+      break;
+    case OpType::barrier:
+      MCR_NCCL_CHECK(site, comm, ncclAllReduce(src, dst, 1, ncclFloat32, ncclSum, comm, stream));
+      break;
+    default:
+      throw BackendError(fmt::format("NCCL {}: no native collective (internal error)", site.op));
+  }
+}
+
+class NcclBackend final : public Backend {
+ public:
+  explicit NcclBackend(std::shared_ptr<CommContext> ctx) : ctx_(std::move(ctx)) {}
+
+  std::string_view name() const noexcept override { return "nccl"; }
+  int rank() const noexcept override { return ctx_->rank(); }
+  int size() const noexcept override { return ctx_->size(); }
+  bool blocks_device() const noexcept override { return true; }
+
+  Support supports(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const override {
+    return nccl_support(op, dtype, reduce, device);
+  }
+
+  std::unique_ptr<PendingOp> start(const OpArgs& args) override {
+    const std::string_view op_name = args.op_name.empty() ? to_string(args.op) : args.op_name;
+    const CallSite site{rank(), op_name};
+    ctx_->check_usable(op_name);
+    if (args.device.is_cuda() && args.device.index != ctx_->device()) {
+      throw InvalidArgument(fmt::format(
+          "NCCL {} on rank {}: tensor is on {} but this communicator is bound to cuda:{} "
+          "(local rank modulo device count)",
+          op_name, rank(), to_string(args.device), ctx_->device()));
+    }
+    if (args.device.is_cpu() && args.op != OpType::barrier) {
+      throw UnsupportedError(
+          fmt::format("NCCL {}: CPU tensors are not supported ({})", op_name,
+                      nccl_support(args.op, args.dtype, args.reduce, Device::Kind::cpu).why));
+    }
+    const Plan plan = plan_operation(args, rank(), size());
+    DeviceGuard guard(ctx_->device(), site);
+    auto op = std::make_unique<NcclPendingOp>(ctx_, op_name);
+    execute(plan, args, *op, site);
+    return op;
+  }
+
+  std::unique_ptr<Backend> split(const std::vector<int>& members, std::uint64_t group_id) override {
+    const CallSite site{rank(), "split"};
+    ctx_->check_usable("split");
+    const SplitArgs s = split_args(members, rank(), size());
+    DeviceGuard guard(ctx_->device(), site);
+    ncclComm_t child = nullptr;
+    // Collective over the parent: non-members take part with NCCL_SPLIT_NOCOLOR and get no comm.
+    MCR_NCCL_CHECK(site, ctx_->comm(),
+                   ncclCommSplit(ctx_->comm(), s.color < 0 ? NCCL_SPLIT_NOCOLOR : s.color, s.key,
+                                 &child, nullptr));
+    if (s.color < 0 || child == nullptr) return nullptr;
+    int child_rank = -1;
+    MCR_NCCL_CHECK(site, child, ncclCommUserRank(child, &child_rank));
+    if (child_rank != s.key) {
+      (void)ncclCommDestroy(child);
+      throw BackendError(fmt::format(
+          "NCCL split of group {} on rank {}: NCCL numbered this rank {} but the group lists it at "
+          "index {}",
+          group_id, rank(), child_rank, s.key));
+    }
+    return std::make_unique<NcclBackend>(std::make_shared<CommContext>(
+        child, s.key, static_cast<int>(members.size()), ctx_->shared_queue()));
+  }
+
+ private:
+  void execute(const Plan& plan, const OpArgs& args, NcclPendingOp& op, const CallSite& site) {
+    cudaStream_t stream = ctx_->queue().stream();
+    const ncclDataType_t type = to_nccl(args.dtype);
+    ncclComm_t comm = ctx_->comm();
+    void* scratch = nullptr;
+    bool in_group = false;
+    const auto resolve = [&](BufferRef ref) -> char* {
+      char* base = nullptr;
+      switch (ref.buffer) {
+        case Buffer::input:
+          base = static_cast<char*>(const_cast<void*>(args.in));
+          break;
+        case Buffer::output:
+          base = static_cast<char*>(args.out);
+          break;
+        case Buffer::scratch:
+          base = static_cast<char*>(scratch);
+          break;
+        case Buffer::barrier_cell:
+          base = static_cast<char*>(ctx_->barrier_cell());
+          break;
+      }
+      return base + ref.offset;
+    };
+    try {
+      for (const Step& step : plan.steps) {
+        switch (step.kind) {
+          case StepKind::order_after_caller:
+            ctx_->queue().order_after(caller_stream(args.stream), site);
+            break;
+          case StepKind::alloc_scratch:
+            // Stream-ordered: unlike cudaMalloc/cudaFree it never synchronises the device, which
+            // could wait on a NCCL kernel that waits on a peer.
+            MCR_CUDA_CHECK(site, cudaMallocAsync(&scratch, plan.scratch_bytes, stream));
+            break;
+          case StepKind::copy:
+            MCR_CUDA_CHECK(site, cudaMemcpyAsync(resolve(step.dst), resolve(step.src), step.count,
+                                                 cudaMemcpyDeviceToDevice, stream));
+            break;
+          case StepKind::group_start:
+            MCR_NCCL_CHECK(site, comm, ncclGroupStart());
+            in_group = true;
+            break;
+          case StepKind::group_end:
+            in_group = false;
+            MCR_NCCL_CHECK(site, comm, ncclGroupEnd());
+            break;
+          case StepKind::send:
+            MCR_NCCL_CHECK(site, comm,
+                           ncclSend(resolve(step.src), step.count, type, step.peer, comm, stream));
+            break;
+          case StepKind::recv:
+            MCR_NCCL_CHECK(site, comm,
+                           ncclRecv(resolve(step.dst), step.count, type, step.peer, comm, stream));
+            break;
+          case StepKind::collective:
+            run_collective(args, *ctx_, resolve(step.src), resolve(step.dst), step.count, step.peer,
+                           stream, site);
+            break;
+          case StepKind::free_scratch:
+            MCR_CUDA_CHECK(site, cudaFreeAsync(scratch, stream));
+            scratch = nullptr;
+            break;
+          case StepKind::record_completion:
+            MCR_CUDA_CHECK(site, cudaEventRecord(op.done_event(), stream));
+            break;
+        }
+      }
+    } catch (...) {
+      if (in_group) (void)ncclGroupEnd();
+      if (scratch != nullptr) (void)cudaFreeAsync(scratch, stream);
+      throw;
+    }
+  }
+
+  std::shared_ptr<CommContext> ctx_;
+};
+
+std::string unusable_reason(const Bootstrap& bootstrap) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    return unusable_reason_for(cudaGetErrorName(status), cudaGetErrorString(status), 0,
+                               bootstrap.launch().local_size);
+  }
+  return unusable_reason_for({}, {}, count, bootstrap.launch().local_size);
+}
+
+std::unique_ptr<Backend> create_world(Bootstrap& bootstrap) {
+  const int rank = bootstrap.rank();
+  const CallSite site{rank, "init"};
+  int count = 0;
+  MCR_CUDA_CHECK(site, cudaGetDeviceCount(&count));
+  if (count <= 0) throw BackendError("NCCL init: cudaGetDeviceCount found 0 devices");
+  // Ranks are packed per node in launch order, so the local rank picks the device. It stays the
+  // process's current device, as the application's own CUDA calls expect.
+  const int device = bootstrap.launch().local_rank % count;
+  MCR_CUDA_CHECK(site, cudaSetDevice(device));
+
+  const std::string key = "nccl/world/uid";
+  ncclUniqueId id{};
+  if (rank == 0) {
+    MCR_NCCL_CHECK(site, nullptr, ncclGetUniqueId(&id));
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
+    bootstrap.store().set(key, Bytes(bytes, bytes + sizeof(id)));
+  } else {
+    const Bytes bytes = bootstrap.store().get(key, bootstrap.timeout());
+    if (bytes.size() != sizeof(id)) {
+      throw MismatchError(fmt::format(
+          "NCCL init on rank {}: unique id under '{}' has {} bytes, this NCCL expects {} "
+          "(different NCCL versions across ranks?)",
+          rank, key, bytes.size(), sizeof(id)));
+    }
+    std::copy(bytes.begin(), bytes.end(), reinterpret_cast<std::uint8_t*>(&id));
+  }
+  auto queue = DeviceQueue::for_device(device, site);
+  ncclComm_t comm = nullptr;
+  MCR_NCCL_CHECK(site, nullptr, ncclCommInitRank(&comm, bootstrap.size(), id, rank));
+  return std::make_unique<NcclBackend>(
+      std::make_shared<CommContext>(comm, rank, bootstrap.size(), std::move(queue)));
+}
+
+}  // namespace
+}  // namespace mcr::detail::nccl
+
+namespace mcr::detail {
+
+BackendFactory nccl_backend_factory() {
+  return {"nccl", &nccl::unusable_reason, &nccl::create_world};
+}
+
+}  // namespace mcr::detail

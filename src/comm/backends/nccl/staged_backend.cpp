@@ -1,0 +1,331 @@
+// with_device_staging: lets a host-only backend (Gloo, MPI without CUDA support) take CUDA tensors.
+// A staged operation is a small state machine advanced without ever blocking the host:
+//   copy device input -> pinned host on the caller's stream, record an event
+//   -> (event done) start the inner operation on the host buffers -> (inner done) copy the result
+//   back on the caller's stream, record an event -> (event done) complete.
+// It is advanced from test() and from the backend's progress(), so an operation nobody is waiting
+// on still reaches its peers (the runtime progresses every backend from every wait).
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backends/factories.hpp"
+#include "backends/nccl/device_queue.hpp"
+#include "backends/nccl/nccl_check.hpp"
+#include "backends/nccl/staging_plan.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::detail::nccl {
+namespace {
+
+/// Pinned host blocks reused across operations. Blocks are only freed with the pool: cudaFreeHost
+/// synchronises the whole device, which could wait on a NCCL kernel that waits on a peer.
+class PinnedPool {
+ public:
+  struct Block {
+    char* data = nullptr;
+    std::size_t bytes = 0;
+  };
+
+  ~PinnedPool() {
+    for (auto& [bytes, data] : free_)
+      (void)cudaFreeHost(data);
+    for (char* data : retired_)
+      (void)cudaFreeHost(data);
+  }
+
+  Block acquire(std::size_t bytes, const CallSite& site) {
+    if (bytes == 0) return {};
+    {
+      std::lock_guard lock(mutex_);
+      auto it = free_.lower_bound(bytes);
+      if (it != free_.end()) {
+        Block b{it->second, it->first};
+        free_.erase(it);
+        return b;
+      }
+    }
+    std::size_t rounded = kMinBlock;
+    while (rounded < bytes)
+      rounded *= 2;
+    void* data = nullptr;
+    MCR_CUDA_CHECK(site, cudaMallocHost(&data, rounded));
+    return {static_cast<char*>(data), rounded};
+  }
+
+  void release(Block b) noexcept {
+    if (b.data == nullptr) return;
+    std::lock_guard lock(mutex_);
+    free_.emplace(b.bytes, b.data);
+  }
+
+  /// A block a timed-out operation may still be writing: never reused.
+  void retire(Block b) noexcept {
+    if (b.data == nullptr) return;
+    std::lock_guard lock(mutex_);
+    retired_.push_back(b.data);
+  }
+
+ private:
+  static constexpr std::size_t kMinBlock = 64 * 1024;
+  std::mutex mutex_;
+  std::multimap<std::size_t, char*> free_;
+  std::vector<char*> retired_;
+};
+
+class StagedOp {
+ public:
+  StagedOp(Backend& inner, std::shared_ptr<PinnedPool> pool, const OpArgs& args, int rank, int size)
+      : inner_(inner),
+        pool_(std::move(pool)),
+        args_(args),
+        site_{rank, args.op_name},
+        plan_(plan_staging(args, rank, size)) {
+    // The counts arrays must outlive the call that passed them: the inner op starts later.
+    if (args.send_counts != nullptr) {
+      send_counts_.assign(args.send_counts, args.send_counts + size);
+      args_.send_counts = send_counts_.data();
+    }
+    if (args.recv_counts != nullptr) {
+      recv_counts_.assign(args.recv_counts, args.recv_counts + size);
+      args_.recv_counts = recv_counts_.data();
+    }
+    stream_ = caller_stream(args.stream);
+    DeviceGuard guard(args.device.index, site_);
+    block_ = pool_->acquire(plan_.host_bytes, site_);
+    MCR_CUDA_CHECK(site_, cudaEventCreateWithFlags(&copied_in_, cudaEventDisableTiming));
+    MCR_CUDA_CHECK(site_, cudaEventCreateWithFlags(&copied_out_, cudaEventDisableTiming));
+    if (plan_.copy_in.bytes != 0) {
+      const char* src = static_cast<const char*>(args.in != nullptr ? args.in : args.out);
+      MCR_CUDA_CHECK(site_, cudaMemcpyAsync(block_.data + plan_.copy_in.host_offset,
+                                            src + plan_.copy_in.device_offset, plan_.copy_in.bytes,
+                                            cudaMemcpyDeviceToHost, stream_));
+    }
+    // Recorded even without a copy: the inner op then also starts after the caller's prior work.
+    MCR_CUDA_CHECK(site_, cudaEventRecord(copied_in_, stream_));
+  }
+
+  ~StagedOp() {
+    if (copied_in_ != nullptr) (void)cudaEventDestroy(copied_in_);
+    if (copied_out_ != nullptr) (void)cudaEventDestroy(copied_out_);
+    if (phase_ == Phase::done) {
+      pool_->release(block_);
+    } else {
+      pool_->retire(block_);  // a copy or the inner library may still touch it
+    }
+  }
+  StagedOp(const StagedOp&) = delete;
+  StagedOp& operator=(const StagedOp&) = delete;
+
+  /// Moves as far as possible without blocking; true once complete. Rethrows a stored failure.
+  bool advance() {
+    std::lock_guard lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+    try {
+      return step();
+    } catch (...) {
+      error_ = std::current_exception();
+      phase_ = Phase::failed;
+      throw;
+    }
+  }
+
+  /// Advances for the backend's progress(): a failure is kept for test() to report.
+  void advance_quietly() noexcept {
+    try {
+      (void)advance();
+    } catch (...) {  // stored in error_
+    }
+  }
+
+  bool finished() {
+    std::lock_guard lock(mutex_);
+    return phase_ == Phase::done || phase_ == Phase::failed;
+  }
+
+  void abandon() noexcept {
+    std::lock_guard lock(mutex_);
+    if (inner_op_) inner_op_->abandon();
+    phase_ = Phase::failed;
+  }
+
+  bool stream_wait(void* stream) {
+    std::lock_guard lock(mutex_);
+    if (phase_ != Phase::copying_out && phase_ != Phase::done) return false;
+    MCR_CUDA_CHECK(site_, cudaStreamWaitEvent(caller_stream(stream), copied_out_, 0));
+    return true;
+  }
+
+ private:
+  enum class Phase { copying_in, running, copying_out, done, failed };
+
+  bool step() {
+    if (phase_ == Phase::copying_in) {
+      if (!event_done(copied_in_)) return false;
+      inner_op_ = inner_.start(host_args());
+      phase_ = Phase::running;
+    }
+    if (phase_ == Phase::running) {
+      if (inner_op_ && !inner_op_->test()) return false;
+      inner_op_.reset();
+      DeviceGuard guard(args_.device.index, site_);
+      if (plan_.copy_out.bytes != 0) {
+        char* dst =
+            static_cast<char*>(args_.out != nullptr ? args_.out : const_cast<void*>(args_.in));
+        MCR_CUDA_CHECK(
+            site_, cudaMemcpyAsync(dst + plan_.copy_out.device_offset,
+                                   block_.data + plan_.copy_out.host_offset, plan_.copy_out.bytes,
+                                   cudaMemcpyHostToDevice, stream_));
+      }
+      MCR_CUDA_CHECK(site_, cudaEventRecord(copied_out_, stream_));
+      phase_ = Phase::copying_out;
+    }
+    if (phase_ == Phase::copying_out) {
+      if (!event_done(copied_out_)) return false;
+      phase_ = Phase::done;
+    }
+    return phase_ == Phase::done;
+  }
+
+  bool event_done(cudaEvent_t event) {
+    const cudaError_t status = cudaEventQuery(event);
+    if (status == cudaSuccess) return true;
+    if (status == cudaErrorNotReady) return false;
+    MCR_CUDA_CHECK(site_, status);
+    return false;
+  }
+
+  OpArgs host_args() const {
+    OpArgs host = args_;
+    host.device = Device::cpu();
+    host.stream = nullptr;
+    host.in = args_.in != nullptr ? block_.data + plan_.host_in_offset : nullptr;
+    host.out = args_.out != nullptr ? block_.data + plan_.host_out_offset : nullptr;
+    return host;
+  }
+
+  Backend& inner_;
+  std::shared_ptr<PinnedPool> pool_;
+  OpArgs args_;
+  CallSite site_;
+  StagingPlan plan_;
+  std::vector<std::size_t> send_counts_;
+  std::vector<std::size_t> recv_counts_;
+  cudaStream_t stream_ = nullptr;
+  PinnedPool::Block block_;
+  cudaEvent_t copied_in_ = nullptr;
+  cudaEvent_t copied_out_ = nullptr;
+  std::unique_ptr<PendingOp> inner_op_;
+  Phase phase_ = Phase::copying_in;
+  std::exception_ptr error_;
+  std::mutex mutex_;
+};
+
+class StagedPendingOp final : public PendingOp {
+ public:
+  explicit StagedPendingOp(std::shared_ptr<StagedOp> op) : op_(std::move(op)) {}
+  bool test() override { return op_->advance(); }
+  void abandon() noexcept override { op_->abandon(); }
+  bool stream_wait(void* stream) override { return op_->stream_wait(stream); }
+
+ private:
+  std::shared_ptr<StagedOp> op_;
+};
+
+class StagedBackend final : public Backend {
+ public:
+  explicit StagedBackend(std::unique_ptr<Backend> inner)
+      : inner_(std::move(inner)), stages_anything_(stages_anything(*inner_)) {}
+
+  std::string_view name() const noexcept override { return inner_->name(); }
+  int rank() const noexcept override { return inner_->rank(); }
+  int size() const noexcept override { return inner_->size(); }
+  std::size_t max_count() const noexcept override { return inner_->max_count(); }
+  bool blocks_device() const noexcept override { return inner_->blocks_device(); }
+  /// Staged operations advance only when polled, like MPI without a progress thread. A backend
+  /// that runs everything natively on device memory (NCCL, CUDA-aware MPI) keeps its own answer.
+  bool needs_host_progress() const noexcept override {
+    return stages_anything_ || inner_->needs_host_progress();
+  }
+
+  Support supports(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const override {
+    if (device == Device::Kind::cpu) return inner_->supports(op, dtype, reduce, device);
+    const Support native = inner_->supports(op, dtype, reduce, Device::Kind::cuda);
+    if (native.ok) return native;
+    const Support host = inner_->supports(op, dtype, reduce, Device::Kind::cpu);
+    return host.ok ? Support::yes("staged") : host;
+  }
+
+  std::unique_ptr<PendingOp> start(const OpArgs& args) override {
+    if (args.device.is_cpu() || args.op == OpType::barrier ||
+        inner_->supports(args.op, args.dtype, args.reduce, Device::Kind::cuda).ok) {
+      return inner_->start(args);
+    }
+    auto op = std::make_shared<StagedOp>(*inner_, pool_, args, rank(), size());
+    // Try at once: when the device input is already there, the inner op starts in this call.
+    op->advance();
+    {
+      std::lock_guard lock(mutex_);
+      std::erase_if(in_flight_, [](const std::weak_ptr<StagedOp>& w) {
+        auto s = w.lock();
+        return !s || s->finished();
+      });
+      in_flight_.push_back(op);
+    }
+    return std::make_unique<StagedPendingOp>(std::move(op));
+  }
+
+  void progress() override {
+    inner_->progress();
+    std::vector<std::shared_ptr<StagedOp>> ops;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& w : in_flight_) {
+        if (auto s = w.lock()) ops.push_back(std::move(s));
+      }
+    }
+    for (auto& op : ops)
+      op->advance_quietly();
+  }
+
+  std::unique_ptr<Backend> split(const std::vector<int>& members, std::uint64_t group_id) override {
+    auto child = inner_->split(members, group_id);
+    return child ? with_device_staging(std::move(child)) : nullptr;
+  }
+
+ private:
+  /// Whether some operation the inner backend runs on host memory lacks a native device path.
+  static bool stages_anything(const Backend& inner) {
+    for (OpType op : kAllOpTypes) {
+      for (DType t : kAllDTypes) {
+        for (ReduceOp r : kAllReduceOps) {
+          if (inner.supports(op, t, r, Device::Kind::cpu).ok &&
+              !inner.supports(op, t, r, Device::Kind::cuda).ok) {
+            return true;
+          }
+        }
+      }
+    }
+    return false;
+  }
+
+  std::unique_ptr<Backend> inner_;
+  bool stages_anything_;
+  // Shared with the operations, which may be destroyed after the backend.
+  std::shared_ptr<PinnedPool> pool_ = std::make_shared<PinnedPool>();
+  std::mutex mutex_;
+  std::vector<std::weak_ptr<StagedOp>> in_flight_;
+};
+
+}  // namespace
+}  // namespace mcr::detail::nccl
+
+namespace mcr::detail {
+
+std::unique_ptr<Backend> with_device_staging(std::unique_ptr<Backend> backend) {
+  return std::make_unique<nccl::StagedBackend>(std::move(backend));
+}
+
+}  // namespace mcr::detail

@@ -1,0 +1,59 @@
+#include "mcr/info.hpp"
+
+#include "mcr_build_config.hpp"
+#include "backends/factories.hpp"
+#include "runtime.hpp"
+
+namespace mcr {
+
+std::string version() { return MCR_VERSION_STRING; }
+
+RuntimeInfo runtime_info() {
+  detail::Runtime& rt = detail::runtime();
+  RuntimeInfo info;
+  info.version = version();
+  info.build["build_type"] = MCR_BUILD_TYPE;
+  info.build["compiler"] = MCR_CXX_COMPILER;
+  info.build["mpi"] = MCR_HAVE_MPI ? "on" : "off";
+  info.build["gloo"] = MCR_HAVE_GLOO ? "on" : "off";
+  info.build["cuda_nccl"] = MCR_HAVE_CUDA ? "on" : "off";
+  info.build["blas"] = MCR_HAVE_BLAS ? "on" : "off";
+  info.launcher = detail::to_string(rt.launch.launcher);
+  info.rank = rt.launch.rank;
+  info.size = rt.launch.size;
+  info.rules = rt.rules ? rt.rules->canonical() : "";
+  info.rules_source = rt.rules_source;
+  info.tuning_source = rt.table_source;
+  info.timeout = rt.world->timeout;
+  for (const auto& f : detail::compiled_backends()) {
+    BackendInfo b;
+    b.name = std::string(f.name);
+    for (const auto& [n, why] : rt.unusable) {
+      if (n == f.name) b.reason = why;
+    }
+    detail::Backend* inst = nullptr;
+    for (auto& be : rt.world->backends) {
+      if (be->name() == f.name) inst = be.get();
+    }
+    b.usable = inst != nullptr;
+    if (inst != nullptr) {
+      for (auto kind : {Device::Kind::cpu, Device::Kind::cuda}) {
+        for (OpType op : kAllOpTypes) {
+          for (DType t : kAllDTypes) {
+            for (ReduceOp r : kAllReduceOps) {
+              if (!is_reduction(op) && r != ReduceOp::sum) continue;
+              if (is_reduction(op) && !reduce_op_valid_for(r, t)) continue;
+              auto s = inst->supports(op, t, r, kind);
+              b.capabilities.push_back(
+                  {op, t, r, kind, s.ok, std::string(s.ok ? s.how : s.why)});
+            }
+          }
+        }
+      }
+    }
+    info.backends.push_back(std::move(b));
+  }
+  return info;
+}
+
+}  // namespace mcr

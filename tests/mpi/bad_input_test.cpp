@@ -1,0 +1,380 @@
+// Bad input and timeouts, on every rank at once.
+//
+// Every rank makes the same bad call; each must raise an mcr exception whose message names the
+// argument and its value, before any rank blocks. Each test works on a fresh communicator (a split
+// of the world) with a short per-call timeout, so that a check the runtime misses shows up as a
+// failure within seconds instead of a hang, and cannot poison the tests after it. After the bad
+// calls the communicator must still work (a failed check must not advance any rank's sequence).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "harness.hpp"
+#include "mcr/selection.hpp"
+
+namespace mcr::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// Each group lists alternatives; the message must contain (case-insensitively) one of each group.
+using Mentions = std::vector<std::vector<std::string>>;
+
+template <class E, class F>
+void expect_raises(const std::string& what, F&& call, const Mentions& mentions) {
+  try {
+    call();
+  } catch (const E& e) {
+    const std::string message = lower(e.what());
+    for (const auto& group : mentions) {
+      const bool found = std::any_of(group.begin(), group.end(), [&](const std::string& word) {
+        return message.find(lower(word)) != std::string::npos;
+      });
+      EXPECT_TRUE(found) << fmt::format("[{}] {}: message does not name any of [{}]: {}", rank_tag(),
+                                        what, fmt::join(group, ", "), e.what());
+    }
+    return;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << fmt::format("[{}] {}: raised the wrong exception type: {}", rank_tag(), what,
+                                 e.what());
+    return;
+  }
+  ADD_FAILURE() << fmt::format("[{}] {}: did not raise", rank_tag(), what);
+}
+
+std::string str(std::size_t v) { return std::to_string(v); }
+std::string str(int v) { return std::to_string(v); }
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    comm_ = world().split(0, world().rank());
+    comm_.set_timeout(5s);
+    // Every check runs with the runtime's own selection and with each backend forced.
+    variants_.push_back(CallOptions{});
+    for (const auto& b : comm_.backends()) backend_names_.push_back(b);
+    for (const auto& b : backend_names_) variants_.push_back(CallOptions{.backend = b});
+  }
+
+  // The communicator still works: an all_reduce of the ranks gives size*(size-1)/2.
+  void TearDown() override {
+    std::int64_t v = comm_.rank();
+    try {
+      comm_.all_reduce(Tensor(&v, 1, DType::i64), ReduceOp::sum);
+      EXPECT_EQ(v, std::int64_t{comm_.size()} * (comm_.size() - 1) / 2) << rank_tag();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << fmt::format("[{}] communicator unusable after bad input: {}", rank_tag(), e.what());
+    }
+  }
+
+  static std::string via(const CallOptions& o) {
+    return o.backend.empty() ? "selected backend" : fmt::format("backend {}", o.backend);
+  }
+
+  Communicator comm_;
+  std::vector<std::string> backend_names_;
+  std::vector<CallOptions> variants_;
+};
+
+TEST_F(BadInput, NullDataWithNonZeroCount) {
+  std::vector<float> ok(8, 1.0f);
+  const Tensor null4(nullptr, 4, DType::f32);
+  for (const auto& o : variants_) {
+    const std::string v = via(o);
+    expect_raises<InvalidArgument>("all_reduce(null) " + v,
+                                   [&] { comm_.all_reduce(null4, ReduceOp::sum, o); },
+                                   {{"input", "tensor"}, {"null"}, {"4"}});
+    expect_raises<InvalidArgument>("all_reduce(in, null out) " + v,
+                                   [&] { comm_.all_reduce(Tensor(ok.data(), 4, DType::f32), null4, ReduceOp::sum, o); },
+                                   {{"output"}, {"null"}, {"4"}});
+    expect_raises<InvalidArgument>("broadcast(null) " + v, [&] { comm_.broadcast(null4, 0, o); },
+                                   {{"tensor"}, {"null"}});
+    expect_raises<InvalidArgument>("send(null) " + v,
+                                   [&] { comm_.send(null4, (comm_.rank() + 1) % comm_.size(), o); },
+                                   {{"tensor"}, {"null"}});
+    expect_raises<InvalidArgument>("irecv(null) " + v,
+                                   [&] { comm_.irecv(null4, (comm_.rank() + 1) % comm_.size(), o).wait(); },
+                                   {{"tensor"}, {"null"}});
+  }
+}
+
+TEST_F(BadInput, CountMismatches) {
+  const auto p = static_cast<std::size_t>(comm_.size());
+  std::vector<float> in(64, 1.0f);
+  std::vector<float> out(256, 0.0f);
+  std::vector<double> f64(64, 1.0);
+  for (const auto& o : variants_) {
+    const std::string v = via(o);
+    const std::size_t short_out = 4 * p - 1;
+    expect_raises<InvalidArgument>(
+        "all_gather output too small " + v,
+        [&] { comm_.all_gather(Tensor(in.data(), 4, DType::f32), Tensor(out.data(), short_out, DType::f32), o); },
+        {{"output"}, {str(short_out)}});
+    const std::size_t odd_in = 3 * p + 1;
+    expect_raises<InvalidArgument>(
+        "reduce_scatter input not size * output " + v,
+        [&] {
+          comm_.reduce_scatter(Tensor(in.data(), odd_in, DType::f32), Tensor(out.data(), 3, DType::f32),
+                               ReduceOp::sum, o);
+        },
+        {{"input"}, {str(odd_in)}});
+    expect_raises<InvalidArgument>(
+        "all_reduce output count differs " + v,
+        [&] { comm_.all_reduce(Tensor(in.data(), 5, DType::f32), Tensor(out.data(), 4, DType::f32), ReduceOp::sum, o); },
+        {{"output"}, {"4"}});
+    expect_raises<InvalidArgument>(
+        "all_reduce dtype differs " + v,
+        [&] { comm_.all_reduce(Tensor(in.data(), 4, DType::f32), Tensor(f64.data(), 4, DType::f64), ReduceOp::sum, o); },
+        {{"dtype"}, {"f64"}});
+    if (p > 1) {
+      const std::size_t indivisible = 2 * p + 1;
+      expect_raises<InvalidArgument>(
+          "all_to_all input not divisible " + v,
+          [&] {
+            comm_.all_to_all(Tensor(in.data(), indivisible, DType::f32),
+                             Tensor(out.data(), indivisible, DType::f32), o);
+          },
+          {{"input"}, {str(indivisible)}});
+    }
+    std::vector<std::size_t> too_few(p + 1, 1);
+    expect_raises<InvalidArgument>(
+        "all_gather_v counts of the wrong length " + v,
+        [&] { comm_.all_gather_v(Tensor(in.data(), 1, DType::f32), Tensor(out.data(), p + 1, DType::f32), too_few, o); },
+        {{"counts"}, {str(p + 1)}});
+    std::vector<std::size_t> counts(p, 2);
+    expect_raises<InvalidArgument>(
+        "all_gather_v input differs from counts[rank] " + v,
+        [&] { comm_.all_gather_v(Tensor(in.data(), 3, DType::f32), Tensor(out.data(), 2 * p, DType::f32), counts, o); },
+        {{"input"}, {"3"}});
+    std::vector<std::size_t> send_counts(p, 5);
+    expect_raises<InvalidArgument>(
+        "all_to_all_v send_counts exceed the input " + v,
+        [&] {
+          comm_.all_to_all_v(Tensor(in.data(), 5 * p - 1, DType::f32), send_counts,
+                             Tensor(out.data(), 5 * p, DType::f32), send_counts, o);
+        },
+        {{"input", "send_counts"}, {str(5 * p - 1), str(5 * p)}});
+    const int root = 0;
+    if (comm_.rank() == root) {
+      // Only the root checks the scatter input, so only the root calls: no one else can block.
+      expect_raises<InvalidArgument>(
+          "scatter input not size * output on the root " + v,
+          [&] { comm_.scatter(Tensor(in.data(), 2 * p + 1, DType::f32), Tensor(out.data(), 2, DType::f32), root, o); },
+          {{"input"}, {str(2 * p + 1)}});
+    }
+  }
+}
+
+TEST_F(BadInput, RootOrPeerOutOfRange) {
+  const int p = comm_.size();
+  std::vector<float> buf(8 * static_cast<std::size_t>(p) + 8, 1.0f);
+  const Tensor t(buf.data(), 4, DType::f32);
+  for (const auto& o : variants_) {
+    const std::string v = via(o);
+    expect_raises<InvalidArgument>("broadcast root = size " + v, [&] { comm_.broadcast(t, p, o); },
+                                   {{"root"}, {str(p)}});
+    expect_raises<InvalidArgument>("reduce root -1 " + v,
+                                   [&] { comm_.reduce(t, ReduceOp::sum, -1, o); }, {{"root"}, {"-1"}});
+    expect_raises<InvalidArgument>("gather root size + 3 " + v,
+                                   [&] { comm_.gather(t, Tensor(buf.data(), 4 * p, DType::f32), p + 3, o); },
+                                   {{"root"}, {str(p + 3)}});
+    expect_raises<InvalidArgument>("iscatter root -2 " + v,
+                                   [&] { comm_.iscatter(Tensor(buf.data(), 4 * p, DType::f32), t, -2, o).wait(); },
+                                   {{"root"}, {"-2"}});
+    expect_raises<InvalidArgument>("send dst = size " + v, [&] { comm_.send(t, p, o); },
+                                   {{"dst", "peer"}, {str(p)}});
+    expect_raises<InvalidArgument>("irecv src -1 " + v, [&] { comm_.irecv(t, -1, o).wait(); },
+                                   {{"src", "peer"}, {"-1"}});
+  }
+}
+
+TEST_F(BadInput, NegativeTag) {
+  std::vector<float> buf(4, 1.0f);
+  const Tensor t(buf.data(), 4, DType::f32);
+  const int peer = (comm_.rank() + 1) % comm_.size();
+  for (CallOptions o : variants_) {
+    o.tag = -1;
+    expect_raises<InvalidArgument>("send tag -1 " + via(o), [&] { comm_.send(t, peer, o); },
+                                   {{"tag"}, {"-1"}});
+    o.tag = -7;
+    expect_raises<InvalidArgument>("irecv tag -7 " + via(o), [&] { comm_.irecv(t, peer, o).wait(); },
+                                   {{"tag"}, {"-7"}});
+  }
+}
+
+TEST_F(BadInput, ReduceOpNotDefinedForDtype) {
+  std::vector<float> f(4, 1.0f);
+  std::vector<std::int32_t> i(4, 1);
+  for (const auto& o : variants_) {
+    const std::string v = via(o);
+    for (ReduceOp bitwise : {ReduceOp::band, ReduceOp::bor, ReduceOp::bxor}) {
+      const std::string name(to_string(bitwise));
+      expect_raises<InvalidArgument>(name + " on f32 " + v,
+                                     [&] { comm_.all_reduce(Tensor(f.data(), 4, DType::f32), bitwise, o); },
+                                     {{name}, {"f32"}});
+    }
+    expect_raises<InvalidArgument>("avg on i32 " + v,
+                                   [&] { comm_.all_reduce(Tensor(i.data(), 4, DType::i32), ReduceOp::avg, o); },
+                                   {{"avg"}, {"i32"}});
+    expect_raises<InvalidArgument>("reduce_scatter avg on i32 " + v,
+                                   [&] {
+                                     comm_.reduce_scatter(Tensor(i.data(), static_cast<std::size_t>(comm_.size()), DType::i32),
+                                                          Tensor(i.data(), 1, DType::i32), ReduceOp::avg, o);
+                                   },
+                                   {{"avg"}, {"i32"}});
+  }
+}
+
+TEST_F(BadInput, UnknownBackendName) {
+  std::vector<float> f(4, 1.0f);
+  CallOptions o{.backend = "carrier-pigeon"};
+  expect_raises<Error>("all_reduce on backend carrier-pigeon",
+                       [&] { comm_.all_reduce(Tensor(f.data(), 4, DType::f32), ReduceOp::sum, o); },
+                       {{"carrier-pigeon"}, {"backend"}});
+  expect_raises<Error>("ibarrier on backend carrier-pigeon", [&] { comm_.ibarrier(o).wait(); },
+                       {{"carrier-pigeon"}});
+  // A backend compiled in or not, but not instantiated on this communicator (no GPU tensors here).
+  if (std::find(backend_names_.begin(), backend_names_.end(), "nccl") == backend_names_.end()) {
+    expect_raises<Error>("all_reduce on backend nccl (not instantiated)",
+                         [&] { comm_.all_reduce(Tensor(f.data(), 4, DType::f32), ReduceOp::sum, {.backend = "nccl"}); },
+                         {{"nccl"}});
+  }
+}
+
+TEST_F(BadInput, InvalidCommunicator) {
+  std::vector<float> f(4, 1.0f);
+  const Communicator invalid;
+  EXPECT_FALSE(invalid.valid());
+  Communicator copy = invalid;
+  expect_raises<Error>("size() of an invalid communicator", [&] { (void)copy.size(); },
+                       {{"invalid", "not valid", "not a member"}});
+  expect_raises<Error>("all_reduce on an invalid communicator",
+                       [&] { copy.all_reduce(Tensor(f.data(), 4, DType::f32), ReduceOp::sum); },
+                       {{"invalid", "not valid", "not a member"}});
+  // A rank outside new_group's list gets an invalid communicator; using it raises.
+  if (comm_.size() > 1) {
+    const int members[] = {0};
+    Communicator group = comm_.new_group(members);
+    EXPECT_EQ(group.valid(), comm_.rank() == 0);
+    if (!group.valid()) {
+      expect_raises<Error>("barrier on a group this rank is not in", [&] { group.barrier(); },
+                           {{"invalid", "not valid", "not a member"}});
+    }
+  }
+}
+
+TEST_F(BadInput, GroupRankLists) {
+  const int p = comm_.size();
+  const std::vector<int> out_of_range = {0, p};
+  expect_raises<InvalidArgument>("new_group with rank = size", [&] { (void)comm_.new_group(out_of_range); },
+                                 {{"ranks", "rank"}, {str(p)}});
+  const std::vector<int> negative = {-1};
+  expect_raises<InvalidArgument>("new_group with rank -1", [&] { (void)comm_.new_group(negative); },
+                                 {{"rank"}, {"-1"}});
+  const std::vector<int> twice = {0, 0};
+  expect_raises<InvalidArgument>("new_group with a repeated rank", [&] { (void)comm_.new_group(twice); },
+                                 {{"rank"}, {"0"}});
+  expect_raises<InvalidArgument>("split with color -5", [&] { (void)comm_.split(-5, 0); },
+                                 {{"color"}, {"-5"}});
+  expect_raises<InvalidArgument>("set_timeout(0)", [&] { comm_.set_timeout(0ms); }, {{"timeout"}, {"0"}});
+}
+
+// Rules: the public parser rejects malformed strings with a message naming the bad token.
+TEST_F(BadInput, MalformedRules) {
+  struct Bad {
+    const char* text;
+    const char* named;
+  };
+  const Bad cases[] = {
+      {"all_reduce:0-64K", "all_reduce:0-64K"},          // no backend
+      {"all_reduce=mpi", "all_reduce=mpi"},              // no range
+      {"all_reduce:0-64K=", "all_reduce:0-64K="},        // empty backend
+      {"allreduce_typo:*=mpi", "allreduce_typo"},        // unknown op
+      {"all_reduce/f33:*=mpi", "f33"},                   // unknown dtype
+      {"all_reduce:64K-1K=mpi", "64K-1K"},               // reversed range
+      {"all_reduce:12Q=mpi", "12Q"},                     // bad size suffix
+      {"all_reduce::=mpi", "':'"},                       // range ':' is no size
+  };
+  for (const Bad& b : cases) {
+    expect_raises<InvalidArgument>(fmt::format("RuleSet::parse(\"{}\")", b.text),
+                                   [&] { (void)RuleSet::parse(b.text); }, {{b.named}});
+  }
+  expect_raises<Error>("RuleSet::parse_json of a non-JSON text", [&] { (void)RuleSet::parse_json("{rules:"); },
+                       {{"json", "parse"}});
+  expect_raises<Error>("RuleSet::parse_json of a rule without backend",
+                       [&] { (void)RuleSet::parse_json(R"({"rules": [{"op": "all_reduce"}]})"); },
+                       {{"backend"}});
+  expect_raises<InvalidArgument>("parse_size(\"64X\")", [&] { (void)parse_size("64X"); }, {{"64X"}});
+  // And a well-formed string parses.
+  const RuleSet ok = RuleSet::parse("all_reduce:0-64K=mpi;all_to_all:*=gloo");
+  ASSERT_EQ(ok.rules.size(), 2u);
+  EXPECT_EQ(ok.rules[0].max_bytes, 65536u);
+  EXPECT_EQ(ok.rules[1].backend, "gloo");
+}
+
+// A receive without a matching send raises TimeoutError naming "recv", its sequence number and the
+// backend, within a bounded time; the communicator is then aborted and fails fast.
+class Timeouts : public ::testing::Test {};
+
+TEST_F(Timeouts, RecvWithoutSendTimesOut) {
+  for (const std::string& backend : world().backends()) {
+    for (bool async : {false, true}) {
+      const std::string what = fmt::format("{} recv on {}", async ? "async" : "sync", backend);
+      // A fresh communicator: the timeout aborts it.
+      Communicator comm = world().split(0, world().rank());
+      std::int32_t value = 0;
+      CallOptions o{.backend = backend, .timeout = 500ms, .tag = 9};
+      const int src = (comm.rank() + 1) % comm.size();
+      const auto start = Clock::now();
+      try {
+        if (async) {
+          comm.irecv(Tensor(&value, 1, DType::i32), src, o).wait();
+        } else {
+          comm.recv(Tensor(&value, 1, DType::i32), src, o);
+        }
+        ADD_FAILURE() << fmt::format("[{}] {}: completed without a sender", rank_tag(), what);
+        continue;
+      } catch (const TimeoutError& e) {
+        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+        EXPECT_EQ(e.op(), "recv") << what;
+        EXPECT_EQ(e.backend(), backend) << what;
+        const std::string message = e.what();
+        for (const std::string& word : {std::string("recv"), backend, std::to_string(e.sequence())}) {
+          EXPECT_NE(message.find(word), std::string::npos)
+              << fmt::format("[{}] {}: message does not name '{}': {}", rank_tag(), what, word, message);
+        }
+        EXPECT_GE(waited.count(), 450) << what;
+        EXPECT_LT(waited.count(), 10000) << what;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << fmt::format("[{}] {}: raised something other than TimeoutError: {}", rank_tag(),
+                                     what, e.what());
+        continue;
+      }
+      // The aborted communicator fails fast rather than matching against a peer's stale operation.
+      const auto again = Clock::now();
+      EXPECT_THROW(comm.barrier(CallOptions{.timeout = 5s}), Error) << what;
+      EXPECT_LT(Clock::now() - again, 2s) << what;
+    }
+  }
+  // The world is unaffected.
+  std::int64_t v = 1;
+  world().all_reduce(Tensor(&v, 1, DType::i64), ReduceOp::sum);
+  EXPECT_EQ(v, world().size());
+}
+
+}  // namespace
+}  // namespace mcr::test

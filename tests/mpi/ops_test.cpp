@@ -1,0 +1,390 @@
+// Exhaustive operation test: every operation x backend x dtype x (in-place, out-of-place) x element
+// count x (sync, async) x reduce op (for reductions), against references computed locally, on the
+// world communicator and on two sub-communicators with strided rank lists.
+//
+// What runs where (to keep every multi-rank run within the CI budget on 2 cores):
+//  * counts 0, 1, 7 and 1000: the full matrix, every dtype, every reduce op valid for the dtype,
+//    both roots, every backend, sync and async, both in-place forms;
+//  * count 2^18 + 3: for reduce, all_reduce and reduce_scatter every dtype with sum (first root
+//    only); for the other operations one representative dtype per operation (rotating, so that each
+//    dtype appears), every backend, sync and async, both forms.
+//  MCR_TEST_FULL_MATRIX=1 (or --full-matrix=1) runs the large count for every combination.
+//
+// Communicators: "world"; "even" = new_group of the even ranks (a strided list; odd ranks get an
+// invalid communicator and skip); "split" = split(rank % 2, -rank), two groups ordered in reverse.
+// Roots are size - 1 and 1 % size; send/recv exchanges shift by 1 and by size - 1.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness.hpp"
+#include "op_case.hpp"
+
+namespace mcr::test {
+namespace {
+
+constexpr std::size_t kSmallCounts[] = {0, 1, 7, 1000};
+constexpr std::size_t kLargeCount = (std::size_t{1} << 18) + 3;
+constexpr int kMaxReportedFailures = 20;
+
+bool full_matrix() { return option("full-matrix", "MCR_TEST_FULL_MATRIX", "0") == "1"; }
+
+// ---- communicators under test ---------------------------------------------------------------
+
+enum class Scope { world, even, split };
+
+std::string to_string(Scope s) {
+  switch (s) {
+    case Scope::world: return "world";
+    case Scope::even: return "even";
+    case Scope::split: return "split";
+  }
+  return "?";
+}
+
+struct Scopes {
+  Communicator even;
+  Communicator split;
+};
+
+// Created once, by the first test that needs them. Creation is collective over the world; every
+// rank runs the same tests in the same order, so every rank gets here at the same point.
+Scopes& scopes() {
+  static Scopes s = [] {
+    Scopes out;
+    std::vector<int> evens;
+    for (int r = 0; r < world().size(); r += 2) evens.push_back(r);
+    out.even = world().new_group(evens);
+    out.split = world().split(world().rank() % 2, -world().rank());
+    return out;
+  }();
+  return s;
+}
+
+Communicator communicator(Scope s) {
+  switch (s) {
+    case Scope::world: return world();
+    case Scope::even: return scopes().even;
+    case Scope::split: return scopes().split;
+  }
+  return {};
+}
+
+// ---- the matrix -----------------------------------------------------------------------------
+
+std::vector<ReduceOp> reduce_ops_for(OpType op, DType dtype) {
+  if (!is_reduction(op)) return {ReduceOp::sum};
+  std::vector<ReduceOp> ops;
+  for (ReduceOp r : kAllReduceOps) {
+    if (reduce_op_valid_for(r, dtype)) ops.push_back(r);
+  }
+  return ops;
+}
+
+DType representative_dtype(OpType op) {
+  return kAllDTypes[static_cast<std::size_t>(op) % std::size(kAllDTypes)];
+}
+
+// Whether the large count runs for this combination (see the file comment).
+bool large_count_here(OpType op, DType dtype, ReduceOp reduce, bool first_root) {
+  if (full_matrix()) return true;
+  if (!first_root) return false;
+  if (is_reduction(op)) return reduce == ReduceOp::sum;
+  return dtype == representative_dtype(op);
+}
+
+std::vector<int> roots_for(OpType op, int size) {
+  if (op == OpType::send) {
+    if (size == 1) return {0};  // exchange with itself: asynchronous only
+    std::vector<int> shifts{1};
+    if (size > 2) shifts.push_back(size - 1);
+    return shifts;
+  }
+  if (op != OpType::broadcast && op != OpType::reduce && op != OpType::gather &&
+      op != OpType::scatter) {
+    return {0};
+  }
+  std::vector<int> roots{size - 1};
+  if (1 % size != size - 1) roots.push_back(1 % size);
+  return roots;
+}
+
+std::vector<bool> in_place_forms(OpType op) {
+  std::vector<bool> forms;
+  if (has_out_of_place_form(op)) forms.push_back(false);
+  if (has_in_place_form(op) || !has_out_of_place_form(op)) forms.push_back(has_in_place_form(op));
+  return forms;
+}
+
+// Outcome of a matrix: failures (capped in the log), what backends declared unsupported, and which
+// (op, dtype, reduce) some backend could run.
+struct Tally {
+  int cases = 0;
+  int failures = 0;
+  std::set<std::string> unsupported;
+  std::map<std::string, bool> runnable;  // "op dtype reduce" -> some backend ran it
+
+  void fail(const std::string& what) {
+    if (++failures <= kMaxReportedFailures) ADD_FAILURE() << what;
+  }
+};
+
+std::string combination(const OpCase& c) {
+  return fmt::format("{} {}{}", c.op == OpType::send ? "send/recv" : mcr::to_string(c.op),
+                     mcr::to_string(c.dtype),
+                     is_reduction(c.op) ? fmt::format(" {}", mcr::to_string(c.reduce)) : "");
+}
+
+// Checks the message of an explicit request for an unsupported combination: it must name the
+// backend, the operation and the dtype.
+void check_unsupported_message(const OpCase& c, const std::string& message, Tally& tally) {
+  const std::string op = c.op == OpType::send ? "send" : std::string(mcr::to_string(c.op));
+  for (const std::string& word : {c.backend, op, std::string(mcr::to_string(c.dtype))}) {
+    if (message.find(word) == std::string::npos) {
+      tally.fail(fmt::format("[{}] UnsupportedError for {} does not name '{}': {}", rank_tag(),
+                             describe(c), word, message));
+    }
+  }
+}
+
+void run_case(Communicator& comm, const std::string& scope, const OpCase& c, Tally& tally) {
+  ++tally.cases;
+  const std::string context = fmt::format("[{} on {} rank {}/{}] {}", rank_tag(), scope, comm.rank(),
+                                          comm.size(), describe(c));
+  PreparedOp prepared(comm, c);
+  const std::size_t seen_before = observer().seen();
+  try {
+    auto works = prepared.issue(comm);
+    for (Work& w : works) {
+      w.wait();
+      if (w.backend() != c.backend) {
+        tally.fail(fmt::format("{}: ran on backend '{}'", context, w.backend()));
+      }
+    }
+  } catch (const UnsupportedError& e) {
+    tally.unsupported.insert(fmt::format("{} {}", c.backend, combination(c)));
+    check_unsupported_message(c, e.what(), tally);
+    return;
+  } catch (const std::exception& e) {
+    tally.fail(fmt::format("{}: raised: {}", context, e.what()));
+    return;
+  }
+  tally.runnable[combination(c)] = true;
+  if (!c.async) {
+    const OpRecord last = observer().last();
+    if (observer().seen() == seen_before) {
+      tally.fail(fmt::format("{}: the observer saw no completed operation", context));
+    } else if (last.backend != c.backend) {
+      tally.fail(fmt::format("{}: observer reports backend '{}'", context, last.backend));
+    }
+  }
+  if (const std::string diff = prepared.verify(); !diff.empty()) {
+    tally.fail(fmt::format("{}:\n{}", context, diff));
+  }
+}
+
+void report(const Tally& tally, const std::string& what) {
+  if (tally.failures > kMaxReportedFailures) {
+    ADD_FAILURE() << fmt::format("[{}] {}: {} more failures not shown", rank_tag(), what,
+                                 tally.failures - kMaxReportedFailures);
+  }
+  if (world().rank() == 0) {
+    std::printf("[ %s ] %d cases, %zu unsupported combinations skipped\n", what.c_str(), tally.cases,
+                tally.unsupported.size());
+    for (const auto& u : tally.unsupported) std::printf("    unsupported: %s\n", u.c_str());
+    std::fflush(stdout);
+  }
+}
+
+// Runs every case of `op` on the communicator of `scope`.
+void run_matrix(Scope scope, OpType op) {
+  Communicator comm = communicator(scope);
+  if (!comm.valid()) GTEST_SKIP() << "this rank is not a member of the '" << to_string(scope) << "' group";
+  Tally tally;
+  const int size = comm.size();
+  std::set<std::string> combinations;
+  int salt = 0;
+  for (const std::string& backend : comm.backends()) {
+    for (DType dtype : kAllDTypes) {
+      for (ReduceOp reduce : reduce_ops_for(op, dtype)) {
+        OpCase key;
+        key.op = op;
+        key.dtype = dtype;
+        key.reduce = reduce;
+        combinations.insert(combination(key));
+        const auto roots = roots_for(op, size);
+        for (std::size_t ri = 0; ri < roots.size(); ++ri) {
+          std::vector<std::size_t> counts(std::begin(kSmallCounts), std::end(kSmallCounts));
+          if (large_count_here(op, dtype, reduce, ri == 0)) counts.push_back(kLargeCount);
+          for (std::size_t count : counts) {
+            for (bool in_place : in_place_forms(op)) {
+              for (bool async : {false, true}) {
+                // A synchronous exchange with itself would block (send before the matching recv).
+                if (op == OpType::send && !async && roots[ri] % size == 0) continue;
+                OpCase c{op, dtype, reduce, count, in_place, async, roots[ri], backend, ++salt};
+                run_case(comm, to_string(scope), c, tally);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  for (const auto& combo : combinations) {
+    if (!tally.runnable.contains(combo)) {
+      ADD_FAILURE() << fmt::format("[{}] no backend of {} runs {}", rank_tag(), to_string(scope), combo);
+    }
+  }
+  report(tally, fmt::format("{} on {}", op == OpType::send ? "send/recv" : mcr::to_string(op),
+                            to_string(scope)));
+}
+
+// Sub-communicator runs take different times on different ranks (groups differ in size, non-members
+// skip); the world meets after every test so that no rank waits in the next test's first world
+// operation for longer than that operation's timeout.
+void meet_on_world() {
+  CallOptions opts;
+  opts.timeout = std::chrono::minutes(10);
+  world().ibarrier(opts).wait();
+}
+
+class Ops : public ::testing::TestWithParam<Scope> {
+ protected:
+  void TearDown() override { meet_on_world(); }
+};
+
+TEST_P(Ops, SendRecv) { run_matrix(GetParam(), OpType::send); }
+TEST_P(Ops, Broadcast) { run_matrix(GetParam(), OpType::broadcast); }
+TEST_P(Ops, Reduce) { run_matrix(GetParam(), OpType::reduce); }
+TEST_P(Ops, AllReduce) { run_matrix(GetParam(), OpType::all_reduce); }
+TEST_P(Ops, AllGather) { run_matrix(GetParam(), OpType::all_gather); }
+TEST_P(Ops, AllGatherV) { run_matrix(GetParam(), OpType::all_gather_v); }
+TEST_P(Ops, Gather) { run_matrix(GetParam(), OpType::gather); }
+TEST_P(Ops, Scatter) { run_matrix(GetParam(), OpType::scatter); }
+TEST_P(Ops, ReduceScatter) { run_matrix(GetParam(), OpType::reduce_scatter); }
+TEST_P(Ops, AllToAll) { run_matrix(GetParam(), OpType::all_to_all); }
+TEST_P(Ops, AllToAllV) { run_matrix(GetParam(), OpType::all_to_all_v); }
+
+// Barrier: no rank may leave before the last one entered. steady_clock is CLOCK_MONOTONIC, one clock
+// for every process on the machine, so entry and exit times of different ranks compare directly.
+TEST_P(Ops, Barrier) {
+  Communicator comm = communicator(GetParam());
+  if (!comm.valid()) GTEST_SKIP() << "not a member of this group";
+  using Clock = std::chrono::steady_clock;
+  auto ns = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
+  for (const std::string& backend : comm.backends()) {
+    for (bool async : {false, true}) {
+      // The last rank arrives late, so a barrier that does not wait shows.
+      if (comm.rank() == comm.size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      CallOptions opts;
+      opts.backend = backend;
+      const auto entry = Clock::now();
+      try {
+        if (async) {
+          Work w = comm.ibarrier(opts);
+          w.wait();
+          EXPECT_EQ(w.backend(), backend);
+        } else {
+          comm.barrier(opts);
+          EXPECT_EQ(observer().last().backend, backend);
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << fmt::format("[{}] barrier on {} ({}): raised: {}", rank_tag(), backend,
+                                     async ? "async" : "sync", e.what());
+        continue;
+      }
+      const auto exit = Clock::now();
+      // max over ranks of (entry, -exit): the latest entry and the earliest exit.
+      std::int64_t times[2] = {ns(entry), -ns(exit)};
+      comm.all_reduce(Tensor(times, 2, DType::i64), ReduceOp::max);
+      EXPECT_GE(-times[1], times[0]) << fmt::format(
+          "[{}] barrier on {} ({}): a rank left {} us before the last rank entered", rank_tag(),
+          backend, async ? "async" : "sync", (times[0] + times[1]) / 1000);
+    }
+  }
+}
+
+// In the torchrun-style environment (no MPI launcher) MPI must report itself unusable, leaving Gloo.
+TEST(Launch, TorchrunEnvironmentRunsGlooOnly) {
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("RANK") == nullptr) {
+    GTEST_SKIP() << "not a torchrun-style launch";
+  }
+  EXPECT_EQ(world().backends(), std::vector<std::string>{"gloo"});
+  EXPECT_EQ(std::to_string(world().size()), std::string(std::getenv("WORLD_SIZE")));
+  EXPECT_EQ(std::to_string(world().rank()), std::string(std::getenv("RANK")));
+}
+
+// Launched by mpiexec, both CPU backends are expected to be up.
+TEST(Launch, MpiexecBringsUpMpiAndGloo) {
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) GTEST_SKIP() << "not launched by mpiexec";
+  const auto b = world().backends();
+  EXPECT_NE(std::find(b.begin(), b.end(), "mpi"), b.end());
+  EXPECT_NE(std::find(b.begin(), b.end(), "gloo"), b.end());
+  EXPECT_EQ(std::to_string(world().size()), std::string(std::getenv("OMPI_COMM_WORLD_SIZE")));
+}
+
+// Sub-communicators map their ranks as documented.
+TEST(Groups, StridedRankLists) {
+  const int rank = world().rank();
+  const int size = world().size();
+  const Communicator& even = scopes().even;
+  EXPECT_EQ(even.valid(), rank % 2 == 0);
+  if (even.valid()) {
+    EXPECT_EQ(even.size(), (size + 1) / 2);
+    EXPECT_EQ(even.rank(), rank / 2);
+    for (int r = 0; r < even.size(); ++r) EXPECT_EQ(even.global_rank(r), 2 * r);
+  }
+  const Communicator& split = scopes().split;
+  ASSERT_TRUE(split.valid());
+  const int members = (size - rank % 2 + 1) / 2;  // ranks with my parity
+  EXPECT_EQ(split.size(), members);
+  // Keys are -rank: the highest rank of each parity comes first.
+  EXPECT_EQ(split.rank(), members - 1 - rank / 2);
+  for (int r = 0; r < split.size(); ++r) {
+    EXPECT_EQ(split.global_rank(r), rank % 2 + 2 * (members - 1 - r));
+  }
+  EXPECT_NE(split.id(), world().id());
+}
+
+// Messages with different tags between the same pair match by tag, not by arrival order.
+TEST(PointToPoint, TagsMatchOutOfOrder) {
+  Communicator comm = world();
+  const int size = comm.size();
+  const int dst = (comm.rank() + 1) % size;
+  const int src = (comm.rank() - 1 + size) % size;
+  for (const std::string& backend : comm.backends()) {
+    std::int32_t sent[2] = {100 + comm.rank(), 200 + comm.rank()};
+    std::int32_t got[2] = {-1, -1};
+    CallOptions first{.backend = backend, .tag = 1};
+    CallOptions second{.backend = backend, .tag = 2};
+    try {
+      Work s1 = comm.isend(Tensor(&sent[0], 1, DType::i32), dst, first);
+      Work s2 = comm.isend(Tensor(&sent[1], 1, DType::i32), dst, second);
+      Work r2 = comm.irecv(Tensor(&got[1], 1, DType::i32), src, second);
+      Work r1 = comm.irecv(Tensor(&got[0], 1, DType::i32), src, first);
+      r2.wait();
+      r1.wait();
+      s2.wait();
+      s1.wait();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << fmt::format("[{}] tagged exchange on {}: raised: {}", rank_tag(), backend, e.what());
+      continue;
+    }
+    EXPECT_EQ(got[0], 100 + src) << rank_tag() << " backend " << backend << " tag 1";
+    EXPECT_EQ(got[1], 200 + src) << rank_tag() << " backend " << backend << " tag 2";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scopes, Ops, ::testing::Values(Scope::world, Scope::even, Scope::split),
+                         [](const ::testing::TestParamInfo<Scope>& p) { return to_string(p.param); });
+
+}  // namespace
+}  // namespace mcr::test

@@ -1,0 +1,91 @@
+// FLOP and memory calculators against hand-derived values.
+#include <gtest/gtest.h>
+
+#include "mcr/codesign/calculators.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::codesign {
+namespace {
+
+TEST(Flops, MegatronFormulaForGpt3) {
+  // Narayanan et al. 2021, eq. 3 without recomputation: 72 B s L h^2 (1 + s/(6h) + v/(12 L h)) per
+  // iteration of B sequences (forward + backward = 3 x forward; forward = 24 B s L h^2 (...)).
+  const ModelShape m = load_preset("gpt3-175b");
+  const double B = 1, s = 2048, L = 96, h = 12288, v = 50257;
+  const double megatron = 72 * B * s * L * h * h * (1 + s / (6 * h) + v / (12 * L * h));
+  EXPECT_NEAR(count_flops(m).training_per_step / megatron, 1.0, 1e-12);
+  EXPECT_NEAR(count_flops(m).training_recompute_per_step / megatron, 4.0 / 3.0, 1e-12);
+  EXPECT_DOUBLE_EQ(training_flops(m, 2048, false), count_flops(m).training_per_step);
+}
+
+TEST(Flops, TensorParallelDoesNotChangeModelFlops) {
+  ModelShape m = load_preset("llama-2-13b");
+  const double one = count_flops(m).forward_per_step;
+  m.t = 8;
+  EXPECT_DOUBLE_EQ(count_flops(m).forward_per_step, one);
+}
+
+TEST(Memory, ModelStatesShardByTpPpAndZero) {
+  const ModelShape m = load_preset("llama-2-7b");
+  const double P = count_parameters(m).total;
+  ParallelLayout l;
+  l.dp = 8;
+  MemoryEstimate e = training_memory(m, l);
+  EXPECT_DOUBLE_EQ(e.weights, 2 * P);
+  EXPECT_DOUBLE_EQ(e.gradients, 4 * P);
+  EXPECT_DOUBLE_EQ(e.optimizer, 12 * P);
+  l.zero_stage = 1;
+  EXPECT_DOUBLE_EQ(training_memory(m, l).optimizer, 12 * P / 8);
+  EXPECT_DOUBLE_EQ(training_memory(m, l).gradients, 4 * P);
+  l.zero_stage = 2;
+  EXPECT_DOUBLE_EQ(training_memory(m, l).gradients, 4 * P / 8);
+  l.zero_stage = 3;
+  EXPECT_DOUBLE_EQ(training_memory(m, l).weights, 2 * P / 8);
+  // The cookbook forgets t*pp for gradients and optimizer state; here every model-state term
+  // shards.
+  ModelShape tp = m;
+  tp.t = 2;
+  l.zero_stage = 0;
+  l.pp = 2;
+  e = training_memory(tp, l);
+  EXPECT_DOUBLE_EQ(e.gradients, 4 * P / 4);
+  EXPECT_DOUBLE_EQ(e.optimizer, 12 * P / 4);
+  l.zero_stage = 4;
+  EXPECT_THROW(training_memory(m, l), InvalidArgument);
+}
+
+TEST(Memory, KorthikantiActivations) {
+  // MHA, GeLU, d_ff = 4h, t = 1, no recomputation: s b h L (34 + 5 a s / h) bytes.
+  const ModelShape m = load_preset("gpt3-2.7b");
+  const double s = 2048, b = 1, h = 2560, L = 32, a = 32;
+  ParallelLayout l;
+  EXPECT_DOUBLE_EQ(training_memory(m, l).activations, s * b * h * L * (34 + 5 * a * s / h));
+  // Full recomputation keeps each layer's 2sbh input plus one layer's working set.
+  l.checkpoint_activations = true;
+  EXPECT_DOUBLE_EQ(training_memory(m, l).activations,
+                   2 * s * b * h * L + s * b * h * (34 + 5 * a * s / h));
+  // Tensor parallel without sequence parallelism: sbh (10 + 24/t + 5as/(ht)) per layer.
+  ModelShape tp = m;
+  tp.t = 4;
+  l.checkpoint_activations = false;
+  EXPECT_DOUBLE_EQ(training_memory(tp, l).activations,
+                   s * b * h * L * (10 + 24.0 / 4 + 5 * a * s / (h * 4)));
+}
+
+TEST(Memory, KvCacheCountsKAndVAndGqa) {
+  // Llama-2-70B: 80 layers, 8 KV heads of 128, bf16, b = 1, s = 4096:
+  // 2 * 80 * 4096 * 8 * 128 * 2 bytes = 1,342,177,280 (the cookbook drops the 2 and ignores GQA).
+  const ModelShape m = load_preset("llama-2-70b");
+  ParallelLayout l;
+  EXPECT_DOUBLE_EQ(inference_memory(m, l).kv_cache, 1342177280.0);
+  l.generated_tokens = 4096;
+  EXPECT_DOUBLE_EQ(inference_memory(m, l).kv_cache, 2 * 1342177280.0);
+  // With t = 16 > a_kv = 8 the KV heads are replicated: one head per GPU.
+  ModelShape tp = m;
+  tp.t = 16;
+  l.generated_tokens = 0;
+  EXPECT_DOUBLE_EQ(inference_memory(tp, l).kv_cache, 1342177280.0 / 8);
+}
+
+}  // namespace
+}  // namespace mcr::codesign

@@ -1,0 +1,116 @@
+// The guideline checker on the published shapes the co-design paper criticises, and on a clean one.
+#include <gtest/gtest.h>
+
+#include "mcr/codesign/guidelines.hpp"
+
+namespace mcr::codesign {
+namespace {
+
+const DeviceSpec& a100() {
+  static const DeviceSpec d = device_from_catalog("a100-80gb");
+  return d;
+}
+
+const Finding* find(const std::vector<Finding>& fs, const std::string& id) {
+  for (const auto& f : fs) {
+    if (f.id == id) return &f;
+  }
+  return nullptr;
+}
+
+TEST(Guidelines, Gpt3_2_7BHeadDim80) {
+  // h/a = 2560/32 = 80 = 2^4 * 5: 160 bytes in fp16, 32-byte power-of-two content, below 128 B.
+  const auto fs = check_guidelines(load_preset("gpt3-2.7b"), a100());
+  const Finding* f = find(fs, "head_dim_pow2");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::warning);
+  EXPECT_NE(f->message.find("80"), std::string::npos) << f->message;
+  // The fix names a head count with h/a a multiple of 64: a = 20 (128) or a = 40 (64).
+  EXPECT_NE(f->fix.find("a = 20"), std::string::npos) << f->fix;
+}
+
+TEST(Guidelines, Gpt3_13BHidden5140) {
+  // 5140 = 64*80 + 20, and 5140/40 = 128.5 is not an integer head size.
+  const auto fs = check_guidelines(load_preset("gpt3-13b"), a100());
+  const Finding* h = find(fs, "hidden_alignment");
+  ASSERT_NE(h, nullptr);
+  EXPECT_NE(h->fix.find("5120"), std::string::npos) << h->fix;
+  EXPECT_NE(h->fix.find("5184"), std::string::npos) << h->fix;
+  const Finding* heads = find(fs, "heads_divide_hidden");
+  ASSERT_NE(heads, nullptr);
+  EXPECT_EQ(heads->severity, Severity::error);
+}
+
+TEST(Guidelines, Vocab50257) {
+  // 50257 is odd; the next multiple of 64 is 50304 = 64 * 786 (what Pythia uses).
+  const auto fs = check_guidelines(load_preset("gpt3-2.7b"), a100());
+  const Finding* f = find(fs, "vocab_alignment");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->fix.find("50304"), std::string::npos) << f->fix;
+  // Pythia's padded vocabulary passes.
+  EXPECT_EQ(find(check_guidelines(load_preset("pythia-2.8b"), a100()), "vocab_alignment"), nullptr);
+}
+
+TEST(Guidelines, SwigluEightThirds) {
+  // d_ff = 8h/3 at h = 4096 is 10922 = 2 * 5461: only 4-byte aligned in bf16.
+  ModelShape m = load_preset("llama-2-7b");
+  m.d_ff = 8 * 4096 / 3;
+  ASSERT_EQ(m.d_ff, 10922);
+  const auto fs = check_guidelines(m, a100());
+  const Finding* f = find(fs, "swiglu_dff");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("8h/3"), std::string::npos) << f->message;
+  EXPECT_NE(f->fix.find("10880"), std::string::npos) << f->fix;  // 64 * 170
+  EXPECT_NE(f->fix.find("10944"), std::string::npos) << f->fix;  // 64 * 171
+}
+
+TEST(Guidelines, Llama2_7BAlignedShapePasses) {
+  // h = 4096, h/a = 128, v = 32000 = 64 * 500, d_ff = 11008 = 64 * 172: every alignment rule holds.
+  const auto fs = check_guidelines(load_preset("llama-2-7b"), a100());
+  for (const auto& f : fs) {
+    EXPECT_NE(f.severity, Severity::error) << f.id << ": " << f.message;
+  }
+  for (const char* id :
+       {"vocab_alignment", "hidden_alignment", "heads_divide_hidden", "head_dim_pow2", "swiglu_dff",
+        "batch_heads_per_tp", "tp_shard_alignment", "flash_head_dim", "tp_size"}) {
+    EXPECT_EQ(find(fs, id), nullptr) << id;
+  }
+}
+
+TEST(Guidelines, TensorParallelChecks) {
+  ModelShape m = load_preset("gpt3-2.7b");
+  m.t = 3;  // (1 * 32) / 3 is not an integer; 2560/3 is not either
+  const auto fs = check_guidelines(m, a100());
+  ASSERT_NE(find(fs, "batch_heads_per_tp"), nullptr);
+  EXPECT_EQ(find(fs, "batch_heads_per_tp")->severity, Severity::error);
+  EXPECT_NE(find(fs, "tp_shard_alignment"), nullptr);
+  m.t = 16;  // h/t = 160 and t > 8
+  EXPECT_NE(find(check_guidelines(m, a100()), "tp_size"), nullptr);
+}
+
+TEST(Guidelines, FlashHeadDimTooSmall) {
+  ModelShape m = load_preset("llama-2-7b");
+  m.a = 128;  // h/a = 32
+  m.a_kv = 128;
+  const auto fs = check_guidelines(m, a100());
+  ASSERT_NE(find(fs, "flash_head_dim"), nullptr);
+  EXPECT_EQ(find(fs, "flash_head_dim")->severity, Severity::warning);
+}
+
+TEST(Guidelines, WaveTail) {
+  // M = b*s = 256 and d_ff = 13952 = 109 * 128: with 256x128 tiles mlp_up has 1 x 109 = 109 tiles
+  // on 108 SMs, so a second wave runs a single tile (wave efficiency 109/216 = 50%).
+  ModelShape m = load_preset("gpt3-2.7b");
+  m.s = 256;
+  m.b = 1;
+  m.d_ff = 13952;
+  const ModelAnalysis an = analyze(m, a100(), false);
+  const auto fs = check_guidelines(m, a100(), an);
+  bool found = false;
+  for (const auto& f : fs)
+    found |= f.id == "wave_tail";
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace mcr::codesign

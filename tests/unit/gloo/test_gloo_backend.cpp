@@ -1,0 +1,415 @@
+// The Gloo backend run as N ranks on N threads through a TCP store: every collective x dtype x
+// count x placement against locally computed references, synchronously (inline fast path) and
+// asynchronously (worker thread, waited in reverse order); p2p rings; strided sub-groups;
+// timeouts; capability answers.
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backends/gloo/gloo_backend.hpp"
+#include "mcr/errors.hpp"
+#include "op_cases.hpp"
+#include "thread_world.hpp"
+
+namespace mcr::test {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::Backend;
+using detail::Bootstrap;
+using detail::OpArgs;
+
+constexpr std::size_t kCounts[] = {0, 1, 7, 1000};
+
+std::string join(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines)
+    s += l + "\n";
+  return s;
+}
+
+enum class Mode { sync_inline, async_batched };
+
+// Runs every collective case on one rank; throws with the first few wrong results.
+void run_all_collectives(int rank, Backend& backend, Mode mode) {
+  std::vector<std::string> wrong;
+  std::uint64_t next_id = 1;
+  for (DType dtype : kAllDTypes) {
+    for (std::size_t count : kCounts) {
+      for (bool in_place : {false, true}) {
+        // Every reduce op at one count; sum and avg/bxor at the others keep the run short.
+        auto cases = collective_cases(rank, backend.size(), dtype, count, in_place, next_id,
+                                      /*every_reduce_op=*/count == 7);
+        if (mode == Mode::sync_inline) {
+          for (auto& c : cases) {
+            c->args.may_block = true;
+            c->args.timeout = 20s;
+            wait_for(backend.start(c->args));
+            if (auto why = c->check(*c); !why.empty()) wrong.push_back(c->name + ": " + why);
+          }
+        } else {
+          std::vector<std::unique_ptr<detail::PendingOp>> pending;
+          for (auto& c : cases) {
+            c->args.async = true;
+            c->args.timeout = 20s;
+            pending.push_back(backend.start(c->args));
+          }
+          // Waiting in reverse issue order must still complete everything.
+          for (auto it = pending.rbegin(); it != pending.rend(); ++it)
+            wait_for(std::move(*it));
+          for (auto& c : cases) {
+            if (auto why = c->check(*c); !why.empty()) wrong.push_back(c->name + ": " + why);
+          }
+        }
+        if (wrong.size() > 10) throw std::runtime_error(join(wrong));
+      }
+    }
+  }
+  if (!wrong.empty()) throw std::runtime_error(join(wrong));
+}
+
+class GlooRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(GlooRanks, EveryCollectiveDtypeCountAndPlacementSync) {
+  auto failures = run_ranks(GetParam(), [](int rank, Backend& b, Bootstrap&) {
+    run_all_collectives(rank, b, Mode::sync_inline);
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+TEST_P(GlooRanks, EveryCollectiveDtypeCountAndPlacementAsync) {
+  auto failures = run_ranks(GetParam(), [](int rank, Backend& b, Bootstrap&) {
+    run_all_collectives(rank, b, Mode::async_batched);
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+OpArgs p2p_args(OpType op, void* data, std::size_t count, int peer, int tag, bool may_block) {
+  OpArgs a;
+  a.op = op;
+  a.dtype = DType::i32;
+  a.count = count;
+  a.root = peer;
+  a.tag = tag;
+  a.op_name = to_string(op);
+  a.timeout = 20s;
+  a.may_block = may_block;
+  a.async = !may_block;
+  if (op == OpType::send) {
+    a.in = data;
+  } else {
+    a.out = data;
+  }
+  return a;
+}
+
+std::vector<std::int32_t> message(int from, int to, int tag, std::size_t n) {
+  std::vector<std::int32_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i] = static_cast<std::int32_t>(from * 1000000 + to * 10000 + tag * 100 + static_cast<int>(i));
+  }
+  return v;
+}
+
+TEST_P(GlooRanks, RingOfIrecvThenIsend) {
+  auto failures = run_ranks(GetParam(), [](int rank, Backend& b, Bootstrap&) {
+    const int n = b.size();
+    const int right = (rank + 1) % n;
+    const int left = (rank + n - 1) % n;
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}}) {
+      std::vector<std::int32_t> got(count, -1);
+      auto mine = message(rank, right, 3, count);
+      auto recv = b.start(p2p_args(OpType::recv, got.data(), count, left, 3, false));
+      auto send = b.start(p2p_args(OpType::send, mine.data(), count, right, 3, false));
+      wait_for(std::move(send));
+      wait_for(std::move(recv));
+      if (got != message(left, rank, 3, count)) throw std::runtime_error("ring payload wrong");
+    }
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+TEST_P(GlooRanks, BlockingSendRecvEvenOddOrder) {
+  auto failures = run_ranks(GetParam(), [](int rank, Backend& b, Bootstrap&) {
+    const int n = b.size();
+    if (n == 1) return;
+    const int right = (rank + 1) % n;
+    const int left = (rank + n - 1) % n;
+    auto mine = message(rank, right, 1, 7);
+    std::vector<std::int32_t> got(7, -1);
+    // Even ranks send first, odd ranks receive first; rank n-1 of an odd ring does both last.
+    if (rank % 2 == 0) {
+      wait_for(b.start(p2p_args(OpType::send, mine.data(), 7, right, 1, true)));
+      wait_for(b.start(p2p_args(OpType::recv, got.data(), 7, left, 1, true)));
+    } else {
+      wait_for(b.start(p2p_args(OpType::recv, got.data(), 7, left, 1, true)));
+      wait_for(b.start(p2p_args(OpType::send, mine.data(), 7, right, 1, true)));
+    }
+    if (got != message(left, rank, 1, 7)) throw std::runtime_error("payload wrong");
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+TEST_P(GlooRanks, SameTagMessagesArriveInOrderAndTagsMatchIndependently) {
+  auto failures = run_ranks(GetParam(), [](int rank, Backend& b, Bootstrap&) {
+    const int n = b.size();
+    const int right = (rank + 1) % n;
+    const int left = (rank + n - 1) % n;
+    // Receives posted in the order: tag 5 twice, then tag 4. Sends go out as tag 4, 5, 5.
+    std::vector<std::vector<std::int32_t>> got(3, std::vector<std::int32_t>(4, -1));
+    std::vector<std::unique_ptr<detail::PendingOp>> ops;
+    ops.push_back(b.start(p2p_args(OpType::recv, got[0].data(), 4, left, 5, false)));
+    ops.push_back(b.start(p2p_args(OpType::recv, got[1].data(), 4, left, 5, false)));
+    ops.push_back(b.start(p2p_args(OpType::recv, got[2].data(), 4, left, 4, false)));
+    auto a = message(rank, right, 4, 4);
+    auto first5 = message(rank, right, 5, 4);
+    auto second5 = message(rank, right, 50, 4);
+    ops.push_back(b.start(p2p_args(OpType::send, a.data(), 4, right, 4, false)));
+    ops.push_back(b.start(p2p_args(OpType::send, first5.data(), 4, right, 5, false)));
+    ops.push_back(b.start(p2p_args(OpType::send, second5.data(), 4, right, 5, false)));
+    for (auto& op : ops)
+      wait_for(std::move(op));
+    if (got[0] != message(left, rank, 5, 4) || got[1] != message(left, rank, 50, 4) ||
+        got[2] != message(left, rank, 4, 4)) {
+      throw std::runtime_error("tag matching or ordering wrong");
+    }
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+TEST_P(GlooRanks, PointToPointIsNotQueuedBehindCollectives) {
+  // Rank 0 queues an async all_reduce, then blocks in a recv from rank 1; rank 1 sends before it
+  // joins the all_reduce. Were the recv queued behind the collective, both would hang.
+  auto failures = run_ranks(GetParam(), [](int rank, Backend& b, Bootstrap&) {
+    if (b.size() < 2) return;
+    std::vector<float> data(16, 1.0f);
+    OpArgs ar;
+    ar.op = OpType::all_reduce;
+    ar.dtype = DType::f32;
+    ar.count = data.size();
+    ar.in = ar.out = data.data();
+    ar.in_place = true;
+    ar.op_name = "all_reduce";
+    ar.timeout = 20s;
+    ar.async = true;
+    std::vector<std::int32_t> box(3, 0);
+    if (rank == 0) {
+      auto pending = b.start(ar);
+      wait_for(b.start(p2p_args(OpType::recv, box.data(), 3, 1, 9, true)));
+      wait_for(std::move(pending));
+      if (box != message(1, 0, 9, 3)) throw std::runtime_error("p2p payload wrong");
+    } else {
+      if (rank == 1) {
+        auto m = message(1, 0, 9, 3);
+        wait_for(b.start(p2p_args(OpType::send, m.data(), 3, 0, 9, true)));
+      }
+      ar.async = false;
+      ar.may_block = true;
+      wait_for(b.start(ar));
+    }
+    for (float v : data) {
+      if (v != static_cast<float>(b.size())) throw std::runtime_error("all_reduce wrong");
+    }
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+TEST_P(GlooRanks, SendToSelfMatchesReceiveFromSelf) {
+  auto failures = run_ranks(GetParam(), [](int rank, Backend& b, Bootstrap&) {
+    auto m = message(rank, rank, 2, 5);
+    std::vector<std::int32_t> got(5, -1);
+    auto recv = b.start(p2p_args(OpType::recv, got.data(), 5, rank, 2, false));
+    auto send = b.start(p2p_args(OpType::send, m.data(), 5, rank, 2, true));
+    wait_for(std::move(send));
+    wait_for(std::move(recv));
+    if (got != m) throw std::runtime_error("self message wrong");
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+TEST_P(GlooRanks, StridedSubgroupRunsItsOwnCollectives) {
+  auto failures = run_ranks(GetParam(), [](int rank, Backend& b, Bootstrap&) {
+    const int n = b.size();
+    // Even ranks, listed in reverse: the new rank is the index in this list, not rank % k.
+    std::vector<int> members;
+    for (int r = n - 1; r >= 0; --r) {
+      if (r % 2 == 0) members.push_back(r);
+    }
+    auto sub = b.split(members, 4242);
+    const auto me = std::find(members.begin(), members.end(), rank);
+    if (me == members.end()) {
+      if (sub != nullptr) throw std::runtime_error("non-member got a backend");
+    } else {
+      if (sub == nullptr) throw std::runtime_error("member got no backend");
+      const int sub_rank = static_cast<int>(me - members.begin());
+      if (sub->rank() != sub_rank || sub->size() != static_cast<int>(members.size())) {
+        throw std::runtime_error("wrong sub-group rank/size");
+      }
+      std::uint64_t next_id = 1000;
+      for (DType dtype : {DType::f32, DType::bf16, DType::i64}) {
+        for (bool in_place : {false, true}) {
+          auto cases = collective_cases(sub_rank, sub->size(), dtype, 7, in_place, next_id);
+          for (auto& c : cases) {
+            c->args.may_block = true;
+            c->args.timeout = 20s;
+            wait_for(sub->start(c->args));
+            if (auto why = c->check(*c); !why.empty()) {
+              throw std::runtime_error("sub-group " + c->name + ": " + why);
+            }
+          }
+        }
+      }
+    }
+    // The parent keeps working after (and independently of) the split.
+    std::uint64_t next_id = 5000;
+    auto cases = collective_cases(rank, n, DType::i32, 7, false, next_id);
+    for (auto& c : cases) {
+      c->args.async = true;
+      c->args.timeout = 20s;
+      wait_for(b.start(c->args));
+      if (auto why = c->check(*c); !why.empty())
+        throw std::runtime_error("parent " + c->name + ": " + why);
+    }
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, GlooRanks, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& param_info) {
+                           return std::to_string(param_info.param) + "ranks";
+                         });
+
+// ---- timeouts
+// ------------------------------------------------------------------------------------
+
+OpArgs lonely_all_reduce(std::vector<float>& data, bool may_block) {
+  OpArgs a;
+  a.op = OpType::all_reduce;
+  a.dtype = DType::f32;
+  a.count = data.size();
+  a.in = a.out = data.data();
+  a.in_place = true;
+  a.op_name = "all_reduce";
+  a.sequence = 77;
+  a.timeout = 300ms;
+  a.may_block = may_block;
+  a.async = !may_block;
+  return a;
+}
+
+void expect_timeout_names_op(const std::function<void()>& call) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    call();
+    throw std::runtime_error("all_reduce without a peer completed");
+  } catch (const TimeoutError& e) {
+    if (e.op() != "all_reduce" || e.sequence() != 77 || e.backend() != "gloo") {
+      throw std::runtime_error(std::string("TimeoutError fields wrong: ") + e.what());
+    }
+  }
+  if (std::chrono::steady_clock::now() - start > 10s) throw std::runtime_error("timeout too late");
+}
+
+TEST(GlooTimeout, InlineCollectiveWithoutPeerRaisesTimeoutError) {
+  std::barrier done(2);
+  auto failures = run_ranks(2, [&](int rank, Backend& b, Bootstrap&) {
+    if (rank == 0) {
+      std::vector<float> data(8, 1.0f);
+      expect_timeout_names_op([&] { wait_for(b.start(lonely_all_reduce(data, true))); });
+    }
+    done.arrive_and_wait();  // rank 1 never joins the all_reduce
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+TEST(GlooTimeout, QueuedCollectiveWithoutPeerFailsItsHandle) {
+  std::barrier done(2);
+  auto failures = run_ranks(2, [&](int rank, Backend& b, Bootstrap&) {
+    if (rank == 0) {
+      std::vector<float> data(8, 1.0f);
+      expect_timeout_names_op([&] { wait_for(b.start(lonely_all_reduce(data, false))); });
+    }
+    done.arrive_and_wait();
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+TEST(GlooTimeout, UnmatchedReceiveTimesOut) {
+  std::barrier done(2);
+  auto failures = run_ranks(2, [&](int rank, Backend& b, Bootstrap&) {
+    if (rank == 0) {
+      std::vector<std::int32_t> box(4);
+      auto args = p2p_args(OpType::recv, box.data(), 4, 1, 0, false);
+      args.timeout = 300ms;
+      args.sequence = 5;
+      try {
+        wait_for(b.start(args));
+        throw std::runtime_error("receive without a sender completed");
+      } catch (const TimeoutError& e) {
+        if (e.op() != "recv" || e.sequence() != 5 || e.backend() != "gloo") {
+          throw std::runtime_error(std::string("TimeoutError fields wrong: ") + e.what());
+        }
+      }
+    }
+    done.arrive_and_wait();
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+// ---- capabilities
+// --------------------------------------------------------------------------------
+
+TEST(GlooSupports, AnswersPreciselyPerOpDtypeReduceAndDevice) {
+  auto failures = run_ranks(1, [](int, Backend& b, Bootstrap&) {
+    auto fail = [](const std::string& what) { throw std::runtime_error(what); };
+    if (b.name() != "gloo") fail("name");
+    for (OpType op : kAllOpTypes) {
+      for (DType t : kAllDTypes) {
+        for (ReduceOp r : kAllReduceOps) {
+          const auto s = b.supports(op, t, r, Device::Kind::cpu);
+          const bool want = !is_reduction(op) || reduce_op_valid_for(r, t);
+          if (s.ok != want) {
+            fail(std::string("cpu ") + std::string(to_string(op)) + " " +
+                 std::string(to_string(t)) + " " + std::string(to_string(r)));
+          }
+          if (s.ok && op == OpType::reduce_scatter && s.how != "emulated")
+            fail("reduce_scatter how");
+          if (!s.ok && s.why.empty()) fail("no reason given");
+          if (b.supports(op, t, r, Device::Kind::cuda).ok) fail("cuda accepted");
+        }
+      }
+    }
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+TEST(GlooFactory, IsNamedGlooAndAlwaysUsable) {
+  auto f = detail::gloo_backend_factory();
+  EXPECT_EQ(f.name, "gloo");
+  detail::LaunchInfo launch;
+  detail::Bootstrap bootstrap(launch, nullptr, nullptr, 1s);
+  EXPECT_EQ(f.unusable_reason(bootstrap), "");
+}
+
+TEST(GlooHostname, LoopbackWhenAllRanksAreLocalElseOverridable) {
+  detail::LaunchInfo launch;
+  launch.size = 4;
+  launch.local_size = 4;
+  ::unsetenv("MCR_GLOO_HOSTNAME");
+  EXPECT_EQ(detail::gloo_hostname(launch, 4), "127.0.0.1");
+  launch.local_size = 2;
+  EXPECT_NE(detail::gloo_hostname(launch, 4), "127.0.0.1");
+  ::setenv("MCR_GLOO_HOSTNAME", "node7.example", 1);
+  EXPECT_EQ(detail::gloo_hostname(launch, 4), "node7.example");
+  ::unsetenv("MCR_GLOO_HOSTNAME");
+}
+
+}  // namespace
+}  // namespace mcr::test

@@ -1,0 +1,287 @@
+// Device tests (label `gpu`): every operation x dtype on device tensors through the NCCL backend at
+// one rank, plus the device-side ordering (caller stream -> comm stream -> stream_wait). Skipped
+// with the reason when no CUDA device is present.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "backends/factories.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::detail {
+namespace {
+
+/// A store and exchange for a world of one process.
+class LocalStore final : public Store {
+ public:
+  void set(const std::string& key, const Bytes& value) override { data_[key] = value; }
+  Bytes get(const std::string& key, std::chrono::milliseconds) override {
+    auto it = data_.find(key);
+    if (it == data_.end()) throw TimeoutError("no key " + key, "get", 0, "store");
+    return it->second;
+  }
+  std::int64_t add(const std::string& key, std::int64_t delta) override {
+    return counters_[key] += delta;
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    for (const auto& k : keys) {
+      if (!data_.count(k)) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::map<std::string, Bytes> data_;
+  std::map<std::string, std::int64_t> counters_;
+};
+
+class LocalExchange final : public Exchange {
+ public:
+  std::vector<Bytes> all_gather(const Bytes& mine) override { return {mine}; }
+};
+
+std::string no_device_reason() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    return fmt::format("no CUDA device (cudaGetDeviceCount: {})", cudaGetErrorName(status));
+  }
+  return count == 0 ? "no CUDA device (cudaGetDeviceCount found 0)" : "";
+}
+
+#define SKIP_WITHOUT_GPU()                                                 \
+  do {                                                                     \
+    const std::string reason_ = no_device_reason();                        \
+    if (!reason_.empty()) GTEST_SKIP() << reason_ << ": GPU test skipped"; \
+  } while (false)
+
+class NcclDevice : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!no_device_reason().empty()) return;
+    bootstrap_ = new Bootstrap(LaunchInfo{}, std::make_unique<LocalExchange>(),
+                               std::make_unique<LocalStore>(), std::chrono::seconds(30));
+    backend_ = nccl_backend_factory().create_world(*bootstrap_).release();
+  }
+  static void TearDownTestSuite() {
+    delete backend_;
+    delete bootstrap_;
+    backend_ = nullptr;
+    bootstrap_ = nullptr;
+  }
+
+  /// Runs `args` and polls its completion (NCCL never completes inside start()).
+  static void run(const OpArgs& args) {
+    auto op = backend_->start(args);
+    ASSERT_NE(op, nullptr) << "NCCL must return a pending op";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!op->test()) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "timed out";
+      std::this_thread::yield();
+    }
+  }
+
+  static Bootstrap* bootstrap_;
+  static Backend* backend_;
+};
+Bootstrap* NcclDevice::bootstrap_ = nullptr;
+Backend* NcclDevice::backend_ = nullptr;
+
+/// Device buffer holding `count` elements of `dtype`, filled with a byte pattern that is a valid,
+/// finite value in every type (small positive integers / normal floats).
+struct DeviceBuffer {
+  explicit DeviceBuffer(std::size_t size) : bytes(size) {
+    EXPECT_EQ(cudaMalloc(&ptr, size == 0 ? 1 : size), cudaSuccess);
+    EXPECT_EQ(cudaMemset(ptr, 0, size == 0 ? 1 : size), cudaSuccess);
+  }
+  ~DeviceBuffer() { (void)cudaFree(ptr); }
+  void upload(const std::vector<std::uint8_t>& host) {
+    ASSERT_EQ(cudaMemcpy(ptr, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::vector<std::uint8_t> download() const {
+    std::vector<std::uint8_t> host(bytes);
+    EXPECT_EQ(cudaMemcpy(host.data(), ptr, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return host;
+  }
+  void* ptr = nullptr;
+  std::size_t bytes;
+};
+
+std::vector<std::uint8_t> pattern(DType t, std::size_t count) {
+  std::vector<std::uint8_t> out(count * dtype_size(t));
+  for (std::size_t i = 0; i < count; ++i) {
+    const float v = static_cast<float>(i % 7 + 1);
+    std::uint8_t* p = out.data() + i * dtype_size(t);
+    switch (t) {
+      case DType::f32:
+        std::memcpy(p, &v, 4);
+        break;
+      case DType::f64: {
+        const double d = v;
+        std::memcpy(p, &d, 8);
+        break;
+      }
+      case DType::f16: {
+        const Half h(v);
+        std::memcpy(p, &h.bits, 2);
+        break;
+      }
+      case DType::bf16: {
+        const BFloat16 b(v);
+        std::memcpy(p, &b.bits, 2);
+        break;
+      }
+      case DType::i8: {
+        const auto x = static_cast<std::int8_t>(v);
+        std::memcpy(p, &x, 1);
+        break;
+      }
+      case DType::u8: {
+        const auto x = static_cast<std::uint8_t>(v);
+        std::memcpy(p, &x, 1);
+        break;
+      }
+      case DType::i32: {
+        const auto x = static_cast<std::int32_t>(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DType::i64: {
+        const auto x = static_cast<std::int64_t>(v);
+        std::memcpy(p, &x, 8);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// At one rank every operation is an exact copy of the input (a reduction over one value is that
+// value, avg included), so the expected output is the input pattern itself, bit for bit.
+TEST_F(NcclDevice, EveryOperationAndDTypeAtOneRank) {
+  SKIP_WITHOUT_GPU();
+  ASSERT_EQ(backend_->size(), 1);
+  const std::size_t n = 1000;
+  const std::size_t counts[] = {n};
+  for (DType t : kAllDTypes) {
+    const auto host = pattern(t, n);
+    for (OpType op : kAllOpTypes) {
+      if (op == OpType::send || op == OpType::recv || op == OpType::barrier) continue;
+      for (ReduceOp r : kAllReduceOps) {
+        if (!backend_->supports(op, t, r, Device::Kind::cuda).ok) continue;
+        if (!is_reduction(op) && r != ReduceOp::sum) continue;
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} {} {} in_place={}", to_string(op), to_string(t),
+                                   to_string(r), in_place));
+          DeviceBuffer in(host.size()), out(host.size());
+          in.upload(host);
+          OpArgs a;
+          a.op = op;
+          a.op_name = to_string(op);
+          a.dtype = t;
+          a.reduce = r;
+          a.device = Device::cuda(0);
+          a.count = n;
+          a.in = in.ptr;
+          a.out = in_place ? in.ptr : out.ptr;
+          a.in_place = in_place;
+          a.send_counts = counts;
+          a.recv_counts = counts;
+          run(a);
+          EXPECT_EQ((in_place ? in : out).download(), host);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(NcclDevice, BarrierCompletes) {
+  SKIP_WITHOUT_GPU();
+  OpArgs a;
+  a.op = OpType::barrier;
+  a.op_name = "barrier";
+  a.device = Device::cuda(0);
+  run(a);
+}
+
+// The op must read what the caller's stream wrote, and a consumer stream made to wait through
+// stream_wait must see the result, without any host synchronisation in between.
+TEST_F(NcclDevice, OrdersAfterTheCallerStreamAndBeforeTheConsumer) {
+  SKIP_WITHOUT_GPU();
+  const std::size_t n = 1 << 22;  // large enough that the copies take measurable time
+  const auto host = pattern(DType::f32, n);
+  DeviceBuffer src(host.size()), in(host.size()), out(host.size()), check(host.size());
+  src.upload(host);
+  cudaStream_t producer = nullptr;
+  cudaStream_t consumer = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(in.ptr, src.ptr, host.size(), cudaMemcpyDeviceToDevice, producer),
+            cudaSuccess);
+  OpArgs a;
+  a.op = OpType::all_reduce;
+  a.op_name = "all_reduce";
+  a.dtype = DType::f32;
+  a.device = Device::cuda(0);
+  a.stream = producer;
+  a.count = n;
+  a.in = in.ptr;
+  a.out = out.ptr;
+  auto op = backend_->start(a);
+  ASSERT_NE(op, nullptr);
+  ASSERT_TRUE(op->stream_wait(consumer));
+  ASSERT_EQ(cudaMemcpyAsync(check.ptr, out.ptr, host.size(), cudaMemcpyDeviceToDevice, consumer),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(consumer), cudaSuccess);
+  EXPECT_EQ(check.download(), host);
+  while (!op->test())
+    std::this_thread::yield();
+  (void)cudaStreamDestroy(producer);
+  (void)cudaStreamDestroy(consumer);
+}
+
+TEST_F(NcclDevice, RejectsCpuTensorsAndForeignDevices) {
+  SKIP_WITHOUT_GPU();
+  OpArgs a;
+  a.op = OpType::all_reduce;
+  a.op_name = "all_reduce";
+  a.dtype = DType::f32;
+  a.count = 1;
+  float x = 1;
+  a.in = &x;
+  a.out = &x;
+  EXPECT_THROW((void)backend_->start(a), UnsupportedError);
+  a.device = Device::cuda(99);
+  EXPECT_THROW((void)backend_->start(a), InvalidArgument);
+}
+
+TEST_F(NcclDevice, SplitKeepsTheMemberAndDropsNonMembers) {
+  SKIP_WITHOUT_GPU();
+  auto child = backend_->split({0}, 1);
+  ASSERT_NE(child, nullptr);
+  EXPECT_EQ(child->rank(), 0);
+  EXPECT_EQ(child->size(), 1);
+}
+
+TEST(NcclFactory, ReportsWhyItIsUnusableWithoutADevice) {
+  Bootstrap bootstrap(LaunchInfo{}, std::make_unique<LocalExchange>(),
+                      std::make_unique<LocalStore>(), std::chrono::seconds(1));
+  const std::string reason = nccl_backend_factory().unusable_reason(bootstrap);
+  EXPECT_EQ(nccl_backend_factory().name, "nccl");
+  if (no_device_reason().empty()) {
+    EXPECT_EQ(reason, "");
+  } else {
+    EXPECT_NE(reason.find("cudaGetDeviceCount"), std::string::npos) << reason;
+  }
+}
+
+}  // namespace
+}  // namespace mcr::detail
