@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "mcr/comm.hpp"
 

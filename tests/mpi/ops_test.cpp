@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -55,17 +56,27 @@ struct Scopes {
 
 // Created once, by the first test that needs them. Creation is collective over the world; every
 // rank runs the same tests in the same order, so every rank gets here at the same point.
+std::optional<Scopes> g_scopes;
+
 Scopes& scopes() {
-  static Scopes s = [] {
+  if (!g_scopes) {
     Scopes out;
     std::vector<int> evens;
     for (int r = 0; r < world().size(); r += 2) evens.push_back(r);
     out.even = world().new_group(evens);
     out.split = world().split(world().rank() % 2, -world().rank());
-    return out;
-  }();
-  return s;
+    g_scopes = std::move(out);
+  }
+  return *g_scopes;
 }
+
+// Releases the sub-communicators after the last test, while the runtime is still initialised.
+class ReleaseScopes : public ::testing::Environment {
+ public:
+  void TearDown() override { g_scopes.reset(); }
+};
+[[maybe_unused]] const auto* const kReleaseScopes =
+    ::testing::AddGlobalTestEnvironment(new ReleaseScopes);
 
 Communicator communicator(Scope s) {
   switch (s) {
