@@ -44,4 +44,10 @@ std::string version();
 /// Everything `mcr info` shows, for the world communicator of an initialised runtime.
 RuntimeInfo runtime_info();
 
+/// Which backend the loaded rules and tuning table pick for an operation on a communicator of
+/// `ranks` ranks (the world's backends; `ranks` need not be the world size), with every candidate's
+/// reason. Requires init().
+Selection explain_selection(OpType op, DType dtype, std::size_t bytes, int ranks,
+                            ReduceOp reduce = ReduceOp::sum, Device device = Device::cpu());
+
 }  // namespace mcr

@@ -3,6 +3,9 @@
 #include "mcr_build_config.hpp"
 #include "backends/factories.hpp"
 #include "runtime.hpp"
+#include "mcr/errors.hpp"
+
+#include <fmt/format.h>
 
 namespace mcr {
 
@@ -54,6 +57,18 @@ RuntimeInfo runtime_info() {
     info.backends.push_back(std::move(b));
   }
   return info;
+}
+
+Selection explain_selection(OpType op, DType dtype, std::size_t bytes, int ranks, ReduceOp reduce,
+                            Device device) {
+  detail::Runtime& rt = detail::runtime();
+  if (ranks < 1) {
+    throw InvalidArgument(fmt::format("explain_selection: ranks {} must be >= 1", ranks));
+  }
+  std::vector<detail::Backend*> raw;
+  for (auto& b : rt.world->backends) raw.push_back(b.get());
+  detail::Selector selector(rt.rules, rt.table, raw, rt.unusable, ranks);
+  return selector.explain(op, dtype, reduce, device.kind, bytes);
 }
 
 }  // namespace mcr

@@ -12,6 +12,7 @@
 
 #include "backends/factories.hpp"
 #include "bootstrap/store_exchange.hpp"
+#include "comm_log_hooks.hpp"
 #include "log.hpp"
 #include "mcr/errors.hpp"
 #include "watchdog.hpp"
@@ -243,7 +244,9 @@ Communicator init(const InitOptions& options) {
   for (int i = 0; i < r.launch.size; ++i) world[static_cast<std::size_t>(i)] = i;
   r.world = make_comm_state(r.launch.rank, r.launch.size, 0, std::move(world), std::move(backends), timeout);
   Watchdog::instance().start();
-  return Communicator(r.world);
+  Communicator world(r.world);
+  attach_env_comm_log(world);
+  return world;
 }
 
 bool is_initialized() noexcept { return runtime_exists(); }
@@ -251,6 +254,10 @@ bool is_initialized() noexcept { return runtime_exists(); }
 void finalize() {
   auto& slot = detail::runtime_slot();
   if (!slot) return;
+  if (slot->world) {
+    Communicator world(slot->world);
+    finish_env_comm_log(world);
+  }
   Watchdog::instance().stop();
   slot->world.reset();
   slot.reset();

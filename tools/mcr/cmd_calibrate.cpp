@@ -53,7 +53,7 @@ void run(const CalibrateArgs& a) {
     if (!a.output.empty()) j["output"] = a.output;
     fmt::print("{}\n", j.dump(2));
   } else {
-    print_calibration(stdout, result, start.efficiency);
+    print_calibration(stdout, result, start);
     if (!a.output.empty()) fmt::print("calibrated device written to {}\n", a.output);
   }
 }

@@ -182,7 +182,8 @@ cb::MeasurementSet measure_or_load(const GemmArgs& a, const CLI::App& cmd) {
   if (a.dry_run) {
     cb::MeasurementSet listing;
     listing.backend_description = runner->description();
-    for (const auto& g : gemms) listing.rows.push_back(cb::GemmMeasurement{g, cb::Timing{}});
+    for (const auto& g : gemms)
+      listing.rows.push_back(cb::GemmMeasurement{g, cb::Timing{}});
     return listing;
   }
   if (!a.quiet) {

@@ -44,7 +44,8 @@ std::string rerun_command(const CLI::App& subcommand) {
       continue;
     }
     for (const auto& value : opt->results()) {
-      out += name.empty() ? " " + quote_if_needed(value) : " " + name + " " + quote_if_needed(value);
+      out +=
+          name.empty() ? " " + quote_if_needed(value) : " " + name + " " + quote_if_needed(value);
     }
   }
   return out;
@@ -86,7 +87,8 @@ void print_comparison_table(std::FILE* out, const codesign::bench::MeasurementSe
 }
 
 void print_calibration(std::FILE* out, const codesign::bench::CalibrationResult& r,
-                       const codesign::EfficiencyParams& before) {
+                       const codesign::DeviceSpec& before_device) {
+  const auto& before = before_device.efficiency;
   fmt::print(out, "calibration of '{}': seed {}, {} points fitted, {} held out, {} evaluations\n",
              r.device.name, r.seed, r.train_count, r.holdout_count, r.evaluations);
   print_summary_line(out, "  fitted   before", r.train_before);
@@ -110,6 +112,11 @@ void print_calibration(std::FILE* out, const codesign::bench::CalibrationResult&
     fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n",
                fmt::format("tier >= {} B", a.alignment_tiers[i].min_bytes),
                before.alignment_tiers[i].factor, a.alignment_tiers[i].factor);
+  }
+  for (std::size_t i = 0; i < r.device.tiles.size() && i < before_device.tiles.size(); ++i) {
+    const auto& t = r.device.tiles[i];
+    fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", fmt::format("tile {}x{}", t.m, t.n),
+               before_device.tiles[i].efficiency, t.efficiency);
   }
 }
 

@@ -28,7 +28,7 @@ void print_comparison_table(std::FILE* out, const codesign::bench::MeasurementSe
 void print_summary_line(std::FILE* out, const char* label,
                         const codesign::bench::ComparisonSummary& s);
 void print_calibration(std::FILE* out, const codesign::bench::CalibrationResult& r,
-                       const codesign::EfficiencyParams& before);
+                       const codesign::DeviceSpec& before);
 
 /// Writes `text` to `path`, or to stdout when path is empty or "-". Throws mcr::Error on failure.
 void write_output(const std::string& path, const std::string& text);

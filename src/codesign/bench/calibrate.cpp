@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "mcr/codesign/gemm_model.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::codesign::bench {
@@ -23,42 +24,77 @@ double logit(double p) {
 // Every parameter is optimised in an unconstrained coordinate: fractions in (0, 1) through a
 // logistic map, positive quantities through log. This keeps the simplex from stepping outside the
 // legal range without clamping, which would flatten the objective.
+/// Index of the alignment tier that `bytes` of alignment falls into (tiers sorted by min_bytes
+/// descending; below every tier means the last one), as alignment_tier_factor() decides.
+std::size_t tier_index(const std::vector<AlignmentTier>& tiers, std::int64_t bytes) {
+  for (std::size_t i = 0; i < tiers.size(); ++i) {
+    if (bytes >= tiers[i].min_bytes) return i;
+  }
+  return tiers.size() - 1;
+}
+
 struct ParamMap {
   std::vector<std::string> names;
-  std::size_t tier_count = 0;  // tiers after the top one (the top tier stays the reference)
+  // The first alignment tier and the first tile are references kept as they are: scaling either
+  // is the same as scaling peak_fraction, so fitting them too would leave the fit undetermined.
+  // Tiers that no fitted dimension falls into are left alone for the same reason.
+  std::vector<std::size_t> tiers;
+  std::size_t tile_count = 0;
+  static constexpr std::size_t kScalars = 5;
 
-  explicit ParamMap(const EfficiencyParams& e) {
+  ParamMap(const DeviceSpec& d, std::span<const GemmMeasurement> data) {
     names = {"peak_fraction", "k_overhead", "launch_overhead_s", "latency_floor_s",
              "memory_efficiency"};
-    tier_count = e.alignment_tiers.empty() ? 0 : e.alignment_tiers.size() - 1;
-    for (std::size_t i = 1; i < e.alignment_tiers.size(); ++i) {
-      names.push_back(fmt::format("alignment_tiers[{}B].factor", e.alignment_tiers[i].min_bytes));
+    const auto& all_tiers = d.efficiency.alignment_tiers;
+    std::vector<bool> reached(all_tiers.size(), false);
+    for (const auto& m : data) {
+      for (const auto dim : {m.gemm.m, m.gemm.n, m.gemm.k}) {
+        reached[tier_index(all_tiers, pow2_divisor(dim) * dtype_bytes(m.gemm.dtype))] = true;
+      }
+    }
+    for (std::size_t i = 1; i < all_tiers.size(); ++i) {
+      if (!reached[i]) continue;
+      tiers.push_back(i);
+      names.push_back(fmt::format("alignment_tiers[{}B].factor", all_tiers[i].min_bytes));
+    }
+    tile_count = d.tiles.empty() ? 0 : d.tiles.size() - 1;
+    for (std::size_t i = 1; i < d.tiles.size(); ++i) {
+      names.push_back(fmt::format("tiles[{}x{}].efficiency", d.tiles[i].m, d.tiles[i].n));
     }
   }
 
-  std::vector<double> encode(const EfficiencyParams& e) const {
+  std::vector<double> encode(const DeviceSpec& d) const {
+    const auto& e = d.efficiency;
     // Zero overheads would sit at log(0): start them at a tiny positive value instead.
     std::vector<double> x = {logit(e.peak_fraction), std::log(std::max(e.k_overhead, 1e-3)),
                              std::log(std::max(e.launch_overhead_s, 1e-9)),
                              std::log(std::max(e.latency_floor_s, 1e-9)),
                              logit(e.memory_efficiency)};
-    for (std::size_t i = 1; i < e.alignment_tiers.size(); ++i) {
+    for (const auto i : tiers)
       x.push_back(logit(e.alignment_tiers[i].factor));
-    }
+    for (std::size_t i = 1; i <= tile_count; ++i)
+      x.push_back(logit(d.tiles[i].efficiency));
     return x;
   }
 
-  EfficiencyParams decode(const std::vector<double>& x, EfficiencyParams e) const {
-    e.peak_fraction = sigmoid(x[0]);
+  /// Writes the parameters in `x` into `d` (which starts as a copy of the input device).
+  void decode(const std::vector<double>& x, DeviceSpec& d) const {
+    auto& e = d.efficiency;
+    e.peak_fraction = fraction(x[0]);
     e.k_overhead = std::exp(x[1]);
     e.launch_overhead_s = std::exp(x[2]);
     e.latency_floor_s = std::exp(x[3]);
-    e.memory_efficiency = sigmoid(x[4]);
-    for (std::size_t i = 1; i < e.alignment_tiers.size(); ++i) {
-      e.alignment_tiers[i].factor = sigmoid(x[4 + i]);
-    }
-    return e;
+    e.memory_efficiency = fraction(x[4]);
+    std::size_t at = kScalars;
+    for (const auto i : tiers)
+      e.alignment_tiers[i].factor = fraction(x[at++]);
+    for (std::size_t i = 1; i <= tile_count; ++i)
+      d.tiles[i].efficiency = fraction(x[at++]);
   }
+
+  /// A fraction in [1e-6, 1]: the logistic map can round to exactly 0 far out, which no device
+  /// file may contain.
+  static double fraction(double x) { return std::max(sigmoid(x), 1e-6); }
 };
 
 std::vector<GemmMeasurement> pick(std::span<const GemmMeasurement> all,
@@ -203,13 +239,13 @@ CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const Dev
   result.train_before = summary_on(train, start);
   result.holdout_before = summary_on(test, start);
 
-  const ParamMap map(start.efficiency);
+  const ParamMap map(start, train);
   result.parameters = map.names;
   DeviceSpec trial = start;
   // Mean |log(predicted time / measured time)|: scale-free, so tiny and huge GEMMs weigh the same,
   // and an L1 loss, so a few noisy points cannot drag the fit (the target metric is a median).
   auto objective = [&](const std::vector<double>& x) {
-    trial.efficiency = map.decode(x, start.efficiency);
+    map.decode(x, trial);
     double sum = 0;
     for (const auto& m : train) {
       const double predicted = predict(m.gemm, trial).time_s;
@@ -217,13 +253,13 @@ CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const Dev
     }
     return sum / static_cast<double>(train.size());
   };
-  auto x = map.encode(start.efficiency);
+  auto x = map.encode(start);
   const std::vector<double> step(x.size(), 0.5);
   for (int run = 0; run <= options.restarts; ++run) {
     x = nelder_mead(objective, x, step, options.max_evaluations, &result.evaluations);
   }
   result.device = start;
-  result.device.efficiency = map.decode(x, start.efficiency);
+  map.decode(x, result.device);
   result.train_after = summary_on(train, result.device);
   result.holdout_after = summary_on(test, result.device);
   return result;
@@ -239,7 +275,8 @@ void to_json(nlohmann::json& j, const CalibrationResult& r) {
        {"holdout_after", r.holdout_after},
        {"evaluations", r.evaluations},
        {"parameters", r.parameters},
-       {"efficiency", r.device.efficiency}};
+       {"efficiency", r.device.efficiency},
+       {"tiles", r.device.tiles}};
 }
 
 }  // namespace mcr::codesign::bench

@@ -12,9 +12,9 @@
 #include <dlfcn.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <type_traits>
 #include <vector>
 
@@ -151,11 +151,13 @@ class CblasRunner final : public GemmRunner {
     auto run_calls = [&](int calls) {
       if (cpu_clock) {
         const double start = process_cpu_seconds();
-        for (int i = 0; i < calls; ++i) one_call();
+        for (int i = 0; i < calls; ++i)
+          one_call();
         return process_cpu_seconds() - start;
       }
       const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < calls; ++i) one_call();
+      for (int i = 0; i < calls; ++i)
+        one_call();
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
     auto timing = run_samples(run_calls, options, 1e-3);

@@ -5,9 +5,9 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -176,7 +176,8 @@ double measure_core_clock_ghz() {
         : "+r"(sink), "+r"(counter)
         :
         : "cc");
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     best = std::max(best, 16.0 * static_cast<double>(kIterations) / s / 1e9);
   }
   return best;

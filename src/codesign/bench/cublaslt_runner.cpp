@@ -154,7 +154,8 @@ class CublasLtRunner final : public GemmRunner {
                                          to_string(g.dtype), gpu_.name));
     }
     if (options.clock != Clock::wall) {
-      throw InvalidArgument("clock 'cpu' applies to the CPU backend only; GPU runs use CUDA events");
+      throw InvalidArgument(
+          "clock 'cpu' applies to the CPU backend only; GPU runs use CUDA events");
     }
     const LtTypes types = *lt_types(g.dtype);
     MCR_CUDA_CHECK(cudaSetDevice(device_));

@@ -11,7 +11,9 @@
 
 namespace mcr::codesign::bench {
 
-std::string to_string(Clock clock) { return clock == Clock::wall ? "wall" : "cpu"; }
+std::string to_string(Clock clock) {
+  return clock == Clock::wall ? "wall" : "cpu";
+}
 
 Clock parse_clock(std::string_view name) {
   if (name == "wall") return Clock::wall;

@@ -26,6 +26,7 @@
 
 #include <fmt/format.h>
 
+#include "log.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail {
@@ -352,7 +353,10 @@ void TcpStoreServer::Impl::accept_clients() {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
         return;
       }
-      std::fprintf(stderr, "mcr: TCP store server: accept failed: %s\n", errno_text(errno).c_str());
+      // Out of descriptors, typically: the connection stays queued, so back off rather than
+      // spin on a listening socket that keeps polling readable.
+      log_debug("TCP store server: accept failed: {}", errno_text(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return;
     }
     Client c;

@@ -20,7 +20,8 @@ Gemm make_gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batc
 }
 
 TEST(Accounting, FlopsAndTflopsOfABatchedGemm) {
-  // 2 * m * n * k * batch = 2 * 2 * 3 * 4 * 5 = 240 FLOP; in 1 ns that is 240 GFLOP/s = 0.24 TFLOP/s.
+  // 2 * m * n * k * batch = 2 * 2 * 3 * 4 * 5 = 240 FLOP; in 1 ns that is 240 GFLOP/s = 0.24
+  // TFLOP/s.
   GemmMeasurement m{make_gemm(2, 3, 4, 5, DType::fp32), Timing{}};
   m.timing.median_s = 1e-9;
   EXPECT_DOUBLE_EQ(m.gemm.flops(), 240.0);
@@ -49,15 +50,15 @@ TEST(Accounting, PythiaMlpUpProjection) {
 
 TEST(Accounting, RotationSetsCoverTheTarget) {
   EXPECT_EQ(rotation_sets(1000, 64000, 4096), 64);
-  EXPECT_EQ(rotation_sets(1000, 64001, 4096), 65);  // rounds up
+  EXPECT_EQ(rotation_sets(1000, 64001, 4096), 65);       // rounds up
   EXPECT_EQ(rotation_sets(1 << 30, 64 << 20, 4096), 1);  // one set already exceeds the cache
-  EXPECT_EQ(rotation_sets(16, 64 << 20, 4096), 4096);     // capped
+  EXPECT_EQ(rotation_sets(16, 64 << 20, 4096), 4096);    // capped
   EXPECT_EQ(rotation_sets(0, 100, 10), 1);
 }
 
 TEST(Sweep, GridIsTheCartesianProduct) {
-  const auto grid = grid_gemms({64, 127}, {128, 255, 256}, {1000}, {1, 4},
-                               {DType::fp32, DType::bf16});
+  const auto grid =
+      grid_gemms({64, 127}, {128, 255, 256}, {1000}, {1, 4}, {DType::fp32, DType::bf16});
   ASSERT_EQ(grid.size(), 2u * 3u * 1u * 2u * 2u);
   EXPECT_EQ(grid.front().m, 64);
   EXPECT_EQ(grid.front().n, 128);

@@ -100,7 +100,8 @@ TEST(Calibrate, SplitIsSeededAndDisjoint) {
   std::vector<std::size_t> all(train);
   all.insert(all.end(), test.begin(), test.end());
   std::sort(all.begin(), all.end());
-  for (std::size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i], i);
+  for (std::size_t i = 0; i < all.size(); ++i)
+    EXPECT_EQ(all[i], i);
   EXPECT_EQ(split_indices(10, 0.5, 42), split_indices(10, 0.5, 42));
   EXPECT_NE(split_indices(10, 0.5, 42).first, split_indices(10, 0.5, 43).first);
   EXPECT_EQ(split_indices(10, 0.0, 1).first.size(), 10u);

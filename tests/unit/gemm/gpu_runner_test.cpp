@@ -7,7 +7,9 @@
 namespace mcr::codesign::bench {
 namespace {
 
-bool have_gpu() { return cublaslt_available() && cuda_device_count() > 0; }
+bool have_gpu() {
+  return cublaslt_available() && cuda_device_count() > 0;
+}
 
 TEST(GpuRunner, TimesBf16AndBatchedGemms) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device (or a build without CUDA): GPU test skipped";
@@ -23,7 +25,8 @@ TEST(GpuRunner, TimesBf16AndBatchedGemms) {
   g.dtype = DType::bf16;
   const auto t = runner->time(g, o);
   const double tflops = g.flops() / t.median_s / 1e12;
-  // Any data-center GPU of the last decade exceeds 10 TFLOP/s on a 4096^3 bf16 GEMM (V100 fp16 ~100).
+  // Any data-center GPU of the last decade exceeds 10 TFLOP/s on a 4096^3 bf16 GEMM (V100 fp16
+  // ~100).
   EXPECT_GT(tflops, 10.0) << runner->description();
   EXPECT_GE(t.working_set_bytes, 2 * runner->cache_bytes());
 

@@ -1,6 +1,7 @@
 // Fits a device's efficiency parameters (achievable peak, alignment-tier factors, per-tile K
-// overhead, per-launch overhead, latency floor, memory efficiency) so that predict() matches
-// measurements, and reports the error before and after on points held out of the fit.
+// overhead, per-launch overhead, latency floor, memory efficiency) and its tiles' efficiencies so
+// that predict() matches measurements, and reports the error before and after on points held out of
+// the fit.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +49,8 @@ std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std:
                                                                             double fraction,
                                                                             std::uint64_t seed);
 
-/// Fits `start.efficiency` to `measured` (which must all be dtypes the device has).
+/// Fits `start.efficiency` and the efficiency of every tile but the first to `measured` (which must
+/// all be dtypes the device has).
 CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const DeviceSpec& start,
                             const CalibrationOptions& options);
 

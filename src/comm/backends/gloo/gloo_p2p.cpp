@@ -1,5 +1,7 @@
 #include "backends/gloo/gloo_p2p.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -116,6 +118,7 @@ void GlooWaiterPool::wait_for(std::shared_ptr<GlooP2PState> op) {
 }
 
 void GlooWaiterPool::loop() {
+  ::pthread_setname_np(::pthread_self(), "mcr-gloo-p2p");  // a name in debuggers; best effort
   std::unique_lock lock(mu_);
   for (;;) {
     ++idle_;

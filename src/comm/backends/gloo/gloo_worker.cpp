@@ -1,5 +1,7 @@
 #include "backends/gloo/gloo_worker.hpp"
 
+#include <pthread.h>
+
 namespace mcr::detail {
 
 GlooWorker::GlooWorker() : thread_([this] { loop(); }) {}
@@ -27,6 +29,7 @@ bool GlooWorker::idle() const {
 }
 
 void GlooWorker::loop() {
+  ::pthread_setname_np(::pthread_self(), "mcr-gloo-coll");  // a name in debuggers; best effort
   std::unique_lock lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
