@@ -111,12 +111,18 @@ std::int64_t pow2_divisor(std::int64_t d) {
 }
 
 double alignment_tier_factor(const EfficiencyParams& params, std::int64_t bytes) {
-  // Tiers are sorted by min_bytes descending; the first one this alignment reaches applies.
-  double factor = params.alignment_tiers.empty() ? 1.0 : params.alignment_tiers.back().factor;
+  // The tier with the largest min_bytes that this alignment reaches; below every tier, the lowest
+  // tier's factor. Independent of the order of the list (hand-built params need not be sorted).
+  const AlignmentTier* reached = nullptr;
+  const AlignmentTier* lowest = nullptr;
   for (const auto& tier : params.alignment_tiers) {
-    if (bytes >= tier.min_bytes) return tier.factor;
+    if (lowest == nullptr || tier.min_bytes < lowest->min_bytes) lowest = &tier;
+    if (bytes >= tier.min_bytes && (reached == nullptr || tier.min_bytes > reached->min_bytes)) {
+      reached = &tier;
+    }
   }
-  return factor;
+  if (reached != nullptr) return reached->factor;
+  return lowest != nullptr ? lowest->factor : 1.0;
 }
 
 namespace {

@@ -244,9 +244,9 @@ Communicator init(const InitOptions& options) {
   for (int i = 0; i < r.launch.size; ++i) world[static_cast<std::size_t>(i)] = i;
   r.world = make_comm_state(r.launch.rank, r.launch.size, 0, std::move(world), std::move(backends), timeout);
   Watchdog::instance().start();
-  Communicator world(r.world);
-  attach_env_comm_log(world);
-  return world;
+  Communicator world_comm(r.world);
+  attach_env_comm_log(world_comm);
+  return world_comm;
 }
 
 bool is_initialized() noexcept { return runtime_exists(); }

@@ -44,8 +44,8 @@ void expect_raises(const std::string& what, F&& call, const Mentions& mentions) 
       const bool found = std::any_of(group.begin(), group.end(), [&](const std::string& word) {
         return message.find(lower(word)) != std::string::npos;
       });
-      EXPECT_TRUE(found) << fmt::format("[{}] {}: message does not name any of [{}]: {}", rank_tag(),
-                                        what, fmt::join(group, ", "), e.what());
+      EXPECT_TRUE(found) << fmt::format("[{}] {}: message does not name any of [{}]: {}",
+                                        rank_tag(), what, fmt::join(group, ", "), e.what());
     }
     return;
   } catch (const std::exception& e) {
@@ -56,8 +56,12 @@ void expect_raises(const std::string& what, F&& call, const Mentions& mentions) 
   ADD_FAILURE() << fmt::format("[{}] {}: did not raise", rank_tag(), what);
 }
 
-std::string str(std::size_t v) { return std::to_string(v); }
-std::string str(int v) { return std::to_string(v); }
+std::string str(std::size_t v) {
+  return std::to_string(v);
+}
+std::string str(int v) {
+  return std::to_string(v);
+}
 
 class BadInput : public ::testing::Test {
  protected:
@@ -66,8 +70,10 @@ class BadInput : public ::testing::Test {
     comm_.set_timeout(5s);
     // Every check runs with the runtime's own selection and with each backend forced.
     variants_.push_back(CallOptions{});
-    for (const auto& b : comm_.backends()) backend_names_.push_back(b);
-    for (const auto& b : backend_names_) variants_.push_back(CallOptions{.backend = b});
+    for (const auto& b : comm_.backends())
+      backend_names_.push_back(b);
+    for (const auto& b : backend_names_)
+      variants_.push_back(CallOptions{.backend = b});
   }
 
   // The communicator still works: an all_reduce of the ranks gives size*(size-1)/2.
@@ -77,7 +83,8 @@ class BadInput : public ::testing::Test {
       comm_.all_reduce(Tensor(&v, 1, DType::i64), ReduceOp::sum);
       EXPECT_EQ(v, std::int64_t{comm_.size()} * (comm_.size() - 1) / 2) << rank_tag();
     } catch (const std::exception& e) {
-      ADD_FAILURE() << fmt::format("[{}] communicator unusable after bad input: {}", rank_tag(), e.what());
+      ADD_FAILURE() << fmt::format("[{}] communicator unusable after bad input: {}", rank_tag(),
+                                   e.what());
     }
   }
 
@@ -98,17 +105,19 @@ TEST_F(BadInput, NullDataWithNonZeroCount) {
     expect_raises<InvalidArgument>("all_reduce(null) " + v,
                                    [&] { comm_.all_reduce(null4, ReduceOp::sum, o); },
                                    {{"input", "tensor"}, {"null"}, {"4"}});
-    expect_raises<InvalidArgument>("all_reduce(in, null out) " + v,
-                                   [&] { comm_.all_reduce(Tensor(ok.data(), 4, DType::f32), null4, ReduceOp::sum, o); },
-                                   {{"output"}, {"null"}, {"4"}});
+    expect_raises<InvalidArgument>(
+        "all_reduce(in, null out) " + v,
+        [&] { comm_.all_reduce(Tensor(ok.data(), 4, DType::f32), null4, ReduceOp::sum, o); },
+        {{"output"}, {"null"}, {"4"}});
     expect_raises<InvalidArgument>("broadcast(null) " + v, [&] { comm_.broadcast(null4, 0, o); },
                                    {{"tensor"}, {"null"}});
     expect_raises<InvalidArgument>("send(null) " + v,
                                    [&] { comm_.send(null4, (comm_.rank() + 1) % comm_.size(), o); },
                                    {{"tensor"}, {"null"}});
-    expect_raises<InvalidArgument>("irecv(null) " + v,
-                                   [&] { comm_.irecv(null4, (comm_.rank() + 1) % comm_.size(), o).wait(); },
-                                   {{"tensor"}, {"null"}});
+    expect_raises<InvalidArgument>(
+        "irecv(null) " + v,
+        [&] { comm_.irecv(null4, (comm_.rank() + 1) % comm_.size(), o).wait(); },
+        {{"tensor"}, {"null"}});
   }
 }
 
@@ -120,61 +129,77 @@ TEST_F(BadInput, CountMismatches) {
   for (const auto& o : variants_) {
     const std::string v = via(o);
     const std::size_t short_out = 4 * p - 1;
-    expect_raises<InvalidArgument>(
-        "all_gather output too small " + v,
-        [&] { comm_.all_gather(Tensor(in.data(), 4, DType::f32), Tensor(out.data(), short_out, DType::f32), o); },
-        {{"output"}, {str(short_out)}});
+    expect_raises<InvalidArgument>("all_gather output too small " + v,
+                                   [&] {
+                                     comm_.all_gather(Tensor(in.data(), 4, DType::f32),
+                                                      Tensor(out.data(), short_out, DType::f32), o);
+                                   },
+                                   {{"output"}, {str(short_out)}});
     const std::size_t odd_in = 3 * p + 1;
-    expect_raises<InvalidArgument>(
-        "reduce_scatter input not size * output " + v,
-        [&] {
-          comm_.reduce_scatter(Tensor(in.data(), odd_in, DType::f32), Tensor(out.data(), 3, DType::f32),
-                               ReduceOp::sum, o);
-        },
-        {{"input"}, {str(odd_in)}});
-    expect_raises<InvalidArgument>(
-        "all_reduce output count differs " + v,
-        [&] { comm_.all_reduce(Tensor(in.data(), 5, DType::f32), Tensor(out.data(), 4, DType::f32), ReduceOp::sum, o); },
-        {{"output"}, {"4"}});
-    expect_raises<InvalidArgument>(
-        "all_reduce dtype differs " + v,
-        [&] { comm_.all_reduce(Tensor(in.data(), 4, DType::f32), Tensor(f64.data(), 4, DType::f64), ReduceOp::sum, o); },
-        {{"dtype"}, {"f64"}});
+    expect_raises<InvalidArgument>("reduce_scatter input not size * output " + v,
+                                   [&] {
+                                     comm_.reduce_scatter(Tensor(in.data(), odd_in, DType::f32),
+                                                          Tensor(out.data(), 3, DType::f32),
+                                                          ReduceOp::sum, o);
+                                   },
+                                   {{"input"}, {str(odd_in)}});
+    expect_raises<InvalidArgument>("all_reduce output count differs " + v,
+                                   [&] {
+                                     comm_.all_reduce(Tensor(in.data(), 5, DType::f32),
+                                                      Tensor(out.data(), 4, DType::f32),
+                                                      ReduceOp::sum, o);
+                                   },
+                                   {{"output"}, {"4"}});
+    expect_raises<InvalidArgument>("all_reduce dtype differs " + v,
+                                   [&] {
+                                     comm_.all_reduce(Tensor(in.data(), 4, DType::f32),
+                                                      Tensor(f64.data(), 4, DType::f64),
+                                                      ReduceOp::sum, o);
+                                   },
+                                   {{"dtype"}, {"f64"}});
     if (p > 1) {
       const std::size_t indivisible = 2 * p + 1;
-      expect_raises<InvalidArgument>(
-          "all_to_all input not divisible " + v,
-          [&] {
-            comm_.all_to_all(Tensor(in.data(), indivisible, DType::f32),
-                             Tensor(out.data(), indivisible, DType::f32), o);
-          },
-          {{"input"}, {str(indivisible)}});
+      expect_raises<InvalidArgument>("all_to_all input not divisible " + v,
+                                     [&] {
+                                       comm_.all_to_all(Tensor(in.data(), indivisible, DType::f32),
+                                                        Tensor(out.data(), indivisible, DType::f32),
+                                                        o);
+                                     },
+                                     {{"input"}, {str(indivisible)}});
     }
     std::vector<std::size_t> too_few(p + 1, 1);
-    expect_raises<InvalidArgument>(
-        "all_gather_v counts of the wrong length " + v,
-        [&] { comm_.all_gather_v(Tensor(in.data(), 1, DType::f32), Tensor(out.data(), p + 1, DType::f32), too_few, o); },
-        {{"counts"}, {str(p + 1)}});
+    expect_raises<InvalidArgument>("all_gather_v counts of the wrong length " + v,
+                                   [&] {
+                                     comm_.all_gather_v(Tensor(in.data(), 1, DType::f32),
+                                                        Tensor(out.data(), p + 1, DType::f32),
+                                                        too_few, o);
+                                   },
+                                   {{"counts"}, {str(p + 1)}});
     std::vector<std::size_t> counts(p, 2);
-    expect_raises<InvalidArgument>(
-        "all_gather_v input differs from counts[rank] " + v,
-        [&] { comm_.all_gather_v(Tensor(in.data(), 3, DType::f32), Tensor(out.data(), 2 * p, DType::f32), counts, o); },
-        {{"input"}, {"3"}});
+    expect_raises<InvalidArgument>("all_gather_v input differs from counts[rank] " + v,
+                                   [&] {
+                                     comm_.all_gather_v(Tensor(in.data(), 3, DType::f32),
+                                                        Tensor(out.data(), 2 * p, DType::f32),
+                                                        counts, o);
+                                   },
+                                   {{"input"}, {"3"}});
     std::vector<std::size_t> send_counts(p, 5);
-    expect_raises<InvalidArgument>(
-        "all_to_all_v send_counts exceed the input " + v,
-        [&] {
-          comm_.all_to_all_v(Tensor(in.data(), 5 * p - 1, DType::f32), send_counts,
-                             Tensor(out.data(), 5 * p, DType::f32), send_counts, o);
-        },
-        {{"input", "send_counts"}, {str(5 * p - 1), str(5 * p)}});
+    expect_raises<InvalidArgument>("all_to_all_v send_counts exceed the input " + v,
+                                   [&] {
+                                     comm_.all_to_all_v(
+                                         Tensor(in.data(), 5 * p - 1, DType::f32), send_counts,
+                                         Tensor(out.data(), 5 * p, DType::f32), send_counts, o);
+                                   },
+                                   {{"input", "send_counts"}, {str(5 * p - 1), str(5 * p)}});
     const int root = 0;
     if (comm_.rank() == root) {
       // Only the root checks the scatter input, so only the root calls: no one else can block.
-      expect_raises<InvalidArgument>(
-          "scatter input not size * output on the root " + v,
-          [&] { comm_.scatter(Tensor(in.data(), 2 * p + 1, DType::f32), Tensor(out.data(), 2, DType::f32), root, o); },
-          {{"input"}, {str(2 * p + 1)}});
+      expect_raises<InvalidArgument>("scatter input not size * output on the root " + v,
+                                     [&] {
+                                       comm_.scatter(Tensor(in.data(), 2 * p + 1, DType::f32),
+                                                     Tensor(out.data(), 2, DType::f32), root, o);
+                                     },
+                                     {{"input"}, {str(2 * p + 1)}});
     }
   }
 }
@@ -187,14 +212,16 @@ TEST_F(BadInput, RootOrPeerOutOfRange) {
     const std::string v = via(o);
     expect_raises<InvalidArgument>("broadcast root = size " + v, [&] { comm_.broadcast(t, p, o); },
                                    {{"root"}, {str(p)}});
-    expect_raises<InvalidArgument>("reduce root -1 " + v,
-                                   [&] { comm_.reduce(t, ReduceOp::sum, -1, o); }, {{"root"}, {"-1"}});
-    expect_raises<InvalidArgument>("gather root size + 3 " + v,
-                                   [&] { comm_.gather(t, Tensor(buf.data(), 4 * p, DType::f32), p + 3, o); },
-                                   {{"root"}, {str(p + 3)}});
-    expect_raises<InvalidArgument>("iscatter root -2 " + v,
-                                   [&] { comm_.iscatter(Tensor(buf.data(), 4 * p, DType::f32), t, -2, o).wait(); },
-                                   {{"root"}, {"-2"}});
+    expect_raises<InvalidArgument>(
+        "reduce root -1 " + v, [&] { comm_.reduce(t, ReduceOp::sum, -1, o); }, {{"root"}, {"-1"}});
+    expect_raises<InvalidArgument>(
+        "gather root size + 3 " + v,
+        [&] { comm_.gather(t, Tensor(buf.data(), 4 * p, DType::f32), p + 3, o); },
+        {{"root"}, {str(p + 3)}});
+    expect_raises<InvalidArgument>(
+        "iscatter root -2 " + v,
+        [&] { comm_.iscatter(Tensor(buf.data(), 4 * p, DType::f32), t, -2, o).wait(); },
+        {{"root"}, {"-2"}});
     expect_raises<InvalidArgument>("send dst = size " + v, [&] { comm_.send(t, p, o); },
                                    {{"dst", "peer"}, {str(p)}});
     expect_raises<InvalidArgument>("irecv src -1 " + v, [&] { comm_.irecv(t, -1, o).wait(); },
@@ -211,8 +238,8 @@ TEST_F(BadInput, NegativeTag) {
     expect_raises<InvalidArgument>("send tag -1 " + via(o), [&] { comm_.send(t, peer, o); },
                                    {{"tag"}, {"-1"}});
     o.tag = -7;
-    expect_raises<InvalidArgument>("irecv tag -7 " + via(o), [&] { comm_.irecv(t, peer, o).wait(); },
-                                   {{"tag"}, {"-7"}});
+    expect_raises<InvalidArgument>("irecv tag -7 " + via(o),
+                                   [&] { comm_.irecv(t, peer, o).wait(); }, {{"tag"}, {"-7"}});
   }
 }
 
@@ -223,19 +250,22 @@ TEST_F(BadInput, ReduceOpNotDefinedForDtype) {
     const std::string v = via(o);
     for (ReduceOp bitwise : {ReduceOp::band, ReduceOp::bor, ReduceOp::bxor}) {
       const std::string name(to_string(bitwise));
-      expect_raises<InvalidArgument>(name + " on f32 " + v,
-                                     [&] { comm_.all_reduce(Tensor(f.data(), 4, DType::f32), bitwise, o); },
-                                     {{name}, {"f32"}});
+      expect_raises<InvalidArgument>(
+          name + " on f32 " + v,
+          [&] { comm_.all_reduce(Tensor(f.data(), 4, DType::f32), bitwise, o); },
+          {{name}, {"f32"}});
     }
-    expect_raises<InvalidArgument>("avg on i32 " + v,
-                                   [&] { comm_.all_reduce(Tensor(i.data(), 4, DType::i32), ReduceOp::avg, o); },
-                                   {{"avg"}, {"i32"}});
-    expect_raises<InvalidArgument>("reduce_scatter avg on i32 " + v,
-                                   [&] {
-                                     comm_.reduce_scatter(Tensor(i.data(), static_cast<std::size_t>(comm_.size()), DType::i32),
-                                                          Tensor(i.data(), 1, DType::i32), ReduceOp::avg, o);
-                                   },
-                                   {{"avg"}, {"i32"}});
+    expect_raises<InvalidArgument>(
+        "avg on i32 " + v,
+        [&] { comm_.all_reduce(Tensor(i.data(), 4, DType::i32), ReduceOp::avg, o); },
+        {{"avg"}, {"i32"}});
+    expect_raises<InvalidArgument>(
+        "reduce_scatter avg on i32 " + v,
+        [&] {
+          comm_.reduce_scatter(Tensor(i.data(), static_cast<std::size_t>(comm_.size()), DType::i32),
+                               Tensor(i.data(), 1, DType::i32), ReduceOp::avg, o);
+        },
+        {{"avg"}, {"i32"}});
   }
 }
 
@@ -250,7 +280,10 @@ TEST_F(BadInput, UnknownBackendName) {
   // A backend compiled in or not, but not instantiated on this communicator (no GPU tensors here).
   if (std::find(backend_names_.begin(), backend_names_.end(), "nccl") == backend_names_.end()) {
     expect_raises<Error>("all_reduce on backend nccl (not instantiated)",
-                         [&] { comm_.all_reduce(Tensor(f.data(), 4, DType::f32), ReduceOp::sum, {.backend = "nccl"}); },
+                         [&] {
+                           comm_.all_reduce(Tensor(f.data(), 4, DType::f32), ReduceOp::sum,
+                                            {.backend = "nccl"});
+                         },
                          {{"nccl"}});
   }
 }
@@ -280,17 +313,19 @@ TEST_F(BadInput, InvalidCommunicator) {
 TEST_F(BadInput, GroupRankLists) {
   const int p = comm_.size();
   const std::vector<int> out_of_range = {0, p};
-  expect_raises<InvalidArgument>("new_group with rank = size", [&] { (void)comm_.new_group(out_of_range); },
+  expect_raises<InvalidArgument>("new_group with rank = size",
+                                 [&] { (void)comm_.new_group(out_of_range); },
                                  {{"ranks", "rank"}, {str(p)}});
   const std::vector<int> negative = {-1};
   expect_raises<InvalidArgument>("new_group with rank -1", [&] { (void)comm_.new_group(negative); },
                                  {{"rank"}, {"-1"}});
   const std::vector<int> twice = {0, 0};
-  expect_raises<InvalidArgument>("new_group with a repeated rank", [&] { (void)comm_.new_group(twice); },
-                                 {{"rank"}, {"0"}});
+  expect_raises<InvalidArgument>("new_group with a repeated rank",
+                                 [&] { (void)comm_.new_group(twice); }, {{"rank"}, {"0"}});
   expect_raises<InvalidArgument>("split with color -5", [&] { (void)comm_.split(-5, 0); },
                                  {{"color"}, {"-5"}});
-  expect_raises<InvalidArgument>("set_timeout(0)", [&] { comm_.set_timeout(0ms); }, {{"timeout"}, {"0"}});
+  expect_raises<InvalidArgument>("set_timeout(0)", [&] { comm_.set_timeout(0ms); },
+                                 {{"timeout"}, {"0"}});
 }
 
 // Rules: the public parser rejects malformed strings with a message naming the bad token.
@@ -300,25 +335,26 @@ TEST_F(BadInput, MalformedRules) {
     const char* named;
   };
   const Bad cases[] = {
-      {"all_reduce:0-64K", "all_reduce:0-64K"},          // no backend
-      {"all_reduce=mpi", "all_reduce=mpi"},              // no range
-      {"all_reduce:0-64K=", "all_reduce:0-64K="},        // empty backend
-      {"allreduce_typo:*=mpi", "allreduce_typo"},        // unknown op
-      {"all_reduce/f33:*=mpi", "f33"},                   // unknown dtype
-      {"all_reduce:64K-1K=mpi", "64K-1K"},               // reversed range
-      {"all_reduce:12Q=mpi", "12Q"},                     // bad size suffix
-      {"all_reduce::=mpi", "':'"},                       // range ':' is no size
+      {"all_reduce:0-64K", "all_reduce:0-64K"},    // no backend
+      {"all_reduce=mpi", "all_reduce=mpi"},        // no range
+      {"all_reduce:0-64K=", "all_reduce:0-64K="},  // empty backend
+      {"allreduce_typo:*=mpi", "allreduce_typo"},  // unknown op
+      {"all_reduce/f33:*=mpi", "f33"},             // unknown dtype
+      {"all_reduce:64K-1K=mpi", "64K-1K"},         // reversed range
+      {"all_reduce:12Q=mpi", "12Q"},               // bad size suffix
+      {"all_reduce::=mpi", "':'"},                 // range ':' is no size
   };
   for (const Bad& b : cases) {
     expect_raises<InvalidArgument>(fmt::format("RuleSet::parse(\"{}\")", b.text),
                                    [&] { (void)RuleSet::parse(b.text); }, {{b.named}});
   }
-  expect_raises<Error>("RuleSet::parse_json of a non-JSON text", [&] { (void)RuleSet::parse_json("{rules:"); },
-                       {{"json", "parse"}});
+  expect_raises<Error>("RuleSet::parse_json of a non-JSON text",
+                       [&] { (void)RuleSet::parse_json("{rules:"); }, {{"json", "parse"}});
   expect_raises<Error>("RuleSet::parse_json of a rule without backend",
                        [&] { (void)RuleSet::parse_json(R"({"rules": [{"op": "all_reduce"}]})"); },
                        {{"backend"}});
-  expect_raises<InvalidArgument>("parse_size(\"64X\")", [&] { (void)parse_size("64X"); }, {{"64X"}});
+  expect_raises<InvalidArgument>("parse_size(\"64X\")", [&] { (void)parse_size("64X"); },
+                                 {{"64X"}});
   // And a well-formed string parses.
   const RuleSet ok = RuleSet::parse("all_reduce:0-64K=mpi;all_to_all:*=gloo");
   ASSERT_EQ(ok.rules.size(), 2u);
@@ -349,19 +385,21 @@ TEST_F(Timeouts, RecvWithoutSendTimesOut) {
         ADD_FAILURE() << fmt::format("[{}] {}: completed without a sender", rank_tag(), what);
         continue;
       } catch (const TimeoutError& e) {
-        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+        const auto waited =
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
         EXPECT_EQ(e.op(), "recv") << what;
         EXPECT_EQ(e.backend(), backend) << what;
         const std::string message = e.what();
-        for (const std::string& word : {std::string("recv"), backend, std::to_string(e.sequence())}) {
-          EXPECT_NE(message.find(word), std::string::npos)
-              << fmt::format("[{}] {}: message does not name '{}': {}", rank_tag(), what, word, message);
+        for (const std::string& word :
+             {std::string("recv"), backend, std::to_string(e.sequence())}) {
+          EXPECT_NE(message.find(word), std::string::npos) << fmt::format(
+              "[{}] {}: message does not name '{}': {}", rank_tag(), what, word, message);
         }
         EXPECT_GE(waited.count(), 450) << what;
         EXPECT_LT(waited.count(), 10000) << what;
       } catch (const std::exception& e) {
-        ADD_FAILURE() << fmt::format("[{}] {}: raised something other than TimeoutError: {}", rank_tag(),
-                                     what, e.what());
+        ADD_FAILURE() << fmt::format("[{}] {}: raised something other than TimeoutError: {}",
+                                     rank_tag(), what, e.what());
         continue;
       }
       // The aborted communicator fails fast rather than matching against a peer's stale operation.

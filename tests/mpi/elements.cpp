@@ -80,7 +80,9 @@ std::uint64_t mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-std::int64_t positive_mod(std::int64_t a, std::int64_t m) { return ((a % m) + m) % m; }
+std::int64_t positive_mod(std::int64_t a, std::int64_t m) {
+  return ((a % m) + m) % m;
+}
 
 // Values of data_value lie in [-(modulus / 2), modulus / 2] (unsigned: [0, modulus)), exact in the
 // type, with room left for sentinel_value outside that range.
@@ -101,11 +103,14 @@ std::int64_t data_modulus(DType t) {
 }  // namespace
 
 Buffer::Buffer(DType dtype, std::size_t count)
-    : dtype_(dtype), count_(count), storage_(std::max<std::size_t>(1, (count * size_of(dtype) + 7) / 8)) {}
+    : dtype_(dtype),
+      count_(count),
+      storage_(std::max<std::size_t>(1, (count * size_of(dtype) + 7) / 8)) {}
 
 Tensor Buffer::slice(std::size_t offset, std::size_t n) {
   if (offset + n > count_) {
-    throw std::logic_error(fmt::format("test bug: slice [{}, {}) of {}", offset, offset + n, count_));
+    throw std::logic_error(
+        fmt::format("test bug: slice [{}, {}) of {}", offset, offset + n, count_));
   }
   return {static_cast<std::byte*>(data()) + offset * size_of(dtype_), n, dtype_};
 }
@@ -114,14 +119,30 @@ void Buffer::set(std::size_t index, std::int64_t value) {
   void* p = static_cast<std::byte*>(data()) + index * size_of(dtype_);
   auto put = [p](auto x) { std::memcpy(p, &x, sizeof(x)); };
   switch (dtype_) {
-    case DType::f32: put(static_cast<float>(value)); break;
-    case DType::f64: put(static_cast<double>(value)); break;
-    case DType::f16: put(f16_bits_of_integer(value)); break;
-    case DType::bf16: put(bf16_bits_of_integer(value)); break;
-    case DType::i8: put(static_cast<std::int8_t>(value)); break;
-    case DType::u8: put(static_cast<std::uint8_t>(value)); break;
-    case DType::i32: put(static_cast<std::int32_t>(value)); break;
-    case DType::i64: put(value); break;
+    case DType::f32:
+      put(static_cast<float>(value));
+      break;
+    case DType::f64:
+      put(static_cast<double>(value));
+      break;
+    case DType::f16:
+      put(f16_bits_of_integer(value));
+      break;
+    case DType::bf16:
+      put(bf16_bits_of_integer(value));
+      break;
+    case DType::i8:
+      put(static_cast<std::int8_t>(value));
+      break;
+    case DType::u8:
+      put(static_cast<std::uint8_t>(value));
+      break;
+    case DType::i32:
+      put(static_cast<std::int32_t>(value));
+      break;
+    case DType::i64:
+      put(value);
+      break;
   }
 }
 
@@ -133,11 +154,16 @@ double Buffer::get_real(std::size_t index) const {
     return x;
   };
   switch (dtype_) {
-    case DType::f32: return get(float{});
-    case DType::f64: return get(double{});
-    case DType::f16: return f16_value(get(std::uint16_t{}));
-    case DType::bf16: return bf16_value(get(std::uint16_t{}));
-    default: return static_cast<double>(get_int(index));
+    case DType::f32:
+      return get(float{});
+    case DType::f64:
+      return get(double{});
+    case DType::f16:
+      return f16_value(get(std::uint16_t{}));
+    case DType::bf16:
+      return bf16_value(get(std::uint16_t{}));
+    default:
+      return static_cast<double>(get_int(index));
   }
 }
 
@@ -149,11 +175,16 @@ std::int64_t Buffer::get_int(std::size_t index) const {
     return static_cast<std::int64_t>(x);
   };
   switch (dtype_) {
-    case DType::i8: return get(std::int8_t{});
-    case DType::u8: return get(std::uint8_t{});
-    case DType::i32: return get(std::int32_t{});
-    case DType::i64: return get(std::int64_t{});
-    default: return static_cast<std::int64_t>(get_real(index));
+    case DType::i8:
+      return get(std::int8_t{});
+    case DType::u8:
+      return get(std::uint8_t{});
+    case DType::i32:
+      return get(std::int32_t{});
+    case DType::i64:
+      return get(std::int64_t{});
+    default:
+      return static_cast<std::int64_t>(get_real(index));
   }
 }
 
@@ -169,13 +200,19 @@ std::int64_t data_value(DType dtype, int rank, std::size_t index, int salt) {
 
 std::int64_t sentinel_value(DType dtype) {
   switch (dtype) {
-    case DType::i8: return 127;
-    case DType::u8: return 255;
-    case DType::bf16: return 255;
-    case DType::f16: return 2047;
+    case DType::i8:
+      return 127;
+    case DType::u8:
+      return 255;
+    case DType::bf16:
+      return 255;
+    case DType::f16:
+      return 2047;
     case DType::i64:
-    case DType::f64: return -(std::int64_t{1} << 45) - 1;
-    default: return 16777215;
+    case DType::f64:
+      return -(std::int64_t{1} << 45) - 1;
+    default:
+      return 16777215;
   }
 }
 
@@ -202,8 +239,8 @@ std::int64_t reduce_operand(ReduceOp op, DType dtype, int rank, std::size_t inde
       // sum, min, max, avg: |value| <= 120 / size, so any partial sum stays within +-120 (exact in
       // bf16 and i8; u8 sums stay below 241).
       const std::int64_t amplitude = std::max(1, 120 / std::max(1, size));
-      const std::int64_t v = positive_mod(std::int64_t{rank} * 13 + i * 5 + std::int64_t{salt} * 3,
-                                          2 * amplitude + 1);
+      const std::int64_t v =
+          positive_mod(std::int64_t{rank} * 13 + i * 5 + std::int64_t{salt} * 3, 2 * amplitude + 1);
       return dtype == DType::u8 ? v : v - amplitude;
     }
   }
@@ -215,10 +252,14 @@ std::int64_t reduce_reference(ReduceOp op, DType dtype, std::size_t index, int s
   // (bitwise patterns are only used with bitwise ops), so no truncation is needed for them.
   auto truncate = [dtype](std::int64_t v) {
     switch (dtype) {
-      case DType::i8: return static_cast<std::int64_t>(static_cast<std::int8_t>(v));
-      case DType::u8: return static_cast<std::int64_t>(static_cast<std::uint8_t>(v));
-      case DType::i32: return static_cast<std::int64_t>(static_cast<std::int32_t>(v));
-      default: return v;
+      case DType::i8:
+        return static_cast<std::int64_t>(static_cast<std::int8_t>(v));
+      case DType::u8:
+        return static_cast<std::int64_t>(static_cast<std::uint8_t>(v));
+      case DType::i32:
+        return static_cast<std::int64_t>(static_cast<std::int32_t>(v));
+      default:
+        return v;
     }
   };
   std::int64_t acc = truncate(reduce_operand(op, dtype, 0, index, size, salt));
@@ -226,13 +267,27 @@ std::int64_t reduce_reference(ReduceOp op, DType dtype, std::size_t index, int s
     const std::int64_t v = truncate(reduce_operand(op, dtype, r, index, size, salt));
     switch (op) {
       case ReduceOp::sum:
-      case ReduceOp::avg: acc += v; break;
-      case ReduceOp::prod: acc *= v; break;
-      case ReduceOp::min: acc = std::min(acc, v); break;
-      case ReduceOp::max: acc = std::max(acc, v); break;
-      case ReduceOp::band: acc &= v; break;
-      case ReduceOp::bor: acc |= v; break;
-      case ReduceOp::bxor: acc ^= v; break;
+      case ReduceOp::avg:
+        acc += v;
+        break;
+      case ReduceOp::prod:
+        acc *= v;
+        break;
+      case ReduceOp::min:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::max:
+        acc = std::max(acc, v);
+        break;
+      case ReduceOp::band:
+        acc &= v;
+        break;
+      case ReduceOp::bor:
+        acc |= v;
+        break;
+      case ReduceOp::bxor:
+        acc ^= v;
+        break;
     }
     acc = truncate(acc);
   }
@@ -278,10 +333,14 @@ std::string compare_close(const Buffer& got, std::size_t got_offset,
                           std::span<const double> expected, double ulps) {
   const int fraction_bits = [&] {
     switch (got.dtype()) {
-      case DType::f16: return 10;
-      case DType::bf16: return 7;
-      case DType::f32: return 23;
-      default: return 52;
+      case DType::f16:
+        return 10;
+      case DType::bf16:
+        return 7;
+      case DType::f32:
+        return 23;
+      default:
+        return 52;
     }
   }();
   std::size_t wrong = 0;

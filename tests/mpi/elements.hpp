@@ -70,7 +70,8 @@ double expected_avg(DType dtype, std::size_t index, int size, int salt);
 /// Fills buffer elements [offset, offset + n) with value(i) for i in [0, n).
 template <class F>
 void fill(Buffer& b, std::size_t offset, std::size_t n, F&& value) {
-  for (std::size_t i = 0; i < n; ++i) b.set(offset + i, value(i));
+  for (std::size_t i = 0; i < n; ++i)
+    b.set(offset + i, value(i));
 }
 
 /// Compares `got` elements [got_offset, got_offset + expected.count()) with `expected` exactly.

@@ -47,11 +47,11 @@ int job_verdict(bool local_failed) {
   try {
     CallOptions opts;
     opts.timeout = std::chrono::seconds(60);
-    g_world.all_gather(Tensor(&mine, 1, DType::i32), Tensor(failed.data(), failed.size(), DType::i32),
-                       opts);
+    g_world.all_gather(Tensor(&mine, 1, DType::i32),
+                       Tensor(failed.data(), failed.size(), DType::i32), opts);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[%s] could not combine the verdict of all ranks: %s\n", rank_tag().c_str(),
-                 e.what());
+    std::fprintf(stderr, "[%s] could not combine the verdict of all ranks: %s\n",
+                 rank_tag().c_str(), e.what());
     return 1;
   }
   std::vector<int> failed_ranks;
@@ -62,8 +62,8 @@ int job_verdict(bool local_failed) {
     if (failed_ranks.empty()) {
       std::printf("[mcr-test] all %d ranks passed\n", size);
     } else {
-      std::printf("[mcr-test] FAILED on rank(s) %s of %d\n", fmt::format("{}", fmt::join(failed_ranks, ", ")).c_str(),
-                  size);
+      std::printf("[mcr-test] FAILED on rank(s) %s of %d\n",
+                  fmt::format("{}", fmt::join(failed_ranks, ", ")).c_str(), size);
     }
     std::fflush(stdout);
   }
@@ -72,9 +72,13 @@ int job_verdict(bool local_failed) {
 
 }  // namespace
 
-Communicator& world() { return g_world; }
+Communicator& world() {
+  return g_world;
+}
 
-std::string rank_tag() { return fmt::format("rank {}/{}", g_world.rank(), g_world.size()); }
+std::string rank_tag() {
+  return fmt::format("rank {}/{}", g_world.rank(), g_world.size());
+}
 
 std::string option(std::string_view name, const char* env_name, std::string fallback) {
   const std::string prefix = fmt::format("--{}=", name);
@@ -101,14 +105,17 @@ std::size_t LastOpObserver::seen() const {
   return seen_;
 }
 
-LastOpObserver& observer() { return *g_observer; }
+LastOpObserver& observer() {
+  return *g_observer;
+}
 
 }  // namespace mcr::test
 
 int main(int argc, char** argv) {
   using namespace mcr::test;
   ::testing::InitGoogleTest(&argc, argv);
-  for (int i = 1; i < argc; ++i) g_args.emplace_back(argv[i]);
+  for (int i = 1; i < argc; ++i)
+    g_args.emplace_back(argv[i]);
 
   try {
     mcr::InitOptions init;

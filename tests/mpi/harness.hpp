@@ -1,5 +1,6 @@
 // The shared main of the multi-rank test programs: mcr::init() before the tests, one verdict for
-// the whole job after them (a failure on any rank fails every rank), failures printed with the rank.
+// the whole job after them (a failure on any rank fails every rank), failures printed with the
+// rank.
 #pragma once
 
 #include <memory>

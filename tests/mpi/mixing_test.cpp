@@ -62,7 +62,8 @@ std::vector<std::uint64_t> parse_seeds(const std::string& text) {
     if (dash == std::string::npos) {
       seeds.push_back(std::stoull(item));
     } else {
-      for (auto s = std::stoull(item.substr(0, dash)); s <= std::stoull(item.substr(dash + 1)); ++s) {
+      for (auto s = std::stoull(item.substr(0, dash)); s <= std::stoull(item.substr(dash + 1));
+           ++s) {
         seeds.push_back(s);
       }
     }

@@ -14,7 +14,8 @@ std::size_t total(const std::vector<std::size_t>& v) {
 
 std::vector<std::size_t> offsets_of(const std::vector<std::size_t>& counts) {
   std::vector<std::size_t> offsets(counts.size(), 0);
-  for (std::size_t i = 1; i < counts.size(); ++i) offsets[i] = offsets[i - 1] + counts[i - 1];
+  for (std::size_t i = 1; i < counts.size(); ++i)
+    offsets[i] = offsets[i - 1] + counts[i - 1];
   return offsets;
 }
 
@@ -22,7 +23,9 @@ std::vector<std::size_t> offsets_of(const std::vector<std::size_t>& counts) {
 // has to keep chunks of different destinations apart.
 constexpr std::size_t kChunkStride = 1000003;
 
-int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
+int gcd(int a, int b) {
+  return b == 0 ? a : gcd(b, a % b);
+}
 
 }  // namespace
 
@@ -43,7 +46,9 @@ bool has_in_place_form(OpType op) {
   }
 }
 
-bool has_out_of_place_form(OpType op) { return op != OpType::broadcast && op != OpType::barrier; }
+bool has_out_of_place_form(OpType op) {
+  return op != OpType::broadcast && op != OpType::barrier;
+}
 
 std::vector<OpType> tested_ops() {
   std::vector<OpType> ops;
@@ -71,12 +76,17 @@ std::string describe(const OpCase& c) {
   s += fmt::format(" count={} {} {}", c.count, c.in_place ? "in-place" : "out-of-place",
                    c.async ? "async" : "sync");
   switch (c.op) {
-    case OpType::send: s += fmt::format(" shift={}", c.root); break;
+    case OpType::send:
+      s += fmt::format(" shift={}", c.root);
+      break;
     case OpType::broadcast:
     case OpType::reduce:
     case OpType::gather:
-    case OpType::scatter: s += fmt::format(" root={}", c.root); break;
-    default: break;
+    case OpType::scatter:
+      s += fmt::format(" root={}", c.root);
+      break;
+    default:
+      break;
   }
   s += fmt::format(" backend={} salt={}", c.backend.empty() ? "(selected)" : c.backend, c.salt);
   return s;
@@ -86,18 +96,33 @@ PreparedOp::PreparedOp(const Communicator& comm, const OpCase& c)
     : case_(c), rank_(comm.rank()), size_(comm.size()) {
   switch (c.op) {
     case OpType::send:
-    case OpType::recv: prepare_p2p(); break;
-    case OpType::broadcast: prepare_broadcast(); break;
+    case OpType::recv:
+      prepare_p2p();
+      break;
+    case OpType::broadcast:
+      prepare_broadcast();
+      break;
     case OpType::reduce:
     case OpType::all_reduce:
-    case OpType::reduce_scatter: prepare_reduction(); break;
+    case OpType::reduce_scatter:
+      prepare_reduction();
+      break;
     case OpType::all_gather:
     case OpType::all_gather_v:
-    case OpType::gather: prepare_gather_like(); break;
-    case OpType::scatter: prepare_scatter(); break;
-    case OpType::all_to_all: prepare_all_to_all(); break;
-    case OpType::all_to_all_v: prepare_all_to_all_v(); break;
-    case OpType::barrier: break;
+    case OpType::gather:
+      prepare_gather_like();
+      break;
+    case OpType::scatter:
+      prepare_scatter();
+      break;
+    case OpType::all_to_all:
+      prepare_all_to_all();
+      break;
+    case OpType::all_to_all_v:
+      prepare_all_to_all_v();
+      break;
+    case OpType::barrier:
+      break;
   }
 }
 
@@ -105,7 +130,8 @@ template <class F>
 void PreparedOp::expect(Target target, std::size_t offset, std::size_t n, const std::string& what,
                         F&& value) {
   Check check{target, offset, Buffer(case_.dtype, n), {}, what};
-  for (std::size_t i = 0; i < n; ++i) check.expected.set(i, value(i));
+  for (std::size_t i = 0; i < n; ++i)
+    check.expected.set(i, value(i));
   checks_.push_back(std::move(check));
 }
 
@@ -145,7 +171,8 @@ void PreparedOp::prepare_broadcast() {
   } else {
     fill_sentinel(output_);
   }
-  expect(Target::output, 0, n, "broadcast buffer", [&](std::size_t i) { return data(case_.root, i); });
+  expect(Target::output, 0, n, "broadcast buffer",
+         [&](std::size_t i) { return data(case_.root, i); });
 }
 
 void PreparedOp::prepare_reduction() {
@@ -186,7 +213,8 @@ void PreparedOp::prepare_gather_like() {
   const std::size_t n = case_.count;
   std::vector<std::size_t> counts(static_cast<std::size_t>(size_), n);
   if (case_.op == OpType::all_gather_v) {
-    for (int r = 0; r < size_; ++r) counts[static_cast<std::size_t>(r)] = gather_v_count(n, r);
+    for (int r = 0; r < size_; ++r)
+      counts[static_cast<std::size_t>(r)] = gather_v_count(n, r);
     counts_a_ = counts;
   }
   const auto offsets = offsets_of(counts);
@@ -273,10 +301,9 @@ void PreparedOp::prepare_all_to_all_v() {
   }
   for (int s = 0; s < size_; ++s) {
     const auto us = static_cast<std::size_t>(s);
-    expect(target, recv_offsets[us], counts_b_[us], fmt::format("chunk from rank {}", s),
-           [&](std::size_t i) {
-             return data(s, static_cast<std::size_t>(rank_) * kChunkStride + i);
-           });
+    expect(
+        target, recv_offsets[us], counts_b_[us], fmt::format("chunk from rank {}", s),
+        [&](std::size_t i) { return data(s, static_cast<std::size_t>(rank_) * kChunkStride + i); });
   }
 }
 
@@ -337,7 +364,9 @@ std::vector<Work> PreparedOp::issue(Communicator& comm, std::chrono::millisecond
             [&] { return comm.iall_reduce(input_.tensor(), case_.reduce, opts); });
       } else {
         run([&] { comm.all_reduce(input_.tensor(), output_.tensor(), case_.reduce, opts); },
-            [&] { return comm.iall_reduce(input_.tensor(), output_.tensor(), case_.reduce, opts); });
+            [&] {
+              return comm.iall_reduce(input_.tensor(), output_.tensor(), case_.reduce, opts);
+            });
       }
       break;
     case OpType::all_gather: {
@@ -400,8 +429,9 @@ std::string PreparedOp::verify() const {
   std::string problems;
   for (const Check& c : checks_) {
     const Buffer& got = buffer(c.target);
-    const std::string diff = c.expected_avg.empty() ? compare_exact(got, c.offset, c.expected)
-                                                    : compare_close(got, c.offset, c.expected_avg, 2.0);
+    const std::string diff = c.expected_avg.empty()
+                                 ? compare_exact(got, c.offset, c.expected)
+                                 : compare_close(got, c.offset, c.expected_avg, 2.0);
     if (!diff.empty()) problems += fmt::format("{}: {}\n", c.what, diff);
   }
   return problems;

@@ -61,8 +61,8 @@ class PreparedOp {
   struct Check {
     Target target;
     std::size_t offset;
-    Buffer expected;                  // exact comparison...
-    std::vector<double> expected_avg; // ...or, for avg, within a few ulps
+    Buffer expected;                   // exact comparison...
+    std::vector<double> expected_avg;  // ...or, for avg, within a few ulps
     std::string what;
   };
 

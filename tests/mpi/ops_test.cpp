@@ -34,7 +34,9 @@ constexpr std::size_t kSmallCounts[] = {0, 1, 7, 1000};
 constexpr std::size_t kLargeCount = (std::size_t{1} << 18) + 3;
 constexpr int kMaxReportedFailures = 20;
 
-bool full_matrix() { return option("full-matrix", "MCR_TEST_FULL_MATRIX", "0") == "1"; }
+bool full_matrix() {
+  return option("full-matrix", "MCR_TEST_FULL_MATRIX", "0") == "1";
+}
 
 // ---- communicators under test ---------------------------------------------------------------
 
@@ -42,9 +44,12 @@ enum class Scope { world, even, split };
 
 std::string to_string(Scope s) {
   switch (s) {
-    case Scope::world: return "world";
-    case Scope::even: return "even";
-    case Scope::split: return "split";
+    case Scope::world:
+      return "world";
+    case Scope::even:
+      return "even";
+    case Scope::split:
+      return "split";
   }
   return "?";
 }
@@ -62,7 +67,8 @@ Scopes& scopes() {
   if (!g_scopes) {
     Scopes out;
     std::vector<int> evens;
-    for (int r = 0; r < world().size(); r += 2) evens.push_back(r);
+    for (int r = 0; r < world().size(); r += 2)
+      evens.push_back(r);
     out.even = world().new_group(evens);
     out.split = world().split(world().rank() % 2, -world().rank());
     g_scopes = std::move(out);
@@ -80,9 +86,12 @@ class ReleaseScopes : public ::testing::Environment {
 
 Communicator communicator(Scope s) {
   switch (s) {
-    case Scope::world: return world();
-    case Scope::even: return scopes().even;
-    case Scope::split: return scopes().split;
+    case Scope::world:
+      return world();
+    case Scope::even:
+      return scopes().even;
+    case Scope::split:
+      return scopes().split;
   }
   return {};
 }
@@ -166,8 +175,8 @@ void check_unsupported_message(const OpCase& c, const std::string& message, Tall
 
 void run_case(Communicator& comm, const std::string& scope, const OpCase& c, Tally& tally) {
   ++tally.cases;
-  const std::string context = fmt::format("[{} on {} rank {}/{}] {}", rank_tag(), scope, comm.rank(),
-                                          comm.size(), describe(c));
+  const std::string context = fmt::format("[{} on {} rank {}/{}] {}", rank_tag(), scope,
+                                          comm.rank(), comm.size(), describe(c));
   PreparedOp prepared(comm, c);
   const std::size_t seen_before = observer().seen();
   try {
@@ -206,9 +215,10 @@ void report(const Tally& tally, const std::string& what) {
                                  tally.failures - kMaxReportedFailures);
   }
   if (world().rank() == 0) {
-    std::printf("[ %s ] %d cases, %zu unsupported combinations skipped\n", what.c_str(), tally.cases,
-                tally.unsupported.size());
-    for (const auto& u : tally.unsupported) std::printf("    unsupported: %s\n", u.c_str());
+    std::printf("[ %s ] %d cases, %zu unsupported combinations skipped\n", what.c_str(),
+                tally.cases, tally.unsupported.size());
+    for (const auto& u : tally.unsupported)
+      std::printf("    unsupported: %s\n", u.c_str());
     std::fflush(stdout);
   }
 }
@@ -216,7 +226,8 @@ void report(const Tally& tally, const std::string& what) {
 // Runs every case of `op` on the communicator of `scope`.
 void run_matrix(Scope scope, OpType op) {
   Communicator comm = communicator(scope);
-  if (!comm.valid()) GTEST_SKIP() << "this rank is not a member of the '" << to_string(scope) << "' group";
+  if (!comm.valid())
+    GTEST_SKIP() << "this rank is not a member of the '" << to_string(scope) << "' group";
   Tally tally;
   const int size = comm.size();
   std::set<std::string> combinations;
@@ -249,7 +260,8 @@ void run_matrix(Scope scope, OpType op) {
   }
   for (const auto& combo : combinations) {
     if (!tally.runnable.contains(combo)) {
-      ADD_FAILURE() << fmt::format("[{}] no backend of {} runs {}", rank_tag(), to_string(scope), combo);
+      ADD_FAILURE() << fmt::format("[{}] no backend of {} runs {}", rank_tag(), to_string(scope),
+                                   combo);
     }
   }
   report(tally, fmt::format("{} on {}", op == OpType::send ? "send/recv" : mcr::to_string(op),
@@ -270,20 +282,43 @@ class Ops : public ::testing::TestWithParam<Scope> {
   void TearDown() override { meet_on_world(); }
 };
 
-TEST_P(Ops, SendRecv) { run_matrix(GetParam(), OpType::send); }
-TEST_P(Ops, Broadcast) { run_matrix(GetParam(), OpType::broadcast); }
-TEST_P(Ops, Reduce) { run_matrix(GetParam(), OpType::reduce); }
-TEST_P(Ops, AllReduce) { run_matrix(GetParam(), OpType::all_reduce); }
-TEST_P(Ops, AllGather) { run_matrix(GetParam(), OpType::all_gather); }
-TEST_P(Ops, AllGatherV) { run_matrix(GetParam(), OpType::all_gather_v); }
-TEST_P(Ops, Gather) { run_matrix(GetParam(), OpType::gather); }
-TEST_P(Ops, Scatter) { run_matrix(GetParam(), OpType::scatter); }
-TEST_P(Ops, ReduceScatter) { run_matrix(GetParam(), OpType::reduce_scatter); }
-TEST_P(Ops, AllToAll) { run_matrix(GetParam(), OpType::all_to_all); }
-TEST_P(Ops, AllToAllV) { run_matrix(GetParam(), OpType::all_to_all_v); }
+TEST_P(Ops, SendRecv) {
+  run_matrix(GetParam(), OpType::send);
+}
+TEST_P(Ops, Broadcast) {
+  run_matrix(GetParam(), OpType::broadcast);
+}
+TEST_P(Ops, Reduce) {
+  run_matrix(GetParam(), OpType::reduce);
+}
+TEST_P(Ops, AllReduce) {
+  run_matrix(GetParam(), OpType::all_reduce);
+}
+TEST_P(Ops, AllGather) {
+  run_matrix(GetParam(), OpType::all_gather);
+}
+TEST_P(Ops, AllGatherV) {
+  run_matrix(GetParam(), OpType::all_gather_v);
+}
+TEST_P(Ops, Gather) {
+  run_matrix(GetParam(), OpType::gather);
+}
+TEST_P(Ops, Scatter) {
+  run_matrix(GetParam(), OpType::scatter);
+}
+TEST_P(Ops, ReduceScatter) {
+  run_matrix(GetParam(), OpType::reduce_scatter);
+}
+TEST_P(Ops, AllToAll) {
+  run_matrix(GetParam(), OpType::all_to_all);
+}
+TEST_P(Ops, AllToAllV) {
+  run_matrix(GetParam(), OpType::all_to_all_v);
+}
 
-// Barrier: no rank may leave before the last one entered. steady_clock is CLOCK_MONOTONIC, one clock
-// for every process on the machine, so entry and exit times of different ranks compare directly.
+// Barrier: no rank may leave before the last one entered. steady_clock is CLOCK_MONOTONIC, one
+// clock for every process on the machine, so entry and exit times of different ranks compare
+// directly.
 TEST_P(Ops, Barrier) {
   Communicator comm = communicator(GetParam());
   if (!comm.valid()) GTEST_SKIP() << "not a member of this group";
@@ -294,7 +329,8 @@ TEST_P(Ops, Barrier) {
   for (const std::string& backend : comm.backends()) {
     for (bool async : {false, true}) {
       // The last rank arrives late, so a barrier that does not wait shows.
-      if (comm.rank() == comm.size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      if (comm.rank() == comm.size() - 1)
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
       CallOptions opts;
       opts.backend = backend;
       const auto entry = Clock::now();
@@ -323,7 +359,8 @@ TEST_P(Ops, Barrier) {
   }
 }
 
-// In the torchrun-style environment (no MPI launcher) MPI must report itself unusable, leaving Gloo.
+// In the torchrun-style environment (no MPI launcher) MPI must report itself unusable, leaving
+// Gloo.
 TEST(Launch, TorchrunEnvironmentRunsGlooOnly) {
   if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("RANK") == nullptr) {
     GTEST_SKIP() << "not a torchrun-style launch";
@@ -351,7 +388,8 @@ TEST(Groups, StridedRankLists) {
   if (even.valid()) {
     EXPECT_EQ(even.size(), (size + 1) / 2);
     EXPECT_EQ(even.rank(), rank / 2);
-    for (int r = 0; r < even.size(); ++r) EXPECT_EQ(even.global_rank(r), 2 * r);
+    for (int r = 0; r < even.size(); ++r)
+      EXPECT_EQ(even.global_rank(r), 2 * r);
   }
   const Communicator& split = scopes().split;
   ASSERT_TRUE(split.valid());
@@ -386,7 +424,8 @@ TEST(PointToPoint, TagsMatchOutOfOrder) {
       s2.wait();
       s1.wait();
     } catch (const std::exception& e) {
-      ADD_FAILURE() << fmt::format("[{}] tagged exchange on {}: raised: {}", rank_tag(), backend, e.what());
+      ADD_FAILURE() << fmt::format("[{}] tagged exchange on {}: raised: {}", rank_tag(), backend,
+                                   e.what());
       continue;
     }
     EXPECT_EQ(got[0], 100 + src) << rank_tag() << " backend " << backend << " tag 1";
@@ -395,7 +434,9 @@ TEST(PointToPoint, TagsMatchOutOfOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Scopes, Ops, ::testing::Values(Scope::world, Scope::even, Scope::split),
-                         [](const ::testing::TestParamInfo<Scope>& p) { return to_string(p.param); });
+                         [](const ::testing::TestParamInfo<Scope>& p) {
+                           return to_string(p.param);
+                         });
 
 }  // namespace
 }  // namespace mcr::test

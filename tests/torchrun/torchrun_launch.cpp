@@ -26,7 +26,9 @@ extern char** environ;
 namespace {
 
 int usage(const char* why) {
-  std::fprintf(stderr, "torchrun_launch: %s\nusage: torchrun_launch --nproc N [--timeout SECONDS] -- PROGRAM [ARGS...]\n",
+  std::fprintf(stderr,
+               "torchrun_launch: %s\nusage: torchrun_launch --nproc N [--timeout SECONDS] -- "
+               "PROGRAM [ARGS...]\n",
                why);
   return 2;
 }
@@ -52,9 +54,10 @@ int free_port() {
 // Variables of MPI launchers and resource managers: with them the program would think mpirun or
 // srun started it.
 bool is_launcher_variable(std::string_view entry) {
-  for (std::string_view prefix : {"OMPI_", "PMIX_", "PMI_", "SLURM_", "OPAL_", "PRTE_", "HYDRA_",
-                                  "MPI_LOCALRANKID", "MV2_", "MVP_", "RANK=", "WORLD_SIZE=",
-                                  "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="}) {
+  for (std::string_view prefix :
+       {"OMPI_", "PMIX_", "PMI_", "SLURM_", "OPAL_", "PRTE_", "HYDRA_", "MPI_LOCALRANKID", "MV2_",
+        "MVP_", "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
+        "MASTER_PORT="}) {
     if (entry.starts_with(prefix)) return true;
   }
   return false;
@@ -93,7 +96,8 @@ int main(int argc, char** argv) {
   for (char** e = environ; *e != nullptr; ++e) {
     if (!is_launcher_variable(*e)) base_env.emplace_back(*e);
   }
-  std::fprintf(stderr, "torchrun_launch: %d processes, MASTER_ADDR=127.0.0.1 MASTER_PORT=%d\n", nproc, port);
+  std::fprintf(stderr, "torchrun_launch: %d processes, MASTER_ADDR=127.0.0.1 MASTER_PORT=%d\n",
+               nproc, port);
 
   std::vector<pid_t> pids;
   for (int rank = 0; rank < nproc; ++rank) {
@@ -105,17 +109,20 @@ int main(int argc, char** argv) {
     env.emplace_back("MASTER_ADDR=127.0.0.1");
     env.push_back("MASTER_PORT=" + std::to_string(port));
     std::vector<char*> envp;
-    for (auto& s : env) envp.push_back(s.data());
+    for (auto& s : env)
+      envp.push_back(s.data());
     envp.push_back(nullptr);
     const pid_t pid = fork();
     if (pid < 0) {
       std::perror("torchrun_launch: fork");
-      for (pid_t p : pids) kill(p, SIGKILL);
+      for (pid_t p : pids)
+        kill(p, SIGKILL);
       return 2;
     }
     if (pid == 0) {
       execve(argv[first], argv + first, envp.data());
-      std::fprintf(stderr, "torchrun_launch: cannot run %s: %s\n", argv[first], std::strerror(errno));
+      std::fprintf(stderr, "torchrun_launch: cannot run %s: %s\n", argv[first],
+                   std::strerror(errno));
       _exit(127);
     }
     pids.push_back(pid);
@@ -139,9 +146,11 @@ int main(int argc, char** argv) {
         const bool ok = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
         if (!ok) {
           if (WIFSIGNALED(ws)) {
-            std::fprintf(stderr, "torchrun_launch: rank %zu killed by signal %d\n", r, WTERMSIG(ws));
+            std::fprintf(stderr, "torchrun_launch: rank %zu killed by signal %d\n", r,
+                         WTERMSIG(ws));
           } else {
-            std::fprintf(stderr, "torchrun_launch: rank %zu exited with status %d\n", r, WEXITSTATUS(ws));
+            std::fprintf(stderr, "torchrun_launch: rank %zu exited with status %d\n", r,
+                         WEXITSTATUS(ws));
           }
           if (!failed) deadline = std::min(deadline, Clock::now() + std::chrono::seconds(90));
           failed = true;
@@ -152,7 +161,8 @@ int main(int argc, char** argv) {
     if (Clock::now() > deadline) {
       for (std::size_t r = 0; r < pids.size(); ++r) {
         if (status[r] == -1) {
-          std::fprintf(stderr, "torchrun_launch: rank %zu still running at the deadline; killing it\n", r);
+          std::fprintf(stderr,
+                       "torchrun_launch: rank %zu still running at the deadline; killing it\n", r);
           kill(pids[r], SIGKILL);
         }
       }

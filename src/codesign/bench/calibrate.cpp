@@ -16,8 +16,10 @@ namespace {
 double sigmoid(double x) {
   return 1.0 / (1.0 + std::exp(-x));
 }
+// Starting points are kept off the flat ends of the logistic curve (a factor of exactly 1 would
+// map to +infinity), where simplex steps could not move the value any more.
 double logit(double p) {
-  p = std::clamp(p, 1e-6, 1.0 - 1e-6);
+  p = std::clamp(p, 0.02, 0.98);
   return std::log(p / (1.0 - p));
 }
 

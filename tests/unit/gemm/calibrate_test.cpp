@@ -77,6 +77,7 @@ TEST(Calibrate, RecoversKnownParametersFromNoisyModelData) {
   options.max_evaluations = 1500;
   options.restarts = 1;
   const auto r = calibrate(data, synthetic_device(), options);
+  std::printf("%s\n", nlohmann::json(r).dump().c_str());
   EXPECT_EQ(r.train_count, 128u);
   EXPECT_EQ(r.holdout_count, 128u);
   const auto& e = r.device.efficiency;
