@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "mcr/communicator.hpp"
 #include "mcr/selection.hpp"
 #include "mcr/types.hpp"
+#include "mcr/work.hpp"
 
 namespace mcr::bench {
 
@@ -81,6 +83,7 @@ class Point {
 
   const Layout& layout() const noexcept { return layout_; }
   const PointConfig& config() const noexcept { return config_; }
+  Communicator comm() const { return comm_; }
 
   /// Runs the op `iterations` times on `backend` ("" = automatic selection) and returns this rank's
   /// seconds per iteration. Async form: issues every iteration, then waits for all handles inside
@@ -91,7 +94,7 @@ class Point {
 
  private:
   void fill();
-  void run_once(const CallOptions& opts);
+  void run_once(const CallOptions& opts, std::vector<Work>& pending);
   std::size_t count_wrong() const;
 
   Communicator comm_;
@@ -99,6 +102,8 @@ class Point {
   Layout layout_;
   std::vector<std::byte> in_;
   std::vector<std::byte> out_;
+  std::vector<std::size_t> counts_;  ///< per-rank counts for the _v forms (all equal)
+  std::vector<Work> pending_;
 };
 
 enum class TimeReduce { max, min, avg };
@@ -109,6 +114,27 @@ std::vector<double> reduce_across(Communicator& comm, std::vector<double> values
 std::uint64_t sum_across(Communicator& comm, std::uint64_t value);
 /// Median of the values (mean of the middle two for an even count); 0 for none.
 double median(std::vector<double> values);
+
+/// One backend's result at a point, measured by measure_interleaved().
+struct BackendTiming {
+  std::string backend;     ///< "" = automatic selection
+  bool supported = true;   ///< false: the backend cannot run this op/dtype (nothing was timed)
+  int iterations = 0;      ///< per repetition, equal on every rank
+  double seconds = 0;      ///< median over repetitions of the max-across-ranks time per iteration
+  std::uint64_t wrong = 0; ///< wrong elements over all ranks in the check after timing
+};
+struct InterleavedOptions {
+  int repetitions = 5;
+  int warmup = 2;
+  double repetition_budget_s = 0.01;  ///< iterations per repetition ~ budget / probed time
+  int max_iterations = 2000;
+};
+/// Times every backend at one point with repetitions interleaved (rep 1 of each backend, then rep 2,
+/// ...), so load that drifts during the run hits every backend alike. Iteration counts come from a
+/// warmup probe reduced across ranks, so every rank runs the same number. Then checks each backend
+/// once. Collective.
+std::vector<BackendTiming> measure_interleaved(Point& point, const std::vector<std::string>& backends,
+                                               const InterleavedOptions& options);
 
 // ---- tuning tables -----------------------------------------------------------------------------
 
@@ -123,5 +149,9 @@ std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples,
 /// classes (all of them, not only the first), then TuningTable::validate() (gaps, overlaps,
 /// duplicates). Empty when the table is valid.
 std::vector<std::string> validate_table_text(std::string_view json_text);
+
+/// Provenance of a table measured on `comm`: hosts, ranks, ranks per host, CPU model, library
+/// versions, usable backends, UTC date and `command`. Collective.
+std::map<std::string, std::string> provenance(Communicator& comm, const std::string& command);
 
 }  // namespace mcr::bench

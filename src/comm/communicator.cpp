@@ -64,7 +64,7 @@ class Check {
   }
   // Input and output may share memory only in the in-place layout the op documents.
   void no_partial_overlap(const Tensor& in, const Tensor& out, bool in_place) const {
-    if (in_place || in.data() == nullptr || out.data() == nullptr) return;
+    if (in_place || in.nbytes() == 0 || out.nbytes() == 0) return;
     const auto* a = bytes_of(in.data());
     const auto* b = bytes_of(out.data());
     if (a < b + out.nbytes() && b < a + in.nbytes()) {
@@ -365,7 +365,7 @@ Work do_all_gather(CommState& s, const Tensor& in, const Tensor& out, const Call
   a.in = in.data();
   a.out = out.data();
   a.count = in.count();
-  a.in_place = in.count() > 0 && is_slot(in, out, static_cast<std::size_t>(s.rank) * in.count());
+  a.in_place = is_slot(in, out, static_cast<std::size_t>(s.rank) * in.count());
   c.no_partial_overlap(in, out, a.in_place);
   a.async = async;
   return Work(s.issue(a, o, out.nbytes()));
@@ -386,7 +386,7 @@ Work do_all_gather_v(CommState& s, const Tensor& in, const Tensor& out, std::spa
   a.out = out.data();
   a.count = in.count();
   a.send_counts = counts.data();
-  a.in_place = in.count() > 0 && is_slot(in, out, displ);
+  a.in_place = is_slot(in, out, displ);
   c.no_partial_overlap(in, out, a.in_place);
   a.async = async;
   return Work(s.issue(a, o, out.nbytes()));
@@ -464,7 +464,7 @@ Work do_all_to_all(CommState& s, const Tensor& in, const Tensor& out, const Call
   a.in = in.data();
   a.out = out.data();
   a.count = in.count() / static_cast<std::size_t>(s.size);
-  a.in_place = in.count() > 0 && in.data() == out.data();
+  a.in_place = in.data() != nullptr && in.data() == out.data();
   c.no_partial_overlap(in, out, a.in_place);
   a.async = async;
   return Work(s.issue(a, o, in.nbytes()));
@@ -485,7 +485,7 @@ Work do_all_to_all_v(CommState& s, const Tensor& in, std::span<const std::size_t
   a.out = out.data();
   a.send_counts = sc.data();
   a.recv_counts = rc.data();
-  a.in_place = in.count() > 0 && in.data() == out.data();
+  a.in_place = in.data() != nullptr && in.data() == out.data();
   if (a.in_place && !std::equal(sc.begin(), sc.end(), rc.begin())) {
     c.fail("all_to_all_v: in place (input and output are the same buffer) needs send_counts == recv_counts");
   }

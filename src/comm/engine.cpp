@@ -58,6 +58,13 @@ bool WorkState::poll() {
   bool finished = false;
   try {
     finished = pending->test();
+  } catch (const TimeoutError& e) {
+    // A backend that enforces the timeout itself (Gloo) reports it here: abort as for our own.
+    failed = true;
+    error = std::current_exception();
+    engine().op_finished(*this);
+    if (owner) owner->aborted = fmt::format("communicator aborted: {}", e.what());
+    throw;
   } catch (...) {
     failed = true;
     error = std::current_exception();
@@ -105,7 +112,13 @@ void WorkState::wait_for(std::chrono::milliseconds limit) {
 
 namespace mcr {
 
-bool Work::test() { return state_ == nullptr || state_->poll(); }
+bool Work::test() {
+  if (state_ == nullptr) return true;
+  // A caller polling test() is waiting too: keep every backend moving, or a peer blocked on an MPI
+  // operation that needs this rank's progress would never let this operation finish.
+  if (!state_->done) detail::engine().progress_all();
+  return state_->poll();
+}
 
 void Work::wait() {
   if (state_ == nullptr) return;

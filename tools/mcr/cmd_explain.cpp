@@ -1,12 +1,86 @@
-// Placeholder until the `mcr explain` subcommand lands.
+// `mcr explain OP --bytes N`: which backend the loaded rules and tuning table pick, from which
+// source, and why every other candidate lost.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "mcr/bench.hpp"
+#include "mcr/comm.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/info.hpp"
+#include "mcr/selection.hpp"
 
 namespace mcr::cli {
-void add_explain_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("explain", "(not yet available)");
-  cmd->callback([] { throw mcr::Error("'mcr explain' is not available in this build"); });
+namespace {
+
+struct ExplainOptions {
+  std::string op;
+  std::string bytes;
+  std::string dtype = "f32";
+  int ranks = 0;
+  std::string reduce = "sum";
+  std::string device = "cpu";
+  bool json = false;
+};
+
+void run_explain(const ExplainOptions& o) {
+  auto op = parse_op(o.op);
+  if (!op) throw InvalidArgument(fmt::format("OP '{}': unknown operation (use an API name such as all_reduce)", o.op));
+  const std::size_t bytes = parse_size(o.bytes);
+  auto dtype = parse_dtype(o.dtype);
+  if (!dtype) throw InvalidArgument(fmt::format("--dtype '{}': unknown element type", o.dtype));
+  auto reduce = parse_reduce_op(o.reduce);
+  if (!reduce) throw InvalidArgument(fmt::format("--reduce '{}': unknown reduce operator", o.reduce));
+  Device device;
+  if (o.device == "cuda") {
+    device = Device::cuda(0);
+  } else if (o.device != "cpu") {
+    throw InvalidArgument(fmt::format("--device '{}': must be cpu or cuda", o.device));
+  }
+  if (o.ranks < 0) throw InvalidArgument(fmt::format("--ranks {}: must be >= 1", o.ranks));
+  Communicator world = init();
+  const int ranks = o.ranks > 0 ? o.ranks : world.size();
+  Selection s;
+  try {
+    s = explain_selection(*op, *dtype, bytes, ranks, *reduce, device);
+  } catch (...) {
+    finalize();
+    throw;
+  }
+  const bool root = world.rank() == 0;
+  finalize();
+  if (!root) return;
+  if (o.json) {
+    nlohmann::json j{{"op", std::string(to_string(*op))}, {"bytes", bytes}, {"dtype", std::string(to_string(*dtype))},
+                     {"ranks", ranks}, {"device", o.device}, {"backend", s.backend}, {"source", s.source},
+                     {"candidates", nlohmann::json::array()}};
+    if (is_reduction(*op)) j["reduce"] = std::string(to_string(*reduce));
+    for (const auto& st : s.steps) j["candidates"].push_back({{"backend", st.backend}, {"chosen", st.chosen}, {"reason", st.reason}});
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("{} of {} bytes ({}), {}{}, {} ranks, {}\n", to_string(*op), bytes, format_size(bytes), to_string(*dtype),
+             is_reduction(*op) ? fmt::format(", reduce {}", to_string(*reduce)) : "", ranks, o.device);
+  fmt::print("chosen: {} (source: {})\n", s.backend, s.source);
+  for (const auto& st : s.steps) {
+    fmt::print("  {:<6} {:<8} {}\n", st.backend, st.chosen ? "chosen" : "rejected", st.reason);
+  }
 }
+
+}  // namespace
+
+void add_explain_command(CLI::App& app) {
+  auto opts = std::make_shared<ExplainOptions>();
+  auto* cmd = app.add_subcommand("explain", "Show which backend runs an operation and why the others do not");
+  cmd->add_option("OP", opts->op, "operation, as in the API (all_reduce, all_to_all, ...)")->required();
+  cmd->add_option("--bytes", opts->bytes, "the op's message size (nccl-tests size; K/M/G suffixes)")->required();
+  cmd->add_option("--dtype", opts->dtype, "element type")->capture_default_str();
+  cmd->add_option("--ranks", opts->ranks, "communicator size (default: this job's world size)");
+  cmd->add_option("--reduce", opts->reduce, "reduce operator for reductions")->capture_default_str();
+  cmd->add_option("--device", opts->device, "cpu or cuda")->capture_default_str();
+  cmd->add_flag("--json", opts->json, "print JSON");
+  cmd->callback([opts] { run_explain(*opts); });
+}
+
 }  // namespace mcr::cli

@@ -231,10 +231,13 @@ std::unique_ptr<PendingOp> MpiBackend::run(const OpArgs& a, bool blocking) {
       break;
     }
     case OpType::all_to_all: {
+      // Open MPI's nonblocking all-to-all treats sendbuf == recvbuf as in place and schedules it
+      // differently; ranks must agree, so equal pointers (even of empty buffers) go through a copy.
       const void* src = a.in;
-      if (a.in_place) {  // a copy of the input keeps the nonblocking path portable across MPI versions
-        p->scratch.assign(static_cast<const std::byte*>(a.in),
-                          static_cast<const std::byte*>(a.in) + a.count * es * static_cast<std::size_t>(size_));
+      if (a.in_place || a.in == a.out) {
+        const std::size_t n_bytes = a.count * es * static_cast<std::size_t>(size_);
+        p->scratch.assign(static_cast<const std::byte*>(a.in), static_cast<const std::byte*>(a.in) + n_bytes);
+        if (p->scratch.empty()) p->scratch.resize(1);
         src = p->scratch.data();
       }
       if (blocking) MCR_MPI_CHECK(MPI_Alltoall(src, n, dt, a.out, n, dt, comm_));
@@ -257,8 +260,9 @@ std::unique_ptr<PendingOp> MpiBackend::run(const OpArgs& a, bool blocking) {
         ro += a.recv_counts[r];
       }
       const void* src = a.in;
-      if (a.in_place) {
+      if (a.in_place || a.in == a.out) {  // see all_to_all: never hand MPI equal pointers
         p->scratch.assign(static_cast<const std::byte*>(a.in), static_cast<const std::byte*>(a.in) + so * es);
+        if (p->scratch.empty()) p->scratch.resize(1);
         src = p->scratch.data();
       }
       if (blocking) MCR_MPI_CHECK(MPI_Alltoallv(src, sc, sd, dt, a.out, rc, rd, dt, comm_));

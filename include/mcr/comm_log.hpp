@@ -1,0 +1,106 @@
+// Communication log: records every completed operation (an OpObserver), then gathers the records of
+// every rank to rank 0 for a summary (per op x size x backend, with a straggler view) and a Chrome
+// trace-event file. Recording adds no synchronisation: one append to a preallocated vector per op.
+// MCR_LOG=summary|trace (or both, comma separated) attaches one to the world communicator at init().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mcr/communicator.hpp"
+#include "mcr/observer.hpp"
+#include "mcr/types.hpp"
+
+namespace mcr {
+
+/// One completed operation as kept by the log (times in nanoseconds of the steady clock).
+struct LogRecord {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint64_t sequence = 0;
+  std::uint64_t group_id = 0;
+  std::size_t bytes = 0;  ///< the op's nccl-tests byte count (docs/tuning-format.md)
+  std::size_t count = 0;
+  std::string_view backend;
+  OpType op = OpType::barrier;
+  DType dtype = DType::f32;
+  bool async = false;
+  int group_rank = 0;
+  int group_size = 1;
+  int global_rank = 0;
+
+  double seconds() const noexcept { return static_cast<double>(end_ns - start_ns) * 1e-9; }
+  /// bytes / seconds in GB/s (nccl-tests algbw).
+  double algbw_gbps() const noexcept;
+  /// algbw times the op's bus factor for group_size ranks (nccl-tests busbw).
+  double busbw_gbps() const noexcept;
+};
+
+/// Every rank's records, as gathered on rank 0 by CommLog::collect().
+struct GatheredLog {
+  int ranks = 0;
+  std::vector<LogRecord> records;       ///< all ranks; start/end on a common wall-clock time base
+  std::vector<std::uint64_t> dropped;   ///< per rank: records not kept (beyond max_records)
+};
+
+/// Per (op, bytes, backend): the DeepSpeed-style summary row. Latency of a collective instance is
+/// the slowest member's (the slowest rank defines collective latency); p2p records count singly.
+struct SummaryRow {
+  OpType op = OpType::barrier;
+  std::size_t bytes = 0;
+  std::string backend;
+  int group_size = 1;
+  std::size_t count = 0;
+  double total_us = 0, avg_us = 0, p50_us = 0, max_us = 0;
+  double algbw_gbps = 0, busbw_gbps = 0;  ///< from avg_us
+};
+/// Per rank: time in communication and its straggler share (own latency minus the group's minimum
+/// latency for the same collective instance, summed).
+struct StragglerRow {
+  int rank = 0;
+  std::size_t ops = 0;
+  double comm_us = 0;
+  double straggler_us = 0;
+};
+struct LogSummary {
+  std::vector<SummaryRow> rows;
+  std::vector<StragglerRow> stragglers;
+};
+
+class CommLog final : public OpObserver {
+ public:
+  static constexpr std::size_t kDefaultMaxRecords = std::size_t{1} << 24;
+  /// Keeps at most `max_records` records (later ones are counted as dropped); reserves `reserve`.
+  explicit CommLog(std::size_t max_records = kDefaultMaxRecords, std::size_t reserve = 1u << 14);
+
+  void on_complete(const OpRecord& record) noexcept override;
+
+  std::span<const LogRecord> records() const noexcept { return records_; }
+  std::uint64_t dropped() const noexcept { return dropped_; }
+  void clear() noexcept;
+
+  /// Collective over `comm`: gathers every rank's records (taken before the gather's own operations)
+  /// to rank 0, with clocks aligned through each rank's wall clock. Other ranks get an empty result.
+  GatheredLog collect(Communicator& comm) const;
+
+ private:
+  std::vector<LogRecord> records_;
+  std::size_t max_records_;
+  std::uint64_t dropped_ = 0;
+  std::int64_t wall_minus_steady_ns_ = 0;  ///< this rank's wall clock minus its steady clock
+};
+
+/// The summary rows (sorted by op, bytes, backend) and the straggler view of a gathered log.
+LogSummary summarize(const GatheredLog& log);
+/// Human-readable summary: the table, then the straggler view.
+std::string format_summary(const LogSummary& summary, const GatheredLog& log);
+/// Chrome trace-event JSON (opens in Perfetto / chrome://tracing): one "X" event per record with
+/// pid = global rank and tid = backend, names for both, and op details in "args".
+void write_chrome_trace(const GatheredLog& log, std::ostream& out);
+
+}  // namespace mcr

@@ -1,0 +1,57 @@
+// Interleaved, repeated timing of several backends at one benchmark point (used by `mcr tune` and
+// `mcr bench --compare-auto`).
+#include <algorithm>
+#include <cmath>
+
+#include "mcr/bench.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::bench {
+
+std::vector<BackendTiming> measure_interleaved(Point& point, const std::vector<std::string>& backends,
+                                               const InterleavedOptions& options) {
+  Communicator comm = point.comm();
+  const std::size_t nb = backends.size();
+  std::vector<BackendTiming> out(nb);
+  // Warmup doubles as the probe. An unsupported combination fails before anything is sent, and
+  // identically on every rank, so skipping it keeps the ranks in step.
+  std::vector<double> probe(nb, 0.0);
+  for (std::size_t b = 0; b < nb; ++b) {
+    out[b].backend = backends[b];
+    try {
+      probe[b] = point.time(backends[b], std::max(options.warmup, 1));
+    } catch (const UnsupportedError&) {
+      out[b].supported = false;
+    }
+  }
+  probe = reduce_across(comm, probe, TimeReduce::max);
+  for (std::size_t b = 0; b < nb; ++b) {
+    if (!out[b].supported) continue;
+    const double per = std::max(probe[b], 1e-7);
+    const auto want = static_cast<long long>(std::llround(options.repetition_budget_s / per));
+    out[b].iterations = static_cast<int>(std::clamp<long long>(want, 1, std::max(options.max_iterations, 1)));
+  }
+  const int reps = std::max(options.repetitions, 1);
+  std::vector<double> times(nb * static_cast<std::size_t>(reps), 0.0);
+  for (int r = 0; r < reps; ++r) {
+    for (std::size_t b = 0; b < nb; ++b) {
+      if (!out[b].supported) continue;
+      comm.barrier();
+      times[static_cast<std::size_t>(r) * nb + b] = point.time(backends[b], out[b].iterations);
+    }
+  }
+  times = reduce_across(comm, times, TimeReduce::max);
+  std::vector<double> wrong(nb, 0.0);
+  for (std::size_t b = 0; b < nb; ++b) {
+    if (!out[b].supported) continue;
+    std::vector<double> mine;
+    for (int r = 0; r < reps; ++r) mine.push_back(times[static_cast<std::size_t>(r) * nb + b]);
+    out[b].seconds = median(mine);
+    wrong[b] = static_cast<double>(point.verify(backends[b]));
+  }
+  comm.all_reduce(wrong, ReduceOp::sum);
+  for (std::size_t b = 0; b < nb; ++b) out[b].wrong = static_cast<std::uint64_t>(std::llround(wrong[b]));
+  return out;
+}
+
+}  // namespace mcr::bench

@@ -1,0 +1,352 @@
+// One benchmark point: verifiable buffers for an operation, its timed loop and its check.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "mcr/bench.hpp"
+#include "mcr/errors.hpp"
+#include "mcr/work.hpp"
+
+namespace mcr::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Calls fn(T*) with a null pointer of the C++ element type of `dtype`.
+template <class Fn>
+decltype(auto) with_type(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32: return fn(static_cast<float*>(nullptr));
+    case DType::f64: return fn(static_cast<double*>(nullptr));
+    case DType::f16: return fn(static_cast<Half*>(nullptr));
+    case DType::bf16: return fn(static_cast<BFloat16*>(nullptr));
+    case DType::i8: return fn(static_cast<std::int8_t*>(nullptr));
+    case DType::u8: return fn(static_cast<std::uint8_t*>(nullptr));
+    case DType::i32: return fn(static_cast<std::int32_t*>(nullptr));
+    case DType::i64: return fn(static_cast<std::int64_t*>(nullptr));
+  }
+  return fn(static_cast<float*>(nullptr));
+}
+
+template <class T>
+T from_double(double v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+template <class T>
+double to_double(T v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return static_cast<double>(static_cast<float>(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// A value the benchmark never produces, so an output the op did not write is counted as wrong.
+constexpr double kSentinel = 99;
+
+double combine(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::min: return std::min(a, b);
+    case ReduceOp::max: return std::max(a, b);
+    default: return a + b;
+  }
+}
+
+}  // namespace
+
+double pattern_value(std::uint64_t seed, int rank, std::size_t index, DType dtype) noexcept {
+  // splitmix64 of (seed, rank, index): cheap, and different on every rank and element.
+  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(rank) * 0xBF58476D1CE4E5B9ull +
+                    index * 0x94D049BB133111EBull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  const auto v = static_cast<double>(z % 13);
+  return dtype == DType::u8 ? v : v - 6.0;
+}
+
+Layout layout_for(OpType op, std::size_t nominal_bytes, DType dtype, int ranks) {
+  const std::size_t e = dtype_size(dtype);
+  const auto n = static_cast<std::size_t>(std::max(ranks, 1));
+  const std::size_t units = std::max<std::size_t>(1, nominal_bytes / e);
+  const std::size_t chunk = std::max<std::size_t>(1, units / n);
+  Layout l;
+  switch (op) {
+    case OpType::barrier:
+      return l;
+    case OpType::all_gather:
+    case OpType::all_gather_v:
+    case OpType::gather:
+      l = {chunk, n * chunk, chunk, n * chunk * e};
+      break;
+    case OpType::reduce_scatter:
+    case OpType::scatter:
+      l = {n * chunk, chunk, chunk, n * chunk * e};
+      break;
+    case OpType::all_to_all:
+    case OpType::all_to_all_v:
+      l = {n * chunk, n * chunk, chunk, n * chunk * e};
+      break;
+    default:  // send/recv, broadcast, reduce, all_reduce: one message of `units` elements
+      l = {units, units, units, units * e};
+      break;
+  }
+  return l;
+}
+
+Point::Point(Communicator comm, const PointConfig& config) : comm_(std::move(comm)), config_(config) {
+  const int n = comm_.size();
+  if (has_root(config_.op) && (config_.root < 0 || config_.root >= n)) {
+    throw InvalidArgument(fmt::format("--root {}: must be a rank in [0, {})", config_.root, n));
+  }
+  if (config_.in_place && !has_in_place(config_.op)) {
+    throw InvalidArgument(fmt::format("in-place: {} has no in-place form", to_string(config_.op)));
+  }
+  if (is_reduction(config_.op) && config_.reduce != ReduceOp::sum && config_.reduce != ReduceOp::min &&
+      config_.reduce != ReduceOp::max) {
+    throw InvalidArgument(fmt::format("--reduce {}: the benchmark verifies sum, min and max only",
+                                      to_string(config_.reduce)));
+  }
+  layout_ = layout_for(config_.op, config_.nominal_bytes, config_.dtype, n);
+  const std::size_t e = dtype_size(config_.dtype);
+  in_.resize(layout_.in_count * e);
+  out_.resize(layout_.out_count * e);
+  counts_.assign(static_cast<std::size_t>(n), layout_.chunk);
+}
+
+void Point::fill() {
+  const auto& c = config_;
+  const int r = comm_.rank();
+  with_type(c.dtype, [&]<class T>(T*) {
+    auto* in = reinterpret_cast<T*>(in_.data());
+    auto* out = reinterpret_cast<T*>(out_.data());
+    std::fill(out, out + layout_.out_count, from_double<T>(kSentinel));
+    // The input region: the whole input buffer, or, in place, where the op reads its input from.
+    T* input = in;
+    std::size_t count = layout_.in_count;
+    if (c.in_place) {
+      switch (c.op) {
+        case OpType::all_gather:
+        case OpType::all_gather_v:
+          input = out + static_cast<std::size_t>(r) * layout_.chunk;
+          break;
+        case OpType::gather:
+          if (r == c.root) input = out + static_cast<std::size_t>(r) * layout_.chunk;
+          break;
+        case OpType::reduce_scatter:
+        case OpType::scatter:
+          break;  // the input buffer also holds the output slot
+        default:  // all_reduce, reduce, all_to_all(_v), broadcast: one buffer
+          input = out;
+          count = layout_.out_count;
+          break;
+      }
+    }
+    if (c.op == OpType::broadcast) {  // one buffer: the source on root, the destination elsewhere
+      input = out;
+      count = layout_.out_count;
+      if (r != c.root) return;
+    }
+    for (std::size_t i = 0; i < count; ++i) input[i] = from_double<T>(pattern_value(c.seed, r, i, c.dtype));
+    return;
+  });
+}
+
+void Point::run_once(const CallOptions& opts, std::vector<Work>& pending) {
+  const auto& c = config_;
+  const int r = comm_.rank();
+  const int n = comm_.size();
+  const Tensor in(in_.data(), layout_.in_count, c.dtype);
+  const Tensor out(out_.data(), layout_.out_count, c.dtype);
+  const auto chunk = layout_.chunk;
+  const auto slot = static_cast<std::size_t>(r) * chunk;
+  const bool a = c.async;
+  auto put = [&](Work w) { pending.push_back(std::move(w)); };
+  switch (c.op) {
+    case OpType::send:
+    case OpType::recv:
+      // Post the receive first; both directions run at once, so a ring never waits on itself.
+      put(comm_.irecv(out, (r + n - 1) % n, opts));
+      put(comm_.isend(in, (r + 1) % n, opts));
+      if (!a) {
+        for (auto& w : pending) w.wait();
+        pending.clear();
+      }
+      return;
+    case OpType::broadcast:
+      a ? put(comm_.ibroadcast(out, c.root, opts)) : comm_.broadcast(out, c.root, opts);
+      return;
+    case OpType::reduce:
+      if (c.in_place) {
+        a ? put(comm_.ireduce(out, c.reduce, c.root, opts)) : comm_.reduce(out, c.reduce, c.root, opts);
+      } else {
+        a ? put(comm_.ireduce(in, out, c.reduce, c.root, opts)) : comm_.reduce(in, out, c.reduce, c.root, opts);
+      }
+      return;
+    case OpType::all_reduce:
+      if (c.in_place) {
+        a ? put(comm_.iall_reduce(out, c.reduce, opts)) : comm_.all_reduce(out, c.reduce, opts);
+      } else {
+        a ? put(comm_.iall_reduce(in, out, c.reduce, opts)) : comm_.all_reduce(in, out, c.reduce, opts);
+      }
+      return;
+    case OpType::all_gather: {
+      const Tensor src = c.in_place ? out.slice(slot, chunk) : in;
+      a ? put(comm_.iall_gather(src, out, opts)) : comm_.all_gather(src, out, opts);
+      return;
+    }
+    case OpType::all_gather_v: {
+      const Tensor src = c.in_place ? out.slice(slot, chunk) : in;
+      a ? put(comm_.iall_gather_v(src, out, counts_, opts)) : comm_.all_gather_v(src, out, counts_, opts);
+      return;
+    }
+    case OpType::gather: {
+      const bool alias = c.in_place && r == c.root;
+      const Tensor src = alias ? out.slice(slot, chunk) : in;
+      a ? put(comm_.igather(src, out, c.root, opts)) : comm_.gather(src, out, c.root, opts);
+      return;
+    }
+    case OpType::scatter: {
+      const bool alias = c.in_place && r == c.root;
+      const Tensor dst = alias ? in.slice(slot, chunk) : out;
+      a ? put(comm_.iscatter(in, dst, c.root, opts)) : comm_.scatter(in, dst, c.root, opts);
+      return;
+    }
+    case OpType::reduce_scatter: {
+      const Tensor dst = c.in_place ? in.slice(slot, chunk) : out;
+      a ? put(comm_.ireduce_scatter(in, dst, c.reduce, opts)) : comm_.reduce_scatter(in, dst, c.reduce, opts);
+      return;
+    }
+    case OpType::all_to_all: {
+      const Tensor src = c.in_place ? out : in;
+      a ? put(comm_.iall_to_all(src, out, opts)) : comm_.all_to_all(src, out, opts);
+      return;
+    }
+    case OpType::all_to_all_v: {
+      CallOptions o = opts;
+      o.size_hint = layout_.bytes;  // the per-rank buffer, as for all_to_all
+      const Tensor src = c.in_place ? out : in;
+      a ? put(comm_.iall_to_all_v(src, counts_, out, counts_, o))
+        : comm_.all_to_all_v(src, counts_, out, counts_, o);
+      return;
+    }
+    case OpType::barrier:
+      a ? put(comm_.ibarrier(opts)) : comm_.barrier(opts);
+      return;
+  }
+}
+
+double Point::time(std::string_view backend, int iterations) {
+  CallOptions opts;
+  opts.backend = backend;
+  pending_.clear();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iterations; ++i) run_once(opts, pending_);
+  for (auto& w : pending_) w.wait();
+  const auto t1 = Clock::now();
+  pending_.clear();
+  return std::chrono::duration<double>(t1 - t0).count() / std::max(iterations, 1);
+}
+
+std::size_t Point::verify(std::string_view backend) {
+  fill();
+  CallOptions opts;
+  opts.backend = backend;
+  pending_.clear();
+  run_once(opts, pending_);
+  for (auto& w : pending_) w.wait();
+  pending_.clear();
+  return count_wrong();
+}
+
+std::size_t Point::count_wrong() const {
+  const auto& c = config_;
+  const int r = comm_.rank();
+  const int n = comm_.size();
+  const auto chunk = layout_.chunk;
+  auto v = [&](int q, std::size_t j) { return pattern_value(c.seed, q, j, c.dtype); };
+  auto reduced = [&](std::size_t j) {
+    double acc = v(0, j);
+    for (int q = 1; q < n; ++q) acc = combine(c.reduce, acc, v(q, j));
+    return acc;
+  };
+  return with_type(c.dtype, [&]<class T>(T*) -> std::size_t {
+    const auto* in = reinterpret_cast<const T*>(in_.data());
+    const auto* out = reinterpret_cast<const T*>(out_.data());
+    std::size_t wrong = 0;
+    auto expect = [&](const T* got, std::size_t count, auto&& expected) {
+      for (std::size_t i = 0; i < count; ++i) {
+        // Stored through the dtype, as the op's result is: exact for the small integers used.
+        if (to_double(got[i]) != to_double(from_double<T>(expected(i)))) ++wrong;
+      }
+    };
+    const auto slot = static_cast<std::size_t>(r) * chunk;
+    switch (c.op) {
+      case OpType::send:
+      case OpType::recv:
+        expect(out, chunk, [&](std::size_t i) { return v((r + n - 1) % n, i); });
+        break;
+      case OpType::broadcast:
+        expect(out, chunk, [&](std::size_t i) { return v(c.root, i); });
+        break;
+      case OpType::reduce:
+        if (r == c.root) expect(out, chunk, reduced);
+        break;
+      case OpType::all_reduce:
+        expect(out, chunk, reduced);
+        break;
+      case OpType::all_gather:
+      case OpType::all_gather_v:
+        expect(out, n * chunk, [&](std::size_t j) { return v(static_cast<int>(j / chunk), j % chunk); });
+        break;
+      case OpType::gather:
+        if (r == c.root) {
+          expect(out, n * chunk, [&](std::size_t j) { return v(static_cast<int>(j / chunk), j % chunk); });
+        }
+        break;
+      case OpType::scatter: {
+        const T* dst = c.in_place && r == c.root ? in + slot : out;
+        expect(dst, chunk, [&](std::size_t i) { return v(c.root, slot + i); });
+        break;
+      }
+      case OpType::reduce_scatter: {
+        const T* dst = c.in_place ? in + slot : out;
+        expect(dst, chunk, [&](std::size_t i) { return reduced(slot + i); });
+        break;
+      }
+      case OpType::all_to_all:
+      case OpType::all_to_all_v:
+        expect(out, n * chunk,
+               [&](std::size_t j) { return v(static_cast<int>(j / chunk), slot + j % chunk); });
+        break;
+      case OpType::barrier:
+        break;
+    }
+    return wrong;
+  });
+}
+
+std::vector<double> reduce_across(Communicator& comm, std::vector<double> values, TimeReduce how) {
+  if (values.empty()) return values;
+  const ReduceOp op = how == TimeReduce::max ? ReduceOp::max : how == TimeReduce::min ? ReduceOp::min : ReduceOp::sum;
+  comm.all_reduce(values, op);
+  if (how == TimeReduce::avg) {
+    for (auto& v : values) v /= comm.size();
+  }
+  return values;
+}
+
+std::uint64_t sum_across(Communicator& comm, std::uint64_t value) {
+  std::vector<std::int64_t> v{static_cast<std::int64_t>(value)};
+  comm.all_reduce(v, ReduceOp::sum);
+  return static_cast<std::uint64_t>(v[0]);
+}
+
+}  // namespace mcr::bench

@@ -1,0 +1,96 @@
+// Provenance of a tuning table: where and with which libraries it was measured.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "mcr/bench.hpp"
+#include "mcr/info.hpp"
+#include "mcr_build_config.hpp"
+
+#if MCR_HAVE_MPI
+#include <mpi.h>
+#endif
+#if MCR_HAVE_CUDA
+#include <nccl.h>
+#endif
+
+namespace mcr::bench {
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+std::string library_versions() {
+  std::string out = fmt::format("mcr {}", version());
+#if MCR_HAVE_MPI
+  char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(mpi, &len);
+  std::string first(mpi, static_cast<std::size_t>(std::max(len, 0)));
+  first = first.substr(0, first.find_first_of(",\n"));
+  out += "; " + first;
+#endif
+#if MCR_HAVE_GLOO
+  out += "; Gloo (system package)";
+#endif
+#if MCR_HAVE_CUDA
+  out += fmt::format("; NCCL {}.{}.{} (headers)", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+#endif
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> provenance(Communicator& comm, const std::string& command) {
+  // Host names travel as fixed-size records so one all_gather serves every rank.
+  constexpr std::size_t kHostLen = 256;
+  std::vector<std::uint8_t> mine(kHostLen, 0);
+  gethostname(reinterpret_cast<char*>(mine.data()), kHostLen - 1);
+  std::vector<std::uint8_t> all(kHostLen * static_cast<std::size_t>(comm.size()));
+  comm.all_gather(mine, all);
+  std::map<std::string, int> per_host;
+  for (int q = 0; q < comm.size(); ++q) {
+    const auto* p = reinterpret_cast<const char*>(all.data() + static_cast<std::size_t>(q) * kHostLen);
+    ++per_host[std::string(p, strnlen(p, kHostLen))];
+  }
+  std::string hosts;
+  int most = 0;
+  for (const auto& [h, n] : per_host) {
+    hosts += (hosts.empty() ? "" : ",") + h;
+    most = std::max(most, n);
+  }
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  std::string backends;
+  for (const auto& b : comm.backends()) backends += (backends.empty() ? "" : ",") + b;
+  return {{"hosts", hosts},
+          {"ranks", std::to_string(comm.size())},
+          {"ranks_per_host", std::to_string(most)},
+          {"cpu", cpu_model()},
+          {"gpu", "none (host buffers)"},
+          {"libraries", library_versions()},
+          {"backends", backends},
+          {"date", date},
+          {"command", command}};
+}
+
+}  // namespace mcr::bench

@@ -1,0 +1,166 @@
+// The communication log's outputs: the DeepSpeed-style summary with a straggler view, and the Chrome
+// trace-event file.
+#include <algorithm>
+#include <map>
+#include <ostream>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "mcr/bench.hpp"
+#include "mcr/comm_log.hpp"
+#include "mcr/selection.hpp"
+
+namespace mcr {
+namespace {
+
+double micros(const LogRecord& r) { return static_cast<double>(r.end_ns - r.start_ns) * 1e-3; }
+
+bool is_p2p(OpType op) { return op == OpType::send || op == OpType::recv; }
+
+}  // namespace
+
+LogSummary summarize(const GatheredLog& log) {
+  using RowKey = std::tuple<OpType, std::size_t, std::string_view>;
+  // A collective instance: the k-th (op, bytes, backend) of a group on each member. Matching by
+  // occurrence rather than sequence number stays right when p2p traffic shifts sequence numbers.
+  using InstanceKey = std::tuple<std::uint64_t, OpType, std::size_t, std::string_view, std::size_t>;
+  std::map<RowKey, std::vector<double>> latencies;
+  std::map<RowKey, int> group_sizes;
+  std::map<InstanceKey, std::vector<std::pair<int, double>>> instances;
+  std::map<std::tuple<int, std::uint64_t, OpType, std::size_t, std::string_view>, std::size_t> seen;
+  std::vector<StragglerRow> per_rank(static_cast<std::size_t>(std::max(log.ranks, 0)));
+  for (std::size_t q = 0; q < per_rank.size(); ++q) per_rank[q].rank = static_cast<int>(q);
+
+  for (const auto& r : log.records) {
+    const RowKey row{r.op, r.bytes, r.backend};
+    group_sizes.emplace(row, r.group_size);
+    if (r.global_rank >= 0 && static_cast<std::size_t>(r.global_rank) < per_rank.size()) {
+      auto& s = per_rank[static_cast<std::size_t>(r.global_rank)];
+      ++s.ops;
+      s.comm_us += micros(r);
+    }
+    if (is_p2p(r.op) || r.group_size <= 1) {
+      latencies[row].push_back(micros(r));
+      continue;
+    }
+    const auto k = seen[{r.global_rank, r.group_id, r.op, r.bytes, r.backend}]++;
+    instances[{r.group_id, r.op, r.bytes, r.backend, k}].emplace_back(r.global_rank, micros(r));
+  }
+  for (const auto& [key, members] : instances) {
+    const RowKey row{std::get<1>(key), std::get<2>(key), std::get<3>(key)};
+    const bool complete = static_cast<int>(members.size()) == group_sizes[row];
+    if (!complete) {  // a member's record was dropped: count what is there, without straggler figures
+      for (const auto& m : members) latencies[row].push_back(m.second);
+      continue;
+    }
+    double lo = members.front().second, hi = lo;
+    for (const auto& m : members) lo = std::min(lo, m.second), hi = std::max(hi, m.second);
+    latencies[row].push_back(hi);
+    for (const auto& [rank, us] : members) {
+      if (rank >= 0 && static_cast<std::size_t>(rank) < per_rank.size()) {
+        per_rank[static_cast<std::size_t>(rank)].straggler_us += us - lo;
+      }
+    }
+  }
+  LogSummary out;
+  for (auto& [key, lat] : latencies) {
+    SummaryRow row;
+    row.op = std::get<0>(key);
+    row.bytes = std::get<1>(key);
+    row.backend = std::string(std::get<2>(key));
+    row.group_size = group_sizes[key];
+    row.count = lat.size();
+    for (double v : lat) row.total_us += v, row.max_us = std::max(row.max_us, v);
+    row.avg_us = row.total_us / static_cast<double>(row.count);
+    row.p50_us = bench::median(lat);
+    row.algbw_gbps = bench::algbw_gbps(row.bytes, row.avg_us * 1e-6);
+    row.busbw_gbps = bench::busbw_gbps(row.op, row.bytes, row.avg_us * 1e-6, row.group_size);
+    out.rows.push_back(std::move(row));
+  }
+  out.stragglers = std::move(per_rank);
+  return out;
+}
+
+std::string format_summary(const LogSummary& s, const GatheredLog& log) {
+  std::uint64_t dropped = 0;
+  for (auto d : log.dropped) dropped += d;
+  std::string out = fmt::format(
+      "mcr communication log: {} ranks, {} operations recorded{}\n"
+      "latency of a collective = its slowest member's; bandwidths in GB/s (nccl-tests algbw/busbw) from avg\n",
+      log.ranks, log.records.size(), dropped ? fmt::format(", {} not recorded (log full)", dropped) : "");
+  out += fmt::format("{:<15} {:>10} {:<8} {:>9} {:>12} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "op", "bytes",
+                     "backend", "count", "total_ms", "avg_us", "p50_us", "max_us", "algbw", "busbw");
+  for (const auto& r : s.rows) {
+    out += fmt::format("{:<15} {:>10} {:<8} {:>9} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.3f} {:>9.3f}\n",
+                       to_string(r.op), r.bytes, r.backend, r.count, r.total_us * 1e-3, r.avg_us, r.p50_us,
+                       r.max_us, r.algbw_gbps, r.busbw_gbps);
+  }
+  out += "straggler view (own latency minus the group's minimum for the same collective, summed):\n";
+  out += fmt::format("{:>6} {:>9} {:>12} {:>14} {:>16} {:>7}\n", "rank", "ops", "comm_ms", "straggler_ms",
+                     "straggler_avg_us", "share");
+  for (const auto& r : s.stragglers) {
+    out += fmt::format("{:>6} {:>9} {:>12.3f} {:>14.3f} {:>16.2f} {:>6.1f}%\n", r.rank, r.ops, r.comm_us * 1e-3,
+                       r.straggler_us * 1e-3, r.ops ? r.straggler_us / static_cast<double>(r.ops) : 0.0,
+                       r.comm_us > 0 ? 100.0 * r.straggler_us / r.comm_us : 0.0);
+  }
+  return out;
+}
+
+void write_chrome_trace(const GatheredLog& log, std::ostream& out) {
+  using nlohmann::json;
+  std::int64_t base = 0;
+  if (!log.records.empty()) {
+    base = std::min_element(log.records.begin(), log.records.end(), [](const auto& a, const auto& b) {
+             return a.start_ns < b.start_ns;
+           })->start_ns;
+  }
+  // tid: a small number per backend name, stable across ranks.
+  std::map<std::string_view, int> tids;
+  for (const auto& name : bench::known_backend_names()) tids.emplace(name, static_cast<int>(tids.size()) + 1);
+  for (const auto& r : log.records) tids.emplace(r.backend, static_cast<int>(tids.size()) + 1);
+
+  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  bool first = true;
+  auto emit = [&](const json& ev) {
+    out << (first ? "" : ",\n") << ev.dump();
+    first = false;
+  };
+  std::map<std::pair<int, std::string_view>, bool> tracks;
+  for (const auto& r : log.records) tracks[{r.global_rank, r.backend}] = true;
+  for (int q = 0; q < log.ranks; ++q) {
+    emit({{"ph", "M"}, {"name", "process_name"}, {"pid", q}, {"tid", 0}, {"args", {{"name", fmt::format("rank {}", q)}}}});
+    emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", q}, {"tid", 0}, {"args", {{"sort_index", q}}}});
+  }
+  for (const auto& [track, unused] : tracks) {
+    emit({{"ph", "M"},
+          {"name", "thread_name"},
+          {"pid", track.first},
+          {"tid", tids[track.second]},
+          {"args", {{"name", std::string(track.second)}}}});
+  }
+  for (const auto& r : log.records) {
+    emit({{"ph", "X"},
+          {"name", to_string(r.op)},
+          {"cat", std::string(r.backend)},
+          {"pid", r.global_rank},
+          {"tid", tids[r.backend]},
+          {"ts", static_cast<double>(r.start_ns - base) * 1e-3},
+          {"dur", static_cast<double>(r.end_ns - r.start_ns) * 1e-3},
+          {"args",
+           {{"sequence", r.sequence},
+            {"bytes", r.bytes},
+            {"count", r.count},
+            {"dtype", to_string(r.dtype)},
+            {"async", r.async},
+            {"group", fmt::format("{:016x}", r.group_id)},
+            {"group_rank", r.group_rank},
+            {"group_size", r.group_size},
+            {"algbw_gbps", r.algbw_gbps()},
+            {"busbw_gbps", r.busbw_gbps()}}}});
+  }
+  out << "\n]}\n";
+}
+
+}  // namespace mcr

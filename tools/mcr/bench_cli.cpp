@@ -1,0 +1,86 @@
+// Flags shared by `mcr bench` and `mcr tune`.
+#include "bench_cli.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "mcr/bench.hpp"
+#include "mcr/errors.hpp"
+#include "mcr/selection.hpp"
+
+namespace mcr::cli {
+
+void add_sweep_flags(CLI::App* cmd, SweepFlags& f) {
+  cmd->add_option("--op", f.ops, "operations, comma separated, as in the API (all_reduce, ...) or 'all'")
+      ->delimiter(',');
+  cmd->add_option("-b,--minbytes", f.begin, "first message size (bytes; K/M/G suffixes)")->capture_default_str();
+  cmd->add_option("-e,--maxbytes", f.end, "last message size (bytes; K/M/G suffixes)")->capture_default_str();
+  cmd->add_option("-f,--stepfactor", f.factor, "size multiplier between steps")->capture_default_str();
+  cmd->add_option("--sizes", f.sizes, "explicit sizes, comma separated (overrides -b/-e/-f)")->delimiter(',');
+  cmd->add_option("--dtype", f.dtypes, "element types, comma separated (f32, f64, f16, bf16, i8, u8, i32, i64)")
+      ->delimiter(',')
+      ->capture_default_str();
+}
+
+std::vector<OpType> resolve_ops(const SweepFlags& f, const std::vector<OpType>& when_empty) {
+  if (f.ops.empty()) return when_empty;
+  std::vector<OpType> ops;
+  for (const auto& name : f.ops) {
+    if (name == "all") {
+      for (OpType op : bench::benchmark_ops()) {
+        if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+      }
+      continue;
+    }
+    const OpType op = bench::parse_bench_op(name, "--op");
+    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+  }
+  return ops;
+}
+
+std::vector<std::size_t> resolve_sizes(const SweepFlags& f) {
+  std::vector<std::size_t> sizes;
+  if (!f.sizes.empty()) {
+    for (const auto& s : f.sizes) sizes.push_back(parse_size(s));
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    return sizes;
+  }
+  return bench::geometric_sizes(parse_size(f.begin), parse_size(f.end), f.factor);
+}
+
+std::vector<DType> resolve_dtypes(const SweepFlags& f) {
+  std::vector<DType> out;
+  for (const auto& name : f.dtypes) {
+    auto t = parse_dtype(name);
+    if (!t) {
+      throw InvalidArgument(
+          fmt::format("--dtype '{}': unknown element type (use f32, f64, f16, bf16, i8, u8, i32, i64)", name));
+    }
+    if (std::find(out.begin(), out.end(), *t) == out.end()) out.push_back(*t);
+  }
+  if (out.empty()) throw InvalidArgument("--dtype: at least one element type is required");
+  return out;
+}
+
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < raw.size()) {
+    const auto end = raw.find('\0', pos);
+    const auto arg = raw.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    if (!out.empty()) out += ' ';
+    out += arg.find_first_of(" \t\"'") == std::string::npos ? arg : fmt::format("'{}'", arg);
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return out;
+}
+
+}  // namespace mcr::cli

@@ -1,0 +1,34 @@
+// Flags shared by `mcr bench` and `mcr tune` (ops, sizes, dtypes) and their resolution.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "mcr/types.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace mcr::cli {
+
+struct SweepFlags {
+  std::vector<std::string> ops;
+  std::string begin;
+  std::string end;
+  double factor = 2.0;
+  std::vector<std::string> sizes;  ///< explicit list; overrides -b/-e/-f
+  std::vector<std::string> dtypes{"f32"};
+};
+
+/// Adds --op, -b/--minbytes, -e/--maxbytes, -f/--stepfactor, --sizes and --dtype to `cmd`.
+void add_sweep_flags(CLI::App* cmd, SweepFlags& flags);
+/// "all" (or no --op) = every benchmarkable op; otherwise the named ops in order, without repeats.
+std::vector<OpType> resolve_ops(const SweepFlags& flags, const std::vector<OpType>& when_empty);
+std::vector<std::size_t> resolve_sizes(const SweepFlags& flags);
+std::vector<DType> resolve_dtypes(const SweepFlags& flags);
+/// The command line of this process (for provenance), from /proc/self/cmdline when available.
+std::string command_line();
+
+}  // namespace mcr::cli

@@ -1,0 +1,74 @@
+// Rendering of a tuning table's latency matrix through gnuplot.
+#include "bench_plot.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "mcr/errors.hpp"
+
+namespace mcr::cli {
+
+std::vector<std::string> plot_table(const TuningTable& table, const std::string& prefix, const std::string& format) {
+  if (format != "png" && format != "svg") {
+    throw InvalidArgument(fmt::format("--plot-format '{}': must be png or svg", format));
+  }
+  // op -> backend -> (bytes -> us), for the first dtype class measured per op
+  std::map<std::string, std::map<std::string, std::map<std::size_t, double>>> series;
+  std::map<std::string, std::string> klass;
+  for (const auto& s : table.samples) {
+    const std::string op(to_string(s.op));
+    if (!klass.count(op)) klass[op] = s.dtype_class;
+    if (klass[op] != s.dtype_class) continue;
+    series[op][s.backend][s.bytes] = s.time_us;
+  }
+  std::ofstream gp(prefix + ".gp");
+  if (!gp) throw Error(fmt::format("--plot: cannot write '{}.gp'", prefix));
+  gp << (format == "png" ? "set terminal pngcairo size 900,600\n" : "set terminal svg size 900,600\n");
+  gp << "set logscale xy\nset xlabel 'message size (bytes)'\nset ylabel 'latency (us, median of max over ranks)'\n"
+        "set key top left\nset grid\n";
+  std::vector<std::string> images;
+  for (const auto& [op, backends] : series) {
+    const std::string dat = fmt::format("{}.{}.dat", prefix, op);
+    std::ofstream d(dat);
+    std::vector<std::string> plots;
+    int index = 0;
+    for (const auto& [backend, points] : backends) {
+      d << "# " << backend << "\n";
+      for (const auto& [bytes, us] : points) d << std::max<std::size_t>(bytes, 1) << ' ' << us << '\n';
+      d << "\n\n";
+      plots.push_back(fmt::format("'{}' index {} with linespoints title '{}'", dat, index++, backend));
+    }
+    // The tuned choice: the chosen backend's latency at each measured size.
+    d << "# tuned\n";
+    for (const auto& [bytes, unused] : backends.begin()->second) {
+      const auto* chosen = table.lookup(*parse_op(op), klass[op] == "int" ? DType::i32 : DType::f32,
+                                        table.samples.empty() ? 0 : table.samples.front().group_size, bytes);
+      if (chosen == nullptr) continue;
+      auto it = backends.find(*chosen);
+      if (it != backends.end() && it->second.count(bytes)) {
+        d << std::max<std::size_t>(bytes, 1) << ' ' << it->second.at(bytes) << '\n';
+      }
+    }
+    plots.push_back(fmt::format("'{}' index {} with points pt 6 ps 2 lc rgb 'black' title 'tuned choice'", dat, index));
+    const std::string image = fmt::format("{}.{}.{}", prefix, op, format);
+    gp << fmt::format("set output '{}'\nset title '{} ({})'\nplot {}\n", image, op, klass[op], fmt::join(plots, ", "));
+    images.push_back(image);
+  }
+  gp.close();
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    throw Error(fmt::format(
+        "--plot: gnuplot is not installed; the data and script are in {}.gp and {}.*.dat "
+        "(install gnuplot, e.g. apt-get install gnuplot-nox, and run 'gnuplot {}.gp')",
+        prefix, prefix, prefix));
+  }
+  if (std::system(fmt::format("gnuplot '{}.gp'", prefix).c_str()) != 0) {
+    throw Error(fmt::format("--plot: gnuplot failed on {}.gp", prefix));
+  }
+  return images;
+}
+
+}  // namespace mcr::cli
