@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -132,14 +133,17 @@ std::optional<codesign::DeviceSpec> local_device(const GemmArgs& a, const cb::Ge
       return cb::gpu_device_spec(*gpu);
     }
     const auto cpu = cb::detect_cpu();
-    const int threads = a.threads > 0 ? a.threads : cpu.cores;
+    // More BLAS threads than cores add no compute units.
+    const int threads = a.threads > 0 ? std::min(a.threads, cpu.cores) : cpu.cores;
     auto spec = cb::cpu_device_spec(
         cpu, cb::measure_memory_bandwidth_gbs(static_cast<std::size_t>(cpu.llc_bytes()), threads));
-    spec.compute_units = threads;  // the BLAS runs on this many cores
-    spec.peak_tflops[codesign::DType::fp32] *= static_cast<double>(threads) / cpu.cores;
-    spec.peak_tflops[codesign::DType::fp64] *= static_cast<double>(threads) / cpu.cores;
-    if (spec.peak_tflops.count(codesign::DType::bf16)) {
-      spec.peak_tflops[codesign::DType::bf16] *= static_cast<double>(threads) / cpu.cores;
+    if (threads != cpu.cores) {
+      // The BLAS runs on `threads` cores: the device is that share of the CPU.
+      const double share = static_cast<double>(threads) / cpu.cores;
+      spec.compute_units = threads;
+      for (auto& [dtype, peak] : spec.peak_tflops)
+        peak *= share;
+      spec.description += fmt::format(", {} of them used", threads);
     }
     return spec;
   } catch (const InvalidArgument&) {

