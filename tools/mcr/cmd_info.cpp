@@ -37,6 +37,16 @@ nlohmann::json to_json(const RuntimeInfo& info) {
   return j;
 }
 
+// A one-letter code per way of running an op, explained in the legend.
+std::string short_code(const std::string& how) {
+  if (how.rfind("native", 0) == 0) return "y";
+  if (how.rfind("staged", 0) == 0) return "S";
+  if (how.rfind("user-defined", 0) == 0) return "U";
+  if (how.rfind("emulated", 0) == 0) return "E";
+  if (how.rfind("cuda-aware", 0) == 0) return "C";
+  return how.substr(0, 5);
+}
+
 // One row per op: which dtypes run (sum for reductions), per device kind.
 void print_table(const BackendInfo& b, Device::Kind kind) {
   fmt::print("    {:<15}", to_string(kind));
@@ -48,7 +58,7 @@ void print_table(const BackendInfo& b, Device::Kind kind) {
       std::string cell = "-";
       for (const auto& c : b.capabilities) {
         if (c.op == op && c.dtype == t && c.device == kind && c.reduce == ReduceOp::sum && c.supported) {
-          cell = c.detail.rfind("native", 0) == 0 ? "y" : c.detail.substr(0, 5);
+          cell = short_code(c.detail);
         }
       }
       fmt::print(" {:>5}", cell);
@@ -69,7 +79,8 @@ void print_text(const RuntimeInfo& info) {
   for (const auto& b : info.backends) {
     fmt::print("  {:<6} {}\n", b.name, b.usable ? "usable" : fmt::format("unusable: {}", b.reason));
     if (!b.usable) continue;
-    fmt::print("    capabilities (y = native; 'user-' = user-defined MPI op; sum for reductions):\n");
+    fmt::print("    capabilities, sum for reductions (y native, U user-defined op, E emulated, S staged "
+               "through host memory, C CUDA-aware; - unsupported):\n");
     print_table(b, Device::Kind::cpu);
     bool any_cuda = false;
     for (const auto& c : b.capabilities) any_cuda = any_cuda || (c.device == Device::Kind::cuda && c.supported);

@@ -1,0 +1,138 @@
+// CommLog without a launcher: recording, bandwidth per record, summary, stragglers, trace JSON.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "mcr/comm_log.hpp"
+
+using namespace mcr;
+using namespace std::chrono;
+
+namespace {
+OpRecord make(OpType op, std::size_t bytes, int group_size, int rank, std::int64_t start_us, std::int64_t dur_us,
+              std::string_view backend = "mpi", std::uint64_t seq = 0) {
+  OpRecord r;
+  r.sequence = seq;
+  r.op = op;
+  r.backend = backend;
+  r.bytes = bytes;
+  r.count = bytes / 4;
+  r.group_id = 7;
+  r.group_rank = rank;
+  r.group_size = group_size;
+  r.global_rank = rank;
+  r.start = steady_clock::time_point(microseconds(start_us));
+  r.end = r.start + microseconds(dur_us);
+  return r;
+}
+}  // namespace
+
+TEST(CommLog, RecordsCarryBytesAndBandwidths) {
+  CommLog log;
+  // 1 MB all_reduce in 1 ms at 4 ranks: algbw 1 GB/s, busbw 1.5 GB/s.
+  log.on_complete(make(OpType::all_reduce, 1'000'000, 4, 0, 0, 1000));
+  // 2 MB all_gather (whole output) in 4 ms at 4 ranks: algbw 0.5, busbw 0.375.
+  log.on_complete(make(OpType::all_gather, 2'000'000, 4, 0, 2000, 4000, "gloo", 1));
+  ASSERT_EQ(log.records().size(), 2u);
+  const auto& a = log.records()[0];
+  EXPECT_EQ(a.bytes, 1'000'000u);
+  EXPECT_DOUBLE_EQ(a.seconds(), 1e-3);
+  EXPECT_DOUBLE_EQ(a.algbw_gbps(), 1.0);
+  EXPECT_DOUBLE_EQ(a.busbw_gbps(), 1.5);
+  const auto& g = log.records()[1];
+  EXPECT_EQ(g.backend, "gloo");
+  EXPECT_EQ(g.sequence, 1u);
+  EXPECT_DOUBLE_EQ(g.algbw_gbps(), 0.5);
+  EXPECT_DOUBLE_EQ(g.busbw_gbps(), 0.375);
+}
+
+TEST(CommLog, KeepsAtMostMaxRecords) {
+  CommLog log(2, 2);
+  for (int i = 0; i < 5; ++i) log.on_complete(make(OpType::barrier, 0, 1, 0, i, 1));
+  EXPECT_EQ(log.records().size(), 2u);
+  EXPECT_EQ(log.dropped(), 3u);
+  log.clear();
+  EXPECT_TRUE(log.records().empty());
+}
+
+TEST(CommLog, SummaryTakesTheSlowestMemberAndStragglersAgainstTheFastest) {
+  // Two all_reduce instances of 4 KiB on 2 ranks: latencies (rank0, rank1) = (10, 30) and (20, 20) us.
+  GatheredLog g;
+  g.ranks = 2;
+  g.dropped = {0, 0};
+  auto rec = [](int rank, std::int64_t start, std::int64_t dur) {
+    LogRecord r;
+    r.op = OpType::all_reduce;
+    r.bytes = 4096;
+    r.backend = "mpi";
+    r.group_id = 1;
+    r.group_size = 2;
+    r.group_rank = rank;
+    r.global_rank = rank;
+    r.start_ns = start * 1000;
+    r.end_ns = (start + dur) * 1000;
+    return r;
+  };
+  g.records = {rec(0, 0, 10), rec(0, 100, 20), rec(1, 0, 30), rec(1, 100, 20)};
+  const auto s = summarize(g);
+  ASSERT_EQ(s.rows.size(), 1u);
+  const auto& row = s.rows[0];
+  EXPECT_EQ(row.count, 2u);
+  EXPECT_DOUBLE_EQ(row.max_us, 30.0);
+  EXPECT_DOUBLE_EQ(row.total_us, 50.0);  // slowest members: 30 + 20
+  EXPECT_DOUBLE_EQ(row.avg_us, 25.0);
+  EXPECT_DOUBLE_EQ(row.p50_us, 25.0);
+  EXPECT_DOUBLE_EQ(row.algbw_gbps, 4096 / 25e-6 / 1e9);
+  EXPECT_DOUBLE_EQ(row.busbw_gbps, row.algbw_gbps * 1.0);  // 2(n-1)/n = 1 at n = 2
+  ASSERT_EQ(s.stragglers.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.stragglers[0].straggler_us, 0.0);   // 10 - 10, 20 - 20
+  EXPECT_DOUBLE_EQ(s.stragglers[1].straggler_us, 20.0);  // 30 - 10, 20 - 20
+  EXPECT_DOUBLE_EQ(s.stragglers[1].comm_us, 50.0);
+  const auto text = format_summary(s, g);
+  EXPECT_NE(text.find("all_reduce"), std::string::npos) << text;
+  EXPECT_NE(text.find("straggler view"), std::string::npos) << text;
+}
+
+TEST(CommLog, ChromeTraceParsesAndHoldsOneEventPerRecord) {
+  GatheredLog g;
+  g.ranks = 2;
+  g.dropped = {0, 0};
+  LogRecord a;
+  a.op = OpType::broadcast;
+  a.bytes = 1000;
+  a.backend = "gloo";
+  a.group_size = 2;
+  a.start_ns = 5'000;
+  a.end_ns = 7'000;
+  LogRecord b = a;
+  b.global_rank = 1;
+  b.group_rank = 1;
+  b.backend = "mpi";
+  b.start_ns = 6'000;
+  b.end_ns = 10'000;
+  g.records = {a, b};
+  std::stringstream out;
+  write_chrome_trace(g, out);
+  const auto doc = nlohmann::json::parse(out.str());
+  int complete = 0, thread_names = 0, process_names = 0;
+  for (const auto& ev : doc.at("traceEvents")) {
+    if (ev["ph"] == "X") {
+      ++complete;
+      EXPECT_EQ(ev["name"], "broadcast");
+      EXPECT_EQ(ev["args"]["bytes"], 1000);
+      if (ev["pid"] == 1) {
+        EXPECT_DOUBLE_EQ(ev["ts"].get<double>(), 1.0);   // us after the earliest start
+        EXPECT_DOUBLE_EQ(ev["dur"].get<double>(), 4.0);  // 4000 ns
+        EXPECT_EQ(ev["cat"], "mpi");
+        EXPECT_DOUBLE_EQ(ev["args"]["algbw_gbps"].get<double>(), 1000 / 4e-6 / 1e9);
+      }
+    }
+    if (ev["ph"] == "M" && ev["name"] == "thread_name") ++thread_names;
+    if (ev["ph"] == "M" && ev["name"] == "process_name") ++process_names;
+  }
+  EXPECT_EQ(complete, 2);
+  EXPECT_EQ(thread_names, 2);  // (rank 0, gloo), (rank 1, mpi)
+  EXPECT_EQ(process_names, 2);
+}
