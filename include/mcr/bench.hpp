@@ -57,6 +57,10 @@ struct Layout {
   std::size_t bytes = 0;      ///< the op's byte count S (equal on every rank)
 };
 Layout layout_for(OpType op, std::size_t nominal_bytes, DType dtype, int ranks);
+/// The nominal sizes whose actual byte counts differ (the first of each), so that rounding (e.g.
+/// 4 B and 8 B all_gather of f32 on 2 ranks are both 8 B) does not measure a point twice.
+std::vector<std::size_t> distinct_sizes(OpType op, const std::vector<std::size_t>& nominal, DType dtype,
+                                        int ranks);
 
 /// The value at element `index` of rank `rank`'s input: a small integer (in [-6, 6], or [0, 12] for
 /// u8) so that sums over up to 21 ranks are exact in every dtype, f16/bf16/i8 included.
@@ -130,7 +134,7 @@ struct InterleavedOptions {
   int max_iterations = 2000;
 };
 /// Times every backend at one point with repetitions interleaved (rep 1 of each backend, then rep 2,
-/// ...), so load that drifts during the run hits every backend alike. Iteration counts come from a
+/// ..., the order rotated each time), so load that drifts during the run hits every backend alike. Iteration counts come from a
 /// warmup probe reduced across ranks, so every rank runs the same number. Then checks each backend
 /// once. Collective.
 std::vector<BackendTiming> measure_interleaved(Point& point, const std::vector<std::string>& backends,

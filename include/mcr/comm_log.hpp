@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,12 +74,22 @@ struct LogSummary {
 class CommLog final : public OpObserver {
  public:
   static constexpr std::size_t kDefaultMaxRecords = std::size_t{1} << 24;
-  /// Keeps at most `max_records` records (later ones are counted as dropped); reserves `reserve`.
-  explicit CommLog(std::size_t max_records = kDefaultMaxRecords, std::size_t reserve = 1u << 14);
+  /// Keeps at most `max_records` records (later ones are counted as dropped).
+  explicit CommLog(std::size_t max_records = kDefaultMaxRecords);
+
+  ~CommLog() override;
+  CommLog(const CommLog&) = delete;
+  CommLog& operator=(const CommLog&) = delete;
 
   void on_complete(const OpRecord& record) noexcept override;
 
-  std::span<const LogRecord> records() const noexcept { return records_; }
+  /// Records kept so far, in completion order.
+  std::size_t size() const noexcept { return size_; }
+  const LogRecord& operator[](std::size_t i) const noexcept {
+    return blocks_[i / kBlockRecords][i % kBlockRecords];
+  }
+  /// A copy of every record kept so far.
+  std::vector<LogRecord> records() const;
   std::uint64_t dropped() const noexcept { return dropped_; }
   void clear() noexcept;
 
@@ -89,7 +98,14 @@ class CommLog final : public OpObserver {
   GatheredLog collect(Communicator& comm) const;
 
  private:
-  std::vector<LogRecord> records_;
+  // Records live in fixed blocks that never move: appending never copies earlier records, and each
+  // block is allocated on huge pages where the system allows, so first-touch page faults are rare.
+  static constexpr std::size_t kBlockBytes = std::size_t{4} << 20;
+  static constexpr std::size_t kBlockRecords = kBlockBytes / sizeof(LogRecord);
+  bool add_block() noexcept;
+
+  std::vector<LogRecord*> blocks_;
+  std::size_t size_ = 0;
   std::size_t max_records_;
   std::uint64_t dropped_ = 0;
   std::int64_t wall_minus_steady_ns_ = 0;  ///< this rank's wall clock minus its steady clock

@@ -34,7 +34,10 @@ std::vector<BackendTiming> measure_interleaved(Point& point, const std::vector<s
   const int reps = std::max(options.repetitions, 1);
   std::vector<double> times(nb * static_cast<std::size_t>(reps), 0.0);
   for (int r = 0; r < reps; ++r) {
-    for (std::size_t b = 0; b < nb; ++b) {
+    // Rotate the order every repetition: each backend follows each other one equally often, so
+    // cache state or worker threads left behind by the previous backend favour none of them.
+    for (std::size_t k = 0; k < nb; ++k) {
+      const std::size_t b = (k + static_cast<std::size_t>(r)) % nb;
       if (!out[b].supported) continue;
       comm.barrier();
       times[static_cast<std::size_t>(r) * nb + b] = point.time(backends[b], out[b].iterations);

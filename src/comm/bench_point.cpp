@@ -101,6 +101,19 @@ Layout layout_for(OpType op, std::size_t nominal_bytes, DType dtype, int ranks) 
   return l;
 }
 
+std::vector<std::size_t> distinct_sizes(OpType op, const std::vector<std::size_t>& nominal, DType dtype,
+                                        int ranks) {
+  std::vector<std::size_t> out;
+  std::vector<std::size_t> seen;
+  for (std::size_t s : nominal) {
+    const auto bytes = layout_for(op, s, dtype, ranks).bytes;
+    if (std::find(seen.begin(), seen.end(), bytes) != seen.end()) continue;
+    seen.push_back(bytes);
+    out.push_back(s);
+  }
+  return out;
+}
+
 Point::Point(Communicator comm, const PointConfig& config) : comm_(std::move(comm)), config_(config) {
   const int n = comm_.size();
   if (has_root(config_.op) && (config_.root < 0 || config_.root >= n)) {

@@ -1,7 +1,11 @@
 // CommLog: recording on the hot path, and gathering every rank's records to rank 0.
 #include <algorithm>
 #include <chrono>
+#include <sys/mman.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "mcr/bench.hpp"
 #include "mcr/comm_log.hpp"
@@ -51,39 +55,61 @@ double LogRecord::busbw_gbps() const noexcept {
   return bench::busbw_gbps(op, bytes, seconds(), group_size);
 }
 
-CommLog::CommLog(std::size_t max_records, std::size_t reserve) : max_records_(max_records) {
-  records_.reserve(std::min(reserve, max_records));
+CommLog::CommLog(std::size_t max_records) : max_records_(max_records) {
   const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
   wall_minus_steady_ns_ = wall - steady_ns(std::chrono::steady_clock::now());
+  blocks_.reserve(max_records / kBlockRecords + 1);  // the hot path never reallocates this either
+  add_block();
+}
+
+CommLog::~CommLog() {
+  for (LogRecord* b : blocks_) std::free(b);
+}
+
+bool CommLog::add_block() noexcept {
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  void* p = std::aligned_alloc(kHugePage, kBlockBytes);
+  if (p == nullptr) return false;
+  madvise(p, kBlockBytes, MADV_HUGEPAGE);  // advice only: ignored where huge pages are off
+  try {
+    blocks_.push_back(static_cast<LogRecord*>(p));
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory; the record is counted as dropped
+    std::free(p);
+    return false;
+  }
+  return true;
 }
 
 void CommLog::on_complete(const OpRecord& r) noexcept {
-  if (records_.size() >= max_records_) {
+  if (size_ >= max_records_ || (size_ == blocks_.size() * kBlockRecords && !add_block())) {
     ++dropped_;
     return;
   }
-  // Capacity grows geometrically (amortised O(1)); a failed allocation drops the record.
-  try {
-    records_.push_back(LogRecord{steady_ns(r.start), steady_ns(r.end), r.sequence, r.group_id, r.bytes,
-                                 r.count, r.backend, r.op, r.dtype, r.async, r.group_rank, r.group_size,
-                                 r.global_rank});
-  } catch (...) {  // NOLINT(bugprone-empty-catch): an observer must not throw
-    ++dropped_;
-  }
+  LogRecord* slot = blocks_[size_ / kBlockRecords] + size_ % kBlockRecords;
+  new (slot) LogRecord{steady_ns(r.start), steady_ns(r.end), r.sequence, r.group_id, r.bytes, r.count,
+                       r.backend, r.op, r.dtype, r.async, r.group_rank, r.group_size, r.global_rank};
+  ++size_;
+}
+
+std::vector<LogRecord> CommLog::records() const {
+  std::vector<LogRecord> out;
+  out.reserve(size_);
+  for (std::size_t i = 0; i < size_; ++i) out.push_back((*this)[i]);
+  return out;
 }
 
 void CommLog::clear() noexcept {
-  records_.clear();
+  size_ = 0;
   dropped_ = 0;
 }
 
 GatheredLog CommLog::collect(Communicator& comm) const {
   // Snapshot first: the gather below is itself observed when this log is still attached.
-  std::vector<WireRecord> mine(records_.size());
-  for (std::size_t i = 0; i < records_.size(); ++i) {
-    const auto& r = records_[i];
+  std::vector<WireRecord> mine(size_);
+  for (std::size_t i = 0; i < size_; ++i) {
+    const auto& r = (*this)[i];
     mine[i] = WireRecord{r.start_ns + wall_minus_steady_ns_,
                          r.end_ns + wall_minus_steady_ns_,
                          r.sequence,

@@ -32,6 +32,7 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
         "set key top left\nset grid\n";
   std::vector<std::string> images;
   for (const auto& [op, backends] : series) {
+    if (backends.begin()->second.size() < 2) continue;  // one size (barrier): nothing to draw a line through
     const std::string dat = fmt::format("{}.{}.dat", prefix, op);
     std::ofstream d(dat);
     std::vector<std::string> plots;

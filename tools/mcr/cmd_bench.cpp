@@ -30,7 +30,7 @@ struct BenchOptions {
   bool csv = false;
   bool quiet = false;
   bool compare_auto = false;
-  int repetitions = 7;
+  int repetitions = 9;
   double min_ratio = 0.95;
 };
 
@@ -81,7 +81,7 @@ void run_sweep(Communicator& world, const BenchOptions& o) {
                        in_place ? "in-place" : "out-of-place", requested, op == OpType::barrier ? 1 : sizes.size());
           }
           const std::string_view backend = requested == "auto" ? std::string_view() : std::string_view(requested);
-          for (std::size_t size : sizes) {
+          for (std::size_t size : bench::distinct_sizes(op, sizes, dtype, world.size())) {
             bench::Point point(world, {op, dtype, size, in_place, o.root, reduce, o.async, o.seed});
             const auto& l = point.layout();
             try {
@@ -154,7 +154,7 @@ void run_compare(Communicator& world, const BenchOptions& o) {
   for (OpType op : ops) {
     for (DType dtype : dtypes) {
       if (root_rank && !o.quiet) fmt::print(stderr, "mcr bench --compare-auto: {} {}\n", to_string(op), to_string(dtype));
-      for (std::size_t size : sizes) {
+      for (std::size_t size : bench::distinct_sizes(op, sizes, dtype, world.size())) {
         bench::Point point(world, {op, dtype, size, false, o.root, reduce, false, o.seed});
         const auto res = bench::measure_interleaved(point, variants, io);
         const auto bytes = point.layout().bytes;

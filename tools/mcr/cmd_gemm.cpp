@@ -174,6 +174,10 @@ cb::MeasurementSet measure_or_load(const GemmArgs& a, const CLI::App& cmd) {
     return set;
   }
   const auto gemms = all_gemms(a);
+  if (a.measure.clock == cb::Clock::process_cpu && (a.backend == "gpu" || a.threads != 1)) {
+    throw InvalidArgument(
+        "--clock cpu: process CPU time measures a GEMM only on the CPU backend with --threads 1");
+  }
   auto runner = make_runner(a);
   for (const auto& g : gemms) {
     if (!runner->supports(g.dtype)) {
@@ -183,6 +187,15 @@ cb::MeasurementSet measure_or_load(const GemmArgs& a, const CLI::App& cmd) {
     }
   }
   auto device = local_device(a, *runner, a.compare);
+  if (a.compare) {
+    // Checked before measuring, so a sweep is not thrown away at the end.
+    for (const auto& g : gemms) {
+      if (!device->supports(g.dtype)) {
+        throw InvalidArgument(fmt::format("--compare: device '{}' has no {} peak to predict with",
+                                          device->name, to_string(g.dtype)));
+      }
+    }
+  }
   if (a.dry_run) {
     cb::MeasurementSet listing;
     listing.backend_description = runner->description();
@@ -197,6 +210,11 @@ cb::MeasurementSet measure_or_load(const GemmArgs& a, const CLI::App& cmd) {
                            a.quiet ? cb::SweepProgress{} : cb::SweepProgress{progress_line});
   set.device = device;
   set.command = rerun_command(cmd);
+  for (const auto& k : set.skipped) {
+    fmt::print(stderr, "mcr gemm: skipped {} m={} n={} k={} batch={} {}: {}\n", k.gemm.role,
+               k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, to_string(k.gemm.dtype), k.reason);
+  }
+  if (set.rows.empty()) throw UnsupportedError("mcr gemm: every GEMM was skipped");
   return set;
 }
 

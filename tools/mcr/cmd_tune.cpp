@@ -24,7 +24,7 @@ struct TuneOptions {
   std::vector<std::string> backends;
   double hysteresis = 0.03;
   int repetitions = 5;
-  double budget_ms = 4.0;
+  double budget_ms = 10.0;
   std::string validate;
   bool plot = false;
   std::string plot_format = "png";
@@ -89,7 +89,9 @@ void run_tune(Communicator& world, const TuneOptions& o) {
       "~{} ms per repetition",
       o.repetitions, o.budget_ms);
   std::size_t total = 0;
-  for (OpType op : ops) total += (is_reduction(op) ? dtypes.size() : 1) * (op == OpType::barrier ? 1 : sizes.size());
+  for (OpType op : ops) {
+    total += (is_reduction(op) ? dtypes.size() : 1) * bench::distinct_sizes(op, sizes, dtypes.front(), world.size()).size();
+  }
   std::size_t done = 0;
   std::uint64_t wrong = 0;
   for (OpType op : ops) {
@@ -97,7 +99,7 @@ void run_tune(Communicator& world, const TuneOptions& o) {
     std::vector<DType> types = is_reduction(op) ? dtypes : std::vector<DType>{dtypes.front()};
     for (DType dtype : types) {
       const std::string klass = is_reduction(op) ? std::string(dtype_class(dtype)) : "any";
-      for (std::size_t size : sizes) {
+      for (std::size_t size : bench::distinct_sizes(op, sizes, dtype, world.size())) {
         bench::Point point(world, {op, dtype, size, false, 0, ReduceOp::sum, false, 1});
         const auto res = bench::measure_interleaved(point, backends, io);
         ++done;

@@ -53,10 +53,10 @@ std::string rerun_command(const CLI::App& subcommand) {
 
 void print_measurements_table(std::FILE* out, const codesign::bench::MeasurementSet& set) {
   fmt::print(out, "# backend: {}\n", set.backend_description);
-  fmt::print(out, "{:<16} {:>6} {:>6} {:>6} {:>5} {:>5} {:>12} {:>10} {:>9} {:>7}\n", "role", "m",
+  fmt::print(out, "{:<28} {:>6} {:>6} {:>6} {:>5} {:>5} {:>12} {:>10} {:>9} {:>7}\n", "role", "m",
              "n", "k", "batch", "dtype", "median_us", "TFLOP/s", "GB/s", "samples");
   for (const auto& r : set.rows) {
-    fmt::print(out, "{:<16} {} {:>5} {:>12.2f} {:>10.4f} {:>9.2f} {:>7}\n", r.gemm.role,
+    fmt::print(out, "{:<28} {} {:>5} {:>12.2f} {:>10.4f} {:>9.2f} {:>7}\n", r.gemm.role,
                dims(r.gemm), to_string(r.gemm.dtype), r.timing.median_s * 1e6, r.tflops(), r.gbs(),
                r.timing.samples);
   }
@@ -74,12 +74,12 @@ void print_comparison_table(std::FILE* out, const codesign::bench::MeasurementSe
                             const std::string& device_name) {
   fmt::print(out, "# backend: {}\n# predicted on device: {}\n", set.backend_description,
              device_name);
-  fmt::print(out, "{:<16} {:>6} {:>6} {:>6} {:>5} {:>5} {:>12} {:>10} {:>10} {:>7} {:>7}\n", "role",
+  fmt::print(out, "{:<28} {:>6} {:>6} {:>6} {:>5} {:>5} {:>12} {:>10} {:>10} {:>7} {:>7}\n", "role",
              "m", "n", "k", "batch", "dtype", "median_us", "meas_TF/s", "pred_TF/s", "ratio",
              "err_%");
   for (const auto& r : rows) {
     const auto& g = r.measured.gemm;
-    fmt::print(out, "{:<16} {} {:>5} {:>12.2f} {:>10.4f} {:>10.4f} {:>7.3f} {:>7.1f}\n", g.role,
+    fmt::print(out, "{:<28} {} {:>5} {:>12.2f} {:>10.4f} {:>10.4f} {:>7.3f} {:>7.1f}\n", g.role,
                dims(g), to_string(g.dtype), r.measured.timing.median_s * 1e6, r.measured_tflops,
                r.predicted_tflops, r.ratio, r.abs_pct_error);
   }

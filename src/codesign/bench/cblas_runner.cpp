@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 #include <ctime>
+#include <limits>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -30,6 +32,13 @@ bool cblas_available() {
 #if MCR_HAVE_BLAS
 namespace {
 
+// OpenBLAS's cblas.h uses its own index type (64-bit in ILP64 builds); reference CBLAS uses int.
+#ifdef OPENBLAS_VERSION
+using BlasInt = blasint;
+#else
+using BlasInt = int;
+#endif
+
 #ifdef OPENBLAS_VERSION
 // cblas_sbgemm is declared by every OpenBLAS cblas.h but only exported by builds made with
 // BUILD_BFLOAT16, so it is looked up at run time instead of linked.
@@ -44,6 +53,16 @@ double process_cpu_seconds() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
+
+#ifdef OPENBLAS_VERSION
+std::string_view trim_spaces(std::string_view s) {  // OPENBLAS_VERSION is " OpenBLAS 0.3.21 "
+  while (!s.empty() && s.front() == ' ')
+    s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ')
+    s.remove_suffix(1);
+  return s;
+}
+#endif
 
 /// bf16 bit pattern of a float (truncation is fine for benchmark fill values).
 std::uint16_t to_bf16_bits(float value) {
@@ -68,7 +87,7 @@ class CblasRunner final : public GemmRunner {
 
   std::string description() const override {
 #ifdef OPENBLAS_VERSION
-    return fmt::format("{} ({}), {} threads on {}", std::string_view(OPENBLAS_VERSION).substr(1),
+    return fmt::format("{} ({}), {} threads on {}", trim_spaces(OPENBLAS_VERSION),
                        openblas_get_corename(), threads_, cpu_.model_name);
 #else
     return fmt::format("CBLAS, {} threads on {}", threads_, cpu_.model_name);
@@ -103,6 +122,27 @@ class CblasRunner final : public GemmRunner {
           "clock 'cpu' needs exactly 1 BLAS thread, the runner uses {} (pass --threads 1)",
           threads_));
     }
+    for (const auto dim : {gemm.m, gemm.n, gemm.k}) {
+      if (dim > std::numeric_limits<BlasInt>::max()) {
+        throw InvalidArgument(
+            fmt::format("GEMM m={} n={} k={}: dimension {} exceeds the BLAS index "
+                        "range ({})",
+                        gemm.m, gemm.n, gemm.k, dim, std::numeric_limits<BlasInt>::max()));
+      }
+    }
+    try {
+      return time_dispatch(gemm, options);
+    } catch (const std::bad_alloc&) {
+      const double gib = static_cast<double>(gemm.bytes()) / (1 << 30);
+      throw Error(
+          fmt::format("GEMM m={} n={} k={} batch={}: cannot allocate its {:.1f} GiB of "
+                      "operands",
+                      gemm.m, gemm.n, gemm.k, gemm.batch, gib));
+    }
+  }
+
+ private:
+  Timing time_dispatch(const Gemm& gemm, const MeasureOptions& options) {
     switch (gemm.dtype) {
       case DType::fp32:
         return time_typed<float, float>(gemm, options);
@@ -113,7 +153,6 @@ class CblasRunner final : public GemmRunner {
     }
   }
 
- private:
   template <typename In, typename Out>
   Timing time_typed(const Gemm& g, const MeasureOptions& options) {
     const auto a_elems = static_cast<std::size_t>(g.m * g.k * g.batch);
@@ -167,20 +206,20 @@ class CblasRunner final : public GemmRunner {
   }
 
   void gemm_call(const Gemm& g, const float* a, const float* b, float* c) const {
-    const auto m = static_cast<blasint>(g.m), n = static_cast<blasint>(g.n),
-               k = static_cast<blasint>(g.k);
+    const auto m = static_cast<BlasInt>(g.m), n = static_cast<BlasInt>(g.n),
+               k = static_cast<BlasInt>(g.k);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0F, a, k, b, n, 0.0F, c, n);
   }
   void gemm_call(const Gemm& g, const double* a, const double* b, double* c) const {
-    const auto m = static_cast<blasint>(g.m), n = static_cast<blasint>(g.n),
-               k = static_cast<blasint>(g.k);
+    const auto m = static_cast<BlasInt>(g.m), n = static_cast<BlasInt>(g.n),
+               k = static_cast<BlasInt>(g.k);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
   }
   void gemm_call([[maybe_unused]] const Gemm& g, [[maybe_unused]] const std::uint16_t* a,
                  [[maybe_unused]] const std::uint16_t* b, [[maybe_unused]] float* c) const {
 #ifdef OPENBLAS_VERSION
-    const auto m = static_cast<blasint>(g.m), n = static_cast<blasint>(g.n),
-               k = static_cast<blasint>(g.k);
+    const auto m = static_cast<BlasInt>(g.m), n = static_cast<BlasInt>(g.n),
+               k = static_cast<BlasInt>(g.k);
     sbgemm_(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0F, a, k, b, n, 0.0F, c, n);
 #endif
   }

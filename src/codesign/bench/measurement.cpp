@@ -86,6 +86,18 @@ void to_json(nlohmann::json& j, const MeasurementSet& s) {
          {"clock", to_string(o.clock)}}},
        {"measurements", s.rows}};
   if (s.device) j["device"] = *s.device;
+  if (!s.skipped.empty()) {
+    auto& skipped = j["skipped"];
+    for (const auto& k : s.skipped) {
+      skipped.push_back({{"role", k.gemm.role},
+                         {"m", k.gemm.m},
+                         {"n", k.gemm.n},
+                         {"k", k.gemm.k},
+                         {"batch", k.gemm.batch},
+                         {"dtype", to_string(k.gemm.dtype)},
+                         {"reason", k.reason}});
+    }
+  }
 }
 
 void from_json(const nlohmann::json& j, MeasurementSet& s) {
@@ -117,6 +129,18 @@ void from_json(const nlohmann::json& j, MeasurementSet& s) {
   }
   s.device.reset();
   if (j.contains("device")) s.device = j.at("device").get<DeviceSpec>();
+  s.skipped.clear();
+  for (const auto& k : j.value("skipped", nlohmann::json::array())) {
+    SkippedGemm skipped;
+    skipped.gemm.role = k.value("role", std::string{});
+    skipped.gemm.m = k.value("m", std::int64_t{0});
+    skipped.gemm.n = k.value("n", std::int64_t{0});
+    skipped.gemm.k = k.value("k", std::int64_t{0});
+    skipped.gemm.batch = k.value("batch", std::int64_t{1});
+    skipped.gemm.dtype = parse_dtype(k.value("dtype", std::string{"fp32"}));
+    skipped.reason = k.value("reason", std::string{});
+    s.skipped.push_back(std::move(skipped));
+  }
   s.rows.clear();
   const auto& rows = j.at("measurements");
   for (std::size_t i = 0; i < rows.size(); ++i) {

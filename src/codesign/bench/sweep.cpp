@@ -3,6 +3,8 @@
 #include <map>
 #include <tuple>
 
+#include "mcr/errors.hpp"
+
 namespace mcr::codesign::bench {
 
 std::vector<Gemm> grid_gemms(const std::vector<std::int64_t>& m, const std::vector<std::int64_t>& n,
@@ -43,7 +45,14 @@ MeasurementSet run_sweep(GemmRunner& runner, const std::vector<Gemm>& gemms,
     const auto& g = gemms[i];
     const Key key{g.m, g.n, g.k, g.batch, g.dtype};
     auto it = done.find(key);
-    if (it == done.end()) it = done.emplace(key, runner.time(g, options)).first;
+    if (it == done.end()) {
+      try {
+        it = done.emplace(key, runner.time(g, options)).first;
+      } catch (const UnsupportedError& e) {
+        set.skipped.push_back(SkippedGemm{g, e.what()});
+        continue;
+      }
+    }
     set.rows.push_back(GemmMeasurement{g, it->second});
     if (progress) progress(i, gemms.size(), set.rows.back());
   }

@@ -35,13 +35,13 @@ TEST(CommLog, RecordsCarryBytesAndBandwidths) {
   log.on_complete(make(OpType::all_reduce, 1'000'000, 4, 0, 0, 1000));
   // 2 MB all_gather (whole output) in 4 ms at 4 ranks: algbw 0.5, busbw 0.375.
   log.on_complete(make(OpType::all_gather, 2'000'000, 4, 0, 2000, 4000, "gloo", 1));
-  ASSERT_EQ(log.records().size(), 2u);
-  const auto& a = log.records()[0];
+  ASSERT_EQ(log.size(), 2u);
+  const auto& a = log[0];
   EXPECT_EQ(a.bytes, 1'000'000u);
   EXPECT_DOUBLE_EQ(a.seconds(), 1e-3);
   EXPECT_DOUBLE_EQ(a.algbw_gbps(), 1.0);
   EXPECT_DOUBLE_EQ(a.busbw_gbps(), 1.5);
-  const auto& g = log.records()[1];
+  const auto& g = log[1];
   EXPECT_EQ(g.backend, "gloo");
   EXPECT_EQ(g.sequence, 1u);
   EXPECT_DOUBLE_EQ(g.algbw_gbps(), 0.5);
@@ -49,12 +49,26 @@ TEST(CommLog, RecordsCarryBytesAndBandwidths) {
 }
 
 TEST(CommLog, KeepsAtMostMaxRecords) {
-  CommLog log(2, 2);
+  CommLog log(2);
   for (int i = 0; i < 5; ++i) log.on_complete(make(OpType::barrier, 0, 1, 0, i, 1));
-  EXPECT_EQ(log.records().size(), 2u);
+  EXPECT_EQ(log.size(), 2u);
   EXPECT_EQ(log.dropped(), 3u);
   log.clear();
-  EXPECT_TRUE(log.records().empty());
+  EXPECT_EQ(log.size(), 0u);
+}
+
+TEST(CommLog, RecordsSurviveGrowthAcrossStorageBlocks) {
+  CommLog log;
+  constexpr std::uint64_t kOps = 150'000;  // several 4 MiB blocks of records
+  for (std::uint64_t i = 0; i < kOps; ++i) {
+    log.on_complete(make(OpType::all_reduce, 4 * (i % 7 + 1), 2, 0, static_cast<std::int64_t>(i), 1, "mpi", i));
+  }
+  ASSERT_EQ(log.size(), kOps);
+  for (std::uint64_t i : {std::uint64_t{0}, std::uint64_t{58'253}, std::uint64_t{58'254}, kOps - 1}) {
+    EXPECT_EQ(log[i].sequence, i);
+    EXPECT_EQ(log[i].bytes, 4 * (i % 7 + 1));
+  }
+  EXPECT_EQ(log.records().size(), kOps);
 }
 
 TEST(CommLog, SummaryTakesTheSlowestMemberAndStragglersAgainstTheFastest) {

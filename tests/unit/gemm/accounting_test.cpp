@@ -4,6 +4,7 @@
 #include "mcr/codesign/bench/measurement.hpp"
 #include "mcr/codesign/bench/runner.hpp"
 #include "mcr/codesign/bench/sweep.hpp"
+#include "mcr/errors.hpp"
 
 namespace mcr::codesign::bench {
 namespace {
@@ -80,8 +81,10 @@ class FakeRunner : public GemmRunner {
   std::string description() const override { return "fake runner"; }
   bool supports(DType) const override { return true; }
   std::size_t cache_bytes() const override { return 1; }
+  std::int64_t unsupported_m = -1;  ///< GEMMs with this m are rejected
   Timing time(const Gemm& g, const MeasureOptions&) override {
     ++calls;
+    if (g.m == unsupported_m) throw UnsupportedError("no algorithm for this shape");
     Timing t;
     t.median_s = t.min_s = t.max_s = g.flops() * 1e-12;  // exactly 1 TFLOP/s
     t.samples = 1;
@@ -107,6 +110,25 @@ TEST(Sweep, IdenticalShapesAreTimedOnce) {
   EXPECT_EQ(set.rows[2].gemm.role, "same shape, other role");
   EXPECT_DOUBLE_EQ(set.rows[2].tflops(), 1.0);
   EXPECT_EQ(set.backend, "fake");
+}
+
+TEST(Sweep, UnsupportedShapesAreSkippedWithTheReason) {
+  const auto gemms = grid_gemms({64, 128, 256}, {64}, {64}, {1}, {DType::fp8});
+  FakeRunner runner;
+  runner.unsupported_m = 128;
+  const auto set = run_sweep(runner, gemms, MeasureOptions{});
+  ASSERT_EQ(set.rows.size(), 2u);
+  EXPECT_EQ(set.rows[0].gemm.m, 64);
+  EXPECT_EQ(set.rows[1].gemm.m, 256);
+  ASSERT_EQ(set.skipped.size(), 1u);
+  EXPECT_EQ(set.skipped[0].gemm.m, 128);
+  EXPECT_EQ(set.skipped[0].reason, "no algorithm for this shape");
+  // Skipped GEMMs survive a JSON round trip.
+  const auto back = nlohmann::json::parse(nlohmann::json(set).dump()).get<MeasurementSet>();
+  ASSERT_EQ(back.skipped.size(), 1u);
+  EXPECT_EQ(back.skipped[0].gemm.m, 128);
+  EXPECT_EQ(back.skipped[0].gemm.dtype, DType::fp8);
+  EXPECT_EQ(back.skipped[0].reason, "no algorithm for this shape");
 }
 
 }  // namespace

@@ -31,6 +31,12 @@ struct GemmMeasurement {
 };
 bool operator==(const GemmMeasurement& a, const GemmMeasurement& b);
 
+/// A GEMM the backend could not run (e.g. no cuBLASLt algorithm for an fp8 shape), with the reason.
+struct SkippedGemm {
+  Gemm gemm;
+  std::string reason;
+};
+
 struct MeasurementSet {
   std::string backend;              ///< "cblas" or "cublaslt"
   std::string backend_description;  ///< library, version, threads, device
@@ -39,6 +45,7 @@ struct MeasurementSet {
   MeasureOptions options;
   std::string command;  ///< command line that reproduces the measurements
   std::vector<GemmMeasurement> rows;
+  std::vector<SkippedGemm> skipped;
 };
 
 void to_json(nlohmann::json& j, const GemmMeasurement& m);

@@ -23,8 +23,9 @@ std::vector<Gemm> grid_gemms(const std::vector<std::int64_t>& m, const std::vect
 using SweepProgress = std::function<void(std::size_t, std::size_t, const GemmMeasurement&)>;
 
 /// Times every GEMM. Identical shapes (same m, n, k, batch, dtype) are timed once and the timing is
-/// reused, so a model whose blocks share a shape costs no extra time. Fills backend,
-/// backend_description, options and rows of the result.
+/// reused, so a model whose blocks share a shape costs no extra time. A GEMM the backend rejects
+/// with mcr::UnsupportedError is listed in `skipped` with the reason instead of ending the sweep.
+/// Fills backend, backend_description, options, rows and skipped of the result.
 MeasurementSet run_sweep(GemmRunner& runner, const std::vector<Gemm>& gemms,
                          const MeasureOptions& options, const SweepProgress& progress = {});
 

@@ -1,0 +1,197 @@
+// Two ranks, MCR_TUNING=data/route_table.json and MCR_LOG=summary,trace: the table routes ops to
+// the backends it names (seen through an observer), explain agrees, log records carry the nccl-tests
+// byte counts and bandwidths for every op, and the trace written at finalize() parses as JSON.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "mcr/comm.hpp"
+#include "mcr/comm_log.hpp"
+#include "mcr/info.hpp"
+
+using namespace mcr;
+
+namespace {
+
+Communicator g_world;
+std::string g_trace_path;
+std::string g_summary_path;
+
+// The group every test runs on: a copy of the world with its own observer, so the world keeps the
+// MCR_LOG observer that finalize() reports on.
+Communicator group_with(const std::shared_ptr<CommLog>& log) {
+  std::vector<int> all(static_cast<std::size_t>(g_world.size()));
+  for (int i = 0; i < g_world.size(); ++i) all[static_cast<std::size_t>(i)] = i;
+  Communicator g = g_world.new_group(all);
+  g.set_observer(log);
+  return g;
+}
+
+}  // namespace
+
+TEST(TableSelection, RoutesEachOpToTheTablesBackend) {
+  auto log = std::make_shared<CommLog>();
+  Communicator g = group_with(log);
+  std::vector<float> small(4, 1.0f), big(1024, 1.0f), b(16, 2.0f);
+  g.all_reduce(small, ReduceOp::sum);  // 16 B -> gloo
+  g.all_reduce(big, ReduceOp::sum);    // 4096 B -> mpi
+  g.broadcast(b, 0);                   // any size -> gloo
+  ASSERT_EQ(log->size(), 3u);
+  EXPECT_EQ((*log)[0].backend, "gloo");
+  EXPECT_EQ((*log)[1].backend, "mpi");
+  EXPECT_EQ((*log)[2].backend, "gloo");
+  EXPECT_EQ(small[0], static_cast<float>(g.size()));
+}
+
+TEST(TableSelection, ExplainNamesTheTableAsTheSource) {
+  const auto s = explain_selection(OpType::all_reduce, DType::f32, 16, 2);
+  EXPECT_EQ(s.backend, "gloo");
+  EXPECT_EQ(s.source, "tuning");
+  bool mpi_rejected = false;
+  for (const auto& step : s.steps) mpi_rejected = mpi_rejected || (step.backend == "mpi" && !step.chosen);
+  EXPECT_TRUE(mpi_rejected);
+  EXPECT_EQ(explain_selection(OpType::all_reduce, DType::f32, 4096, 2).backend, "mpi");
+  // No table entry for all_gather: the default priority decides.
+  EXPECT_EQ(explain_selection(OpType::all_gather, DType::f32, 16, 2).source, "default");
+}
+
+TEST(CommLogRecords, ByteCountsAndBandwidthsOfEveryOp) {
+  auto log = std::make_shared<CommLog>();
+  Communicator g = group_with(log);
+  const int n = g.size();
+  const int r = g.rank();
+  const auto un = static_cast<std::size_t>(n);
+  constexpr std::size_t c = 8;  // elements per rank (f32): 32 B
+  std::vector<float> one(c, 1.0f), out(c), all(c * un), all2(c * un);
+  std::vector<std::size_t> counts(un, c);
+  const std::size_t msg = c * 4;
+  CallOptions hint;
+  hint.size_hint = 12345;
+  // Expected (op, bytes, busbw / algbw) from docs/tuning-format.md and nccl-tests, written out by hand.
+  std::vector<std::tuple<OpType, std::size_t, double>> expected;
+  const double nn = n;
+  g.broadcast(one, 0), expected.emplace_back(OpType::broadcast, msg, 1.0);
+  g.reduce(one, out, ReduceOp::sum, 0), expected.emplace_back(OpType::reduce, msg, 1.0);
+  g.all_reduce(one, out, ReduceOp::sum), expected.emplace_back(OpType::all_reduce, msg, 2 * (nn - 1) / nn);
+  g.all_gather(one, all), expected.emplace_back(OpType::all_gather, msg * un, (nn - 1) / nn);
+  g.all_gather_v(one, all, counts), expected.emplace_back(OpType::all_gather_v, msg * un, (nn - 1) / nn);
+  g.gather(one, all, 0), expected.emplace_back(OpType::gather, msg * un, (nn - 1) / nn);
+  g.scatter(all, out, 0), expected.emplace_back(OpType::scatter, msg * un, (nn - 1) / nn);
+  g.reduce_scatter(all, out, ReduceOp::sum), expected.emplace_back(OpType::reduce_scatter, msg * un, (nn - 1) / nn);
+  g.all_to_all(all, all2), expected.emplace_back(OpType::all_to_all, msg * un, (nn - 1) / nn);
+  g.all_to_all_v(all, counts, all2, counts, hint), expected.emplace_back(OpType::all_to_all_v, 12345, (nn - 1) / nn);
+  g.barrier(), expected.emplace_back(OpType::barrier, 0, 1.0);
+  if (n > 1) {
+    auto rw = g.irecv(out, (r + n - 1) % n);
+    auto sw = g.isend(one, (r + 1) % n);
+    rw.wait();
+    sw.wait();
+  }
+  ASSERT_GE(log->size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const auto& rec = (*log)[i];
+    const auto [op, bytes, factor] = expected[i];
+    SCOPED_TRACE(fmt::format("record {} ({})", i, to_string(op)));
+    EXPECT_EQ(rec.op, op);
+    EXPECT_EQ(rec.bytes, bytes);
+    EXPECT_EQ(rec.group_size, n);
+    EXPECT_EQ(rec.global_rank, r);
+    EXPECT_GE(rec.end_ns, rec.start_ns);
+    const double secs = static_cast<double>(rec.end_ns - rec.start_ns) * 1e-9;
+    const double algbw = secs > 0 ? static_cast<double>(bytes) / secs / 1e9 : 0.0;
+    EXPECT_DOUBLE_EQ(rec.algbw_gbps(), algbw);
+    EXPECT_DOUBLE_EQ(rec.busbw_gbps(), algbw * factor);
+  }
+  if (n > 1) {
+    // The irecv completes first or second; both carry the 32-byte message.
+    const auto& a = (*log)[expected.size()];
+    const auto& b = (*log)[expected.size() + 1];
+    EXPECT_EQ(a.bytes, msg);
+    EXPECT_EQ(b.bytes, msg);
+    EXPECT_TRUE((a.op == OpType::recv && b.op == OpType::send) || (a.op == OpType::send && b.op == OpType::recv));
+  }
+  // Gathered to rank 0: every rank's records, and a trace that parses with one event per record.
+  const auto own = log->size();
+  const auto gathered = log->collect(g);
+  if (r != 0) {
+    EXPECT_TRUE(gathered.records.empty());
+    return;
+  }
+  EXPECT_EQ(gathered.ranks, n);
+  EXPECT_EQ(gathered.records.size(), own * un);  // same ops on every rank
+  std::stringstream trace;
+  write_chrome_trace(gathered, trace);
+  const auto doc = nlohmann::json::parse(trace.str());
+  std::size_t events = 0;
+  for (const auto& ev : doc.at("traceEvents")) events += ev.at("ph") == "X" ? 1 : 0;
+  EXPECT_EQ(events, gathered.records.size());
+  const auto summary = summarize(gathered);
+  EXPECT_EQ(summary.stragglers.size(), un);
+}
+
+TEST(EnvLog, WorldOpsForTheFinalizeReport) {
+  std::vector<float> v(4, 1.0f);
+  for (int i = 0; i < 3; ++i) g_world.all_reduce(v, ReduceOp::sum);  // 16 B: gloo by the table
+  for (int i = 0; i < 2; ++i) g_world.broadcast(v, 0);
+  SUCCEED();
+}
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  std::string table, dir = ".";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--table=", 0) == 0) table = a.substr(8);
+    if (a.rfind("--outdir=", 0) == 0) dir = a.substr(9);
+  }
+  g_trace_path = dir + "/mpi_bench_trace.json";
+  g_summary_path = dir + "/mpi_bench_summary.txt";
+  setenv("MCR_TUNING", table.c_str(), 1);
+  setenv("MCR_LOG", "summary,trace", 1);
+  setenv("MCR_TRACE_FILE", g_trace_path.c_str(), 1);
+  setenv("MCR_LOG_FILE", g_summary_path.c_str(), 1);
+  g_world = init();
+  const int rank = g_world.rank();
+  const int size = g_world.size();
+  if (rank != 0) ::testing::GTEST_FLAG(print_time) = false;
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  std::vector<std::int32_t> verdict{failed};
+  g_world.all_reduce(verdict, ReduceOp::max);
+  g_world = Communicator();
+  finalize();  // writes the MCR_LOG summary and trace on rank 0
+  if (rank != 0) return verdict[0];
+  // The trace of the world's operations (the tests' world ops plus the verdict all_reduce).
+  std::ifstream in(g_trace_path);
+  if (!in) {
+    fmt::print(stderr, "FAIL: no trace file at {}\n", g_trace_path);
+    return 1;
+  }
+  const auto doc = nlohmann::json::parse(in);
+  int all_reduce_events = 0, broadcast_gloo = 0;
+  std::set<int> pids;
+  for (const auto& ev : doc.at("traceEvents")) {
+    if (ev.at("ph") != "X") continue;
+    pids.insert(ev.at("pid").get<int>());
+    if (ev.at("name") == "all_reduce") ++all_reduce_events;
+    if (ev.at("name") == "broadcast" && ev.at("cat") == "gloo") ++broadcast_gloo;
+  }
+  // 3 + 1 (verdict) all_reduce per rank; 2 broadcasts per rank on gloo; one pid per rank.
+  bool ok = all_reduce_events == 4 * size && broadcast_gloo == 2 * size && static_cast<int>(pids.size()) == size;
+  std::ifstream sum(g_summary_path);
+  std::stringstream ss;
+  ss << sum.rdbuf();
+  ok = ok && ss.str().find("straggler view") != std::string::npos && ss.str().find("broadcast") != std::string::npos;
+  if (!ok) {
+    fmt::print(stderr, "FAIL: trace/summary: {} all_reduce events, {} gloo broadcasts, {} pids; summary:\n{}\n",
+               all_reduce_events, broadcast_gloo, pids.size(), ss.str());
+    return 1;
+  }
+  fmt::print("trace {} and summary {} hold the expected events\n", g_trace_path, g_summary_path);
+  return verdict[0];
+}
