@@ -134,7 +134,8 @@ struct InterleavedOptions {
   int max_iterations = 2000;
 };
 /// Times every backend at one point with repetitions interleaved (rep 1 of each backend, then rep 2,
-/// ..., the order rotated each time), so load that drifts during the run hits every backend alike. Iteration counts come from a
+/// ..., in a new order each time, each timed run preceded by one untimed iteration of the same
+/// backend), so load that drifts during the run hits every backend alike. Iteration counts come from a
 /// warmup probe reduced across ranks, so every rank runs the same number. Then checks each backend
 /// once. Collective.
 std::vector<BackendTiming> measure_interleaved(Point& point, const std::vector<std::string>& backends,

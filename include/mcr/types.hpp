@@ -16,7 +16,19 @@ enum class DType : std::uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64 };
 inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
                                        DType::i8,  DType::u8,  DType::i32, DType::i64};
 
-std::size_t dtype_size(DType t) noexcept;
+constexpr std::size_t dtype_size(DType t) noexcept {
+  switch (t) {
+    case DType::f64:
+    case DType::i64: return 8;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::i8:
+    case DType::u8: return 1;
+  }
+  return 1;
+}
 std::string_view to_string(DType t) noexcept;
 /// Parses "f32", "float32", "fp16", "half", "bf16", "i64", "int64", ... Returns nullopt if unknown.
 std::optional<DType> parse_dtype(std::string_view name) noexcept;

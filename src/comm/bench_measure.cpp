@@ -33,12 +33,17 @@ std::vector<BackendTiming> measure_interleaved(Point& point, const std::vector<s
   }
   const int reps = std::max(options.repetitions, 1);
   std::vector<double> times(nb * static_cast<std::size_t>(reps), 0.0);
+  // Every repetition visits the backends in a different order (successive permutations), so each
+  // backend follows each other one about equally often; and one untimed iteration of the backend
+  // itself precedes its timed run, so caches and worker threads left busy by the previous backend
+  // favour none of them.
+  std::vector<std::size_t> order(nb);
+  for (std::size_t b = 0; b < nb; ++b) order[b] = b;
   for (int r = 0; r < reps; ++r) {
-    // Rotate the order every repetition: each backend follows each other one equally often, so
-    // cache state or worker threads left behind by the previous backend favour none of them.
-    for (std::size_t k = 0; k < nb; ++k) {
-      const std::size_t b = (k + static_cast<std::size_t>(r)) % nb;
+    if (r > 0) std::next_permutation(order.begin(), order.end());
+    for (const std::size_t b : order) {
       if (!out[b].supported) continue;
+      point.time(backends[b], 1);
       comm.barrier();
       times[static_cast<std::size_t>(r) * nb + b] = point.time(backends[b], out[b].iterations);
     }

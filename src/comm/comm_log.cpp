@@ -1,8 +1,6 @@
 // CommLog: recording on the hot path, and gathering every rank's records to rank 0.
 #include <algorithm>
 #include <chrono>
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -69,10 +67,8 @@ CommLog::~CommLog() {
 }
 
 bool CommLog::add_block() noexcept {
-  constexpr std::size_t kHugePage = std::size_t{2} << 20;
-  void* p = std::aligned_alloc(kHugePage, kBlockBytes);
+  void* p = std::malloc(kBlockBytes);
   if (p == nullptr) return false;
-  madvise(p, kBlockBytes, MADV_HUGEPAGE);  // advice only: ignored where huge pages are off
   try {
     blocks_.push_back(static_cast<LogRecord*>(p));
   } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory; the record is counted as dropped

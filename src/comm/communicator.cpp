@@ -185,6 +185,7 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   };
   if (!args.async) {
     // Synchronous: no allocation; the state lives on this stack frame.
+    if (!pending && !observer) return nullptr;  // the fast path: completed inside start()
     WorkState w;
     fill(w);
     if (!pending) {

@@ -17,7 +17,8 @@ Selector::Selector(std::shared_ptr<const RuleSet> rules, std::shared_ptr<const T
       backends_(std::move(backends)),
       unusable_(std::move(unusable)),
       group_size_(group_size),
-      plans_(static_cast<std::size_t>(kNumOpTypes) * 8 * 8 * 2) {}
+      plans_(static_cast<std::size_t>(kNumOpTypes) * 8 * 8 * 2),
+      can_run_(backends_.size(), std::vector<signed char>(plans_.size(), -1)) {}
 
 std::size_t Selector::plan_index(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) noexcept {
   return ((static_cast<std::size_t>(op) * 8 + static_cast<std::size_t>(dtype)) * 8 +
@@ -55,6 +56,14 @@ std::string Selector::why_unsupported(const Backend& b, OpType op, DType dtype, 
 
 Backend& Selector::pick_override(std::string_view name, OpType op, DType dtype, ReduceOp reduce,
                                  Device::Kind device, std::size_t bytes) const {
+  for (std::size_t i = 0; i < backends_.size(); ++i) {  // fast path: a known-good combination
+    if (backends_[i]->name() != name) continue;
+    const ReduceOp r = is_reduction(op) ? reduce : ReduceOp::sum;
+    auto& known = can_run_[i][plan_index(op, dtype, r, device)];
+    if (known < 0) known = backends_[i]->supports(op, dtype, r, device).ok ? 1 : 0;
+    if (known == 1 && bytes / dtype_size(dtype) <= backends_[i]->max_count()) return *backends_[i];
+    break;
+  }
   Backend* b = find(name);
   if (b == nullptr) {
     for (const auto& [n, reason] : unusable_) {

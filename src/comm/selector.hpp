@@ -59,6 +59,9 @@ class Selector {
   // Lazily built selection plans, one per (op, dtype, reduce, device kind): a sorted list of byte
   // intervals and their backend, so the hot path is a short binary search with no allocation.
   std::vector<std::optional<Plan>> plans_;
+  // Per backend, whether it can run each (op, dtype, reduce, device): -1 unknown, 0 no, 1 yes. Lets a
+  // per-call override skip the capability query on repeated calls.
+  mutable std::vector<std::vector<signed char>> can_run_;
 };
 
 }  // namespace mcr::detail

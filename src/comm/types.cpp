@@ -9,26 +9,8 @@
 
 namespace mcr {
 
-std::size_t dtype_size(DType t) noexcept {
-  switch (t) {
-    case DType::f64:
-    case DType::i64:
-      return 8;
-    case DType::f32:
-    case DType::i32:
-      return 4;
-    case DType::f16:
-    case DType::bf16:
-      return 2;
-    case DType::i8:
-    case DType::u8:
-      return 1;
-  }
-  return 1;
-}
-
 std::string_view to_string(DType t) noexcept {
-  constexpr std::array<std::string_view, 8> names{"f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"};
+  static constexpr std::array<std::string_view, 8> names{"f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"};
   return names[static_cast<std::size_t>(t)];
 }
 
@@ -52,7 +34,7 @@ std::optional<DType> parse_dtype(std::string_view n) noexcept {
 }
 
 std::string_view to_string(ReduceOp op) noexcept {
-  constexpr std::array<std::string_view, 8> names{"sum", "prod", "min", "max",
+  static constexpr std::array<std::string_view, 8> names{"sum", "prod", "min", "max",
                                                   "avg", "band", "bor", "bxor"};
   return names[static_cast<std::size_t>(op)];
 }
@@ -67,7 +49,7 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view n) noexcept {
 }
 
 std::string_view to_string(OpType op) noexcept {
-  constexpr std::array<std::string_view, kNumOpTypes> names{
+  static constexpr std::array<std::string_view, kNumOpTypes> names{
       "send",         "recv",   "broadcast", "reduce",         "all_reduce", "all_gather",
       "all_gather_v", "gather", "scatter",   "reduce_scatter", "all_to_all", "all_to_all_v",
       "barrier"};

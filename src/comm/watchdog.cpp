@@ -27,7 +27,7 @@ void Watchdog::arm(std::string_view op, std::uint64_t sequence, std::string_view
   backend_ = backend;
   sequence_ = sequence;
   timeout_ms_ = timeout.count();
-  deadline_ns_.store(now_ns() + timeout.count() * 1'000'000 + kGraceNs, std::memory_order_release);
+  token_.store(++next_token_, std::memory_order_release);
 }
 
 void Watchdog::start() {
@@ -44,10 +44,18 @@ void Watchdog::stop() noexcept {
 }
 
 void Watchdog::run() {
+  std::uint64_t seen = 0;
+  std::int64_t seen_since_ns = 0;
   while (running_.load(std::memory_order_relaxed)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const std::int64_t deadline = deadline_ns_.load(std::memory_order_acquire);
-    if (deadline == 0 || now_ns() < deadline) continue;
+    const std::uint64_t token = token_.load(std::memory_order_acquire);
+    if (token == 0) continue;
+    if (token != seen) {  // a new arming: start timing it (50 ms resolution is plenty here)
+      seen = token;
+      seen_since_ns = now_ns();
+      continue;
+    }
+    if (now_ns() - seen_since_ns < timeout_ms_ * 1'000'000 + kGraceNs) continue;
     std::fprintf(stderr,
                  "mcr: TimeoutError: %.*s (sequence #%llu) on backend '%.*s' blocked for more than its "
                  "timeout of %lld ms inside the library; a blocked library call cannot be interrupted, so "

@@ -1,6 +1,7 @@
 // Watchdog for operations that block inside a library call (a synchronous MPI collective cannot be
 // interrupted): if one exceeds its timeout, the job is ended with a message naming the operation,
-// its sequence number and backend, instead of hanging forever. Arming costs two atomic stores.
+// its sequence number and backend, instead of hanging forever. Arming costs a few plain stores and
+// one release store and reads no clock: the watchdog thread times how long one arming stays up.
 #pragma once
 
 #include <atomic>
@@ -17,13 +18,16 @@ class Watchdog {
   void stop() noexcept;
   void arm(std::string_view op, std::uint64_t sequence, std::string_view backend,
            std::chrono::milliseconds timeout) noexcept;
-  void disarm() noexcept { deadline_ns_.store(0, std::memory_order_release); }
+  void disarm() noexcept { token_.store(0, std::memory_order_release); }
 
  private:
   void run();
-  std::atomic<std::int64_t> deadline_ns_{0};
+  std::atomic<std::uint64_t> token_{0};  // 0 = disarmed; else a number unique to one arming
+  std::uint64_t next_token_ = 0;         // used by the arming thread only
   std::atomic<bool> running_{false};
-  // Written before deadline_ns_ (release) and read after it (acquire).
+  // Written before token_ (release) and read after it (acquire). A race with the next arming can
+  // only make the watchdog read a newer op's details, never fire early: it restarts its clock on
+  // every new token.
   std::string_view op_;
   std::string_view backend_;
   std::uint64_t sequence_ = 0;

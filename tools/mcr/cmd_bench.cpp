@@ -30,7 +30,7 @@ struct BenchOptions {
   bool csv = false;
   bool quiet = false;
   bool compare_auto = false;
-  int repetitions = 9;
+  int repetitions = 12;
   double min_ratio = 0.95;
 };
 
