@@ -17,10 +17,12 @@
 
 namespace mcr::bench {
 
-// ---- bandwidth (nccl-tests conventions; S = the op's byte count, docs/tuning-format.md) ----------
+// ---- bandwidth (nccl-tests conventions; S = the op's byte count, docs/tuning-format.md)
+// ----------
 
-/// busbw / algbw: 2(n-1)/n for all_reduce; (n-1)/n for all_gather(v), reduce_scatter, all_to_all(v),
-/// gather and scatter; 1 for broadcast, reduce, send/recv and barrier (nccl-tests src/*.cu).
+/// busbw / algbw: 2(n-1)/n for all_reduce; (n-1)/n for all_gather(v), reduce_scatter,
+/// all_to_all(v), gather and scatter; 1 for broadcast, reduce, send/recv and barrier (nccl-tests
+/// src/*.cu).
 double bus_factor(OpType op, int ranks) noexcept;
 /// S / t in GB/s (1e9 bytes per second); 0 when `seconds` is not positive.
 double algbw_gbps(std::size_t bytes, double seconds) noexcept;
@@ -42,8 +44,8 @@ bool has_in_place(OpType op) noexcept;
 /// Names a tuning table may use ("mpi", "gloo", "nccl").
 const std::vector<std::string>& known_backend_names();
 
-/// begin, begin*factor, ... up to end (inclusive). Throws InvalidArgument on begin > end, factor < 2
-/// with begin == 0, or factor <= 1.
+/// begin, begin*factor, ... up to end (inclusive). Throws InvalidArgument on begin > end, factor <
+/// 2 with begin == 0, or factor <= 1.
 std::vector<std::size_t> geometric_sizes(std::size_t begin, std::size_t end, double factor);
 
 // ---- one benchmark point -----------------------------------------------------------------------
@@ -59,8 +61,8 @@ struct Layout {
 Layout layout_for(OpType op, std::size_t nominal_bytes, DType dtype, int ranks);
 /// The nominal sizes whose actual byte counts differ (the first of each), so that rounding (e.g.
 /// 4 B and 8 B all_gather of f32 on 2 ranks are both 8 B) does not measure a point twice.
-std::vector<std::size_t> distinct_sizes(OpType op, const std::vector<std::size_t>& nominal, DType dtype,
-                                        int ranks);
+std::vector<std::size_t> distinct_sizes(OpType op, const std::vector<std::size_t>& nominal,
+                                        DType dtype, int ranks);
 
 /// The value at element `index` of rank `rank`'s input: a small integer (in [-6, 6], or [0, 12] for
 /// u8) so that sums over up to 21 ranks are exact in every dtype, f16/bf16/i8 included.
@@ -75,7 +77,13 @@ struct PointConfig {
   ReduceOp reduce = ReduceOp::sum;
   bool async = false;
   std::uint64_t seed = 1;
+  Device device =
+      Device::cpu();  ///< cuda: buffers in device memory (filled and checked on the host)
 };
+
+/// "cpu", or "cuda": this rank's GPU (local rank modulo the devices visible). Throws
+/// InvalidArgument naming --device when the build has no CUDA or no device is present.
+Device bench_device(std::string_view kind);
 
 /// Buffers of one (op, dtype, size, place) on this rank, allocated once and reused across backends
 /// and iterations. Every method is collective over the communicator except `layout()`.
@@ -84,6 +92,9 @@ class Point {
   /// Throws InvalidArgument for a root out of range, a reduce op invalid for the dtype, or an op
   /// without an in-place form when in_place is set.
   Point(Communicator comm, const PointConfig& config);
+  ~Point();
+  Point(const Point&) = delete;
+  Point& operator=(const Point&) = delete;
 
   const Layout& layout() const noexcept { return layout_; }
   const PointConfig& config() const noexcept { return config_; }
@@ -104,8 +115,14 @@ class Point {
   Communicator comm_;
   PointConfig config_;
   Layout layout_;
-  std::vector<std::byte> in_;
+  void to_device();
+  void from_device();
+  void device_sync() const;
+
+  std::vector<std::byte> in_;  ///< host data (the device copy's staging area when on a GPU)
   std::vector<std::byte> out_;
+  void* device_in_ = nullptr;  ///< device buffers when config.device is cuda
+  void* device_out_ = nullptr;
   std::vector<std::size_t> counts_;  ///< per-rank counts for the _v forms (all equal)
   std::vector<Work> pending_;
 };
@@ -121,24 +138,30 @@ double median(std::vector<double> values);
 
 /// One backend's result at a point, measured by measure_interleaved().
 struct BackendTiming {
-  std::string backend;     ///< "" = automatic selection
-  bool supported = true;   ///< false: the backend cannot run this op/dtype (nothing was timed)
-  int iterations = 0;      ///< per repetition, equal on every rank
-  double seconds = 0;      ///< median over repetitions of the max-across-ranks time per iteration
-  std::uint64_t wrong = 0; ///< wrong elements over all ranks in the check after timing
+  std::string backend;    ///< "" = automatic selection
+  bool supported = true;  ///< false: the backend cannot run this op/dtype (nothing was timed)
+  int iterations = 0;     ///< per repetition, equal on every rank
+  double seconds = 0;     ///< median over repetitions of the max-across-ranks time per iteration
+  std::vector<double> repetitions;  ///< max-across-ranks time per iteration of each repetition
+  std::uint64_t wrong = 0;          ///< wrong elements over all ranks in the check after timing
 };
 struct InterleavedOptions {
   int repetitions = 5;
   int warmup = 2;
   double repetition_budget_s = 0.01;  ///< iterations per repetition ~ budget / probed time
   int max_iterations = 2000;
+  /// When > 0: repetitions are raised from `repetitions` up to `max_repetitions` to fill about
+  /// this many seconds per point (more repetitions where they are cheap, i.e. small messages).
+  double point_budget_s = 0;
+  int max_repetitions = 0;
 };
-/// Times every backend at one point with repetitions interleaved (rep 1 of each backend, then rep 2,
-/// ..., in a new order each time, each timed run preceded by one untimed iteration of the same
-/// backend), so load that drifts during the run hits every backend alike. Iteration counts come from a
-/// warmup probe reduced across ranks, so every rank runs the same number. Then checks each backend
-/// once. Collective.
-std::vector<BackendTiming> measure_interleaved(Point& point, const std::vector<std::string>& backends,
+/// Times every backend at one point with repetitions interleaved (rep 1 of each backend, then rep
+/// 2,
+/// ..., in a new order each time), so load that drifts during the run hits every backend alike.
+/// Iteration counts come from a warmup probe reduced across ranks, so every rank runs the same
+/// number. Then checks each backend once. Collective.
+std::vector<BackendTiming> measure_interleaved(Point& point,
+                                               const std::vector<std::string>& backends,
                                                const InterleavedOptions& options);
 
 // ---- tuning tables -----------------------------------------------------------------------------

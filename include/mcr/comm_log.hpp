@@ -1,7 +1,8 @@
 // Communication log: records every completed operation (an OpObserver), then gathers the records of
 // every rank to rank 0 for a summary (per op x size x backend, with a straggler view) and a Chrome
 // trace-event file. Recording adds no synchronisation: one append to a preallocated vector per op.
-// MCR_LOG=summary|trace (or both, comma separated) attaches one to the world communicator at init().
+// MCR_LOG=summary|trace (or both, comma separated) attaches one to the world communicator at
+// init().
 #pragma once
 
 #include <cstddef>
@@ -43,8 +44,8 @@ struct LogRecord {
 /// Every rank's records, as gathered on rank 0 by CommLog::collect().
 struct GatheredLog {
   int ranks = 0;
-  std::vector<LogRecord> records;       ///< all ranks; start/end on a common wall-clock time base
-  std::vector<std::uint64_t> dropped;   ///< per rank: records not kept (beyond max_records)
+  std::vector<LogRecord> records;      ///< all ranks; start/end on a common wall-clock time base
+  std::vector<std::uint64_t> dropped;  ///< per rank: records not kept (beyond max_records)
 };
 
 /// Per (op, bytes, backend): the DeepSpeed-style summary row. Latency of a collective instance is
@@ -93,13 +94,15 @@ class CommLog final : public OpObserver {
   std::uint64_t dropped() const noexcept { return dropped_; }
   void clear() noexcept;
 
-  /// Collective over `comm`: gathers every rank's records (taken before the gather's own operations)
-  /// to rank 0, with clocks aligned through each rank's wall clock. Other ranks get an empty result.
+  /// Collective over `comm`: gathers every rank's records (taken before the gather's own
+  /// operations) to rank 0, with clocks aligned through each rank's wall clock. Other ranks get an
+  /// empty result.
   GatheredLog collect(Communicator& comm) const;
 
  private:
-  // Records live in fixed 4 MiB blocks that never move: appending never copies earlier records.
-  // (Huge-page advice was tried: with on-demand compaction it made the cost bimodal, 2x at times.)
+  // Records live in fixed 4 MiB blocks that never move, so appending never copies earlier records;
+  // each block is mapped populated, so recording takes no page faults. (Huge-page advice was tried:
+  // with on-demand compaction it made the cost bimodal, 2x at times.)
   static constexpr std::size_t kBlockBytes = std::size_t{4} << 20;
   static constexpr std::size_t kBlockRecords = kBlockBytes / sizeof(LogRecord);
   bool add_block() noexcept;

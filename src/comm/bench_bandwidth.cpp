@@ -49,14 +49,17 @@ OpType parse_bench_op(std::string_view name, std::string_view argument) {
   auto op = parse_op(name);
   if (!op) {
     std::string known;
-    for (OpType o : benchmark_ops()) known += fmt::format("{}{}", known.empty() ? "" : ", ", to_string(o));
-    throw InvalidArgument(fmt::format("{} '{}': unknown operation (known: {}, or 'all')", argument, name, known));
+    for (OpType o : benchmark_ops())
+      known += fmt::format("{}{}", known.empty() ? "" : ", ", to_string(o));
+    throw InvalidArgument(
+        fmt::format("{} '{}': unknown operation (known: {}, or 'all')", argument, name, known));
   }
   return *op;
 }
 
 bool has_root(OpType op) noexcept {
-  return op == OpType::broadcast || op == OpType::reduce || op == OpType::gather || op == OpType::scatter;
+  return op == OpType::broadcast || op == OpType::reduce || op == OpType::gather ||
+         op == OpType::scatter;
 }
 
 bool has_in_place(OpType op) noexcept {
@@ -70,10 +73,11 @@ const std::vector<std::string>& known_backend_names() {
 
 std::vector<std::size_t> geometric_sizes(std::size_t begin, std::size_t end, double factor) {
   if (begin > end) {
-    throw InvalidArgument(fmt::format("-b {} is larger than -e {}: the first size must not exceed the last",
-                                      begin, end));
+    throw InvalidArgument(fmt::format(
+        "-b {} is larger than -e {}: the first size must not exceed the last", begin, end));
   }
-  if (!(factor > 1.0)) throw InvalidArgument(fmt::format("-f {}: the step factor must be > 1", factor));
+  if (!(factor > 1.0))
+    throw InvalidArgument(fmt::format("-f {}: the step factor must be > 1", factor));
   std::vector<std::size_t> sizes;
   double s = static_cast<double>(begin);
   for (std::size_t cur = begin; cur <= end;) {

@@ -8,7 +8,8 @@
 
 namespace mcr::bench {
 
-std::vector<BackendTiming> measure_interleaved(Point& point, const std::vector<std::string>& backends,
+std::vector<BackendTiming> measure_interleaved(Point& point,
+                                               const std::vector<std::string>& backends,
                                                const InterleavedOptions& options) {
   Communicator comm = point.comm();
   const std::size_t nb = backends.size();
@@ -29,21 +30,29 @@ std::vector<BackendTiming> measure_interleaved(Point& point, const std::vector<s
     if (!out[b].supported) continue;
     const double per = std::max(probe[b], 1e-7);
     const auto want = static_cast<long long>(std::llround(options.repetition_budget_s / per));
-    out[b].iterations = static_cast<int>(std::clamp<long long>(want, 1, std::max(options.max_iterations, 1)));
+    out[b].iterations =
+        static_cast<int>(std::clamp<long long>(want, 1, std::max(options.max_iterations, 1)));
   }
-  const int reps = std::max(options.repetitions, 1);
+  int reps = std::max(options.repetitions, 1);
+  if (options.point_budget_s > 0) {
+    // As many repetitions as the point's budget allows (from the probe, so equal on every rank).
+    double per_round = 0;
+    for (std::size_t b = 0; b < nb; ++b)
+      per_round += out[b].supported ? out[b].iterations * std::max(probe[b], 1e-7) : 0.0;
+    const auto fit = static_cast<long long>(options.point_budget_s / std::max(per_round, 1e-9));
+    reps =
+        static_cast<int>(std::clamp<long long>(fit, reps, std::max(reps, options.max_repetitions)));
+  }
   std::vector<double> times(nb * static_cast<std::size_t>(reps), 0.0);
-  // Every repetition visits the backends in a different order (successive permutations), so each
-  // backend follows each other one about equally often; and one untimed iteration of the backend
-  // itself precedes its timed run, so caches and worker threads left busy by the previous backend
-  // favour none of them.
+  // Every repetition visits the backends in a new order (successive permutations), so each backend
+  // follows each other one about equally often.
   std::vector<std::size_t> order(nb);
-  for (std::size_t b = 0; b < nb; ++b) order[b] = b;
+  for (std::size_t b = 0; b < nb; ++b)
+    order[b] = b;
   for (int r = 0; r < reps; ++r) {
     if (r > 0) std::next_permutation(order.begin(), order.end());
     for (const std::size_t b : order) {
       if (!out[b].supported) continue;
-      point.time(backends[b], 1);
       comm.barrier();
       times[static_cast<std::size_t>(r) * nb + b] = point.time(backends[b], out[b].iterations);
     }
@@ -53,12 +62,15 @@ std::vector<BackendTiming> measure_interleaved(Point& point, const std::vector<s
   for (std::size_t b = 0; b < nb; ++b) {
     if (!out[b].supported) continue;
     std::vector<double> mine;
-    for (int r = 0; r < reps; ++r) mine.push_back(times[static_cast<std::size_t>(r) * nb + b]);
+    for (int r = 0; r < reps; ++r)
+      mine.push_back(times[static_cast<std::size_t>(r) * nb + b]);
+    out[b].repetitions = mine;
     out[b].seconds = median(mine);
     wrong[b] = static_cast<double>(point.verify(backends[b]));
   }
   comm.all_reduce(wrong, ReduceOp::sum);
-  for (std::size_t b = 0; b < nb; ++b) out[b].wrong = static_cast<std::uint64_t>(std::llround(wrong[b]));
+  for (std::size_t b = 0; b < nb; ++b)
+    out[b].wrong = static_cast<std::uint64_t>(std::llround(wrong[b]));
   return out;
 }
 

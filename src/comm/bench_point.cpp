@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include <fmt/format.h>
@@ -9,6 +10,11 @@
 #include "mcr/bench.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/work.hpp"
+#include "mcr_build_config.hpp"
+
+#if MCR_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace mcr::bench {
 namespace {
@@ -19,14 +25,22 @@ using Clock = std::chrono::steady_clock;
 template <class Fn>
 decltype(auto) with_type(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::f32: return fn(static_cast<float*>(nullptr));
-    case DType::f64: return fn(static_cast<double*>(nullptr));
-    case DType::f16: return fn(static_cast<Half*>(nullptr));
-    case DType::bf16: return fn(static_cast<BFloat16*>(nullptr));
-    case DType::i8: return fn(static_cast<std::int8_t*>(nullptr));
-    case DType::u8: return fn(static_cast<std::uint8_t*>(nullptr));
-    case DType::i32: return fn(static_cast<std::int32_t*>(nullptr));
-    case DType::i64: return fn(static_cast<std::int64_t*>(nullptr));
+    case DType::f32:
+      return fn(static_cast<float*>(nullptr));
+    case DType::f64:
+      return fn(static_cast<double*>(nullptr));
+    case DType::f16:
+      return fn(static_cast<Half*>(nullptr));
+    case DType::bf16:
+      return fn(static_cast<BFloat16*>(nullptr));
+    case DType::i8:
+      return fn(static_cast<std::int8_t*>(nullptr));
+    case DType::u8:
+      return fn(static_cast<std::uint8_t*>(nullptr));
+    case DType::i32:
+      return fn(static_cast<std::int32_t*>(nullptr));
+    case DType::i64:
+      return fn(static_cast<std::int64_t*>(nullptr));
   }
   return fn(static_cast<float*>(nullptr));
 }
@@ -48,14 +62,26 @@ double to_double(T v) {
   }
 }
 
+#if MCR_HAVE_CUDA
+void check_cuda(cudaError_t rc, const char* call) {
+  if (rc != cudaSuccess) {
+    throw BackendError(
+        fmt::format("{} failed: {} ({})", call, cudaGetErrorString(rc), static_cast<int>(rc)));
+  }
+}
+#endif
+
 // A value the benchmark never produces, so an output the op did not write is counted as wrong.
 constexpr double kSentinel = 99;
 
 double combine(ReduceOp op, double a, double b) {
   switch (op) {
-    case ReduceOp::min: return std::min(a, b);
-    case ReduceOp::max: return std::max(a, b);
-    default: return a + b;
+    case ReduceOp::min:
+      return std::min(a, b);
+    case ReduceOp::max:
+      return std::max(a, b);
+    default:
+      return a + b;
   }
 }
 
@@ -63,7 +89,8 @@ double combine(ReduceOp op, double a, double b) {
 
 double pattern_value(std::uint64_t seed, int rank, std::size_t index, DType dtype) noexcept {
   // splitmix64 of (seed, rank, index): cheap, and different on every rank and element.
-  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(rank) * 0xBF58476D1CE4E5B9ull +
+  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull +
+                    static_cast<std::uint64_t>(rank) * 0xBF58476D1CE4E5B9ull +
                     index * 0x94D049BB133111EBull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -101,8 +128,8 @@ Layout layout_for(OpType op, std::size_t nominal_bytes, DType dtype, int ranks) 
   return l;
 }
 
-std::vector<std::size_t> distinct_sizes(OpType op, const std::vector<std::size_t>& nominal, DType dtype,
-                                        int ranks) {
+std::vector<std::size_t> distinct_sizes(OpType op, const std::vector<std::size_t>& nominal,
+                                        DType dtype, int ranks) {
   std::vector<std::size_t> out;
   std::vector<std::size_t> seen;
   for (std::size_t s : nominal) {
@@ -114,7 +141,8 @@ std::vector<std::size_t> distinct_sizes(OpType op, const std::vector<std::size_t
   return out;
 }
 
-Point::Point(Communicator comm, const PointConfig& config) : comm_(std::move(comm)), config_(config) {
+Point::Point(Communicator comm, const PointConfig& config)
+    : comm_(std::move(comm)), config_(config) {
   const int n = comm_.size();
   if (has_root(config_.op) && (config_.root < 0 || config_.root >= n)) {
     throw InvalidArgument(fmt::format("--root {}: must be a rank in [0, {})", config_.root, n));
@@ -122,8 +150,8 @@ Point::Point(Communicator comm, const PointConfig& config) : comm_(std::move(com
   if (config_.in_place && !has_in_place(config_.op)) {
     throw InvalidArgument(fmt::format("in-place: {} has no in-place form", to_string(config_.op)));
   }
-  if (is_reduction(config_.op) && config_.reduce != ReduceOp::sum && config_.reduce != ReduceOp::min &&
-      config_.reduce != ReduceOp::max) {
+  if (is_reduction(config_.op) && config_.reduce != ReduceOp::sum &&
+      config_.reduce != ReduceOp::min && config_.reduce != ReduceOp::max) {
     throw InvalidArgument(fmt::format("--reduce {}: the benchmark verifies sum, min and max only",
                                       to_string(config_.reduce)));
   }
@@ -132,6 +160,72 @@ Point::Point(Communicator comm, const PointConfig& config) : comm_(std::move(com
   in_.resize(layout_.in_count * e);
   out_.resize(layout_.out_count * e);
   counts_.assign(static_cast<std::size_t>(n), layout_.chunk);
+  if (config_.device.is_cuda()) {
+#if MCR_HAVE_CUDA
+    check_cuda(cudaSetDevice(config_.device.index), "cudaSetDevice");
+    check_cuda(cudaMalloc(&device_in_, std::max<std::size_t>(in_.size(), 1)), "cudaMalloc");
+    check_cuda(cudaMalloc(&device_out_, std::max<std::size_t>(out_.size(), 1)), "cudaMalloc");
+#else
+    throw InvalidArgument("--device cuda: this build has no CUDA support");
+#endif
+  }
+  fill();  // timed iterations run on the verifiable pattern too, not on whatever memory held
+  to_device();
+}
+
+Point::~Point() {
+#if MCR_HAVE_CUDA
+  if (device_in_ != nullptr) cudaFree(device_in_);
+  if (device_out_ != nullptr) cudaFree(device_out_);
+#endif
+}
+
+void Point::device_sync() const {
+#if MCR_HAVE_CUDA
+  if (config_.device.is_cuda()) check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+#endif
+}
+
+void Point::to_device() {
+#if MCR_HAVE_CUDA
+  if (!config_.device.is_cuda()) return;
+  check_cuda(cudaMemcpy(device_in_, in_.data(), in_.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check_cuda(cudaMemcpy(device_out_, out_.data(), out_.size(), cudaMemcpyHostToDevice),
+             "cudaMemcpy");
+#endif
+}
+
+void Point::from_device() {
+#if MCR_HAVE_CUDA
+  if (!config_.device.is_cuda()) return;
+  device_sync();
+  check_cuda(cudaMemcpy(in_.data(), device_in_, in_.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  check_cuda(cudaMemcpy(out_.data(), device_out_, out_.size(), cudaMemcpyDeviceToHost),
+             "cudaMemcpy");
+#endif
+}
+
+Device bench_device(std::string_view kind) {
+  if (kind == "cpu") return Device::cpu();
+  if (kind != "cuda")
+    throw InvalidArgument(fmt::format("--device '{}': must be cpu or cuda", kind));
+#if MCR_HAVE_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    throw InvalidArgument("--device cuda: no CUDA device is present");
+  }
+  int local = 0;
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"}) {
+    if (const char* v = std::getenv(var); v != nullptr) {
+      local = std::atoi(v);
+      break;
+    }
+  }
+  return Device::cuda(local % count);
+#else
+  throw InvalidArgument("--device cuda: this build has no CUDA support");
+#endif
 }
 
 void Point::fill() {
@@ -167,7 +261,8 @@ void Point::fill() {
       count = layout_.out_count;
       if (r != c.root) return;
     }
-    for (std::size_t i = 0; i < count; ++i) input[i] = from_double<T>(pattern_value(c.seed, r, i, c.dtype));
+    for (std::size_t i = 0; i < count; ++i)
+      input[i] = from_double<T>(pattern_value(c.seed, r, i, c.dtype));
     return;
   });
 }
@@ -176,8 +271,9 @@ void Point::run_once(const CallOptions& opts, std::vector<Work>& pending) {
   const auto& c = config_;
   const int r = comm_.rank();
   const int n = comm_.size();
-  const Tensor in(in_.data(), layout_.in_count, c.dtype);
-  const Tensor out(out_.data(), layout_.out_count, c.dtype);
+  const bool gpu = c.device.is_cuda();
+  const Tensor in(gpu ? device_in_ : in_.data(), layout_.in_count, c.dtype, c.device);
+  const Tensor out(gpu ? device_out_ : out_.data(), layout_.out_count, c.dtype, c.device);
   const auto chunk = layout_.chunk;
   const auto slot = static_cast<std::size_t>(r) * chunk;
   const bool a = c.async;
@@ -189,7 +285,8 @@ void Point::run_once(const CallOptions& opts, std::vector<Work>& pending) {
       put(comm_.irecv(out, (r + n - 1) % n, opts));
       put(comm_.isend(in, (r + 1) % n, opts));
       if (!a) {
-        for (auto& w : pending) w.wait();
+        for (auto& w : pending)
+          w.wait();
         pending.clear();
       }
       return;
@@ -198,16 +295,19 @@ void Point::run_once(const CallOptions& opts, std::vector<Work>& pending) {
       return;
     case OpType::reduce:
       if (c.in_place) {
-        a ? put(comm_.ireduce(out, c.reduce, c.root, opts)) : comm_.reduce(out, c.reduce, c.root, opts);
+        a ? put(comm_.ireduce(out, c.reduce, c.root, opts))
+          : comm_.reduce(out, c.reduce, c.root, opts);
       } else {
-        a ? put(comm_.ireduce(in, out, c.reduce, c.root, opts)) : comm_.reduce(in, out, c.reduce, c.root, opts);
+        a ? put(comm_.ireduce(in, out, c.reduce, c.root, opts))
+          : comm_.reduce(in, out, c.reduce, c.root, opts);
       }
       return;
     case OpType::all_reduce:
       if (c.in_place) {
         a ? put(comm_.iall_reduce(out, c.reduce, opts)) : comm_.all_reduce(out, c.reduce, opts);
       } else {
-        a ? put(comm_.iall_reduce(in, out, c.reduce, opts)) : comm_.all_reduce(in, out, c.reduce, opts);
+        a ? put(comm_.iall_reduce(in, out, c.reduce, opts))
+          : comm_.all_reduce(in, out, c.reduce, opts);
       }
       return;
     case OpType::all_gather: {
@@ -217,7 +317,8 @@ void Point::run_once(const CallOptions& opts, std::vector<Work>& pending) {
     }
     case OpType::all_gather_v: {
       const Tensor src = c.in_place ? out.slice(slot, chunk) : in;
-      a ? put(comm_.iall_gather_v(src, out, counts_, opts)) : comm_.all_gather_v(src, out, counts_, opts);
+      a ? put(comm_.iall_gather_v(src, out, counts_, opts))
+        : comm_.all_gather_v(src, out, counts_, opts);
       return;
     }
     case OpType::gather: {
@@ -234,7 +335,8 @@ void Point::run_once(const CallOptions& opts, std::vector<Work>& pending) {
     }
     case OpType::reduce_scatter: {
       const Tensor dst = c.in_place ? in.slice(slot, chunk) : out;
-      a ? put(comm_.ireduce_scatter(in, dst, c.reduce, opts)) : comm_.reduce_scatter(in, dst, c.reduce, opts);
+      a ? put(comm_.ireduce_scatter(in, dst, c.reduce, opts))
+        : comm_.reduce_scatter(in, dst, c.reduce, opts);
       return;
     }
     case OpType::all_to_all: {
@@ -261,8 +363,11 @@ double Point::time(std::string_view backend, int iterations) {
   opts.backend = backend;
   pending_.clear();
   const auto t0 = Clock::now();
-  for (int i = 0; i < iterations; ++i) run_once(opts, pending_);
-  for (auto& w : pending_) w.wait();
+  for (int i = 0; i < iterations; ++i)
+    run_once(opts, pending_);
+  for (auto& w : pending_)
+    w.wait();
+  device_sync();  // stream-ordered work must have finished inside the timed region
   const auto t1 = Clock::now();
   pending_.clear();
   return std::chrono::duration<double>(t1 - t0).count() / std::max(iterations, 1);
@@ -270,12 +375,15 @@ double Point::time(std::string_view backend, int iterations) {
 
 std::size_t Point::verify(std::string_view backend) {
   fill();
+  to_device();
   CallOptions opts;
   opts.backend = backend;
   pending_.clear();
   run_once(opts, pending_);
-  for (auto& w : pending_) w.wait();
+  for (auto& w : pending_)
+    w.wait();
   pending_.clear();
+  from_device();
   return count_wrong();
 }
 
@@ -287,7 +395,8 @@ std::size_t Point::count_wrong() const {
   auto v = [&](int q, std::size_t j) { return pattern_value(c.seed, q, j, c.dtype); };
   auto reduced = [&](std::size_t j) {
     double acc = v(0, j);
-    for (int q = 1; q < n; ++q) acc = combine(c.reduce, acc, v(q, j));
+    for (int q = 1; q < n; ++q)
+      acc = combine(c.reduce, acc, v(q, j));
     return acc;
   };
   return with_type(c.dtype, [&]<class T>(T*) -> std::size_t {
@@ -317,11 +426,13 @@ std::size_t Point::count_wrong() const {
         break;
       case OpType::all_gather:
       case OpType::all_gather_v:
-        expect(out, n * chunk, [&](std::size_t j) { return v(static_cast<int>(j / chunk), j % chunk); });
+        expect(out, n * chunk,
+               [&](std::size_t j) { return v(static_cast<int>(j / chunk), j % chunk); });
         break;
       case OpType::gather:
         if (r == c.root) {
-          expect(out, n * chunk, [&](std::size_t j) { return v(static_cast<int>(j / chunk), j % chunk); });
+          expect(out, n * chunk,
+                 [&](std::size_t j) { return v(static_cast<int>(j / chunk), j % chunk); });
         }
         break;
       case OpType::scatter: {
@@ -348,10 +459,13 @@ std::size_t Point::count_wrong() const {
 
 std::vector<double> reduce_across(Communicator& comm, std::vector<double> values, TimeReduce how) {
   if (values.empty()) return values;
-  const ReduceOp op = how == TimeReduce::max ? ReduceOp::max : how == TimeReduce::min ? ReduceOp::min : ReduceOp::sum;
+  const ReduceOp op = how == TimeReduce::max   ? ReduceOp::max
+                      : how == TimeReduce::min ? ReduceOp::min
+                                               : ReduceOp::sum;
   comm.all_reduce(values, op);
   if (how == TimeReduce::avg) {
-    for (auto& v : values) v /= comm.size();
+    for (auto& v : values)
+      v /= comm.size();
   }
   return values;
 }

@@ -66,7 +66,8 @@ std::map<std::string, std::string> provenance(Communicator& comm, const std::str
   comm.all_gather(mine, all);
   std::map<std::string, int> per_host;
   for (int q = 0; q < comm.size(); ++q) {
-    const auto* p = reinterpret_cast<const char*>(all.data() + static_cast<std::size_t>(q) * kHostLen);
+    const auto* p =
+        reinterpret_cast<const char*>(all.data() + static_cast<std::size_t>(q) * kHostLen);
     ++per_host[std::string(p, strnlen(p, kHostLen))];
   }
   std::string hosts;
@@ -81,7 +82,8 @@ std::map<std::string, std::string> provenance(Communicator& comm, const std::str
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
   std::string backends;
-  for (const auto& b : comm.backends()) backends += (backends.empty() ? "" : ",") + b;
+  for (const auto& b : comm.backends())
+    backends += (backends.empty() ? "" : ",") + b;
   return {{"hosts", hosts},
           {"ranks", std::to_string(comm.size())},
           {"ranks_per_host", std::to_string(most)},

@@ -33,7 +33,8 @@ std::vector<std::pair<std::size_t, std::string>> winners(
     auto best = std::min_element(times.begin(), times.end(),
                                  [](const auto& a, const auto& b) { return a.second < b.second; });
     auto cur = times.find(current);
-    if (cur == times.end() || best->second < cur->second * (1.0 - hysteresis)) current = best->first;
+    if (cur == times.end() || best->second < cur->second * (1.0 - hysteresis))
+      current = best->first;
     out.emplace_back(bytes, current);
   }
   return out;
@@ -41,7 +42,8 @@ std::vector<std::pair<std::size_t, std::string>> winners(
 
 }  // namespace
 
-std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples, double hysteresis) {
+std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples,
+                                       double hysteresis) {
   if (hysteresis < 0 || hysteresis >= 1) {
     throw InvalidArgument(fmt::format("--hysteresis {}: must be in [0, 1)", hysteresis));
   }
@@ -70,7 +72,8 @@ std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples,
     }
     if (!e.ranges.empty()) entries.push_back(std::move(e));
   }
-  // A message's two ends select independently (send on one rank, recv on the other): they must agree.
+  // A message's two ends select independently (send on one rank, recv on the other): they must
+  // agree.
   std::vector<TuningEntry> recv;
   for (const auto& e : entries) {
     if (e.op != OpType::send) continue;
@@ -110,29 +113,35 @@ std::vector<std::string> validate_table_text(std::string_view text) {
     if (item.contains("dtype_class")) {
       const auto& c = item["dtype_class"];
       if (!c.is_string() || (c != "any" && c != "float" && c != "int")) {
-        problems.push_back(fmt::format("{}: unknown dtype_class {} (use float, int or any)", where, c.dump()));
+        problems.push_back(
+            fmt::format("{}: unknown dtype_class {} (use float, int or any)", where, c.dump()));
       }
     }
-    if (item.contains("group_size") && (!item["group_size"].is_number_integer() || item["group_size"].get<long long>() < 0)) {
-      problems.push_back(fmt::format("{}: group_size {} must be an integer >= 0", where, item["group_size"].dump()));
+    if (item.contains("group_size") &&
+        (!item["group_size"].is_number_integer() || item["group_size"].get<long long>() < 0)) {
+      problems.push_back(fmt::format("{}: group_size {} must be an integer >= 0", where,
+                                     item["group_size"].dump()));
     }
     return true;
   };
   auto check_backend = [&](const json& item, const std::string& where) {
     if (!item.contains("backend") || !item["backend"].is_string()) {
       problems.push_back(fmt::format("{}: missing \"backend\" string", where));
-    } else if (std::find(known.begin(), known.end(), item["backend"].get<std::string>()) == known.end()) {
+    } else if (std::find(known.begin(), known.end(), item["backend"].get<std::string>()) ==
+               known.end()) {
       problems.push_back(fmt::format("{}: unknown backend '{}' (known: mpi, gloo, nccl)", where,
                                      item["backend"].get<std::string>()));
     }
   };
-  if (doc.value("format", "") != "mcr-tuning") problems.emplace_back("\"format\" must be \"mcr-tuning\"");
+  if (doc.value("format", "") != "mcr-tuning")
+    problems.emplace_back("\"format\" must be \"mcr-tuning\"");
   if (!doc.contains("version") || doc["version"] != TuningTable::kFormatVersion) {
     problems.push_back(fmt::format("\"version\" must be {} (found {})", TuningTable::kFormatVersion,
                                    doc.contains("version") ? doc["version"].dump() : "none"));
   }
   const json entries = doc.value("entries", json::array());
-  if (!entries.is_array() || entries.empty()) problems.emplace_back("\"entries\" must be a non-empty array");
+  if (!entries.is_array() || entries.empty())
+    problems.emplace_back("\"entries\" must be a non-empty array");
   for (std::size_t i = 0; entries.is_array() && i < entries.size(); ++i) {
     const auto where = fmt::format("entries[{}]", i);
     if (!check_common(entries[i], where)) continue;
@@ -149,9 +158,11 @@ std::vector<std::string> validate_table_text(std::string_view text) {
       }
       check_backend(ranges[k], rw);
       for (const char* f : {"min_bytes", "max_bytes"}) {
-        if (ranges[k].contains(f) && !ranges[k][f].is_null() && !ranges[k][f].is_number_unsigned()) {
-          problems.push_back(fmt::format("{}: {} {} must be a byte count >= 0 (or null for max_bytes)", rw, f,
-                                         ranges[k][f].dump()));
+        if (ranges[k].contains(f) && !ranges[k][f].is_null() &&
+            !ranges[k][f].is_number_unsigned()) {
+          problems.push_back(
+              fmt::format("{}: {} {} must be a byte count >= 0 (or null for max_bytes)", rw, f,
+                          ranges[k][f].dump()));
         }
       }
     }

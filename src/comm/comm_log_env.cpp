@@ -41,7 +41,8 @@ void attach_env_comm_log(Communicator& world) {
   std::size_t pos = 0;
   while (pos <= modes.size()) {
     const auto comma = modes.find(',', pos);
-    const auto token = modes.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const auto token =
+        modes.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     if (token == "summary") {
       state.summary = true;
     } else if (token == "trace") {
@@ -82,7 +83,8 @@ void finish_env_comm_log(Communicator& world) {
       std::ofstream out(path);
       if (!out) throw Error(fmt::format("MCR_TRACE_FILE='{}' cannot be written", path));
       write_chrome_trace(all, out);
-      fmt::print(stderr, "mcr: communication trace ({} events) written to {}\n", all.records.size(), path);
+      fmt::print(stderr, "mcr: communication trace ({} events) written to {}\n", all.records.size(),
+                 path);
     }
   } catch (const std::exception& e) {
     // finalize() must still tear down; report instead of throwing out of it.

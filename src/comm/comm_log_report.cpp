@@ -1,5 +1,5 @@
-// The communication log's outputs: the DeepSpeed-style summary with a straggler view, and the Chrome
-// trace-event file.
+// The communication log's outputs: the DeepSpeed-style summary with a straggler view, and the
+// Chrome trace-event file.
 #include <algorithm>
 #include <map>
 #include <ostream>
@@ -15,9 +15,13 @@
 namespace mcr {
 namespace {
 
-double micros(const LogRecord& r) { return static_cast<double>(r.end_ns - r.start_ns) * 1e-3; }
+double micros(const LogRecord& r) {
+  return static_cast<double>(r.end_ns - r.start_ns) * 1e-3;
+}
 
-bool is_p2p(OpType op) { return op == OpType::send || op == OpType::recv; }
+bool is_p2p(OpType op) {
+  return op == OpType::send || op == OpType::recv;
+}
 
 }  // namespace
 
@@ -31,7 +35,8 @@ LogSummary summarize(const GatheredLog& log) {
   std::map<InstanceKey, std::vector<std::pair<int, double>>> instances;
   std::map<std::tuple<int, std::uint64_t, OpType, std::size_t, std::string_view>, std::size_t> seen;
   std::vector<StragglerRow> per_rank(static_cast<std::size_t>(std::max(log.ranks, 0)));
-  for (std::size_t q = 0; q < per_rank.size(); ++q) per_rank[q].rank = static_cast<int>(q);
+  for (std::size_t q = 0; q < per_rank.size(); ++q)
+    per_rank[q].rank = static_cast<int>(q);
 
   for (const auto& r : log.records) {
     const RowKey row{r.op, r.bytes, r.backend};
@@ -51,12 +56,15 @@ LogSummary summarize(const GatheredLog& log) {
   for (const auto& [key, members] : instances) {
     const RowKey row{std::get<1>(key), std::get<2>(key), std::get<3>(key)};
     const bool complete = static_cast<int>(members.size()) == group_sizes[row];
-    if (!complete) {  // a member's record was dropped: count what is there, without straggler figures
-      for (const auto& m : members) latencies[row].push_back(m.second);
+    if (!complete) {  // a member's record was dropped: count what is there, without straggler
+                      // figures
+      for (const auto& m : members)
+        latencies[row].push_back(m.second);
       continue;
     }
     double lo = members.front().second, hi = lo;
-    for (const auto& m : members) lo = std::min(lo, m.second), hi = std::max(hi, m.second);
+    for (const auto& m : members)
+      lo = std::min(lo, m.second), hi = std::max(hi, m.second);
     latencies[row].push_back(hi);
     for (const auto& [rank, us] : members) {
       if (rank >= 0 && static_cast<std::size_t>(rank) < per_rank.size()) {
@@ -72,7 +80,8 @@ LogSummary summarize(const GatheredLog& log) {
     row.backend = std::string(std::get<2>(key));
     row.group_size = group_sizes[key];
     row.count = lat.size();
-    for (double v : lat) row.total_us += v, row.max_us = std::max(row.max_us, v);
+    for (double v : lat)
+      row.total_us += v, row.max_us = std::max(row.max_us, v);
     row.avg_us = row.total_us / static_cast<double>(row.count);
     row.p50_us = bench::median(lat);
     row.algbw_gbps = bench::algbw_gbps(row.bytes, row.avg_us * 1e-6);
@@ -85,24 +94,31 @@ LogSummary summarize(const GatheredLog& log) {
 
 std::string format_summary(const LogSummary& s, const GatheredLog& log) {
   std::uint64_t dropped = 0;
-  for (auto d : log.dropped) dropped += d;
+  for (auto d : log.dropped)
+    dropped += d;
   std::string out = fmt::format(
       "mcr communication log: {} ranks, {} operations recorded{}\n"
-      "latency of a collective = its slowest member's; bandwidths in GB/s (nccl-tests algbw/busbw) from avg\n",
-      log.ranks, log.records.size(), dropped ? fmt::format(", {} not recorded (log full)", dropped) : "");
-  out += fmt::format("{:<15} {:>10} {:<8} {:>9} {:>12} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "op", "bytes",
-                     "backend", "count", "total_ms", "avg_us", "p50_us", "max_us", "algbw", "busbw");
+      "latency of a collective = its slowest member's; bandwidths in GB/s (nccl-tests algbw/busbw) "
+      "from avg\n",
+      log.ranks, log.records.size(),
+      dropped ? fmt::format(", {} not recorded (log full)", dropped) : "");
+  out += fmt::format("{:<15} {:>10} {:<8} {:>9} {:>12} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "op",
+                     "bytes", "backend", "count", "total_ms", "avg_us", "p50_us", "max_us", "algbw",
+                     "busbw");
   for (const auto& r : s.rows) {
-    out += fmt::format("{:<15} {:>10} {:<8} {:>9} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.3f} {:>9.3f}\n",
-                       to_string(r.op), r.bytes, r.backend, r.count, r.total_us * 1e-3, r.avg_us, r.p50_us,
-                       r.max_us, r.algbw_gbps, r.busbw_gbps);
+    out += fmt::format(
+        "{:<15} {:>10} {:<8} {:>9} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.3f} {:>9.3f}\n",
+        to_string(r.op), r.bytes, r.backend, r.count, r.total_us * 1e-3, r.avg_us, r.p50_us,
+        r.max_us, r.algbw_gbps, r.busbw_gbps);
   }
-  out += "straggler view (own latency minus the group's minimum for the same collective, summed):\n";
-  out += fmt::format("{:>6} {:>9} {:>12} {:>14} {:>16} {:>7}\n", "rank", "ops", "comm_ms", "straggler_ms",
-                     "straggler_avg_us", "share");
+  out +=
+      "straggler view (own latency minus the group's minimum for the same collective, summed):\n";
+  out += fmt::format("{:>6} {:>9} {:>12} {:>14} {:>16} {:>7}\n", "rank", "ops", "comm_ms",
+                     "straggler_ms", "straggler_avg_us", "share");
   for (const auto& r : s.stragglers) {
-    out += fmt::format("{:>6} {:>9} {:>12.3f} {:>14.3f} {:>16.2f} {:>6.1f}%\n", r.rank, r.ops, r.comm_us * 1e-3,
-                       r.straggler_us * 1e-3, r.ops ? r.straggler_us / static_cast<double>(r.ops) : 0.0,
+    out += fmt::format("{:>6} {:>9} {:>12.3f} {:>14.3f} {:>16.2f} {:>6.1f}%\n", r.rank, r.ops,
+                       r.comm_us * 1e-3, r.straggler_us * 1e-3,
+                       r.ops ? r.straggler_us / static_cast<double>(r.ops) : 0.0,
                        r.comm_us > 0 ? 100.0 * r.straggler_us / r.comm_us : 0.0);
   }
   return out;
@@ -112,14 +128,17 @@ void write_chrome_trace(const GatheredLog& log, std::ostream& out) {
   using nlohmann::json;
   std::int64_t base = 0;
   if (!log.records.empty()) {
-    base = std::min_element(log.records.begin(), log.records.end(), [](const auto& a, const auto& b) {
-             return a.start_ns < b.start_ns;
-           })->start_ns;
+    base =
+        std::min_element(log.records.begin(), log.records.end(), [](const auto& a, const auto& b) {
+          return a.start_ns < b.start_ns;
+        })->start_ns;
   }
   // tid: a small number per backend name, stable across ranks.
   std::map<std::string_view, int> tids;
-  for (const auto& name : bench::known_backend_names()) tids.emplace(name, static_cast<int>(tids.size()) + 1);
-  for (const auto& r : log.records) tids.emplace(r.backend, static_cast<int>(tids.size()) + 1);
+  for (const auto& name : bench::known_backend_names())
+    tids.emplace(name, static_cast<int>(tids.size()) + 1);
+  for (const auto& r : log.records)
+    tids.emplace(r.backend, static_cast<int>(tids.size()) + 1);
 
   out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   bool first = true;
@@ -128,10 +147,19 @@ void write_chrome_trace(const GatheredLog& log, std::ostream& out) {
     first = false;
   };
   std::map<std::pair<int, std::string_view>, bool> tracks;
-  for (const auto& r : log.records) tracks[{r.global_rank, r.backend}] = true;
+  for (const auto& r : log.records)
+    tracks[{r.global_rank, r.backend}] = true;
   for (int q = 0; q < log.ranks; ++q) {
-    emit({{"ph", "M"}, {"name", "process_name"}, {"pid", q}, {"tid", 0}, {"args", {{"name", fmt::format("rank {}", q)}}}});
-    emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", q}, {"tid", 0}, {"args", {{"sort_index", q}}}});
+    emit({{"ph", "M"},
+          {"name", "process_name"},
+          {"pid", q},
+          {"tid", 0},
+          {"args", {{"name", fmt::format("rank {}", q)}}}});
+    emit({{"ph", "M"},
+          {"name", "process_sort_index"},
+          {"pid", q},
+          {"tid", 0},
+          {"args", {{"sort_index", q}}}});
   }
   for (const auto& [track, unused] : tracks) {
     emit({{"ph", "M"},

@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : ".";
   // Rank 0 routes all_reduce to mpi, every other rank to gloo.
   mcr::TuningTable table;
-  table.entries.push_back({mcr::OpType::all_reduce, "float", 0, {{0, mcr::kMaxBytes, rank == 0 ? "mpi" : "gloo"}}});
+  table.entries.push_back(
+      {mcr::OpType::all_reduce, "float", 0, {{0, mcr::kMaxBytes, rank == 0 ? "mpi" : "gloo"}}});
   const std::string path = fmt::format("{}/mismatch_table.{}.json", dir, rank);
   table.save(path);
   mcr::InitOptions options;

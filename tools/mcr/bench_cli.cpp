@@ -5,8 +5,8 @@
 #include <fstream>
 #include <iterator>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "mcr/bench.hpp"
 #include "mcr/errors.hpp"
@@ -15,13 +15,19 @@
 namespace mcr::cli {
 
 void add_sweep_flags(CLI::App* cmd, SweepFlags& f) {
-  cmd->add_option("--op", f.ops, "operations, comma separated, as in the API (all_reduce, ...) or 'all'")
+  cmd->add_option("--op", f.ops,
+                  "operations, comma separated, as in the API (all_reduce, ...) or 'all'")
       ->delimiter(',');
-  cmd->add_option("-b,--minbytes", f.begin, "first message size (bytes; K/M/G suffixes)")->capture_default_str();
-  cmd->add_option("-e,--maxbytes", f.end, "last message size (bytes; K/M/G suffixes)")->capture_default_str();
-  cmd->add_option("-f,--stepfactor", f.factor, "size multiplier between steps")->capture_default_str();
-  cmd->add_option("--sizes", f.sizes, "explicit sizes, comma separated (overrides -b/-e/-f)")->delimiter(',');
-  cmd->add_option("--dtype", f.dtypes, "element types, comma separated (f32, f64, f16, bf16, i8, u8, i32, i64)")
+  cmd->add_option("-b,--minbytes", f.begin, "first message size (bytes; K/M/G suffixes)")
+      ->capture_default_str();
+  cmd->add_option("-e,--maxbytes", f.end, "last message size (bytes; K/M/G suffixes)")
+      ->capture_default_str();
+  cmd->add_option("-f,--stepfactor", f.factor, "size multiplier between steps")
+      ->capture_default_str();
+  cmd->add_option("--sizes", f.sizes, "explicit sizes, comma separated (overrides -b/-e/-f)")
+      ->delimiter(',');
+  cmd->add_option("--dtype", f.dtypes,
+                  "element types, comma separated (f32, f64, f16, bf16, i8, u8, i32, i64)")
       ->delimiter(',')
       ->capture_default_str();
 }
@@ -45,7 +51,8 @@ std::vector<OpType> resolve_ops(const SweepFlags& f, const std::vector<OpType>& 
 std::vector<std::size_t> resolve_sizes(const SweepFlags& f) {
   std::vector<std::size_t> sizes;
   if (!f.sizes.empty()) {
-    for (const auto& s : f.sizes) sizes.push_back(parse_size(s));
+    for (const auto& s : f.sizes)
+      sizes.push_back(parse_size(s));
     std::sort(sizes.begin(), sizes.end());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
     return sizes;
@@ -58,13 +65,17 @@ std::vector<DType> resolve_dtypes(const SweepFlags& f) {
   for (const auto& name : f.dtypes) {
     auto t = parse_dtype(name);
     if (!t) {
-      throw InvalidArgument(
-          fmt::format("--dtype '{}': unknown element type (use f32, f64, f16, bf16, i8, u8, i32, i64)", name));
+      throw InvalidArgument(fmt::format(
+          "--dtype '{}': unknown element type (use f32, f64, f16, bf16, i8, u8, i32, i64)", name));
     }
     if (std::find(out.begin(), out.end(), *t) == out.end()) out.push_back(*t);
   }
   if (out.empty()) throw InvalidArgument("--dtype: at least one element type is required");
   return out;
+}
+
+bool skip_single_rank_p2p(const Communicator& world, OpType op) {
+  return (op == OpType::send || op == OpType::recv) && world.size() < 2;
 }
 
 std::string command_line() {

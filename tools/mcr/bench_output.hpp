@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -34,12 +35,14 @@ enum class Format { text, csv, json };
 /// Streams rows as they complete (text and CSV) or collects them (JSON, printed by finish()).
 class RowPrinter {
  public:
-  RowPrinter(Format format, std::string time_reduce, int ranks);
+  /// Prints to `out` (stdout by default; the caller owns and closes any other stream).
+  RowPrinter(Format format, std::string time_reduce, int ranks, std::FILE* out = stdout);
   void add(const BenchRow& row);
   void finish();
 
  private:
   Format format_;
+  std::FILE* out_;
   std::string time_reduce_;
   int ranks_;
   bool header_done_ = false;

@@ -12,7 +12,8 @@
 
 namespace mcr::cli {
 
-std::vector<std::string> plot_table(const TuningTable& table, const std::string& prefix, const std::string& format) {
+std::vector<std::string> plot_table(const TuningTable& table, const std::string& prefix,
+                                    const std::string& format) {
   if (format != "png" && format != "svg") {
     throw InvalidArgument(fmt::format("--plot-format '{}': must be png or svg", format));
   }
@@ -27,36 +28,44 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
   }
   std::ofstream gp(prefix + ".gp");
   if (!gp) throw Error(fmt::format("--plot: cannot write '{}.gp'", prefix));
-  gp << (format == "png" ? "set terminal pngcairo size 900,600\n" : "set terminal svg size 900,600\n");
-  gp << "set logscale xy\nset xlabel 'message size (bytes)'\nset ylabel 'latency (us, median of max over ranks)'\n"
+  gp << (format == "png" ? "set terminal pngcairo size 900,600\n"
+                         : "set terminal svg size 900,600\n");
+  gp << "set logscale xy\nset xlabel 'message size (bytes)'\nset ylabel 'latency (us, median of "
+        "max over ranks)'\n"
         "set key top left\nset grid\n";
   std::vector<std::string> images;
   for (const auto& [op, backends] : series) {
-    if (backends.begin()->second.size() < 2) continue;  // one size (barrier): nothing to draw a line through
+    if (backends.begin()->second.size() < 2)
+      continue;  // one size (barrier): nothing to draw a line through
     const std::string dat = fmt::format("{}.{}.dat", prefix, op);
     std::ofstream d(dat);
     std::vector<std::string> plots;
     int index = 0;
     for (const auto& [backend, points] : backends) {
       d << "# " << backend << "\n";
-      for (const auto& [bytes, us] : points) d << std::max<std::size_t>(bytes, 1) << ' ' << us << '\n';
+      for (const auto& [bytes, us] : points)
+        d << std::max<std::size_t>(bytes, 1) << ' ' << us << '\n';
       d << "\n\n";
-      plots.push_back(fmt::format("'{}' index {} with linespoints title '{}'", dat, index++, backend));
+      plots.push_back(
+          fmt::format("'{}' index {} with linespoints title '{}'", dat, index++, backend));
     }
     // The tuned choice: the chosen backend's latency at each measured size.
     d << "# tuned\n";
     for (const auto& [bytes, unused] : backends.begin()->second) {
-      const auto* chosen = table.lookup(*parse_op(op), klass[op] == "int" ? DType::i32 : DType::f32,
-                                        table.samples.empty() ? 0 : table.samples.front().group_size, bytes);
+      const auto* chosen =
+          table.lookup(*parse_op(op), klass[op] == "int" ? DType::i32 : DType::f32,
+                       table.samples.empty() ? 0 : table.samples.front().group_size, bytes);
       if (chosen == nullptr) continue;
       auto it = backends.find(*chosen);
       if (it != backends.end() && it->second.count(bytes)) {
         d << std::max<std::size_t>(bytes, 1) << ' ' << it->second.at(bytes) << '\n';
       }
     }
-    plots.push_back(fmt::format("'{}' index {} with points pt 6 ps 2 lc rgb 'black' title 'tuned choice'", dat, index));
+    plots.push_back(fmt::format(
+        "'{}' index {} with points pt 6 ps 2 lc rgb 'black' title 'tuned choice'", dat, index));
     const std::string image = fmt::format("{}.{}.{}", prefix, op, format);
-    gp << fmt::format("set output '{}'\nset title '{} ({})'\nplot {}\n", image, op, klass[op], fmt::join(plots, ", "));
+    gp << fmt::format("set output '{}'\nset title '{} ({})'\nplot {}\n", image, op, klass[op],
+                      fmt::join(plots, ", "));
     images.push_back(image);
   }
   gp.close();

@@ -11,6 +11,7 @@ namespace mcr::cli {
 /// Writes <prefix>.<op>.dat files and a gnuplot script <prefix>.gp, then runs gnuplot to render
 /// <prefix>.<op>.<format> (format png or svg). Returns the images written; throws mcr::Error with a
 /// clear message when gnuplot is not installed (the data and script are still left in place).
-std::vector<std::string> plot_table(const TuningTable& table, const std::string& prefix, const std::string& format);
+std::vector<std::string> plot_table(const TuningTable& table, const std::string& prefix,
+                                    const std::string& format);
 
 }  // namespace mcr::cli

@@ -1,7 +1,7 @@
 // `mcr explain OP --bytes N`: which backend the loaded rules and tuning table pick, from which
 // source, and why every other candidate lost.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -26,12 +26,15 @@ struct ExplainOptions {
 
 void run_explain(const ExplainOptions& o) {
   auto op = parse_op(o.op);
-  if (!op) throw InvalidArgument(fmt::format("OP '{}': unknown operation (use an API name such as all_reduce)", o.op));
+  if (!op)
+    throw InvalidArgument(
+        fmt::format("OP '{}': unknown operation (use an API name such as all_reduce)", o.op));
   const std::size_t bytes = parse_size(o.bytes);
   auto dtype = parse_dtype(o.dtype);
   if (!dtype) throw InvalidArgument(fmt::format("--dtype '{}': unknown element type", o.dtype));
   auto reduce = parse_reduce_op(o.reduce);
-  if (!reduce) throw InvalidArgument(fmt::format("--reduce '{}': unknown reduce operator", o.reduce));
+  if (!reduce)
+    throw InvalidArgument(fmt::format("--reduce '{}': unknown reduce operator", o.reduce));
   Device device;
   if (o.device == "cuda") {
     device = Device::cuda(0);
@@ -52,16 +55,25 @@ void run_explain(const ExplainOptions& o) {
   finalize();
   if (!root) return;
   if (o.json) {
-    nlohmann::json j{{"op", std::string(to_string(*op))}, {"bytes", bytes}, {"dtype", std::string(to_string(*dtype))},
-                     {"ranks", ranks}, {"device", o.device}, {"backend", s.backend}, {"source", s.source},
+    nlohmann::json j{{"op", std::string(to_string(*op))},
+                     {"bytes", bytes},
+                     {"dtype", std::string(to_string(*dtype))},
+                     {"ranks", ranks},
+                     {"device", o.device},
+                     {"backend", s.backend},
+                     {"source", s.source},
                      {"candidates", nlohmann::json::array()}};
     if (is_reduction(*op)) j["reduce"] = std::string(to_string(*reduce));
-    for (const auto& st : s.steps) j["candidates"].push_back({{"backend", st.backend}, {"chosen", st.chosen}, {"reason", st.reason}});
+    for (const auto& st : s.steps)
+      j["candidates"].push_back(
+          {{"backend", st.backend}, {"chosen", st.chosen}, {"reason", st.reason}});
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("{} of {} bytes ({}), {}{}, {} ranks, {}\n", to_string(*op), bytes, format_size(bytes), to_string(*dtype),
-             is_reduction(*op) ? fmt::format(", reduce {}", to_string(*reduce)) : "", ranks, o.device);
+  fmt::print("{} of {} bytes ({}), {}{}, {} ranks, {}\n", to_string(*op), bytes, format_size(bytes),
+             to_string(*dtype),
+             is_reduction(*op) ? fmt::format(", reduce {}", to_string(*reduce)) : "", ranks,
+             o.device);
   fmt::print("chosen: {} (source: {})\n", s.backend, s.source);
   for (const auto& st : s.steps) {
     fmt::print("  {:<6} {:<8} {}\n", st.backend, st.chosen ? "chosen" : "rejected", st.reason);
@@ -72,12 +84,16 @@ void run_explain(const ExplainOptions& o) {
 
 void add_explain_command(CLI::App& app) {
   auto opts = std::make_shared<ExplainOptions>();
-  auto* cmd = app.add_subcommand("explain", "Show which backend runs an operation and why the others do not");
-  cmd->add_option("OP", opts->op, "operation, as in the API (all_reduce, all_to_all, ...)")->required();
-  cmd->add_option("--bytes", opts->bytes, "the op's message size (nccl-tests size; K/M/G suffixes)")->required();
+  auto* cmd = app.add_subcommand("explain",
+                                 "Show which backend runs an operation and why the others do not");
+  cmd->add_option("OP", opts->op, "operation, as in the API (all_reduce, all_to_all, ...)")
+      ->required();
+  cmd->add_option("--bytes", opts->bytes, "the op's message size (nccl-tests size; K/M/G suffixes)")
+      ->required();
   cmd->add_option("--dtype", opts->dtype, "element type")->capture_default_str();
   cmd->add_option("--ranks", opts->ranks, "communicator size (default: this job's world size)");
-  cmd->add_option("--reduce", opts->reduce, "reduce operator for reductions")->capture_default_str();
+  cmd->add_option("--reduce", opts->reduce, "reduce operator for reductions")
+      ->capture_default_str();
   cmd->add_option("--device", opts->device, "cpu or cuda")->capture_default_str();
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->callback([opts] { run_explain(*opts); });

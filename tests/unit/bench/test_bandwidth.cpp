@@ -48,6 +48,15 @@ TEST(Layout, ByteCountsFollowTheTuningFormat) {
   EXPECT_EQ(layout_for(OpType::barrier, 1024, DType::f32, 4).bytes, 0u);
 }
 
+TEST(Sizes, DistinctAfterRounding) {
+  // 4 B and 8 B all_gather of f32 on 2 ranks are both one element per rank (8 B): measured once.
+  EXPECT_EQ(distinct_sizes(OpType::all_gather, {4, 8, 16}, DType::f32, 2),
+            (std::vector<std::size_t>{4, 16}));
+  EXPECT_EQ(distinct_sizes(OpType::all_reduce, {4, 8, 16}, DType::f32, 2),
+            (std::vector<std::size_t>{4, 8, 16}));
+  EXPECT_EQ(distinct_sizes(OpType::barrier, {4, 8}, DType::f32, 2).size(), 1u);
+}
+
 TEST(Sizes, GeometricSweep) {
   EXPECT_EQ(geometric_sizes(4, 64, 2), (std::vector<std::size_t>{4, 8, 16, 32, 64}));
   EXPECT_EQ(geometric_sizes(4, 100, 4), (std::vector<std::size_t>{4, 16, 64}));

@@ -11,8 +11,8 @@ using namespace mcr;
 using namespace std::chrono;
 
 namespace {
-OpRecord make(OpType op, std::size_t bytes, int group_size, int rank, std::int64_t start_us, std::int64_t dur_us,
-              std::string_view backend = "mpi", std::uint64_t seq = 0) {
+OpRecord make(OpType op, std::size_t bytes, int group_size, int rank, std::int64_t start_us,
+              std::int64_t dur_us, std::string_view backend = "mpi", std::uint64_t seq = 0) {
   OpRecord r;
   r.sequence = seq;
   r.op = op;
@@ -50,7 +50,8 @@ TEST(CommLog, RecordsCarryBytesAndBandwidths) {
 
 TEST(CommLog, KeepsAtMostMaxRecords) {
   CommLog log(2);
-  for (int i = 0; i < 5; ++i) log.on_complete(make(OpType::barrier, 0, 1, 0, i, 1));
+  for (int i = 0; i < 5; ++i)
+    log.on_complete(make(OpType::barrier, 0, 1, 0, i, 1));
   EXPECT_EQ(log.size(), 2u);
   EXPECT_EQ(log.dropped(), 3u);
   log.clear();
@@ -61,10 +62,12 @@ TEST(CommLog, RecordsSurviveGrowthAcrossStorageBlocks) {
   CommLog log;
   constexpr std::uint64_t kOps = 150'000;  // several 4 MiB blocks of records
   for (std::uint64_t i = 0; i < kOps; ++i) {
-    log.on_complete(make(OpType::all_reduce, 4 * (i % 7 + 1), 2, 0, static_cast<std::int64_t>(i), 1, "mpi", i));
+    log.on_complete(
+        make(OpType::all_reduce, 4 * (i % 7 + 1), 2, 0, static_cast<std::int64_t>(i), 1, "mpi", i));
   }
   ASSERT_EQ(log.size(), kOps);
-  for (std::uint64_t i : {std::uint64_t{0}, std::uint64_t{58'253}, std::uint64_t{58'254}, kOps - 1}) {
+  for (std::uint64_t i :
+       {std::uint64_t{0}, std::uint64_t{58'253}, std::uint64_t{58'254}, kOps - 1}) {
     EXPECT_EQ(log[i].sequence, i);
     EXPECT_EQ(log[i].bytes, 4 * (i % 7 + 1));
   }
@@ -72,7 +75,8 @@ TEST(CommLog, RecordsSurviveGrowthAcrossStorageBlocks) {
 }
 
 TEST(CommLog, SummaryTakesTheSlowestMemberAndStragglersAgainstTheFastest) {
-  // Two all_reduce instances of 4 KiB on 2 ranks: latencies (rank0, rank1) = (10, 30) and (20, 20) us.
+  // Two all_reduce instances of 4 KiB on 2 ranks: latencies (rank0, rank1) = (10, 30) and (20, 20)
+  // us.
   GatheredLog g;
   g.ranks = 2;
   g.dropped = {0, 0};

@@ -8,7 +8,8 @@ using namespace mcr;
 using namespace mcr::bench;
 
 namespace {
-std::vector<TuningSample> series(OpType op, const std::vector<std::tuple<std::size_t, double, double>>& pts) {
+std::vector<TuningSample> series(OpType op,
+                                 const std::vector<std::tuple<std::size_t, double, double>>& pts) {
   std::vector<TuningSample> out;
   for (auto [bytes, mpi, gloo] : pts) {
     out.push_back({op, "float", 2, bytes, "mpi", mpi});
@@ -50,7 +51,8 @@ TEST(BuildEntries, HysteresisKeepsTheNeighbouringWinnerWithinTheMargin) {
 }
 
 TEST(BuildEntries, NoiseDoesNotFlipBackAndForth) {
-  auto s = series(OpType::broadcast, {{4, 1.00, 1.01}, {8, 1.00, 0.99}, {16, 1.00, 1.02}, {32, 1.00, 0.985}});
+  auto s = series(OpType::broadcast,
+                  {{4, 1.00, 1.01}, {8, 1.00, 0.99}, {16, 1.00, 1.02}, {32, 1.00, 0.985}});
   auto e = build_entries(s, 0.03);
   ASSERT_EQ(e[0].ranges.size(), 1u);
   EXPECT_EQ(e[0].ranges[0], (TuningRange{0, kMaxBytes, "mpi"}));

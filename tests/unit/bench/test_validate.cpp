@@ -14,7 +14,8 @@ bool mentions(const std::vector<std::string>& problems, const std::string& text)
 }
 std::string dump(const std::vector<std::string>& p) {
   std::string s;
-  for (const auto& x : p) s += x + "\n";
+  for (const auto& x : p)
+    s += x + "\n";
   return s;
 }
 }  // namespace
