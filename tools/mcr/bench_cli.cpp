@@ -18,9 +18,10 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& f) {
   cmd->add_option("--op", f.ops,
                   "operations, comma separated, as in the API (all_reduce, ...) or 'all'")
       ->delimiter(',');
-  cmd->add_option("-b,--minbytes", f.begin, "first message size (bytes; K/M/G suffixes)")
+  cmd->add_option("-b,--minbytes,--min-bytes", f.begin,
+                  "first message size (bytes; K/M/G suffixes)")
       ->capture_default_str();
-  cmd->add_option("-e,--maxbytes", f.end, "last message size (bytes; K/M/G suffixes)")
+  cmd->add_option("-e,--maxbytes,--max-bytes", f.end, "last message size (bytes; K/M/G suffixes)")
       ->capture_default_str();
   cmd->add_option("-f,--stepfactor", f.factor, "size multiplier between steps")
       ->capture_default_str();

@@ -13,7 +13,8 @@ void add_model_options(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("--preset", f.preset, "model preset, e.g. gpt3-2.7b, pythia-6.9b, llama-2-7b");
   cmd->add_option("--config", f.hf_config, "Hugging Face config.json of the model");
   cmd->add_option("--model", f.model_file, "model JSON (fields as in data/models/*.json)");
-  cmd->add_option("--hidden,--h", f.h, "hidden size h");
+  // No "--h" alias: newer CLI11 treats it as a clash with -h (help).
+  cmd->add_option("--hidden", f.h, "hidden size h");
   cmd->add_option("--heads,--a", f.a, "attention heads a");
   cmd->add_option("--kv-heads", f.a_kv, "key/value heads a_kv (GQA; default a)");
   cmd->add_option("--layers,--L", f.L, "layers L");
