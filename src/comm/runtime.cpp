@@ -231,7 +231,7 @@ Communicator init(const InitOptions& options) {
         log_debug("backend {} unusable: {}", name, why);
         continue;
       }
-      backends.push_back(with_device_staging(f.create_world(*r.bootstrap)));
+      backends.push_back(with_device_staging_if_device(f.create_world(*r.bootstrap)));
     }
   }
   for (const auto& f : factories) {

@@ -18,6 +18,8 @@ namespace mcr::detail {
 /// buffers (defined by the CUDA build; without CUDA the registry returns the backend unchanged).
 /// Operations the inner backend runs natively on device memory (CUDA-aware MPI) pass through.
 std::unique_ptr<Backend> with_device_staging(std::unique_ptr<Backend> backend);
+/// As with_device_staging when this process sees a CUDA device; otherwise the backend unchanged.
+std::unique_ptr<Backend> with_device_staging_if_device(std::unique_ptr<Backend> backend);
 
 }  // namespace mcr::detail
 

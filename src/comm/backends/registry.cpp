@@ -29,6 +29,7 @@ const std::vector<BackendFactory>& compiled_backends() {
 
 #if !MCR_HAVE_CUDA
 std::unique_ptr<Backend> with_device_staging(std::unique_ptr<Backend> backend) { return backend; }
+std::unique_ptr<Backend> with_device_staging_if_device(std::unique_ptr<Backend> backend) { return backend; }
 #endif
 
 #if !MCR_HAVE_MPI

@@ -325,13 +325,17 @@ class StagedBackend final : public Backend {
 namespace mcr::detail {
 
 std::unique_ptr<Backend> with_device_staging(std::unique_ptr<Backend> backend) {
+  return std::make_unique<nccl::StagedBackend>(std::move(backend));
+}
+
+std::unique_ptr<Backend> with_device_staging_if_device(std::unique_ptr<Backend> backend) {
   // Without a device no tensor can be on one: skip the wrapper and its indirection on every call.
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
     (void)cudaGetLastError();  // clear the sticky error so later CUDA queries report afresh
     return backend;
   }
-  return std::make_unique<nccl::StagedBackend>(std::move(backend));
+  return with_device_staging(std::move(backend));
 }
 
 }  // namespace mcr::detail
