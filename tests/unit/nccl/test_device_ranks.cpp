@@ -13,9 +13,13 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "element_codec.hpp"
 #include "mcr/comm.hpp"
 
 namespace {
+
+using mcr_test::decode;
+using mcr_test::encode;
 
 mcr::Communicator g_world;
 
@@ -38,97 +42,6 @@ int device_index() {
 bool has_backend(const std::string& name) {
   const auto b = g_world.backends();
   return std::find(b.begin(), b.end(), name) != b.end();
-}
-
-void encode(mcr::DType t, double v, std::uint8_t* p) {
-  using mcr::DType;
-  switch (t) {
-    case DType::f32: {
-      const float x = static_cast<float>(v);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case DType::f64:
-      std::memcpy(p, &v, 8);
-      break;
-    case DType::f16: {
-      const mcr::Half h(static_cast<float>(v));
-      std::memcpy(p, &h.bits, 2);
-      break;
-    }
-    case DType::bf16: {
-      const mcr::BFloat16 b(static_cast<float>(v));
-      std::memcpy(p, &b.bits, 2);
-      break;
-    }
-    case DType::i8: {
-      const auto x = static_cast<std::int8_t>(v);
-      std::memcpy(p, &x, 1);
-      break;
-    }
-    case DType::u8: {
-      const auto x = static_cast<std::uint8_t>(v);
-      std::memcpy(p, &x, 1);
-      break;
-    }
-    case DType::i32: {
-      const auto x = static_cast<std::int32_t>(v);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case DType::i64: {
-      const auto x = static_cast<std::int64_t>(v);
-      std::memcpy(p, &x, 8);
-      break;
-    }
-  }
-}
-
-double decode(mcr::DType t, const std::uint8_t* p) {
-  using mcr::DType;
-  switch (t) {
-    case DType::f32: {
-      float x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case DType::f64: {
-      double x;
-      std::memcpy(&x, p, 8);
-      return x;
-    }
-    case DType::f16: {
-      mcr::Half h;
-      std::memcpy(&h.bits, p, 2);
-      return static_cast<float>(h);
-    }
-    case DType::bf16: {
-      mcr::BFloat16 b;
-      std::memcpy(&b.bits, p, 2);
-      return static_cast<float>(b);
-    }
-    case DType::i8: {
-      std::int8_t x;
-      std::memcpy(&x, p, 1);
-      return x;
-    }
-    case DType::u8: {
-      std::uint8_t x;
-      std::memcpy(&x, p, 1);
-      return x;
-    }
-    case DType::i32: {
-      std::int32_t x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case DType::i64: {
-      std::int64_t x;
-      std::memcpy(&x, p, 8);
-      return static_cast<double>(x);
-    }
-  }
-  return 0;
 }
 
 /// A device tensor of `count` elements, filled from f(i) and read back as doubles.
@@ -325,7 +238,8 @@ int main(int argc, char** argv) {
   const int rc = RUN_ALL_TESTS();
   // ctest reports the run as skipped only when nothing ran; a partial skip still counts as a pass.
   const auto* unit = ::testing::UnitTest::GetInstance();
-  if (unit->skipped_test_count() == unit->total_test_count()) std::cout << "ALL GPU TESTS SKIPPED\n";
+  if (unit->skipped_test_count() == unit->total_test_count())
+    std::cout << "ALL GPU TESTS SKIPPED\n";
   g_world = mcr::Communicator();
   mcr::finalize();
   return rc;

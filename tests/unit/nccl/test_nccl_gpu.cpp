@@ -13,6 +13,7 @@
 
 #include "backends/factories.hpp"
 #include "bootstrap/bootstrap.hpp"
+#include "element_codec.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail {
@@ -118,48 +119,7 @@ struct DeviceBuffer {
 std::vector<std::uint8_t> pattern(DType t, std::size_t count) {
   std::vector<std::uint8_t> out(count * dtype_size(t));
   for (std::size_t i = 0; i < count; ++i) {
-    const float v = static_cast<float>(i % 7 + 1);
-    std::uint8_t* p = out.data() + i * dtype_size(t);
-    switch (t) {
-      case DType::f32:
-        std::memcpy(p, &v, 4);
-        break;
-      case DType::f64: {
-        const double d = v;
-        std::memcpy(p, &d, 8);
-        break;
-      }
-      case DType::f16: {
-        const Half h(v);
-        std::memcpy(p, &h.bits, 2);
-        break;
-      }
-      case DType::bf16: {
-        const BFloat16 b(v);
-        std::memcpy(p, &b.bits, 2);
-        break;
-      }
-      case DType::i8: {
-        const auto x = static_cast<std::int8_t>(v);
-        std::memcpy(p, &x, 1);
-        break;
-      }
-      case DType::u8: {
-        const auto x = static_cast<std::uint8_t>(v);
-        std::memcpy(p, &x, 1);
-        break;
-      }
-      case DType::i32: {
-        const auto x = static_cast<std::int32_t>(v);
-        std::memcpy(p, &x, 4);
-        break;
-      }
-      case DType::i64: {
-        const auto x = static_cast<std::int64_t>(v);
-        std::memcpy(p, &x, 8);
-        break;
-      }
-    }
+    mcr_test::encode(t, static_cast<double>(i % 7 + 1), out.data() + i * dtype_size(t));
   }
   return out;
 }
