@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -136,6 +137,23 @@ std::uint64_t sum_across(Communicator& comm, std::uint64_t value);
 /// Median of the values (mean of the middle two for an even count); 0 for none.
 double median(std::vector<double> values);
 
+/// The median of paired ratios numerator[i] / denominator[i] (pairs up to the shorter vector;
+/// pairs with a non-positive denominator are left out), with a distribution-free 95% confidence
+/// interval: the order statistics of the sorted ratios at ranks (n -+ 1.96 sqrt(n)) / 2 (the normal
+/// approximation of the binomial count below the median). Fewer than 6 pairs give [min, max].
+struct RatioEstimate {
+  double median = 0;
+  double low = 0;  ///< 95% confidence interval of the median
+  double high = 0;
+  std::size_t pairs = 0;
+  /// Half the interval's width relative to the median (0.02 = the median is known within ~2%).
+  [[nodiscard]] double relative_half_width() const noexcept {
+    return median > 0 ? (high - low) / (2 * median) : 0.0;
+  }
+};
+RatioEstimate paired_ratio(const std::vector<double>& numerators,
+                           const std::vector<double>& denominators);
+
 /// One backend's result at a point, measured by measure_interleaved().
 struct BackendTiming {
   std::string backend;    ///< "" = automatic selection
@@ -154,6 +172,16 @@ struct InterleavedOptions {
   /// this many seconds per point (more repetitions where they are cheap, i.e. small messages).
   double point_budget_s = 0;
   int max_repetitions = 0;
+  /// Optional: after those rounds, called with the results so far; returns the indices of the
+  /// backends that need more rounds (none: precise enough; a backend once left out is not taken
+  /// back). Further rounds of only those run in
+  /// batches of `extra_batch` while it asks and `extra_budget_s` of probed time lasts. It sees
+  /// max-across-ranks times, identical on every rank, and must decide from them alone so that
+  /// every rank runs the same rounds. Repetition r of every backend ran in round r; a backend
+  /// left out of the later rounds has fewer repetitions.
+  std::function<std::vector<std::size_t>(const std::vector<BackendTiming>&)> more_rounds;
+  double extra_budget_s = 0;
+  int extra_batch = 8;
 };
 /// Times every backend at one point with repetitions interleaved (rep 1 of each backend, then rep
 /// 2,

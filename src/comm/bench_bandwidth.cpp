@@ -107,6 +107,26 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+RatioEstimate paired_ratio(const std::vector<double>& numerators,
+                           const std::vector<double>& denominators) {
+  std::vector<double> r;
+  const std::size_t n = std::min(numerators.size(), denominators.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (denominators[i] > 0) r.push_back(numerators[i] / denominators[i]);
+  }
+  RatioEstimate e;
+  e.pairs = r.size();
+  if (r.empty()) return e;
+  e.median = median(r);
+  std::sort(r.begin(), r.end());
+  const double m = static_cast<double>(r.size());
+  const double below = std::floor(m / 2 - 0.98 * std::sqrt(m)) - 1;  // 0-based rank
+  const auto k = r.size() < 6 || below < 0 ? std::size_t{0} : static_cast<std::size_t>(below);
+  e.low = r[k];
+  e.high = r[r.size() - 1 - k];
+  return e;
+}
+
 TimeReduce parse_time_reduce(std::string_view name) {
   if (name == "max") return TimeReduce::max;
   if (name == "min") return TimeReduce::min;

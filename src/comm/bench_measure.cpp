@@ -7,6 +7,33 @@
 #include "mcr/errors.hpp"
 
 namespace mcr::bench {
+namespace {
+
+// Time per iteration of one backend, max across ranks (so every rank derives the same iteration
+// counts from it). After the warmup, one iteration is timed; while a timed run is shorter than a
+// quarter of a repetition, it is repeated with more iterations. The warmup itself is not used: it
+// carries first-call costs (connections, allocations) that would make a fast op look slow. A run of
+// a few microseconds is dominated by how far apart the ranks leave the barrier and by the clock
+// reads; an estimate taken from one would give that backend too few iterations per repetition, and
+// with them a share of that fixed cost in every repetition which the other backends do not carry.
+double probe_seconds(Point& point, const std::string& backend, const InterleavedOptions& options) {
+  Communicator comm = point.comm();
+  const int cap = std::max(options.max_iterations, 1);
+  const double target = options.repetition_budget_s / 4;
+  point.time(backend, std::max(options.warmup, 1));
+  comm.barrier();
+  int n = 1;
+  double per = reduce_across(comm, {point.time(backend, n)}, TimeReduce::max)[0];
+  while (per * n < target && n < cap) {
+    const double grow = target / std::max(per * n, 1e-9);
+    n = static_cast<int>(std::min<double>(cap, n * std::clamp(grow * 1.2, 2.0, 16.0)));
+    comm.barrier();
+    per = reduce_across(comm, {point.time(backend, n)}, TimeReduce::max)[0];
+  }
+  return per;
+}
+
+}  // namespace
 
 std::vector<BackendTiming> measure_interleaved(Point& point,
                                                const std::vector<std::string>& backends,
@@ -14,28 +41,27 @@ std::vector<BackendTiming> measure_interleaved(Point& point,
   Communicator comm = point.comm();
   const std::size_t nb = backends.size();
   std::vector<BackendTiming> out(nb);
-  // Warmup doubles as the probe. An unsupported combination fails before anything is sent, and
-  // identically on every rank, so skipping it keeps the ranks in step.
+  // Warmup, then a probe of each backend's time per iteration. An unsupported combination fails
+  // before anything is sent, and identically on every rank, so skipping it keeps the ranks in step.
   std::vector<double> probe(nb, 0.0);
   for (std::size_t b = 0; b < nb; ++b) {
     out[b].backend = backends[b];
     try {
-      probe[b] = point.time(backends[b], std::max(options.warmup, 1));
+      probe[b] = probe_seconds(point, backends[b], options);
     } catch (const UnsupportedError&) {
       out[b].supported = false;
     }
   }
-  probe = reduce_across(comm, probe, TimeReduce::max);
   for (std::size_t b = 0; b < nb; ++b) {
     if (!out[b].supported) continue;
-    const double per = std::max(probe[b], 1e-7);
+    const double per = std::max(probe[b], 1e-9);
     const auto want = static_cast<long long>(std::llround(options.repetition_budget_s / per));
     out[b].iterations =
         static_cast<int>(std::clamp<long long>(want, 1, std::max(options.max_iterations, 1)));
   }
   int reps = std::max(options.repetitions, 1);
   if (options.point_budget_s > 0) {
-    // As many repetitions as the point's budget allows (from the probe, so equal on every rank).
+    // As many rounds as the point's budget allows (from the probe, so equal on every rank).
     double per_round = 0;
     for (std::size_t b = 0; b < nb; ++b)
       per_round += out[b].supported ? out[b].iterations * std::max(probe[b], 1e-7) : 0.0;
@@ -43,29 +69,67 @@ std::vector<BackendTiming> measure_interleaved(Point& point,
     reps =
         static_cast<int>(std::clamp<long long>(fit, reps, std::max(reps, options.max_repetitions)));
   }
-  std::vector<double> times(nb * static_cast<std::size_t>(reps), 0.0);
-  // Every repetition visits the backends in a new order (successive permutations), so each backend
-  // follows each other one about equally often.
-  std::vector<std::size_t> order(nb);
+  std::vector<std::size_t> active;
   for (std::size_t b = 0; b < nb; ++b)
-    order[b] = b;
-  for (int r = 0; r < reps; ++r) {
-    if (r > 0) std::next_permutation(order.begin(), order.end());
-    for (const std::size_t b : order) {
-      if (!out[b].supported) continue;
-      comm.barrier();
-      times[static_cast<std::size_t>(r) * nb + b] = point.time(backends[b], out[b].iterations);
+    if (out[b].supported) active.push_back(b);
+  // Every round visits the backends in a new order (successive permutations), so each backend
+  // follows each other one about equally often.
+  std::vector<std::size_t> order(active);
+  auto run_rounds = [&](int rounds) {
+    std::vector<double> times(active.size() * static_cast<std::size_t>(rounds), 0.0);
+    for (int r = 0; r < rounds; ++r) {
+      std::next_permutation(order.begin(), order.end());  // wraps round to the sorted order
+      for (const std::size_t b : order) {
+        const auto slot =
+            static_cast<std::size_t>(std::find(active.begin(), active.end(), b) - active.begin());
+        comm.barrier();
+        times[static_cast<std::size_t>(r) * active.size() + slot] =
+            point.time(backends[b], out[b].iterations);
+      }
+    }
+    times = reduce_across(comm, times, TimeReduce::max);
+    for (int r = 0; r < rounds; ++r) {
+      for (std::size_t slot = 0; slot < active.size(); ++slot)
+        out[active[slot]].repetitions.push_back(
+            times[static_cast<std::size_t>(r) * active.size() + slot]);
+    }
+    for (const std::size_t b : active)
+      out[b].seconds = median(out[b].repetitions);
+  };
+  run_rounds(reps);
+
+  if (options.more_rounds && options.extra_budget_s > 0) {
+    // Rounds of the backends the caller still needs, while it asks for them and the budget (from
+    // the probe, so the same on every rank) lasts. The caller decides from max-across-ranks times,
+    // which are identical on every rank, so every rank makes the same choice.
+    double spent = 0;
+    while (true) {
+      std::vector<std::size_t> want = options.more_rounds(out);
+      // Only ever fewer: a backend taken back after a pause would no longer run repetition r in
+      // round r.
+      std::erase_if(want, [&](std::size_t b) {
+        return std::find(active.begin(), active.end(), b) == active.end();
+      });
+      std::sort(want.begin(), want.end());
+      want.erase(std::unique(want.begin(), want.end()), want.end());
+      if (want.empty()) break;
+      double per_round = 0;
+      for (const std::size_t b : want)
+        per_round += out[b].iterations * std::max(probe[b], 1e-7);
+      const int batch = std::max(options.extra_batch, 1);
+      if (spent + batch * per_round > options.extra_budget_s) break;
+      spent += batch * per_round;
+      if (want != active) {
+        // Backends left out now have fewer repetitions; repetition r of the others stays round r.
+        active = want;
+        order = active;
+      }
+      run_rounds(batch);
     }
   }
-  times = reduce_across(comm, times, TimeReduce::max);
   std::vector<double> wrong(nb, 0.0);
   for (std::size_t b = 0; b < nb; ++b) {
     if (!out[b].supported) continue;
-    std::vector<double> mine;
-    for (int r = 0; r < reps; ++r)
-      mine.push_back(times[static_cast<std::size_t>(r) * nb + b]);
-    out[b].repetitions = mine;
-    out[b].seconds = median(mine);
     wrong[b] = static_cast<double>(point.verify(backends[b]));
   }
   comm.all_reduce(wrong, ReduceOp::sum);

@@ -37,6 +37,8 @@ struct BenchOptions {
   bool compare_auto = false;
   int repetitions = 9;
   double min_ratio = 0.95;
+  double precision = 0.015;
+  double extra_budget_s = 4.0;
 };
 
 std::vector<bool> resolve_places(const std::string& place) {
@@ -171,6 +173,15 @@ void run_sweep(Communicator& world, const BenchOptions& o) {
   if (total_wrong > 0) exit_code() = 1;
 }
 
+// The fastest single backend (lowest median) among res[1..]; 0 when none is supported.
+std::size_t best_single(const std::vector<bench::BackendTiming>& res) {
+  std::size_t best = 0;
+  for (std::size_t v = 1; v < res.size(); ++v) {
+    if (res[v].supported && (best == 0 || res[v].seconds < res[best].seconds)) best = v;
+  }
+  return best;
+}
+
 // Automatic selection against every single backend, interleaved in one process: the ratio is the
 // best single backend's time over auto's (>= 1 means auto is at least as fast).
 void run_compare(Communicator& world, const BenchOptions& o) {
@@ -181,6 +192,13 @@ void run_compare(Communicator& world, const BenchOptions& o) {
   const auto dtypes = resolve_dtypes(o.sweep);
   const ReduceOp reduce = resolve_reduce(o.reduce);
   const bool root_rank = world.rank() == 0;
+  if (o.repetitions < 1)
+    throw InvalidArgument(
+        fmt::format("--reps {}: at least one repetition is required", o.repetitions));
+  if (!(o.precision >= 0))
+    throw InvalidArgument(fmt::format("--precision {}: must be >= 0", o.precision));
+  if (!(o.extra_budget_s >= 0))
+    throw InvalidArgument(fmt::format("--extra-budget {}: must be >= 0 seconds", o.extra_budget_s));
   const Device device = bench::bench_device(o.device);
   File file = open_output(world, o);
   const bool text = !o.json || file;  // with --json FILE the table still goes to the terminal
@@ -191,21 +209,39 @@ void run_compare(Communicator& world, const BenchOptions& o) {
   io.repetitions = o.repetitions;
   io.warmup = std::max(o.warmup, 1);
   io.repetition_budget_s = 0.005;
+  io.max_iterations = 100000;  // ~5 ms per repetition even for 0.1 us operations
   io.point_budget_s = 0.6;
   io.max_repetitions = 61;
+  // Then only auto and the contenders for best, until the ratio is known to within
+  // `o.precision` (95% confidence) or the extra budget is spent.
+  io.extra_budget_s = o.extra_budget_s;
+  io.extra_batch = 8;
+  io.more_rounds = [precision = o.precision](const std::vector<bench::BackendTiming>& res) {
+    const std::size_t best = best_single(res);
+    if (best == 0) return std::vector<std::size_t>{};
+    const auto ratio = bench::paired_ratio(res[best].repetitions, res[0].repetitions);
+    if (ratio.relative_half_width() <= precision) return std::vector<std::size_t>{};
+    std::vector<std::size_t> keep{0};
+    for (std::size_t v = 1; v < res.size(); ++v) {  // near enough that it might still be best
+      if (res[v].supported && res[v].seconds <= res[best].seconds * 1.1) keep.push_back(v);
+    }
+    return keep;
+  };
   nlohmann::json rows = nlohmann::json::array();
   std::size_t points = 0, met = 0;
   std::uint64_t total_wrong = 0;
   if (root_rank && text) {
     fmt::print(
-        "# auto vs every backend, {} ranks, {}-{} repetitions interleaved, median of "
-        "max-across-ranks\n",
-        world.size(), io.repetitions, io.max_repetitions);
+        "# auto vs every backend, {} ranks, {}-{} rounds interleaved, then auto and the best "
+        "until the ratio is within {:.1f}% (95%) or {} s more; ratio = median over rounds of "
+        "best/auto, times max-across-ranks\n",
+        world.size(), io.repetitions, std::max(io.repetitions, io.max_repetitions),
+        o.precision * 100, o.extra_budget_s);
     std::string head =
         fmt::format("# {:<15} {:>5} {:>10} {:<6} {:>10}", "op", "type", "size", "auto", "auto_us");
     for (std::size_t v = 1; v < variants.size(); ++v)
       head += fmt::format(" {:>10}", variants[v] + "_us");
-    fmt::print("{} {:<6} {:>7} {:>6}\n", head, "best", "ratio",
+    fmt::print("{} {:<6} {:>7} {:>15} {:>5} {:>6}\n", head, "best", "ratio", "ci95", "pairs",
                ">=" + fmt::format("{:.2f}", o.min_ratio));
   }
   for (OpType op : ops) {
@@ -220,26 +256,16 @@ void run_compare(Communicator& world, const BenchOptions& o) {
         const auto chosen =
             world.explain(op, dtype, bytes, is_reduction(op) ? reduce : ReduceOp::sum, device)
                 .backend;
-        double best = 0;
-        std::string best_name;
-        for (std::size_t v = 1; v < res.size(); ++v) {
-          if (res[v].supported && (best_name.empty() || res[v].seconds < best))
-            best = res[v].seconds, best_name = variants[v];
-          total_wrong += res[v].wrong;
-        }
-        total_wrong += res[0].wrong;
-        // Paired per repetition: the two runs of a repetition are adjacent in time, so load that
-        // drifts between repetitions cancels out of their ratio.
-        std::vector<double> paired;
-        for (std::size_t v = 1; v < res.size(); ++v) {
-          if (variants[v] != best_name) continue;
-          for (std::size_t r = 0; r < res[v].repetitions.size() && r < res[0].repetitions.size();
-               ++r) {
-            if (res[0].repetitions[r] > 0)
-              paired.push_back(res[v].repetitions[r] / res[0].repetitions[r]);
-          }
-        }
-        const double ratio = bench::median(paired);
+        const std::size_t best = best_single(res);
+        for (const auto& r : res)
+          total_wrong += r.wrong;
+        // Paired per round: the two runs of a round are adjacent in time, so load that drifts
+        // between rounds cancels out of their ratio.
+        const auto est = best == 0 ? bench::RatioEstimate{}
+                                   : bench::paired_ratio(res[best].repetitions, res[0].repetitions);
+        const double ratio = est.median;
+        const std::string best_name = best == 0 ? std::string("-") : variants[best];
+        const double best_s = best == 0 ? 0.0 : res[best].seconds;
         ++points;
         if (ratio >= o.min_ratio) ++met;
         if (!root_rank) continue;
@@ -249,8 +275,10 @@ void run_compare(Communicator& world, const BenchOptions& o) {
                          {"auto_backend", chosen},
                          {"auto_us", res[0].seconds * 1e6},
                          {"best_backend", best_name},
-                         {"best_us", best * 1e6},
-                         {"ratio", ratio}};
+                         {"best_us", best_s * 1e6},
+                         {"ratio", ratio},
+                         {"ratio_ci95", {est.low, est.high}},
+                         {"pairs", est.pairs}};
         std::string line = fmt::format("  {:<15} {:>5} {:>10} {:<6} {:>10.2f}", to_string(op),
                                        to_string(dtype), bytes, chosen, res[0].seconds * 1e6);
         for (std::size_t v = 1; v < res.size(); ++v) {
@@ -261,7 +289,8 @@ void run_compare(Communicator& world, const BenchOptions& o) {
         }
         rows.push_back(std::move(j));
         if (text) {
-          fmt::print("{} {:<6} {:>7.3f} {:>6}\n", line, best_name, ratio,
+          fmt::print("{} {:<6} {:>7.3f} {:>15} {:>5} {:>6}\n", line, best_name, ratio,
+                     fmt::format("[{:.3f},{:.3f}]", est.low, est.high), est.pairs,
                      ratio >= o.min_ratio ? "yes" : "NO");
           std::fflush(stdout);
         }
@@ -328,6 +357,13 @@ void add_bench_command(CLI::App& app) {
                   "s allows)")
       ->capture_default_str();
   cmd->add_option("--min-ratio", opts->min_ratio, "--compare-auto: ratio to report as met")
+      ->capture_default_str();
+  cmd->add_option("--precision", opts->precision,
+                  "--compare-auto: more rounds of auto and the best backend until the ratio's 95% "
+                  "interval is within this fraction of it")
+      ->capture_default_str();
+  cmd->add_option("--extra-budget", opts->extra_budget_s,
+                  "--compare-auto: seconds per point those extra rounds may take (0: none)")
       ->capture_default_str();
   cmd->callback([opts, json, csv] {
     opts->json = json->count() > 0;
