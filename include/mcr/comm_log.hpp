@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,9 +87,7 @@ class CommLog final : public OpObserver {
 
   /// Records kept so far, in completion order.
   std::size_t size() const noexcept { return size_; }
-  const LogRecord& operator[](std::size_t i) const noexcept {
-    return blocks_[i / kBlockRecords][i % kBlockRecords];
-  }
+  LogRecord operator[](std::size_t i) const noexcept;
   /// A copy of every record kept so far.
   std::vector<LogRecord> records() const;
   std::uint64_t dropped() const noexcept { return dropped_; }
@@ -100,14 +99,32 @@ class CommLog final : public OpObserver {
   GatheredLog collect(Communicator& comm) const;
 
  private:
-  // Records live in fixed 4 MiB blocks that never move, so appending never copies earlier records;
-  // each block is mapped populated, so recording takes no page faults. (Huge-page advice was tried:
-  // with on-demand compaction it made the cost bimodal, 2x at times.)
-  static constexpr std::size_t kBlockBytes = std::size_t{4} << 20;
-  static constexpr std::size_t kBlockRecords = kBlockBytes / sizeof(LogRecord);
+  // Records live in fixed 4 MiB blocks that never move, so appending never copies earlier records.
+  // A kept record is 40 bytes: what is the same for every operation of a communicator on one
+  // backend (group, ranks, backend, sync or async) is stored once, as a "channel".
+  //
+  // Fresh memory is what recording costs most: mapping and zeroing a block, with the hypervisor
+  // backing each new page, came to 11-13 ns per record on the guest in docs/performance.md, where
+  // writing the record itself takes about 1 ns. So a provisioner thread keeps the next block
+  // mapped and populated ahead of need; the hot path only maps one itself when the provisioner is
+  // behind. (Huge-page advice was tried: with on-demand compaction it made the cost bimodal.)
+  struct Packed;
+  struct Channel {
+    std::uint64_t group_id = 0;
+    std::string_view backend;
+    int group_rank = 0;
+    int group_size = 1;
+    int global_rank = 0;
+    bool async = false;
+  };
+  struct Provisioner;
   bool add_block() noexcept;
+  std::uint16_t channel_of(const OpRecord& r, bool& ok) noexcept;
 
-  std::vector<LogRecord*> blocks_;
+  std::vector<Packed*> blocks_;
+  std::unique_ptr<Provisioner> provisioner_;
+  std::vector<Channel> channels_;
+  std::size_t last_channel_ = 0;
   std::size_t size_ = 0;
   std::size_t max_records_;
   std::uint64_t dropped_ = 0;

@@ -2,9 +2,13 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <thread>
 
 #include "mcr/bench.hpp"
 #include "mcr/comm_log.hpp"
@@ -47,6 +51,24 @@ std::string_view backend_name(std::uint8_t index) {
   return index < names.size() ? std::string_view(names[index]) : std::string_view("other");
 }
 
+constexpr std::size_t kBlockBytes = std::size_t{4} << 20;
+constexpr int kLowBits = 16;  // op and dtype, or the channel, below a 48-bit count
+constexpr std::uint64_t kMax48 = (std::uint64_t{1} << 48) - 1;
+
+}  // namespace
+
+// bytes and count saturate at 2^48 - 1 (256 TiB), far beyond any single message.
+struct CommLog::Packed {
+  std::int64_t start_ns;
+  std::int64_t end_ns;
+  std::uint64_t sequence;
+  std::uint64_t bytes_op_dtype;  ///< bytes << 16 | op << 8 | dtype
+  std::uint64_t count_channel;   ///< count << 16 | index into channels_
+};
+
+namespace {
+constexpr std::size_t kPackedBytes = 40;  // checked against sizeof(Packed) in the constructor
+constexpr std::size_t kBlockRecords = kBlockBytes / kPackedBytes;
 }  // namespace
 
 double LogRecord::algbw_gbps() const noexcept {
@@ -57,27 +79,93 @@ double LogRecord::busbw_gbps() const noexcept {
 }
 
 CommLog::CommLog(std::size_t max_records) : max_records_(max_records) {
+  static_assert(sizeof(Packed) == kPackedBytes);
   const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
   wall_minus_steady_ns_ = wall - steady_ns(std::chrono::steady_clock::now());
   blocks_.reserve(max_records / kBlockRecords + 1);  // the hot path never reallocates this either
+  channels_.reserve(64);
+  try {
+    provisioner_ = std::make_unique<Provisioner>();
+  } catch (
+      ...) {  // NOLINT(bugprone-empty-catch): no thread; blocks are then mapped on the hot path
+  }
   add_block();
 }
 
+namespace {
+
+void* map_block() noexcept {
+  // MAP_POPULATE maps the whole block in one call: about 5x cheaper than taking a page fault per
+  // 4 KiB on first touch.
+  void* p = mmap(nullptr, kBlockBytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+}  // namespace
+
+// Keeps one spare block mapped. take() hands it over without blocking (nullptr when there is none
+// yet) and asks for the next; the thread sleeps on a condition variable in between, so it costs
+// nothing while the log is not growing.
+struct CommLog::Provisioner {
+  std::mutex mutex;
+  std::condition_variable wanted;
+  std::atomic<void*> spare{nullptr};
+  bool want = true;
+  bool stop = false;
+  std::thread thread;
+
+  Provisioner() {
+    thread = std::thread([this] {
+      std::unique_lock lock(mutex);
+      while (true) {
+        wanted.wait(lock, [this] { return want || stop; });
+        if (stop) return;
+        want = false;
+        if (spare.load() != nullptr) continue;  // asked again before the last one was taken
+        lock.unlock();
+        void* p = map_block();
+        lock.lock();
+        if (p == nullptr) continue;  // out of memory: the hot path will try (and count drops)
+        void* old = spare.exchange(p);
+        if (old != nullptr) munmap(old, kBlockBytes);
+      }
+    });
+  }
+  ~Provisioner() {
+    {
+      std::lock_guard lock(mutex);
+      stop = true;
+    }
+    wanted.notify_one();
+    thread.join();
+    if (void* p = spare.exchange(nullptr)) munmap(p, kBlockBytes);
+  }
+  void* take() noexcept {
+    void* p = spare.exchange(nullptr);
+    {
+      std::lock_guard lock(mutex);
+      want = true;
+    }
+    wanted.notify_one();
+    return p;
+  }
+};
+
 CommLog::~CommLog() {
-  for (LogRecord* b : blocks_)
+  provisioner_.reset();
+  for (Packed* b : blocks_)
     munmap(b, kBlockBytes);
 }
 
 bool CommLog::add_block() noexcept {
-  // MAP_POPULATE maps the whole block in one call: about 5x cheaper than taking a page fault per
-  // 4 KiB on first touch, which otherwise dominated the cost of recording.
-  void* p = mmap(nullptr, kBlockBytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (p == MAP_FAILED) return false;
+  void* p = provisioner_ ? provisioner_->take() : nullptr;
+  if (p == nullptr) p = map_block();  // the provisioner is behind (or could not start)
+  if (p == nullptr) return false;
   try {
-    blocks_.push_back(static_cast<LogRecord*>(p));
+    blocks_.push_back(static_cast<Packed*>(p));
   } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory; the record is counted as dropped
     munmap(p, kBlockBytes);
     return false;
@@ -85,26 +173,69 @@ bool CommLog::add_block() noexcept {
   return true;
 }
 
+std::uint16_t CommLog::channel_of(const OpRecord& r, bool& ok) noexcept {
+  auto same = [&](const Channel& c) {
+    return c.group_id == r.group_id && c.async == r.async && c.backend.data() == r.backend.data() &&
+           c.group_rank == r.group_rank && c.group_size == r.group_size &&
+           c.global_rank == r.global_rank;
+  };
+  ok = true;
+  if (last_channel_ < channels_.size() && same(channels_[last_channel_]))
+    return static_cast<std::uint16_t>(last_channel_);
+  for (std::size_t i = 0; i < channels_.size(); ++i) {
+    if (same(channels_[i])) {
+      last_channel_ = i;
+      return static_cast<std::uint16_t>(i);
+    }
+  }
+  if (channels_.size() > 0xffff) {
+    ok = false;
+    return 0;
+  }
+  try {
+    channels_.push_back(
+        Channel{r.group_id, r.backend, r.group_rank, r.group_size, r.global_rank, r.async});
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory; the record is counted as dropped
+    ok = false;
+    return 0;
+  }
+  last_channel_ = channels_.size() - 1;
+  return static_cast<std::uint16_t>(last_channel_);
+}
+
 void CommLog::on_complete(const OpRecord& r) noexcept {
-  if (size_ >= max_records_ || (size_ == blocks_.size() * kBlockRecords && !add_block())) {
+  bool ok = true;
+  const std::uint16_t channel = channel_of(r, ok);
+  if (!ok || size_ >= max_records_ || (size_ == blocks_.size() * kBlockRecords && !add_block())) {
     ++dropped_;
     return;
   }
-  LogRecord* slot = blocks_[size_ / kBlockRecords] + size_ % kBlockRecords;
-  new (slot) LogRecord{steady_ns(r.start),
-                       steady_ns(r.end),
-                       r.sequence,
-                       r.group_id,
-                       r.bytes,
-                       r.count,
-                       r.backend,
-                       r.op,
-                       r.dtype,
-                       r.async,
-                       r.group_rank,
-                       r.group_size,
-                       r.global_rank};
+  Packed* slot = blocks_[size_ / kBlockRecords] + size_ % kBlockRecords;
+  const std::uint64_t bytes = std::min<std::uint64_t>(r.bytes, kMax48);
+  const std::uint64_t count = std::min<std::uint64_t>(r.count, kMax48);
+  new (slot) Packed{steady_ns(r.start), steady_ns(r.end), r.sequence,
+                    bytes << kLowBits | std::uint64_t{static_cast<std::uint8_t>(r.op)} << 8 |
+                        static_cast<std::uint8_t>(r.dtype),
+                    count << kLowBits | channel};
   ++size_;
+}
+
+LogRecord CommLog::operator[](std::size_t i) const noexcept {
+  const Packed& p = blocks_[i / kBlockRecords][i % kBlockRecords];
+  const Channel& c = channels_[p.count_channel & 0xffff];
+  return LogRecord{p.start_ns,
+                   p.end_ns,
+                   p.sequence,
+                   c.group_id,
+                   static_cast<std::size_t>(p.bytes_op_dtype >> kLowBits),
+                   static_cast<std::size_t>(p.count_channel >> kLowBits),
+                   c.backend,
+                   static_cast<OpType>((p.bytes_op_dtype >> 8) & 0xff),
+                   static_cast<DType>(p.bytes_op_dtype & 0xff),
+                   c.async,
+                   c.group_rank,
+                   c.group_size,
+                   c.global_rank};
 }
 
 std::vector<LogRecord> CommLog::records() const {
@@ -124,7 +255,7 @@ GatheredLog CommLog::collect(Communicator& comm) const {
   // Snapshot first: the gather below is itself observed when this log is still attached.
   std::vector<WireRecord> mine(size_);
   for (std::size_t i = 0; i < size_; ++i) {
-    const auto& r = (*this)[i];
+    const LogRecord r = (*this)[i];
     mine[i] = WireRecord{r.start_ns + wall_minus_steady_ns_,
                          r.end_ns + wall_minus_steady_ns_,
                          r.sequence,

@@ -136,8 +136,9 @@ void CommState::notify(const WorkState& w) const noexcept {
   r.group_rank = rank;
   r.group_size = size;
   r.global_rank = world_ranks[static_cast<std::size_t>(rank)];
-  r.start = w.start;
-  r.end = Clock::now();
+  const auto span = TickClock::to_steady(w.start_tick, TickClock::now());
+  r.start = span.start;
+  r.end = span.end;
   observer->on_complete(r);
 }
 
@@ -154,7 +155,7 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   args.may_block = !args.async && !engine().host_progress_pending();
   if (b.blocks_device() && args.device.is_cuda()) engine().fence_device(b, args.device, limit);
 
-  const auto start = observer ? Clock::now() : Clock::time_point{};
+  const std::uint64_t start = observer ? TickClock::now() : 0;
   auto& dog = Watchdog::instance();
   dog.arm(args.op_name, args.sequence, b.name(), limit);
   std::unique_ptr<PendingOp> pending;
@@ -175,7 +176,7 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
     w.sequence = args.sequence;
     w.backend = &b;
     w.timeout = limit;
-    w.start = start;
+    w.start_tick = start;
     w.owner = this;
     w.device = args.device;
     w.dtype = args.dtype;
@@ -254,7 +255,10 @@ Selection Communicator::explain(OpType op, DType dtype, std::size_t bytes, Reduc
                                 Device device) const {
   return state().selector->explain(op, dtype, reduce, device.kind, bytes);
 }
-void Communicator::set_observer(std::shared_ptr<OpObserver> observer) { state().observer = std::move(observer); }
+void Communicator::set_observer(std::shared_ptr<OpObserver> observer) {
+  if (observer) detail::TickClock::prepare();
+  state().observer = std::move(observer);
+}
 
 // ---- point to point ---------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@
 #include "mcr/communicator.hpp"
 #include "mcr/observer.hpp"
 #include "selector.hpp"
+#include "tick_clock.hpp"
 
 namespace mcr::detail {
 
@@ -28,7 +29,7 @@ class WorkState {
   Backend* backend = nullptr;
   std::unique_ptr<PendingOp> pending;
   std::chrono::milliseconds timeout{0};
-  Clock::time_point start;
+  std::uint64_t start_tick = 0;  // TickClock reading at issue, taken only while observed
   bool done = false;
   bool failed = false;
   std::exception_ptr error;
@@ -85,13 +86,14 @@ class CommState : public std::enable_shared_from_this<CommState> {
   std::uint64_t next_sequence = 0;
   std::chrono::milliseconds timeout{0};
   std::shared_ptr<OpObserver> observer;
-  std::string aborted;  // non-empty once an operation timed out: later calls fail fast
+  std::string aborted;       // non-empty once an operation timed out: later calls fail fast
   std::uint64_t splits = 0;  // number of split()/new_group() calls, for rendezvous keys
   std::vector<std::shared_ptr<WorkState>> outstanding;  // async ops not yet seen complete
 
   ~CommState();
   void check_usable() const;
-  /// Issues a validated operation. Sync: completes it (fast path when allowed). Async: returns work.
+  /// Issues a validated operation. Sync: completes it (fast path when allowed). Async: returns
+  /// work.
   std::shared_ptr<WorkState> issue(OpArgs& args, const CallOptions& opts, std::size_t bytes);
   void notify(const WorkState& w) const noexcept;
 };

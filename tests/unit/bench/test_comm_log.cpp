@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -60,18 +61,67 @@ TEST(CommLog, KeepsAtMostMaxRecords) {
 
 TEST(CommLog, RecordsSurviveGrowthAcrossStorageBlocks) {
   CommLog log;
-  constexpr std::uint64_t kOps = 150'000;  // several 4 MiB blocks of records
+  constexpr std::uint64_t kOps = 250'000;  // three 4 MiB blocks of 104'857 records
   for (std::uint64_t i = 0; i < kOps; ++i) {
     log.on_complete(
         make(OpType::all_reduce, 4 * (i % 7 + 1), 2, 0, static_cast<std::int64_t>(i), 1, "mpi", i));
   }
   ASSERT_EQ(log.size(), kOps);
-  for (std::uint64_t i :
-       {std::uint64_t{0}, std::uint64_t{58'253}, std::uint64_t{58'254}, kOps - 1}) {
+  for (std::uint64_t i : {std::uint64_t{0}, std::uint64_t{104'856}, std::uint64_t{104'857},
+                          std::uint64_t{209'714}, kOps - 1}) {
     EXPECT_EQ(log[i].sequence, i);
     EXPECT_EQ(log[i].bytes, 4 * (i % 7 + 1));
   }
   EXPECT_EQ(log.records().size(), kOps);
+}
+
+TEST(CommLog, EveryFieldRoundTripsAcrossGroupsBackendsAndForms) {
+  // Records alternate between communicators, backends and sync/async, which the log stores once
+  // per combination; every field must come back as recorded.
+  CommLog log;
+  std::vector<OpRecord> in;
+  for (int i = 0; i < 40; ++i) {
+    OpRecord r = make(i % 3 == 0 ? OpType::all_gather : OpType::send, 1000 + 8 * i, 2 + i % 4,
+                      i % 2, 10 * i, 3 + i, i % 5 == 0 ? "gloo" : "mpi", 100 + i);
+    r.group_id = 7 + static_cast<std::uint64_t>(i % 3);
+    r.global_rank = 5 + i % 2;
+    r.async = i % 4 == 1;
+    r.dtype = i % 2 == 0 ? DType::bf16 : DType::i64;
+    r.count = 3 * static_cast<std::size_t>(i);
+    in.push_back(r);
+    log.on_complete(r);
+  }
+  ASSERT_EQ(log.size(), in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const OpRecord& r = in[i];
+    const LogRecord k = log[i];
+    EXPECT_EQ(k.sequence, r.sequence);
+    EXPECT_EQ(k.op, r.op);
+    EXPECT_EQ(k.dtype, r.dtype);
+    EXPECT_EQ(k.async, r.async);
+    EXPECT_EQ(k.backend, r.backend);
+    EXPECT_EQ(k.bytes, r.bytes);
+    EXPECT_EQ(k.count, r.count);
+    EXPECT_EQ(k.group_id, r.group_id);
+    EXPECT_EQ(k.group_rank, r.group_rank);
+    EXPECT_EQ(k.group_size, r.group_size);
+    EXPECT_EQ(k.global_rank, r.global_rank);
+    EXPECT_EQ(k.start_ns, duration_cast<nanoseconds>(r.start.time_since_epoch()).count());
+    EXPECT_EQ(k.end_ns, duration_cast<nanoseconds>(r.end.time_since_epoch()).count());
+  }
+}
+
+TEST(CommLog, ByteCountsSaturateAt48Bits) {
+  CommLog log;
+  OpRecord r = make(OpType::broadcast, 0, 2, 0, 0, 1);
+  r.bytes = (std::size_t{1} << 48) - 1;  // the largest kept exactly
+  r.count = std::size_t{1} << 50;
+  log.on_complete(r);
+  r.bytes = std::size_t{1} << 50;
+  log.on_complete(r);
+  EXPECT_EQ(log[0].bytes, (std::size_t{1} << 48) - 1);
+  EXPECT_EQ(log[0].count, (std::size_t{1} << 48) - 1);
+  EXPECT_EQ(log[1].bytes, (std::size_t{1} << 48) - 1);
 }
 
 TEST(CommLog, SummaryTakesTheSlowestMemberAndStragglersAgainstTheFastest) {
