@@ -5,3 +5,8 @@ if(MCR_WITH_MPI)
   target_compile_definitions(bench_dispatch PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
   set_target_properties(bench_dispatch PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
 endif()
+# A short run as a test, so the program keeps working (it checks the reduced values).
+if(MCR_WITH_MPI AND COMMAND mcr_add_mpi_test)
+  mcr_add_mpi_test(NAME bench.dispatch.np2 COMMAND bench_dispatch RANKS 2 TIMEOUT 60
+                   ARGS --iters 200 --reps 3 LABELS bench)
+endif()
