@@ -1,6 +1,7 @@
 // Communication log: records every completed operation (an OpObserver), then gathers the records of
 // every rank to rank 0 for a summary (per op x size x backend, with a straggler view) and a Chrome
-// trace-event file. Recording adds no synchronisation: one append to a preallocated vector per op.
+// trace-event file. Recording adds no synchronisation: one 40-byte append per op to memory mapped
+// ahead of need (docs/bench.md, "Cost and synchronisation").
 // MCR_LOG=summary|trace (or both, comma separated) attaches one to the world communicator at
 // init().
 #pragma once

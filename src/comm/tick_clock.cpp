@@ -1,10 +1,12 @@
 // TickClock: which counter to read, and the mapping of its readings to the steady clock.
 #include "tick_clock.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
-#include <fstream>
-#include <string>
+#include <cstring>
 #include <thread>
 
 namespace mcr::detail {
@@ -20,13 +22,14 @@ bool detect_counter() noexcept {
 #if defined(__x86_64__)
   // The kernel picks "tsc" only when the counter is invariant and synchronised across CPUs; on a
   // machine where it is not (or under a hypervisor that hides it) the steady clock is used.
-  try {
-    std::ifstream f("/sys/devices/system/clocksource/clocksource0/current_clocksource");
-    std::string source;
-    return static_cast<bool>(f >> source) && source == "tsc";
-  } catch (...) {
-    return false;
-  }
+  // Plain read(2): no allocation during static initialisation.
+  const int fd = ::open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                        O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char source[16] = {};
+  const ssize_t n = ::read(fd, source, sizeof source - 1);
+  ::close(fd);
+  return n >= 3 && std::strncmp(source, "tsc", 3) == 0 && (n == 3 || source[3] == '\n');
 #elif defined(__aarch64__)
   return true;  // the generic timer's virtual count: what the kernel's own vDSO reads
 #else
