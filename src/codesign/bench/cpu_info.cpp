@@ -58,7 +58,9 @@ void read_sysfs_caches(CpuInfo& info) {
   for (const auto& entry : fs::directory_iterator(base, ec)) {
     if (entry.path().filename().string().rfind("index", 0) != 0) continue;
     CpuCache cache;
-    const auto level_text = trim(read_file(entry.path() / "level"));
+    // trim() returns a view: the file's text must outlive it.
+    const std::string level_file = read_file(entry.path() / "level");
+    const std::string_view level_text = trim(level_file);
     std::from_chars(level_text.data(), level_text.data() + level_text.size(), cache.level);
     cache.type = std::string(trim(read_file(entry.path() / "type")));
     cache.size_bytes = parse_cache_size(trim(read_file(entry.path() / "size")));
@@ -70,7 +72,8 @@ void read_sysfs_caches(CpuInfo& info) {
 
 void read_sysfs_frequency(CpuInfo& info) {
   // cpuinfo_max_freq is the rated maximum in kHz; prefer it to the instantaneous "cpu MHz".
-  const auto text = trim(read_file("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"));
+  const std::string file = read_file("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+  const std::string_view text = trim(file);
   long khz = 0;
   if (!text.empty() &&
       std::from_chars(text.data(), text.data() + text.size(), khz).ec == std::errc{} && khz > 0) {
