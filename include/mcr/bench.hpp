@@ -183,11 +183,11 @@ struct InterleavedOptions {
   double extra_budget_s = 0;
   int extra_batch = 8;
 };
-/// Times every backend at one point with repetitions interleaved (rep 1 of each backend, then rep
-/// 2,
-/// ..., in a new order each time), so load that drifts during the run hits every backend alike.
-/// Iteration counts come from a warmup probe reduced across ranks, so every rank runs the same
-/// number. Then checks each backend once. Collective.
+/// Times every backend at one point in rounds (one repetition of each backend per round, in a new
+/// order each round), so load that drifts during the run hits every backend alike. Each backend's
+/// iteration count comes from a probe after its warmup: timed runs grown until one lasts a quarter
+/// of `repetition_budget_s`, reduced across ranks so every rank runs the same number. Then
+/// `more_rounds`, if set, and finally one check of each backend's result. Collective.
 std::vector<BackendTiming> measure_interleaved(Point& point,
                                                const std::vector<std::string>& backends,
                                                const InterleavedOptions& options);
