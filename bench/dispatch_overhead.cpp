@@ -13,16 +13,8 @@
 
 #include <fmt/core.h>
 
+#include "mcr/bench.hpp"
 #include "mcr/comm.hpp"
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   int iters_small = 20000;
@@ -66,7 +58,7 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "wrong result: {} != {}\n", out[0], comm.size());
       return 1;
     }
-    const double mr = median(raw), mv = median(via);
+    const double mr = mcr::bench::median(raw), mv = mcr::bench::median(via);
     if (comm.rank() == 0) fmt::print("{:>10} {:>8} {:>14.3f} {:>14.3f} {:>8.3f}\n", bytes, iters, mr, mv, mv / mr);
   }
   mcr::finalize();

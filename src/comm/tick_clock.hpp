@@ -6,8 +6,8 @@
 // 10 ns there. The counter is used only where the kernel itself trusts it as its clock source
 // (x86-64 with clocksource "tsc"; the generic timer on AArch64); elsewhere the readings are
 // steady-clock nanoseconds. Readings are mapped to the steady clock by a line through the first
-// calibration point and a recent one, re-anchored about every 100 ms, so the mapped times stay
-// within about a microsecond of steady_clock over a run of any length.
+// calibration point and a recent one, re-anchored at doubling intervals from 2 ms up to every
+// 100 ms, so the mapped times stay within 2 us of steady_clock (tested) over a run of any length.
 #pragma once
 
 #include <chrono>

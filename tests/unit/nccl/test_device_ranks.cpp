@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "device_probe.hpp"
 #include "element_codec.hpp"
 #include "mcr/comm.hpp"
 
@@ -23,15 +24,7 @@ using mcr_test::encode;
 
 mcr::Communicator g_world;
 
-std::string no_device_reason() {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    (void)cudaGetLastError();
-    return fmt::format("no CUDA device (cudaGetDeviceCount: {})", cudaGetErrorName(status));
-  }
-  return count == 0 ? "no CUDA device (cudaGetDeviceCount found 0)" : "";
-}
+using mcr_test::no_device_reason;
 
 int device_index() {
   int count = 1;

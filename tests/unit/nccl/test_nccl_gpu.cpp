@@ -13,6 +13,7 @@
 
 #include "backends/factories.hpp"
 #include "bootstrap/bootstrap.hpp"
+#include "device_probe.hpp"
 #include "element_codec.hpp"
 #include "mcr/errors.hpp"
 
@@ -48,15 +49,7 @@ class LocalExchange final : public Exchange {
   std::vector<Bytes> all_gather(const Bytes& mine) override { return {mine}; }
 };
 
-std::string no_device_reason() {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    (void)cudaGetLastError();
-    return fmt::format("no CUDA device (cudaGetDeviceCount: {})", cudaGetErrorName(status));
-  }
-  return count == 0 ? "no CUDA device (cudaGetDeviceCount found 0)" : "";
-}
+using mcr_test::no_device_reason;
 
 #define SKIP_WITHOUT_GPU()                                                 \
   do {                                                                     \

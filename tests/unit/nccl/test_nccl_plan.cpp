@@ -9,6 +9,7 @@
 
 #include "backends/nccl/nccl_plan.hpp"
 #include "mcr/errors.hpp"
+#include "plan_args.hpp"
 
 namespace mcr::detail::nccl {
 namespace {
@@ -71,20 +72,8 @@ Step coll(BufferRef src, BufferRef dst, std::size_t n, int root = -1) {
   return {StepKind::collective, src, dst, n, root};
 }
 
-// Any distinct non-null addresses do: plans never dereference them.
-float g_in[64];
-float g_out[64];
-
-OpArgs make(OpType op, DType t, std::size_t count) {
-  OpArgs a;
-  a.op = op;
-  a.dtype = t;
-  a.count = count;
-  a.device = Device::cuda(0);
-  a.in = g_in;
-  a.out = g_out;
-  return a;
-}
+using mcr_test::device_args;
+using mcr_test::g_out;
 
 void expect_steps(const Plan& plan, const std::vector<Step>& expected) {
   ASSERT_EQ(plan.steps.size(), expected.size());
@@ -105,23 +94,23 @@ constexpr auto O = Buffer::output;
 constexpr auto S = Buffer::scratch;
 
 TEST(NcclPlan, NativeCollectivesAreOneCallBetweenTheEvents) {
-  auto a = make(OpType::all_reduce, DType::f32, 10);
+  auto a = device_args(OpType::all_reduce, DType::f32, 10);
   expect_steps(plan_operation(a, 0, 4), {order, coll({I, 0}, {O, 0}, 10), done});
-  a = make(OpType::broadcast, DType::i64, 3);
+  a = device_args(OpType::broadcast, DType::i64, 3);
   a.root = 2;
   expect_steps(plan_operation(a, 1, 4), {order, coll({I, 0}, {O, 0}, 3, 2), done});
 }
 
 TEST(NcclPlan, InPlaceAllGatherReadsTheCallersSlot) {
   // rank 1, 4 f32 per rank: the slot starts at 1 * 4 * 4 = 16 bytes.
-  auto a = make(OpType::all_gather, DType::f32, 4);
+  auto a = device_args(OpType::all_gather, DType::f32, 4);
   a.in_place = true;
   a.in = nullptr;
   expect_steps(plan_operation(a, 1, 3), {order, coll({O, 16}, {O, 0}, 4), done});
 }
 
 TEST(NcclPlan, ReduceOffTheRootPassesTheSendBufferAsIgnoredRecvBuffer) {
-  auto a = make(OpType::reduce, DType::f32, 5);
+  auto a = device_args(OpType::reduce, DType::f32, 5);
   a.root = 0;
   a.out = nullptr;
   expect_steps(plan_operation(a, 1, 2), {order, coll({I, 0}, {I, 0}, 5, 0), done});
@@ -131,7 +120,7 @@ TEST(NcclPlan, AllToAllVUsesDisplacementsAndCopiesTheOwnChunkLocally) {
   // rank 1 of 3, f32: send {2,1,3} -> displacements {0,2,3}; recv {1,1,2} -> {0,1,2}.
   const std::size_t sc[] = {2, 1, 3};
   const std::size_t rc[] = {1, 1, 2};
-  auto a = make(OpType::all_to_all_v, DType::f32, 0);
+  auto a = device_args(OpType::all_to_all_v, DType::f32, 0);
   a.send_counts = sc;
   a.recv_counts = rc;
   expect_steps(plan_operation(a, 1, 3),
@@ -141,7 +130,7 @@ TEST(NcclPlan, AllToAllVUsesDisplacementsAndCopiesTheOwnChunkLocally) {
 
 TEST(NcclPlan, InPlaceAllToAllSendsFromAStreamOrderedScratchCopy) {
   // rank 0 of 2, 3 f64 per peer: 6 * 8 = 48 bytes stashed; the peer's chunk is at 24.
-  auto a = make(OpType::all_to_all, DType::f64, 3);
+  auto a = device_args(OpType::all_to_all, DType::f64, 3);
   a.in_place = true;
   a.in = a.out;
   const Plan p = plan_operation(a, 0, 2);
@@ -159,7 +148,7 @@ TEST(NcclPlan, InPlaceAllToAllSendsFromAStreamOrderedScratchCopy) {
 
 TEST(NcclPlan, GatherOnRootReceivesEveryOtherSlot) {
   // root 2 of 3, 4 i32 per rank (16 bytes): own slot at 32.
-  auto a = make(OpType::gather, DType::i32, 4);
+  auto a = device_args(OpType::gather, DType::i32, 4);
   a.root = 2;
   expect_steps(plan_operation(a, 2, 3), {order, copy(I, 0, O, 32, 16), gstart, recv(O, 0, 4, 0),
                                          recv(O, 16, 4, 1), gend, done});
@@ -172,7 +161,7 @@ TEST(NcclPlan, GatherOnRootReceivesEveryOtherSlot) {
 }
 
 TEST(NcclPlan, ScatterFromRootSendsEveryOtherSlot) {
-  auto a = make(OpType::scatter, DType::u8, 5);
+  auto a = device_args(OpType::scatter, DType::u8, 5);
   a.root = 0;
   expect_steps(plan_operation(a, 0, 2),
                {order, copy(I, 0, O, 0, 5), gstart, send(I, 5, 5, 1), gend, done});
@@ -182,7 +171,7 @@ TEST(NcclPlan, ScatterFromRootSendsEveryOtherSlot) {
 TEST(NcclPlan, AllGatherVExchangesWithEveryPeer) {
   // rank 2 of 3, counts {1,2,3}, bf16 (2 bytes): displacements {0,1,3} -> own slot at 6 bytes.
   const std::size_t counts[] = {1, 2, 3};
-  auto a = make(OpType::all_gather_v, DType::bf16, 0);
+  auto a = device_args(OpType::all_gather_v, DType::bf16, 0);
   a.send_counts = counts;
   expect_steps(plan_operation(a, 2, 3),
                {order, copy(I, 0, O, 6, 6), gstart, send(I, 0, 3, 0), recv(O, 0, 1, 0),
@@ -194,7 +183,7 @@ TEST(NcclPlan, AllGatherVExchangesWithEveryPeer) {
 }
 
 TEST(NcclPlan, PointToPointRefusesTags) {
-  auto a = make(OpType::send, DType::f32, 8);
+  auto a = device_args(OpType::send, DType::f32, 8);
   a.root = 1;
   expect_steps(plan_operation(a, 0, 2), {order, send(I, 0, 8, 1), done});
   a.tag = 5;
@@ -229,7 +218,7 @@ TEST(NcclPlan, RandomAllToAllVPlansAreConsistent) {
     for (auto& c : rc)
       c = rng() % 5;
     rc[rank] = sc[rank];  // the own chunk has one size
-    auto a = make(OpType::all_to_all_v, DType::i32, 0);
+    auto a = device_args(OpType::all_to_all_v, DType::i32, 0);
     a.send_counts = sc.data();
     a.recv_counts = rc.data();
     a.in_place = (rng() % 2) == 1 && sc == rc;

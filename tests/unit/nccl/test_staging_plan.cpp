@@ -4,6 +4,7 @@
 
 #include "backends/nccl/staging_plan.hpp"
 #include "mcr/errors.hpp"
+#include "plan_args.hpp"
 
 namespace mcr::detail::nccl {
 namespace {
@@ -14,23 +15,12 @@ void expect_copy(const StagedCopy& c, std::size_t device, std::size_t host, std:
   EXPECT_EQ(c.bytes, bytes);
 }
 
-float g_in[64];
-float g_out[64];
-
-OpArgs make(OpType op, DType t, std::size_t count) {
-  OpArgs a;
-  a.op = op;
-  a.dtype = t;
-  a.count = count;
-  a.device = Device::cuda(0);
-  a.in = g_in;
-  a.out = g_out;
-  return a;
-}
+using mcr_test::device_args;
+using mcr_test::g_out;
 
 TEST(StagingPlan, OutOfPlaceSplitsTheHostBufferAtAnAlignedOffset) {
   // all_gather, 10 f32 per rank, 3 ranks: 40 bytes in, 120 out; out starts at 256.
-  const StagingPlan p = plan_staging(make(OpType::all_gather, DType::f32, 10), 1, 3);
+  const StagingPlan p = plan_staging(device_args(OpType::all_gather, DType::f32, 10), 1, 3);
   EXPECT_FALSE(p.in_place);
   EXPECT_EQ(p.host_in_offset, 0u);
   EXPECT_EQ(p.host_out_offset, 256u);
@@ -41,7 +31,7 @@ TEST(StagingPlan, OutOfPlaceSplitsTheHostBufferAtAnAlignedOffset) {
 
 TEST(StagingPlan, InPlaceAllGatherMirrorsTheSlotInsideTheOutput) {
   std::vector<float> buf(30);
-  auto a = make(OpType::all_gather, DType::f32, 10);
+  auto a = device_args(OpType::all_gather, DType::f32, 10);
   a.in_place = true;
   a.out = buf.data();
   a.in = buf.data() + 10;  // rank 1's slot
@@ -60,7 +50,7 @@ TEST(StagingPlan, InPlaceAllGatherMirrorsTheSlotInsideTheOutput) {
 
 TEST(StagingPlan, InPlaceReduceScatterReturnsOnlyTheCallersSlot) {
   // rank 2 of 4, 3 f64 per rank: input 96 bytes, slot at 2 * 3 * 8 = 48.
-  auto a = make(OpType::reduce_scatter, DType::f64, 3);
+  auto a = device_args(OpType::reduce_scatter, DType::f64, 3);
   a.in_place = true;
   a.out = nullptr;
   const StagingPlan p = plan_staging(a, 2, 4);
@@ -72,7 +62,7 @@ TEST(StagingPlan, InPlaceReduceScatterReturnsOnlyTheCallersSlot) {
 }
 
 TEST(StagingPlan, BroadcastSendsFromRootAndReturnsElsewhere) {
-  auto a = make(OpType::broadcast, DType::i32, 7);
+  auto a = device_args(OpType::broadcast, DType::i32, 7);
   a.root = 1;
   StagingPlan p = plan_staging(a, 1, 2);
   EXPECT_EQ(p.host_bytes, 28u);
@@ -84,16 +74,16 @@ TEST(StagingPlan, BroadcastSendsFromRootAndReturnsElsewhere) {
 }
 
 TEST(StagingPlan, RootedOpsMoveDataOnlyWhereItExists) {
-  auto g = make(OpType::gather, DType::u8, 5);
+  auto g = device_args(OpType::gather, DType::u8, 5);
   g.root = 0;
   g.out = nullptr;
   EXPECT_EQ(plan_staging(g, 1, 4).copy_out.bytes, 0u);
   EXPECT_EQ(staged_extents(g, 0, 4).out, 20u);
-  auto s = make(OpType::scatter, DType::u8, 5);
+  auto s = device_args(OpType::scatter, DType::u8, 5);
   s.root = 0;
   EXPECT_EQ(staged_extents(s, 1, 4).in, 0u);
   EXPECT_EQ(staged_extents(s, 0, 4).in, 20u);
-  auto r = make(OpType::reduce, DType::f32, 6);
+  auto r = device_args(OpType::reduce, DType::f32, 6);
   r.in_place = true;
   r.out = nullptr;  // non-root in-place reduce: no output at all
   const StagingPlan p = plan_staging(r, 1, 2);
@@ -105,7 +95,7 @@ TEST(StagingPlan, RootedOpsMoveDataOnlyWhereItExists) {
 TEST(StagingPlan, SingleBufferReduceOffTheRootStagesOnlyTheInput) {
   // reduce(tensor, op, root): in == out on every rank, flagged in place; rank 1 is not the root.
   std::vector<float> buf(6);
-  auto r = make(OpType::reduce, DType::f32, 6);
+  auto r = device_args(OpType::reduce, DType::f32, 6);
   r.root = 0;
   r.in_place = true;
   r.in = buf.data();
@@ -122,12 +112,12 @@ TEST(StagingPlan, SingleBufferReduceOffTheRootStagesOnlyTheInput) {
 TEST(StagingPlan, VariableCountExtentsAreSums) {
   const std::size_t sc[] = {1, 2, 3};
   const std::size_t rc[] = {4, 5, 6};
-  auto a = make(OpType::all_to_all_v, DType::f32, 0);
+  auto a = device_args(OpType::all_to_all_v, DType::f32, 0);
   a.send_counts = sc;
   a.recv_counts = rc;
   EXPECT_EQ(staged_extents(a, 0, 3).in, 6u);
   EXPECT_EQ(staged_extents(a, 0, 3).out, 15u);
-  auto v = make(OpType::all_gather_v, DType::f32, 0);
+  auto v = device_args(OpType::all_gather_v, DType::f32, 0);
   v.send_counts = sc;
   EXPECT_EQ(staged_extents(v, 1, 3).in, 2u);
   EXPECT_EQ(staged_extents(v, 1, 3).out, 6u);
@@ -135,7 +125,7 @@ TEST(StagingPlan, VariableCountExtentsAreSums) {
 
 TEST(StagingPlan, InPlaceInputOutsideTheOutputIsRejected) {
   std::vector<float> buf(40);
-  auto a = make(OpType::all_gather, DType::f32, 10);
+  auto a = device_args(OpType::all_gather, DType::f32, 10);
   a.in_place = true;
   a.out = buf.data();
   a.in = buf.data() + 25;  // 10 elements from 25 run past the 30-element output
