@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mcr/communicator.hpp"
+#include "mcr/device_buffer.hpp"
 #include "mcr/selection.hpp"
 #include "mcr/types.hpp"
 #include "mcr/work.hpp"
@@ -42,8 +43,6 @@ OpType parse_bench_op(std::string_view name, std::string_view argument = "--op")
 bool has_root(OpType op) noexcept;
 /// Whether an in-place form exists (every op except send/recv and barrier).
 bool has_in_place(OpType op) noexcept;
-/// Names a tuning table may use ("mpi", "gloo", "nccl").
-const std::vector<std::string>& known_backend_names();
 
 /// begin, begin*factor, ... up to end (inclusive). Throws InvalidArgument on begin > end, factor <
 /// 2 with begin == 0, or factor <= 1.
@@ -93,7 +92,7 @@ class Point {
   /// Throws InvalidArgument for a root out of range, a reduce op invalid for the dtype, or an op
   /// without an in-place form when in_place is set.
   Point(Communicator comm, const PointConfig& config);
-  ~Point();
+  ~Point() = default;
   Point(const Point&) = delete;
   Point& operator=(const Point&) = delete;
 
@@ -122,8 +121,8 @@ class Point {
 
   std::vector<std::byte> in_;  ///< host data (the device copy's staging area when on a GPU)
   std::vector<std::byte> out_;
-  void* device_in_ = nullptr;  ///< device buffers when config.device is cuda
-  void* device_out_ = nullptr;
+  DeviceBuffer device_in_;  ///< device buffers when config.device is cuda
+  DeviceBuffer device_out_;
   std::vector<std::size_t> counts_;  ///< per-rank counts for the _v forms (all equal)
   std::vector<Work> pending_;
 };

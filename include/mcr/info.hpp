@@ -21,6 +21,7 @@ struct Capability {
 
 struct BackendInfo {
   std::string name;
+  std::string library;  ///< the library and its version ("Open MPI v4.1.4", "NCCL 2.28.3")
   bool usable = false;
   std::string reason;  ///< why it is unusable, when it is
   std::vector<Capability> capabilities;  ///< empty when unusable
@@ -38,6 +39,10 @@ struct RuntimeInfo {
   std::string tuning_source;          ///< tuning table path, or empty
   std::chrono::milliseconds timeout{0};
 };
+
+/// Every backend name mcr has ("nccl", "mpi", "gloo"), whether this build compiled it or not: rules
+/// and tuning tables made on another machine may name one this build lacks. Needs no init().
+const std::vector<std::string>& backend_names();
 
 /// Version string of this build, e.g. "0.1.0".
 std::string version();

@@ -119,15 +119,37 @@ class Backend {
   virtual std::unique_ptr<Backend> split(const std::vector<int>& members, std::uint64_t group_id) = 0;
 };
 
+class Exchange;
+struct LaunchInfo;
+
+/// How a library that can form the job's world (MPI under mpirun/srun) takes part in bring-up and
+/// teardown. Returned by its factory, so the core never names the library.
+class LaunchSupport {
+ public:
+  virtual ~LaunchSupport() = default;
+  /// When the launcher formed a world this library can use, initialises the library and returns a
+  /// world exchange over it; otherwise nullptr.
+  virtual std::unique_ptr<Exchange> world_exchange(const LaunchInfo& launch) = 0;
+  /// Undoes what world_exchange() initialised; nothing when it initialised nothing.
+  virtual void shutdown() noexcept = 0;
+  /// Ends the whole job after an unrecoverable error when the library is up (MPI_Abort); returns
+  /// when it is not, so that the caller can try the next way out.
+  virtual void abort_job(int code) noexcept = 0;
+};
+
 /// Creates the world instance of one backend, or explains why it is unusable in this process.
 struct BackendFactory {
   std::string_view name;
   /// Empty when usable; otherwise the reason (shown by `mcr info`).
   std::string (*unusable_reason)(const Bootstrap& bootstrap);
   std::unique_ptr<Backend> (*create_world)(Bootstrap& bootstrap);
+  /// The library and its version, for `mcr info` and tuning-table provenance ("Open MPI v4.1.4").
+  std::string (*library_version)();
+  /// The library's launch support (static storage), or nullptr when it has none.
+  LaunchSupport* (*launch_support)() = nullptr;
 };
 
-/// Every backend compiled into this build, in default priority order.
+/// Every backend compiled into this build, in default priority order (backends/registry.cpp).
 const std::vector<BackendFactory>& compiled_backends();
 
 }  // namespace mcr::detail

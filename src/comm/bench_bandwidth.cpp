@@ -66,11 +66,6 @@ bool has_in_place(OpType op) noexcept {
   return op != OpType::send && op != OpType::recv && op != OpType::barrier;
 }
 
-const std::vector<std::string>& known_backend_names() {
-  static const std::vector<std::string> names{"mpi", "gloo", "nccl"};
-  return names;
-}
-
 std::vector<std::size_t> geometric_sizes(std::size_t begin, std::size_t end, double factor) {
   if (begin > end) {
     throw InvalidArgument(fmt::format(

@@ -8,13 +8,9 @@
 #include <fmt/format.h>
 
 #include "mcr/bench.hpp"
+#include "mcr/device_buffer.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/work.hpp"
-#include "mcr_build_config.hpp"
-
-#if MCR_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace mcr::bench {
 namespace {
@@ -61,15 +57,6 @@ double to_double(T v) {
     return static_cast<double>(v);
   }
 }
-
-#if MCR_HAVE_CUDA
-void check_cuda(cudaError_t rc, const char* call) {
-  if (rc != cudaSuccess) {
-    throw BackendError(
-        fmt::format("{} failed: {} ({})", call, cudaGetErrorString(rc), static_cast<int>(rc)));
-  }
-}
-#endif
 
 // A value the benchmark never produces, so an output the op did not write is counted as wrong.
 constexpr double kSentinel = 99;
@@ -161,59 +148,36 @@ Point::Point(Communicator comm, const PointConfig& config)
   out_.resize(layout_.out_count * e);
   counts_.assign(static_cast<std::size_t>(n), layout_.chunk);
   if (config_.device.is_cuda()) {
-#if MCR_HAVE_CUDA
-    check_cuda(cudaSetDevice(config_.device.index), "cudaSetDevice");
-    check_cuda(cudaMalloc(&device_in_, std::max<std::size_t>(in_.size(), 1)), "cudaMalloc");
-    check_cuda(cudaMalloc(&device_out_, std::max<std::size_t>(out_.size(), 1)), "cudaMalloc");
-#else
-    throw InvalidArgument("--device cuda: this build has no CUDA support");
-#endif
+    device_in_ = DeviceBuffer(config_.device, in_.size());
+    device_out_ = DeviceBuffer(config_.device, out_.size());
   }
   fill();  // timed iterations run on the verifiable pattern too, not on whatever memory held
   to_device();
 }
 
-Point::~Point() {
-#if MCR_HAVE_CUDA
-  if (device_in_ != nullptr) cudaFree(device_in_);
-  if (device_out_ != nullptr) cudaFree(device_out_);
-#endif
-}
-
 void Point::device_sync() const {
-#if MCR_HAVE_CUDA
-  if (config_.device.is_cuda()) check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-#endif
+  if (config_.device.is_cuda()) synchronize(config_.device);
 }
 
 void Point::to_device() {
-#if MCR_HAVE_CUDA
   if (!config_.device.is_cuda()) return;
-  check_cuda(cudaMemcpy(device_in_, in_.data(), in_.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-  check_cuda(cudaMemcpy(device_out_, out_.data(), out_.size(), cudaMemcpyHostToDevice),
-             "cudaMemcpy");
-#endif
+  device_in_.copy_from_host(in_.data(), in_.size());
+  device_out_.copy_from_host(out_.data(), out_.size());
 }
 
 void Point::from_device() {
-#if MCR_HAVE_CUDA
   if (!config_.device.is_cuda()) return;
-  device_sync();
-  check_cuda(cudaMemcpy(in_.data(), device_in_, in_.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  check_cuda(cudaMemcpy(out_.data(), device_out_, out_.size(), cudaMemcpyDeviceToHost),
-             "cudaMemcpy");
-#endif
+  device_in_.copy_to_host(in_.data(), in_.size());
+  device_out_.copy_to_host(out_.data(), out_.size());
 }
 
 Device bench_device(std::string_view kind) {
   if (kind == "cpu") return Device::cpu();
   if (kind != "cuda")
     throw InvalidArgument(fmt::format("--device '{}': must be cpu or cuda", kind));
-#if MCR_HAVE_CUDA
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    throw InvalidArgument("--device cuda: no CUDA device is present");
+  const int count = device_count(Device::Kind::cuda);
+  if (count < 1) {
+    throw InvalidArgument("--device cuda: no CUDA device is present (or this build has no CUDA support)");
   }
   int local = 0;
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"}) {
@@ -223,9 +187,6 @@ Device bench_device(std::string_view kind) {
     }
   }
   return Device::cuda(local % count);
-#else
-  throw InvalidArgument("--device cuda: this build has no CUDA support");
-#endif
 }
 
 void Point::fill() {
@@ -272,8 +233,8 @@ void Point::run_once(const CallOptions& opts, std::vector<Work>& pending) {
   const int r = comm_.rank();
   const int n = comm_.size();
   const bool gpu = c.device.is_cuda();
-  const Tensor in(gpu ? device_in_ : in_.data(), layout_.in_count, c.dtype, c.device);
-  const Tensor out(gpu ? device_out_ : out_.data(), layout_.out_count, c.dtype, c.device);
+  const Tensor in(gpu ? device_in_.data() : in_.data(), layout_.in_count, c.dtype, c.device);
+  const Tensor out(gpu ? device_out_.data() : out_.data(), layout_.out_count, c.dtype, c.device);
   const auto chunk = layout_.chunk;
   const auto slot = static_cast<std::size_t>(r) * chunk;
   const bool a = c.async;

@@ -12,14 +12,6 @@
 
 #include "mcr/bench.hpp"
 #include "mcr/info.hpp"
-#include "mcr_build_config.hpp"
-
-#if MCR_HAVE_MPI
-#include <mpi.h>
-#endif
-#if MCR_HAVE_CUDA
-#include <nccl.h>
-#endif
 
 namespace mcr::bench {
 namespace {
@@ -36,22 +28,10 @@ std::string cpu_model() {
   return "unknown";
 }
 
+// mcr's version, then each compiled backend's library as its factory reports it.
 std::string library_versions() {
   std::string out = fmt::format("mcr {}", version());
-#if MCR_HAVE_MPI
-  char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int len = 0;
-  MPI_Get_library_version(mpi, &len);
-  std::string first(mpi, static_cast<std::size_t>(std::max(len, 0)));
-  first = first.substr(0, first.find_first_of(",\n"));
-  out += "; " + first;
-#endif
-#if MCR_HAVE_GLOO
-  out += "; Gloo (system package)";
-#endif
-#if MCR_HAVE_CUDA
-  out += fmt::format("; NCCL {}.{}.{} (headers)", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
-#endif
+  for (const auto& b : runtime_info().backends) out += "; " + b.library;
   return out;
 }
 

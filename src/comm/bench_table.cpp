@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "mcr/info.hpp"
 #include "mcr/bench.hpp"
 #include "mcr/errors.hpp"
 
@@ -99,7 +100,7 @@ std::vector<std::string> validate_table_text(std::string_view text) {
     return {fmt::format("not valid JSON: {}", e.what())};
   }
   if (!doc.is_object()) return {"the top level must be a JSON object"};
-  const auto& known = known_backend_names();
+  const auto& known = backend_names();
   auto check_common = [&](const json& item, const std::string& where) {
     if (!item.is_object()) {
       problems.push_back(fmt::format("{}: must be an object", where));

@@ -10,6 +10,7 @@
 #include <new>
 #include <thread>
 
+#include "mcr/info.hpp"
 #include "mcr/bench.hpp"
 #include "mcr/comm_log.hpp"
 
@@ -30,7 +31,7 @@ struct WireRecord {
   std::uint8_t op;
   std::uint8_t dtype;
   std::uint8_t async;
-  std::uint8_t backend;  ///< index into bench::known_backend_names(), kOtherBackend if not there
+  std::uint8_t backend;  ///< index into backend_names(), kOtherBackend if not there
 };
 constexpr std::uint8_t kOtherBackend = 255;
 
@@ -39,7 +40,7 @@ std::int64_t steady_ns(std::chrono::steady_clock::time_point t) {
 }
 
 std::uint8_t backend_index(std::string_view name) {
-  const auto& names = bench::known_backend_names();
+  const auto& names = backend_names();
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) return static_cast<std::uint8_t>(i);
   }
@@ -47,7 +48,7 @@ std::uint8_t backend_index(std::string_view name) {
 }
 
 std::string_view backend_name(std::uint8_t index) {
-  const auto& names = bench::known_backend_names();
+  const auto& names = backend_names();
   return index < names.size() ? std::string_view(names[index]) : std::string_view("other");
 }
 

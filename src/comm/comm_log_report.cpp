@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "mcr/info.hpp"
 #include "mcr/bench.hpp"
 #include "mcr/comm_log.hpp"
 #include "mcr/selection.hpp"
@@ -135,7 +136,7 @@ void write_chrome_trace(const GatheredLog& log, std::ostream& out) {
   }
   // tid: a small number per backend name, stable across ranks.
   std::map<std::string_view, int> tids;
-  for (const auto& name : bench::known_backend_names())
+  for (const auto& name : backend_names())
     tids.emplace(name, static_cast<int>(tids.size()) + 1);
   for (const auto& r : log.records)
     tids.emplace(r.backend, static_cast<int>(tids.size()) + 1);

@@ -1,7 +1,7 @@
 #include "mcr/info.hpp"
 
 #include "mcr_build_config.hpp"
-#include "backends/factories.hpp"
+#include "backend.hpp"
 #include "runtime.hpp"
 #include "mcr/errors.hpp"
 
@@ -17,9 +17,13 @@ RuntimeInfo runtime_info() {
   info.version = version();
   info.build["build_type"] = MCR_BUILD_TYPE;
   info.build["compiler"] = MCR_CXX_COMPILER;
-  info.build["mpi"] = MCR_HAVE_MPI ? "on" : "off";
-  info.build["gloo"] = MCR_HAVE_GLOO ? "on" : "off";
-  info.build["cuda_nccl"] = MCR_HAVE_CUDA ? "on" : "off";
+  for (const std::string& name : backend_names()) {
+    bool compiled = false;
+    for (const auto& f : detail::compiled_backends()) compiled = compiled || f.name == name;
+    info.build[name] = compiled ? "on" : "off";
+  }
+  info.build["cuda"] = MCR_HAVE_CUDA ? "on" : "off";
+  info.build["cublaslt"] = MCR_HAVE_CUBLASLT ? "on" : "off";
   info.build["blas"] = MCR_HAVE_BLAS ? "on" : "off";
   info.launcher = detail::to_string(rt.launch.launcher);
   info.rank = rt.launch.rank;
@@ -31,6 +35,7 @@ RuntimeInfo runtime_info() {
   for (const auto& f : detail::compiled_backends()) {
     BackendInfo b;
     b.name = std::string(f.name);
+    b.library = f.library_version();
     for (const auto& [n, why] : rt.unusable) {
       if (n == f.name) b.reason = why;
     }

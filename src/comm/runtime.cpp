@@ -10,7 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "backends/factories.hpp"
+#include "backend.hpp"
+#include "device/device_runtime.hpp"
+#include "launch_hooks.hpp"
 #include "bootstrap/store_exchange.hpp"
 #include "comm_log_hooks.hpp"
 #include "log.hpp"
@@ -212,7 +214,7 @@ Communicator init(const InitOptions& options) {
     }
   }
 
-  start_store(*rt, mpi_world_exchange(rt->launch), timeout);
+  start_store(*rt, launcher_world_exchange(rt->launch), timeout);
   runtime_slot() = std::move(rt);
   Runtime& r = runtime();
 
@@ -231,7 +233,7 @@ Communicator init(const InitOptions& options) {
         log_debug("backend {} unusable: {}", name, why);
         continue;
       }
-      backends.push_back(with_device_staging_if_device(f.create_world(*r.bootstrap)));
+      backends.push_back(device::with_staging_if_device(f.create_world(*r.bootstrap)));
     }
   }
   for (const auto& f : factories) {
@@ -261,7 +263,7 @@ void finalize() {
   Watchdog::instance().stop();
   slot->world.reset();
   slot.reset();
-  mpi_shutdown();
+  detail::shutdown_launchers();
 }
 
 }  // namespace mcr

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "backends/factories.hpp"
+#include "launch_hooks.hpp"
 #include "state.hpp"
 
 namespace mcr::detail {

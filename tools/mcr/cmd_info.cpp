@@ -22,7 +22,7 @@ nlohmann::json to_json(const RuntimeInfo& info) {
   j["tuning"] = info.tuning_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.tuning_source);
   j["backends"] = nlohmann::json::array();
   for (const auto& b : info.backends) {
-    nlohmann::json jb{{"name", b.name}, {"usable", b.usable}};
+    nlohmann::json jb{{"name", b.name}, {"library", b.library}, {"usable", b.usable}};
     if (!b.usable) jb["reason"] = b.reason;
     jb["capabilities"] = nlohmann::json::array();
     for (const auto& c : b.capabilities) {
@@ -77,7 +77,8 @@ void print_text(const RuntimeInfo& info) {
   fmt::print("tuning table: {}\n", info.tuning_source.empty() ? "(none)" : info.tuning_source);
   fmt::print("backends (default priority order):\n");
   for (const auto& b : info.backends) {
-    fmt::print("  {:<6} {}\n", b.name, b.usable ? "usable" : fmt::format("unusable: {}", b.reason));
+    fmt::print("  {:<6} {} ({})\n", b.name,
+               b.usable ? "usable" : fmt::format("unusable: {}", b.reason), b.library);
     if (!b.usable) continue;
     fmt::print("    capabilities, sum for reductions (y native, U user-defined op, E emulated, S staged "
                "through host memory, C CUDA-aware; - unsupported):\n");

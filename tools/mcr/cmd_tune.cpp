@@ -13,6 +13,7 @@
 #include "mcr/bench.hpp"
 #include "mcr/comm.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/info.hpp"
 #include "mcr/selection.hpp"
 
 namespace mcr::cli {
@@ -141,7 +142,7 @@ void run_tune(Communicator& world, const TuneOptions& o) {
   table.provenance["wall_seconds"] = fmt::format("{:.1f}", wall);
   if (root) {
     table.save(o.output);
-    const auto problems = table.validate(bench::known_backend_names());
+    const auto problems = table.validate(backend_names());
     print_entries(table);
     fmt::print("mcr tune: wrote {} ({} entries, {} samples) in {:.1f} s{}\n", o.output,
                table.entries.size(), table.samples.size(), wall,

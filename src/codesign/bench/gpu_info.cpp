@@ -1,14 +1,8 @@
 #include "mcr/codesign/bench/gpu_info.hpp"
 
-#include "mcr_build_config.hpp"
-
 #include <algorithm>
 #include <cctype>
 #include <string>
-
-#if MCR_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace mcr::codesign::bench {
 
@@ -32,38 +26,5 @@ std::string catalog_name_for_gpu(std::string_view device_name) {
   if (name == "nvidia a10" || name == "a10") return "a10";
   return {};
 }
-
-#if MCR_HAVE_CUDA
-
-std::optional<GpuInfo> detect_gpu(int index) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || index < 0 || index >= count) {
-    cudaGetLastError();  // clear the sticky "no device" error so later calls start clean
-    return std::nullopt;
-  }
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) return std::nullopt;
-  GpuInfo info;
-  info.index = index;
-  info.name = prop.name;
-  info.sm_count = prop.multiProcessorCount;
-  info.cc_major = prop.major;
-  info.cc_minor = prop.minor;
-  info.l2_bytes = prop.l2CacheSize;
-  info.memory_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
-  int clock_khz = 0;
-  if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, index) == cudaSuccess) {
-    info.max_clock_mhz = clock_khz / 1000.0;
-  }
-  return info;
-}
-
-#else
-
-std::optional<GpuInfo> detect_gpu(int /*index*/) {
-  return std::nullopt;
-}
-
-#endif
 
 }  // namespace mcr::codesign::bench

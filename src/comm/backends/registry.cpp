@@ -1,41 +1,56 @@
-// The backends compiled into this build: the one place that reads the build configuration's backend
-// switches, so that no other shared code needs a backend #if.
-#include "mcr_build_config.hpp"
-
+// The registration point: the backends compiled into this build, in default priority order, from
+// the list CMake generates (mcr_backend_list.inc), and the launch hooks they offer.
 #include <cstdlib>
 
 #include "backends/factories.hpp"
 #include "bootstrap/bootstrap.hpp"
+#include "launch_hooks.hpp"
+#include "mcr/info.hpp"
 
 namespace mcr::detail {
 
 const std::vector<BackendFactory>& compiled_backends() {
-  static const std::vector<BackendFactory> list = [] {
-    std::vector<BackendFactory> v;
-    // Default priority: the device-native library first, then MPI, then Gloo.
-#if MCR_HAVE_CUDA
-    v.push_back(nccl_backend_factory());
-#endif
-#if MCR_HAVE_MPI
-    v.push_back(mpi_backend_factory());
-#endif
-#if MCR_HAVE_GLOO
-    v.push_back(gloo_backend_factory());
-#endif
-    return v;
-  }();
+  static const std::vector<BackendFactory> list{
+#define MCR_BACKEND(name) name##_backend_factory(),
+#include "mcr_backend_list.inc"
+#undef MCR_BACKEND
+  };
   return list;
 }
 
-#if !MCR_HAVE_CUDA
-std::unique_ptr<Backend> with_device_staging(std::unique_ptr<Backend> backend) { return backend; }
-std::unique_ptr<Backend> with_device_staging_if_device(std::unique_ptr<Backend> backend) { return backend; }
-#endif
 
-#if !MCR_HAVE_MPI
-std::unique_ptr<Exchange> mpi_world_exchange(const LaunchInfo&) { return nullptr; }
-void mpi_shutdown() noexcept {}
-[[noreturn]] void abort_job(int code) noexcept { std::_Exit(code); }
-#endif
+std::unique_ptr<Exchange> launcher_world_exchange(const LaunchInfo& launch) {
+  for (const auto& f : compiled_backends()) {
+    if (f.launch_support == nullptr) continue;
+    if (auto exchange = f.launch_support()->world_exchange(launch)) return exchange;
+  }
+  return nullptr;
+}
+
+void shutdown_launchers() noexcept {
+  for (const auto& f : compiled_backends()) {
+    if (f.launch_support != nullptr) f.launch_support()->shutdown();
+  }
+}
+
+[[noreturn]] void abort_job(int code) noexcept {
+  for (const auto& f : compiled_backends()) {
+    if (f.launch_support != nullptr) f.launch_support()->abort_job(code);
+  }
+  std::_Exit(code);
+}
 
 }  // namespace mcr::detail
+
+namespace mcr {
+
+const std::vector<std::string>& backend_names() {
+  static const std::vector<std::string> names{
+#define MCR_KNOWN_BACKEND(name) #name,
+#include "mcr_backend_list.inc"
+#undef MCR_KNOWN_BACKEND
+  };
+  return names;
+}
+
+}  // namespace mcr

@@ -1,7 +1,7 @@
 // Host-side: NCCL type/operator mappings, the capability table and the unusable-reason text.
 #include <gtest/gtest.h>
 
-#include "backends/nccl/nccl_tables.hpp"
+#include "backends/nccl/nccl_types.hpp"
 
 namespace mcr::detail::nccl {
 namespace {

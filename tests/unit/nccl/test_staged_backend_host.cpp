@@ -2,7 +2,8 @@
 // inner backend (no GPU needed).
 #include <gtest/gtest.h>
 
-#include "backends/factories.hpp"
+#include "backend.hpp"
+#include "device/device_runtime.hpp"
 
 namespace mcr::detail {
 namespace {
@@ -42,7 +43,7 @@ class FakeBackend final : public Backend {
 };
 
 TEST(StagedBackend, HostOnlyBackendIsStagedForDeviceTensors) {
-  auto staged = with_device_staging(std::make_unique<FakeBackend>(false));
+  auto staged = device::with_staging(std::make_unique<FakeBackend>(false));
   const Support s =
       staged->supports(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cuda);
   EXPECT_TRUE(s.ok);
@@ -60,7 +61,7 @@ TEST(StagedBackend, HostOnlyBackendIsStagedForDeviceTensors) {
 }
 
 TEST(StagedBackend, CudaAwareBackendPassesThrough) {
-  auto staged = with_device_staging(std::make_unique<FakeBackend>(true));
+  auto staged = device::with_staging(std::make_unique<FakeBackend>(true));
   const Support s =
       staged->supports(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cuda);
   EXPECT_TRUE(s.ok);
@@ -73,7 +74,7 @@ TEST(StagedBackend, CudaAwareBackendPassesThrough) {
 TEST(StagedBackend, ForwardsIdentityAndCpuOperations) {
   auto inner = std::make_unique<FakeBackend>(false);
   FakeBackend* raw = inner.get();
-  auto staged = with_device_staging(std::move(inner));
+  auto staged = device::with_staging(std::move(inner));
   EXPECT_EQ(staged->name(), "fake");
   EXPECT_EQ(staged->rank(), 1);
   EXPECT_EQ(staged->size(), 3);
@@ -95,7 +96,7 @@ TEST(StagedBackend, ForwardsIdentityAndCpuOperations) {
 }
 
 TEST(StagedBackend, SplitWrapsTheChildAndNonMembersGetNothing) {
-  auto staged = with_device_staging(std::make_unique<FakeBackend>(false));
+  auto staged = device::with_staging(std::make_unique<FakeBackend>(false));
   auto child = staged->split({1, 2}, 7);
   ASSERT_NE(child, nullptr);
   EXPECT_EQ(child->size(), 2);

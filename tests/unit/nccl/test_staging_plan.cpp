@@ -2,11 +2,11 @@
 // hand from the buffer layouts in communicator.hpp.
 #include <gtest/gtest.h>
 
-#include "backends/nccl/staging_plan.hpp"
+#include "device/staging_plan.hpp"
 #include "mcr/errors.hpp"
 #include "plan_args.hpp"
 
-namespace mcr::detail::nccl {
+namespace mcr::detail::device {
 namespace {
 
 void expect_copy(const StagedCopy& c, std::size_t device, std::size_t host, std::size_t bytes) {
@@ -133,4 +133,4 @@ TEST(StagingPlan, InPlaceInputOutsideTheOutputIsRejected) {
 }
 
 }  // namespace
-}  // namespace mcr::detail::nccl
+}  // namespace mcr::detail::device

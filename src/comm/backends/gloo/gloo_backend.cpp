@@ -10,13 +10,14 @@
 #include <system_error>
 
 #include <fmt/format.h>
+#include <gloo/config.h>
 #include <gloo/context.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
 #include "backends/factories.hpp"
-#include "backends/gloo/gloo_collectives.hpp"
-#include "backends/gloo/gloo_error.hpp"
+#include "backends/gloo/gloo_ops.hpp"
+#include "backends/gloo/gloo_check.hpp"
 #include "backends/gloo/gloo_store.hpp"
 #include "mcr/errors.hpp"
 
@@ -179,6 +180,10 @@ BackendFactory gloo_backend_factory() {
       // Gloo needs nothing beyond the store, which every launch mode provides.
       [](const Bootstrap&) { return std::string(); },
       [](Bootstrap& bootstrap) { return GlooBackend::create_world(bootstrap); },
+      [] {
+        return fmt::format("Gloo {}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR,
+                           GLOO_VERSION_PATCH);
+      },
   };
 }
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "backend.hpp"
-#include "backends/gloo/gloo_error.hpp"
+#include "backends/gloo/gloo_check.hpp"
 
 namespace gloo {
 class Context;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "backends/factories.hpp"
+#include "backends/mpi/mpi_launch.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "local_reduce.hpp"
 #include "mcr/errors.hpp"
@@ -300,6 +301,16 @@ std::unique_ptr<Backend> mpi_create_world(Bootstrap&) {
 
 }  // namespace
 
-BackendFactory mpi_backend_factory() { return {"mpi", &mpi_unusable, &mpi_create_world}; }
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  if (MPI_Get_library_version(text, &len) != MPI_SUCCESS) return "MPI (version unknown)";
+  std::string first(text, static_cast<std::size_t>(std::max(len, 0)));
+  return first.substr(0, first.find_first_of(",\n"));  // "Open MPI v4.1.4"
+}
+
+BackendFactory mpi_backend_factory() {
+  return {"mpi", &mpi_unusable, &mpi_create_world, &mpi_library_version, &mpi_launch_support};
+}
 
 }  // namespace mcr::detail

@@ -1,10 +1,8 @@
 // MPI launch support: initialise MPI when an MPI launcher formed the world, exchange bytes over it,
-// finalize, abort.
-#include <cstdlib>
-
+// finalize, abort. Reaches the core as the MPI factory's LaunchSupport.
 #include <fmt/format.h>
 
-#include "backends/factories.hpp"
+#include "backends/mpi/mpi_launch.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "mcr/errors.hpp"
 #include "mpi_check.hpp"
@@ -14,15 +12,6 @@ namespace mcr::detail {
 namespace {
 
 bool g_we_initialized = false;
-
-int world_rank() noexcept {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  int r = -1;
-  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 class MpiExchange final : public Exchange {
  public:
@@ -60,15 +49,7 @@ class MpiExchange final : public Exchange {
 
 }  // namespace
 
-[[noreturn]] void throw_mpi_error(const char* call, const char* file, int line, int code) {
-  char msg[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  MPI_Error_string(code, msg, &len);
-  throw BackendError(fmt::format("{} failed at {}:{} on rank {}: {} (MPI error {})", call, file, line,
-                                 world_rank(), std::string(msg, static_cast<std::size_t>(len)), code));
-}
-
-std::unique_ptr<Exchange> mpi_world_exchange(const LaunchInfo& launch) {
+std::unique_ptr<Exchange> MpiLaunch::world_exchange(const LaunchInfo& launch) {
   int init = 0;
   MCR_MPI_CHECK(MPI_Initialized(&init));
   if (!init) {
@@ -100,7 +81,7 @@ bool mpi_usable() noexcept {
   return init && !fin;
 }
 
-void mpi_shutdown() noexcept {
+void MpiLaunch::shutdown() noexcept {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
@@ -109,9 +90,13 @@ void mpi_shutdown() noexcept {
   g_we_initialized = false;
 }
 
-[[noreturn]] void abort_job(int code) noexcept {
+void MpiLaunch::abort_job(int code) noexcept {
   if (mpi_usable()) MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
+}
+
+LaunchSupport* mpi_launch_support() {
+  static MpiLaunch launch;
+  return &launch;
 }
 
 }  // namespace mcr::detail

@@ -7,14 +7,19 @@
 #include <fmt/format.h>
 
 #include "backends/factories.hpp"
-#include "backends/nccl/device_queue.hpp"
+#include "device/device_queue.hpp"
 #include "backends/nccl/nccl_check.hpp"
 #include "backends/nccl/nccl_plan.hpp"
-#include "backends/nccl/nccl_tables.hpp"
+#include "backends/nccl/nccl_types.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail::nccl {
+
+using device::DeviceGuard;
+using device::DeviceQueue;
+using device::caller_stream;
+
 namespace {
 
 /// One NCCL communicator and what its operations share. Pending operations hold it too, so a
@@ -364,13 +369,20 @@ std::unique_ptr<Backend> create_world(Bootstrap& bootstrap) {
       std::make_shared<CommContext>(comm, rank, bootstrap.size(), std::move(queue)));
 }
 
+std::string library_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "NCCL (version unknown)";
+  // NCCL_VERSION(X,Y,Z) = X*10000 + Y*100 + Z since 2.9.
+  return fmt::format("NCCL {}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+}
+
 }  // namespace
 }  // namespace mcr::detail::nccl
 
 namespace mcr::detail {
 
 BackendFactory nccl_backend_factory() {
-  return {"nccl", &nccl::unusable_reason, &nccl::create_world};
+  return {"nccl", &nccl::unusable_reason, &nccl::create_world, &nccl::library_version};
 }
 
 }  // namespace mcr::detail

@@ -1,14 +1,13 @@
-#include "backends/nccl/staging_plan.hpp"
+#include "device/staging_plan.hpp"
 
 #include <algorithm>
 #include <cstdint>
 
 #include <fmt/format.h>
 
-#include "backends/nccl/nccl_plan.hpp"
 #include "mcr/errors.hpp"
 
-namespace mcr::detail::nccl {
+namespace mcr::detail::device {
 
 namespace {
 
@@ -29,7 +28,7 @@ bool output_inside_input(OpType op) {
 }
 
 /// Where, in elements, the smaller buffer of an in-place op sits when its pointer is not given.
-std::size_t default_in_place_slot(const OpArgs& args, int rank, int size) {
+std::size_t default_in_place_slot(const OpArgs& args, int rank) {
   const auto n = args.count;
   switch (args.op) {
     case OpType::all_gather:
@@ -39,7 +38,7 @@ std::size_t default_in_place_slot(const OpArgs& args, int rank, int size) {
     case OpType::scatter:
       return static_cast<std::size_t>(args.root) * n;
     case OpType::all_gather_v:
-      return displacements(args.send_counts, size)[static_cast<std::size_t>(rank)];
+      return sum(args.send_counts, rank);  // the counts of the ranks before this one
     default:
       return 0;
   }
@@ -112,7 +111,7 @@ StagingPlan plan_staging(const OpArgs& args, int rank, int size) {
   const std::size_t inner_bytes = inner_is_output ? out_bytes : in_bytes;
   const void* container = inner_is_output ? args.in : args.out;
   const void* inner = inner_is_output ? static_cast<const void*>(args.out) : args.in;
-  std::size_t inner_offset = default_in_place_slot(args, rank, size) * esize;
+  std::size_t inner_offset = default_in_place_slot(args, rank) * esize;
   // A rank without the container's data (the single-buffer reduce off the root) has nothing to
   // alias: its input alone is staged.
   if (container != nullptr && inner != nullptr && container_bytes != 0) {
@@ -146,4 +145,4 @@ StagingPlan plan_staging(const OpArgs& args, int rank, int size) {
   return plan;
 }
 
-}  // namespace mcr::detail::nccl
+}  // namespace mcr::detail::device

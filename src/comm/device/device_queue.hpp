@@ -7,9 +7,9 @@
 
 #include <cuda_runtime_api.h>
 
-#include "backends/nccl/nccl_check.hpp"
+#include "device/cuda_check.hpp"
 
-namespace mcr::detail::nccl {
+namespace mcr::detail::device {
 
 /// Makes `device` current for a scope and restores the caller's device afterwards, so the runtime
 /// never changes which device the application's own CUDA calls go to.
@@ -62,4 +62,4 @@ inline cudaStream_t caller_stream(void* stream) noexcept {
   return stream != nullptr ? static_cast<cudaStream_t>(stream) : cudaStreamLegacy;
 }
 
-}  // namespace mcr::detail::nccl
+}  // namespace mcr::detail::device

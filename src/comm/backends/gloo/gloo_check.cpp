@@ -1,4 +1,4 @@
-#include "backends/gloo/gloo_error.hpp"
+#include "backends/gloo/gloo_check.hpp"
 
 #include <exception>
 #include <string>

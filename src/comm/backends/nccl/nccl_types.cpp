@@ -1,4 +1,4 @@
-#include "backends/nccl/nccl_tables.hpp"
+#include "backends/nccl/nccl_types.hpp"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,8 @@
-#include "backends/nccl/device_queue.hpp"
+#include "device/device_queue.hpp"
 
 #include <map>
 
-namespace mcr::detail::nccl {
+namespace mcr::detail::device {
 
 DeviceGuard::DeviceGuard(int device, const CallSite& site) {
   MCR_CUDA_CHECK(site, cudaGetDevice(&previous_));
@@ -71,4 +71,4 @@ void DeviceQueue::release_event(cudaEvent_t event) noexcept {
   free_events_.push_back(event);
 }
 
-}  // namespace mcr::detail::nccl
+}  // namespace mcr::detail::device

@@ -2,15 +2,12 @@
 // column-major A stored K x M and used transposed, B stored K x N, C and D M x N. A batched GEMM is
 // one strided-batched cublasLtMatmul call. Times come from CUDA events around back-to-back
 // launches.
-#include "mcr_build_config.hpp"
-
 #include <fmt/core.h>
 
 #include "mcr/codesign/bench/gpu_info.hpp"
 #include "mcr/codesign/bench/runner.hpp"
 #include "mcr/errors.hpp"
 
-#if MCR_HAVE_CUDA
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -18,15 +15,12 @@
 #include <vector>
 
 #include "mcr/codesign/bench/sampler.hpp"
-#endif
 
 namespace mcr::codesign::bench {
 
 bool cublaslt_available() {
-  return MCR_HAVE_CUDA != 0;
+  return true;
 }
-
-#if MCR_HAVE_CUDA
 
 int cuda_device_count() {
   int count = 0;
@@ -264,18 +258,5 @@ class CublasLtRunner final : public GemmRunner {
 std::unique_ptr<GemmRunner> make_cublaslt_runner(int device) {
   return std::make_unique<CublasLtRunner>(device);
 }
-
-#else
-
-int cuda_device_count() {
-  return 0;
-}
-
-std::unique_ptr<GemmRunner> make_cublaslt_runner(int /*device*/) {
-  throw UnsupportedError(
-      "this build of mcr has no CUDA support: reconfigure with the CUDA toolkit (MCR_WITH_CUDA)");
-}
-
-#endif
 
 }  // namespace mcr::codesign::bench

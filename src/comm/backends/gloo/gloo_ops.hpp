@@ -33,7 +33,7 @@ GlooCollective make_gloo_collective(const OpArgs& args, int group_size, std::uin
 bool moves_nothing(const GlooCollective& c, int group_size);
 
 /// Runs the collective to completion on `ctx` in the calling thread. Throws BackendError or
-/// TimeoutError (see gloo_error.hpp).
+/// TimeoutError (see gloo_check.hpp).
 void run_gloo_collective(const std::shared_ptr<gloo::Context>& ctx, const GlooCollective& c);
 
 }  // namespace mcr::detail

@@ -1,4 +1,4 @@
-#include "backends/gloo/gloo_collectives.hpp"
+#include "backends/gloo/gloo_ops.hpp"
 
 #include <cstring>
 #include <numeric>
@@ -17,7 +17,7 @@
 #include <gloo/reduce.h>
 #include <gloo/scatter.h>
 
-#include "backends/gloo/gloo_error.hpp"
+#include "backends/gloo/gloo_check.hpp"
 #include "local_reduce.hpp"
 #include "mcr/errors.hpp"
 

@@ -1,4 +1,4 @@
-// with_device_staging: lets a host-only backend (Gloo, MPI without CUDA support) take CUDA tensors.
+// with_staging: lets a host-only backend (Gloo, MPI without CUDA support) take CUDA tensors.
 // A staged operation is a small state machine advanced without ever blocking the host:
 //   copy device input -> pinned host on the caller's stream, record an event
 //   -> (event done) start the inner operation on the host buffers -> (inner done) copy the result
@@ -11,13 +11,13 @@
 
 #include <fmt/format.h>
 
-#include "backends/factories.hpp"
-#include "backends/nccl/device_queue.hpp"
-#include "backends/nccl/nccl_check.hpp"
-#include "backends/nccl/staging_plan.hpp"
+#include "device/device_runtime.hpp"
+#include "device/device_queue.hpp"
+#include "device/cuda_check.hpp"
+#include "device/staging_plan.hpp"
 #include "mcr/errors.hpp"
 
-namespace mcr::detail::nccl {
+namespace mcr::detail::device {
 namespace {
 
 /// Pinned host blocks reused across operations. Blocks are only freed with the pool: cudaFreeHost
@@ -292,7 +292,7 @@ class StagedBackend final : public Backend {
 
   std::unique_ptr<Backend> split(const std::vector<int>& members, std::uint64_t group_id) override {
     auto child = inner_->split(members, group_id);
-    return child ? with_device_staging(std::move(child)) : nullptr;
+    return child ? with_staging(std::move(child)) : nullptr;
   }
 
  private:
@@ -320,22 +320,18 @@ class StagedBackend final : public Backend {
 };
 
 }  // namespace
-}  // namespace mcr::detail::nccl
+}  // namespace mcr::detail::device
 
-namespace mcr::detail {
+namespace mcr::detail::device {
 
-std::unique_ptr<Backend> with_device_staging(std::unique_ptr<Backend> backend) {
-  return std::make_unique<nccl::StagedBackend>(std::move(backend));
+std::unique_ptr<Backend> with_staging(std::unique_ptr<Backend> backend) {
+  return std::make_unique<StagedBackend>(std::move(backend));
 }
 
-std::unique_ptr<Backend> with_device_staging_if_device(std::unique_ptr<Backend> backend) {
+std::unique_ptr<Backend> with_staging_if_device(std::unique_ptr<Backend> backend) {
   // Without a device no tensor can be on one: skip the wrapper and its indirection on every call.
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
-    (void)cudaGetLastError();  // clear the sticky error so later CUDA queries report afresh
-    return backend;
-  }
-  return with_device_staging(std::move(backend));
+  if (count(Device::Kind::cuda) <= 0) return backend;
+  return with_staging(std::move(backend));
 }
 
-}  // namespace mcr::detail
+}  // namespace mcr::detail::device

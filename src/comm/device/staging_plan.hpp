@@ -7,7 +7,7 @@
 
 #include "backend.hpp"
 
-namespace mcr::detail::nccl {
+namespace mcr::detail::device {
 
 /// One contiguous copy between the device tensor and the host buffer. The device side of copy_in is
 /// OpArgs::in, or OpArgs::out when an in-place input is given only as a slot of the output; the
@@ -46,4 +46,4 @@ StagingPlan plan_staging(const OpArgs& args, int rank, int size);
 /// Host buffers are split at this alignment (enough for every element type and for DMA).
 inline constexpr std::size_t kStagingAlignment = 256;
 
-}  // namespace mcr::detail::nccl
+}  // namespace mcr::detail::device

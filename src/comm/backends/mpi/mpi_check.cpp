@@ -1,0 +1,30 @@
+#include "backends/mpi/mpi_check.hpp"
+
+#include <fmt/format.h>
+
+#include "mcr/errors.hpp"
+
+namespace mcr::detail {
+namespace {
+
+int world_rank() noexcept {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  int r = -1;
+  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+}  // namespace
+
+[[noreturn]] void throw_mpi_error(const char* call, const char* file, int line, int code) {
+  char msg[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(code, msg, &len);
+  throw BackendError(fmt::format("{} failed at {}:{} on rank {}: {} (MPI error {})", call, file,
+                                 line, world_rank(),
+                                 std::string(msg, static_cast<std::size_t>(len)), code));
+}
+
+}  // namespace mcr::detail

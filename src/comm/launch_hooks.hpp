@@ -1,0 +1,21 @@
+// What the core asks of the libraries that can form a job's world (through their factories'
+// LaunchSupport): a world exchange at init, shutdown at finalize, and a way to end the whole job.
+#pragma once
+
+#include <memory>
+
+namespace mcr::detail {
+
+class Exchange;
+struct LaunchInfo;
+
+/// The world exchange of the first compiled library whose launcher formed this job's world, or
+/// nullptr (then ranks meet through the TCP store alone).
+std::unique_ptr<Exchange> launcher_world_exchange(const LaunchInfo& launch);
+/// Finalizes every library that launcher_world_exchange() initialised.
+void shutdown_launchers() noexcept;
+/// Ends the whole job after an unrecoverable error: through the launching library when it is up
+/// (so every rank goes down), else by ending this process.
+[[noreturn]] void abort_job(int code) noexcept;
+
+}  // namespace mcr::detail
