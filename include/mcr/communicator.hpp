@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mcr/observer.hpp"
+#include "mcr/selection.hpp"
 #include "mcr/tensor.hpp"
 #include "mcr/types.hpp"
 #include "mcr/work.hpp"
@@ -35,18 +36,6 @@ struct CallOptions {
   /// so no size is known alike on every rank; pass an agreed figure (e.g. the total bytes of the
   /// exchange) to let size-based rules and tuning apply. Zero selects as for an empty message.
   std::size_t size_hint = 0;
-};
-
-/// Why a backend was or was not chosen for an operation (see Communicator::explain).
-struct SelectionStep {
-  std::string backend;
-  bool chosen = false;
-  std::string reason;
-};
-struct Selection {
-  std::string backend;               ///< the backend that runs the operation
-  std::string source;                ///< "override", "rule", "tuning" or "default"
-  std::vector<SelectionStep> steps;  ///< every candidate considered, in order, with its reason
 };
 
 /// A group of ranks with a backend instance per usable backend. Cheap to copy (shared handle).

@@ -1,5 +1,5 @@
-// Backend selection inputs: user rules and tuning tables. Both are pure data, identical on every rank
-// (architecture invariant 2), checked by hash when a communicator is created.
+// Backend selection: its inputs (user rules and tuning tables, pure data identical on every rank,
+// architecture invariant 2, checked by hash when a communicator is created) and its explained result.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +14,18 @@
 #include "mcr/types.hpp"
 
 namespace mcr {
+
+/// Why a backend was or was not chosen for an operation (see Communicator::explain).
+struct SelectionStep {
+  std::string backend;
+  bool chosen = false;
+  std::string reason;
+};
+struct Selection {
+  std::string backend;               ///< the backend that runs the operation
+  std::string source;                ///< "override", "rule", "tuning" or "default"
+  std::vector<SelectionStep> steps;  ///< every candidate considered, in order, with its reason
+};
 
 inline constexpr std::size_t kMaxBytes = std::numeric_limits<std::size_t>::max();
 

@@ -83,64 +83,108 @@ Backend& Selector::pick_override(std::string_view name, OpType op, DType dtype, 
   return *b;
 }
 
-Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
-                            std::size_t bytes, std::string_view override_name) const {
-  Selection sel;
-  auto consider = [&](Backend* b, std::string_view name, std::string why_here) -> bool {
-    if (b == nullptr) {
-      std::string reason = "not available in this build";
+std::vector<Candidate> Selector::consider(OpType op, DType dtype, ReduceOp reduce,
+                                          Device::Kind device, std::size_t bytes,
+                                          std::string_view override_name) const {
+  std::vector<Candidate> out;
+  // Appends one candidate with its verdict; true when it is chosen (the walk stops there).
+  auto add = [&](std::string_view name, Candidate::Source source, std::size_t index) -> bool {
+    Candidate c;
+    c.name = std::string(name);
+    c.source = source;
+    c.index = index;
+    c.backend = find(name);
+    if (c.backend == nullptr) {
+      c.verdict = Candidate::Verdict::unavailable;
+      c.detail = "not available in this build";
       for (const auto& [n, r] : unusable_) {
-        if (n == name) reason = fmt::format("not usable here: {}", r);
+        if (n == name) c.detail = fmt::format("not usable here: {}", r);
       }
-      sel.steps.push_back({std::string(name), false, fmt::format("{}; {}", why_here, reason)});
-      return false;
+    } else if (auto why = why_unsupported(*c.backend, op, dtype, reduce, device, bytes);
+               !why.empty()) {
+      c.verdict = Candidate::Verdict::unsupported;
+      c.detail = std::move(why);
+    } else {
+      c.verdict = Candidate::Verdict::chosen;
     }
-    if (auto why = why_unsupported(*b, op, dtype, reduce, device, bytes); !why.empty()) {
-      sel.steps.push_back({std::string(name), false, fmt::format("{}; skipped: {}", why_here, why)});
-      return false;
-    }
-    sel.backend = std::string(name);
-    sel.steps.push_back({std::string(name), true, std::move(why_here)});
-    return true;
+    out.push_back(std::move(c));
+    return out.back().verdict == Candidate::Verdict::chosen;
   };
   if (!override_name.empty()) {
-    sel.source = "override";
-    if (consider(find(override_name), override_name, "per-call override")) return sel;
-    return sel;  // an explicit request is never replaced by another backend
+    add(override_name, Candidate::Source::override, 0);
+    return out;  // an explicit request is never replaced by another backend
   }
   if (rules_) {
     for (std::size_t i = 0; i < rules_->rules.size(); ++i) {
       const Rule& r = rules_->rules[i];
-      if (!r.matches(op, dtype, bytes)) continue;
-      sel.source = "rule";
-      if (consider(find(r.backend), r.backend, fmt::format("rule #{} ({})", i + 1,
-                                                           RuleSet{{r}}.canonical()))) {
-        return sel;
-      }
+      if (r.matches(op, dtype, bytes) && add(r.backend, Candidate::Source::rule, i)) return out;
     }
   }
   if (table_) {
     if (const std::string* name = table_->lookup(op, dtype, group_size_, bytes)) {
-      sel.source = "tuning";
-      if (consider(find(*name), *name,
-                   fmt::format("tuning table: fastest measured at {} bytes, {} ranks", bytes, group_size_))) {
-        // Record the measured alternatives as the reason the others lost.
-        for (Backend* b : backends_) {
-          if (b->name() != *name) {
-            sel.steps.push_back({std::string(b->name()), false, "slower in the tuning table"});
-          }
+      if (add(*name, Candidate::Source::tuning, 0)) {
+        for (Backend* b : backends_) {  // the measured alternatives lost to it
+          if (b->name() == *name) continue;
+          out.push_back({std::string(b->name()), b, Candidate::Source::tuning, 0,
+                         Candidate::Verdict::slower, {}});
         }
-        return sel;
+        return out;
       }
     }
   }
-  sel.source = "default";
   for (std::size_t i = 0; i < backends_.size(); ++i) {
-    if (consider(backends_[i], backends_[i]->name(), fmt::format("default priority #{}", i + 1))) {
-      return sel;
-    }
+    if (add(backends_[i]->name(), Candidate::Source::fallback, i)) return out;
   }
-  sel.backend.clear();
+  return out;
+}
+
+Backend* Selector::chosen(const std::vector<Candidate>& candidates) noexcept {
+  for (const auto& c : candidates) {
+    if (c.verdict == Candidate::Verdict::chosen) return c.backend;
+  }
+  return nullptr;
+}
+
+Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
+                            std::size_t bytes, std::string_view override_name) const {
+  Selection sel;
+  for (const auto& c : consider(op, dtype, reduce, device, bytes, override_name)) {
+    std::string why;
+    switch (c.source) {
+      case Candidate::Source::override:
+        sel.source = "override";
+        why = "per-call override";
+        break;
+      case Candidate::Source::rule:
+        sel.source = "rule";
+        why = fmt::format("rule #{} ({})", c.index + 1, RuleSet{{rules_->rules[c.index]}}.canonical());
+        break;
+      case Candidate::Source::tuning:
+        sel.source = "tuning";
+        why = fmt::format("tuning table: fastest measured at {} bytes, {} ranks", bytes, group_size_);
+        break;
+      case Candidate::Source::fallback:
+        sel.source = "default";
+        why = fmt::format("default priority #{}", c.index + 1);
+        break;
+    }
+    switch (c.verdict) {
+      case Candidate::Verdict::chosen:
+        sel.backend = c.name;
+        break;
+      case Candidate::Verdict::unavailable:
+        why = fmt::format("{}; {}", why, c.detail);
+        break;
+      case Candidate::Verdict::unsupported:
+        why = fmt::format("{}; skipped: {}", why, c.detail);
+        break;
+      case Candidate::Verdict::slower:
+        why = "slower in the tuning table";
+        break;
+    }
+    sel.steps.push_back({c.name, c.verdict == Candidate::Verdict::chosen, std::move(why)});
+  }
+  if (sel.backend.empty() && override_name.empty()) sel.source = "default";
   return sel;
 }
 
@@ -176,14 +220,14 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce, Dev
   for (std::size_t i = 0; i < cuts.size(); ++i) {
     const std::size_t lo = cuts[i];
     const std::size_t hi = i + 1 < cuts.size() ? cuts[i + 1] - 1 : kMaxBytes;
-    Selection s = explain(op, dtype, reduce, device, lo);
-    for (const auto& step : s.steps) {
-      if (!step.chosen && step.reason.find("skipped") != std::string::npos) {
-        log_debug("select {} {} [{}, {}]: {}: {}", to_string(op), to_string(dtype), lo, hi, step.backend,
-                  step.reason);
+    const auto candidates = consider(op, dtype, reduce, device, lo);
+    for (const auto& c : candidates) {
+      if (c.verdict == Candidate::Verdict::unsupported) {
+        log_debug("select {} {} [{}, {}]: {}: skipped: {}", to_string(op), to_string(dtype), lo, hi,
+                  c.name, c.detail);
       }
     }
-    Backend* b = s.backend.empty() ? nullptr : find(s.backend);
+    Backend* b = chosen(candidates);
     if (!plan.empty() && plan.back().backend == b) {
       plan.back().hi = hi;
     } else {

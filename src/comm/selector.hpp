@@ -18,6 +18,24 @@
 
 namespace mcr::detail {
 
+/// One backend the selector considered for an operation, in the order it considered them, with
+/// the verdict as data: explain() words it, plans and debug logs read it.
+struct Candidate {
+  enum class Source : std::uint8_t { override, rule, tuning, fallback };
+  enum class Verdict : std::uint8_t {
+    chosen,       ///< runs the operation
+    unavailable,  ///< not compiled in, or not usable in this process
+    unsupported,  ///< cannot run this op/dtype/reduce/device/size (detail says why)
+    slower,       ///< the tuning table measured it slower than the chosen one
+  };
+  std::string name;
+  Backend* backend = nullptr;  ///< null when unavailable
+  Source source = Source::fallback;
+  std::size_t index = 0;  ///< rule number (rule) or default priority (fallback), from 0
+  Verdict verdict = Verdict::unsupported;
+  std::string detail;  ///< unavailable/unsupported: the reason
+};
+
 class Selector {
  public:
   /// `backends`: this communicator's instances in default priority order. `unusable`: backends
@@ -34,6 +52,12 @@ class Selector {
   /// The full reasoning, every candidate with why it was or was not chosen.
   Selection explain(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes,
                     std::string_view override_name = {}) const;
+
+  /// Every candidate considered for this operation, ending with the chosen one (if any).
+  std::vector<Candidate> consider(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
+                                  std::size_t bytes, std::string_view override_name = {}) const;
+  /// The chosen backend of a consider() result, or nullptr when none can run the operation.
+  static Backend* chosen(const std::vector<Candidate>& candidates) noexcept;
 
   Backend* find(std::string_view name) const noexcept;
   /// Hash of rules + table, compared across ranks when a communicator is created.

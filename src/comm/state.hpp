@@ -92,6 +92,10 @@ class CommState : public std::enable_shared_from_this<CommState> {
 
   ~CommState();
   void check_usable() const;
+  /// Marks the communicator unusable after an operation timed out (sync or async, raised by the
+  /// runtime or by a backend): later calls fail fast instead of matching against a peer stuck in
+  /// the timed-out operation. The first reason is kept.
+  void abort(std::string_view reason);
   /// Issues a validated operation. Sync: completes it (fast path when allowed). Async: returns
   /// work.
   std::shared_ptr<WorkState> issue(OpArgs& args, const CallOptions& opts, std::size_t bytes);

@@ -1,0 +1,241 @@
+// The TCP store's client: one connection per process, shared by its threads under a mutex; every
+// request is a round trip, a waiting get is served in slices (store_wire.hpp's kGetSlice).
+#include "bootstrap/tcp_store.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <source_location>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bootstrap/store_socket.hpp"
+#include "bootstrap/store_wire.hpp"
+#include "log.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::detail {
+
+using namespace store_wire;  // NOLINT(google-build-using-namespace): this file speaks the wire
+                             // format
+
+// =================================================================================================
+
+namespace {
+
+class TcpStoreClient final : public Store {
+ public:
+  TcpStoreClient(UniqueFd fd, std::string where) : fd_(std::move(fd)), where_(std::move(where)) {}
+
+  void set(const std::string& key, const Bytes& value) override {
+    Writer w;
+    w.u8(static_cast<std::uint8_t>(Command::set));
+    w.str(key);
+    w.blob(value.data(), value.size());
+    std::lock_guard lock(mu_);
+    expect_ok(round_trip(w.bytes()), "set", key);
+  }
+
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      const auto slice = std::clamp(left, std::chrono::milliseconds(0), kGetSlice);
+      Writer w;
+      w.u8(static_cast<std::uint8_t>(Command::get));
+      w.str(key);
+      w.u64(static_cast<std::uint64_t>(slice.count()));
+      Reply r;
+      {
+        std::lock_guard lock(mu_);
+        r = round_trip(w.bytes());
+      }
+      if (r.status == Status::ok) return std::move(r.payload);
+      if (r.status != Status::timed_out) expect_ok(r, "get", key);
+      if (Clock::now() >= deadline) {
+        throw TimeoutError(fmt::format("TCP store {}: key '{}' was not set within {} ms", where_,
+                                       key, timeout.count()),
+                           "store_get", 0, "tcp_store");
+      }
+    }
+  }
+
+  std::int64_t add(const std::string& key, std::int64_t delta) override {
+    Writer w;
+    w.u8(static_cast<std::uint8_t>(Command::add));
+    w.str(key);
+    w.i64(delta);
+    Reply r;
+    {
+      std::lock_guard lock(mu_);
+      r = round_trip(w.bytes());
+    }
+    expect_ok(r, "add", key);
+    Reader rd(r.payload.data(), r.payload.size());
+    return rd.i64();
+  }
+
+  bool check(const std::vector<std::string>& keys) override {
+    Writer w;
+    w.u8(static_cast<std::uint8_t>(Command::check));
+    w.u32(static_cast<std::uint32_t>(keys.size()));
+    for (const auto& k : keys)
+      w.str(k);
+    Reply r;
+    {
+      std::lock_guard lock(mu_);
+      r = round_trip(w.bytes());
+    }
+    expect_ok(r, "check", keys.empty() ? std::string() : keys.front());
+    return !r.payload.empty() && r.payload[0] != 0;
+  }
+
+ private:
+  struct Reply {
+    Status status = Status::error;
+    Bytes payload;
+  };
+
+  void expect_ok(const Reply& r, std::string_view op, const std::string& key) const {
+    if (r.status == Status::ok) return;
+    throw BackendError(fmt::format("TCP store {}: {} '{}' failed on the server: {}", where_, op,
+                                   key, std::string(r.payload.begin(), r.payload.end())));
+  }
+
+  // Sends one request and reads its reply. Caller holds mu_.
+  Reply round_trip(const Bytes& body) {
+    Writer frame;
+    frame.u32(static_cast<std::uint32_t>(body.size()));
+    Bytes& out = frame.bytes();
+    out.insert(out.end(), body.begin(), body.end());
+    send_all(out.data(), out.size());
+
+    std::uint8_t header[9];
+    recv_all(header, sizeof header);
+    Reader hr(header, sizeof header);
+    Reply r;
+    r.status = static_cast<Status>(hr.u8());
+    const std::uint64_t n = hr.u64();
+    if (n > kMaxBodyBytes) {
+      throw BackendError(
+          fmt::format("TCP store {}: reply of {} bytes is not our protocol", where_, n));
+    }
+    r.payload.resize(n);
+    if (n > 0) recv_all(r.payload.data(), n);
+    return r;
+  }
+
+  void send_all(const std::uint8_t* p, std::size_t n) {
+    while (n > 0) {
+      ssize_t k = ::send(fd_.get(), p, n, MSG_NOSIGNAL);
+      if (k < 0) {
+        if (errno == EINTR) continue;
+        throw_socket_error(fmt::format("send to {}", where_), errno);
+      }
+      p += k;
+      n -= static_cast<std::size_t>(k);
+    }
+  }
+
+  void recv_all(std::uint8_t* p, std::size_t n) {
+    while (n > 0) {
+      ssize_t k = ::recv(fd_.get(), p, n, 0);
+      if (k == 0) {
+        throw BackendError(fmt::format("TCP store {}: the server closed the connection", where_));
+      }
+      if (k < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          throw BackendError(fmt::format("TCP store {}: no reply from the server within {} s",
+                                         where_, kReplyTimeoutSeconds));
+        }
+        throw_socket_error(fmt::format("recv from {}", where_), errno);
+      }
+      p += k;
+      n -= static_cast<std::size_t>(k);
+    }
+  }
+
+  UniqueFd fd_;
+  std::string where_;
+  std::mutex mu_;
+};
+
+bool is_retryable_connect_error(int err) {
+  return err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH || err == EHOSTUNREACH ||
+         err == ECONNRESET || err == EAGAIN || err == EINTR;
+}
+
+}  // namespace
+
+std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
+                                         std::chrono::milliseconds timeout) {
+  if (host.empty()) throw InvalidArgument("connect_tcp_store: host is empty");
+  if (port <= 0 || port > 65535) {
+    throw InvalidArgument(fmt::format("connect_tcp_store: port {} is outside [1, 65535]", port));
+  }
+  const std::string where = fmt::format("{}:{}", host, port);
+  const auto deadline = Clock::now() + timeout;
+  auto backoff = std::chrono::milliseconds(5);
+  std::string last_error = "no attempt made";
+  for (;;) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    AddrInfoList list;
+    const std::string port_text = std::to_string(port);
+    int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &list.head);
+    if (rc != 0 && rc != EAI_AGAIN) {
+      throw BackendError(fmt::format("TCP store: getaddrinfo('{}') failed at {}:{}: {}", host,
+                                     file_name(std::source_location::current()), __LINE__,
+                                     ::gai_strerror(rc)));
+    }
+    if (rc == EAI_AGAIN) last_error = ::gai_strerror(rc);
+    for (addrinfo* ai = rc == 0 ? list.head : nullptr; ai != nullptr; ai = ai->ai_next) {
+      UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+      if (fd.get() < 0) throw_socket_error("socket", errno);
+      if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
+        set_nodelay(fd.get());
+        timeval tv{kReplyTimeoutSeconds, 0};
+        if (::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
+          throw_socket_error("setsockopt(SO_RCVTIMEO)", errno);
+        }
+        return std::make_unique<TcpStoreClient>(std::move(fd), where);
+      }
+      const int err = errno;
+      if (!is_retryable_connect_error(err))
+        throw_socket_error(fmt::format("connect({})", where), err);
+      last_error = errno_text(err);
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      throw TimeoutError(fmt::format("TCP store: could not connect to {} within {} ms (last "
+                                     "error: {})",
+                                     where, timeout.count(), last_error),
+                         "store_connect", 0, "tcp_store");
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  }
+}
+
+}  // namespace mcr::detail
