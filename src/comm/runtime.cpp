@@ -253,6 +253,27 @@ Communicator init(const InitOptions& options) {
 
 bool is_initialized() noexcept { return runtime_exists(); }
 
+namespace detail {
+namespace {
+
+// The store lives in rank 0's process. Rank 0 must not close it while another rank may still use
+// it: a rank still in init (Gloo's rendezvous), or still reading a new_group's keys. Every rank
+// checks in here; the store's owner leaves only once all have, bounded by the timeout. A rank that
+// never arrives has failed, and its launcher ends the job.
+void release_store(Runtime& r) noexcept {
+  if (!r.bootstrap || r.launch.size <= 1) return;
+  try {
+    Store& store = r.bootstrap->store();
+    if (store.add("mcr/finalized", 1) == r.launch.size) store.set("mcr/finalized/all", {1});
+    if (r.store_server) (void)store.get("mcr/finalized/all", r.bootstrap->timeout());
+  } catch (const std::exception& e) {  // finalize must not throw: say why and leave
+    log_debug("finalize: store release incomplete: {}", e.what());
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
 void finalize() {
   auto& slot = detail::runtime_slot();
   if (!slot) return;
@@ -262,6 +283,7 @@ void finalize() {
   }
   Watchdog::instance().stop();
   slot->world.reset();
+  detail::release_store(*slot);
   slot.reset();
   detail::shutdown_launchers();
 }
