@@ -7,7 +7,7 @@
 #include <numeric>
 #include <random>
 
-#include "backends/nccl/nccl_plan.hpp"
+#include "backends/nccl/nccl_ops.hpp"
 #include "mcr/errors.hpp"
 #include "plan_args.hpp"
 

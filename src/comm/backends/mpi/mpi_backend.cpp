@@ -8,7 +8,6 @@
 
 #include <climits>
 #include <cstring>
-#include <functional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,6 +18,7 @@
 #include "local_reduce.hpp"
 #include "mcr/errors.hpp"
 #include "mpi_check.hpp"
+#include "mpi_ops.hpp"
 #include "mpi_types.hpp"
 
 namespace mcr::detail {
@@ -31,33 +31,6 @@ bool cuda_aware() noexcept {
   return false;
 #endif
 }
-
-int as_int(std::size_t n) { return static_cast<int>(n); }  // counts are checked against max_count()
-
-/// A request plus what must happen after it completes (avg scaling, copies out of scratch) and the
-/// memory it must keep alive (count arrays, scratch buffers).
-class MpiPending final : public PendingOp {
- public:
-  MPI_Request request = MPI_REQUEST_NULL;
-  std::function<void()> finish;
-  std::vector<int> ints;
-  std::vector<std::byte> scratch;
-
-  bool test() override {
-    int flag = 0;
-    MCR_MPI_CHECK(MPI_Test(&request, &flag, MPI_STATUS_IGNORE));
-    if (flag && finish) {
-      finish();
-      finish = nullptr;
-    }
-    return flag != 0;
-  }
-  void abandon() noexcept override {
-    // A nonblocking collective cannot be cancelled; the communicator is aborted after a timeout, so
-    // the request is simply left to MPI_Finalize.
-    request = MPI_REQUEST_NULL;
-  }
-};
 
 class MpiBackend final : public Backend {
  public:
@@ -118,8 +91,6 @@ class MpiBackend final : public Backend {
   std::unique_ptr<PendingOp> start(const OpArgs& a) override;
 
  private:
-  std::unique_ptr<PendingOp> run(const OpArgs& a, bool blocking);
-
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
@@ -130,156 +101,7 @@ class MpiBackend final : public Backend {
 std::unique_ptr<PendingOp> MpiBackend::start(const OpArgs& a) {
   // Point-to-point is always nonblocking so that a missing peer raises TimeoutError.
   const bool p2p = a.op == OpType::send || a.op == OpType::recv;
-  return run(a, !a.async && !p2p);
-}
-
-std::unique_ptr<PendingOp> MpiBackend::run(const OpArgs& a, bool blocking) {
-  const MPI_Datatype dt = mpi_datatype(a.dtype);
-  const std::size_t es = dtype_size(a.dtype);
-  const int n = as_int(a.count);
-  // A synchronous call keeps its bookkeeping on the stack: no allocation on the fast path.
-  MpiPending local;
-  std::unique_ptr<MpiPending> heap;
-  MpiPending* p = blocking ? &local : (heap = std::make_unique<MpiPending>()).get();
-  MPI_Request* req = &p->request;
-  const bool avg = is_reduction(a.op) && a.reduce == ReduceOp::avg;
-  const MPI_Op op = is_reduction(a.op) ? mpi_op(a.reduce, a.dtype) : MPI_OP_NULL;
-  auto divide = [dt = a.dtype, size = size_](void* data, std::size_t count) {
-    divide_in_place(dt, data, count, size);
-  };
-
-  switch (a.op) {
-    case OpType::send:
-      if (a.tag > tag_ub_) throw UnsupportedError(fmt::format("send: tag {} exceeds MPI_TAG_UB {}", a.tag, tag_ub_));
-      MCR_MPI_CHECK(MPI_Isend(a.in, n, dt, a.root, a.tag, comm_, req));
-      break;
-    case OpType::recv:
-      if (a.tag > tag_ub_) throw UnsupportedError(fmt::format("recv: tag {} exceeds MPI_TAG_UB {}", a.tag, tag_ub_));
-      MCR_MPI_CHECK(MPI_Irecv(a.out, n, dt, a.root, a.tag, comm_, req));
-      break;
-    case OpType::broadcast:
-      if (blocking) MCR_MPI_CHECK(MPI_Bcast(a.out, n, dt, a.root, comm_));
-      else MCR_MPI_CHECK(MPI_Ibcast(a.out, n, dt, a.root, comm_, req));
-      break;
-    case OpType::all_reduce: {
-      const void* src = a.in_place ? MPI_IN_PLACE : a.in;
-      if (blocking) MCR_MPI_CHECK(MPI_Allreduce(src, a.out, n, dt, op, comm_));
-      else MCR_MPI_CHECK(MPI_Iallreduce(src, a.out, n, dt, op, comm_, req));
-      if (avg) p->finish = [=] { divide(a.out, a.count); };
-      break;
-    }
-    case OpType::reduce: {
-      const bool root = rank_ == a.root;
-      const void* src = (root && a.in_place) ? MPI_IN_PLACE : a.in;
-      if (blocking) MCR_MPI_CHECK(MPI_Reduce(src, a.out, n, dt, op, a.root, comm_));
-      else MCR_MPI_CHECK(MPI_Ireduce(src, a.out, n, dt, op, a.root, comm_, req));
-      if (avg && root) p->finish = [=] { divide(a.out, a.count); };
-      break;
-    }
-    case OpType::all_gather: {
-      const void* src = a.in_place ? MPI_IN_PLACE : a.in;
-      if (blocking) MCR_MPI_CHECK(MPI_Allgather(src, n, dt, a.out, n, dt, comm_));
-      else MCR_MPI_CHECK(MPI_Iallgather(src, n, dt, a.out, n, dt, comm_, req));
-      break;
-    }
-    case OpType::all_gather_v: {
-      p->ints.resize(2 * static_cast<std::size_t>(size_));
-      int* counts = p->ints.data();
-      int* displs = counts + size_;
-      std::size_t off = 0;
-      for (int r = 0; r < size_; ++r) {
-        counts[r] = as_int(a.send_counts[r]);
-        displs[r] = as_int(off);
-        off += a.send_counts[r];
-      }
-      const void* src = a.in_place ? MPI_IN_PLACE : a.in;
-      if (blocking) MCR_MPI_CHECK(MPI_Allgatherv(src, counts[rank_], dt, a.out, counts, displs, dt, comm_));
-      else MCR_MPI_CHECK(MPI_Iallgatherv(src, counts[rank_], dt, a.out, counts, displs, dt, comm_, req));
-      break;
-    }
-    case OpType::gather: {
-      const bool root = rank_ == a.root;
-      const void* src = (root && a.in_place) ? MPI_IN_PLACE : a.in;
-      if (blocking) MCR_MPI_CHECK(MPI_Gather(src, n, dt, a.out, n, dt, a.root, comm_));
-      else MCR_MPI_CHECK(MPI_Igather(src, n, dt, a.out, n, dt, a.root, comm_, req));
-      break;
-    }
-    case OpType::scatter: {
-      const bool root = rank_ == a.root;
-      void* dst = (root && a.in_place) ? MPI_IN_PLACE : a.out;
-      if (blocking) MCR_MPI_CHECK(MPI_Scatter(a.in, n, dt, dst, n, dt, a.root, comm_));
-      else MCR_MPI_CHECK(MPI_Iscatter(a.in, n, dt, dst, n, dt, a.root, comm_, req));
-      break;
-    }
-    case OpType::reduce_scatter: {
-      // In place (output = input's slot rank) goes through scratch: MPI's own in-place form leaves
-      // the result at the start of the buffer instead.
-      void* dst = a.out;
-      if (a.in_place) {
-        p->scratch.resize(a.count * es);
-        dst = p->scratch.data();
-      }
-      if (blocking) MCR_MPI_CHECK(MPI_Reduce_scatter_block(a.in, dst, n, dt, op, comm_));
-      else MCR_MPI_CHECK(MPI_Ireduce_scatter_block(a.in, dst, n, dt, op, comm_, req));
-      auto* scratch = p->scratch.data();
-      const bool in_place = a.in_place;
-      if (in_place || avg) {
-        p->finish = [=] {
-          if (in_place) std::memcpy(a.out, scratch, a.count * es);
-          if (avg) divide(a.out, a.count);
-        };
-      }
-      break;
-    }
-    case OpType::all_to_all: {
-      // Open MPI's nonblocking all-to-all treats sendbuf == recvbuf as in place and schedules it
-      // differently; ranks must agree, so equal pointers (even of empty buffers) go through a copy.
-      const void* src = a.in;
-      if (a.in_place || a.in == a.out) {
-        const std::size_t n_bytes = a.count * es * static_cast<std::size_t>(size_);
-        p->scratch.assign(static_cast<const std::byte*>(a.in), static_cast<const std::byte*>(a.in) + n_bytes);
-        if (p->scratch.empty()) p->scratch.resize(1);
-        src = p->scratch.data();
-      }
-      if (blocking) MCR_MPI_CHECK(MPI_Alltoall(src, n, dt, a.out, n, dt, comm_));
-      else MCR_MPI_CHECK(MPI_Ialltoall(src, n, dt, a.out, n, dt, comm_, req));
-      break;
-    }
-    case OpType::all_to_all_v: {
-      p->ints.resize(4 * static_cast<std::size_t>(size_));
-      int* sc = p->ints.data();
-      int* sd = sc + size_;
-      int* rc = sd + size_;
-      int* rd = rc + size_;
-      std::size_t so = 0, ro = 0;
-      for (int r = 0; r < size_; ++r) {
-        sc[r] = as_int(a.send_counts[r]);
-        sd[r] = as_int(so);
-        so += a.send_counts[r];
-        rc[r] = as_int(a.recv_counts[r]);
-        rd[r] = as_int(ro);
-        ro += a.recv_counts[r];
-      }
-      const void* src = a.in;
-      if (a.in_place || a.in == a.out) {  // see all_to_all: never hand MPI equal pointers
-        p->scratch.assign(static_cast<const std::byte*>(a.in), static_cast<const std::byte*>(a.in) + so * es);
-        if (p->scratch.empty()) p->scratch.resize(1);
-        src = p->scratch.data();
-      }
-      if (blocking) MCR_MPI_CHECK(MPI_Alltoallv(src, sc, sd, dt, a.out, rc, rd, dt, comm_));
-      else MCR_MPI_CHECK(MPI_Ialltoallv(src, sc, sd, dt, a.out, rc, rd, dt, comm_, req));
-      break;
-    }
-    case OpType::barrier:
-      if (blocking) MCR_MPI_CHECK(MPI_Barrier(comm_));
-      else MCR_MPI_CHECK(MPI_Ibarrier(comm_, req));
-      break;
-  }
-  if (blocking) {
-    if (p->finish) p->finish();
-    return nullptr;
-  }
-  return heap;
+  return run_op({comm_, rank_, size_, tag_ub_}, a, !a.async && !p2p);
 }
 
 std::string mpi_unusable(const Bootstrap& b) {

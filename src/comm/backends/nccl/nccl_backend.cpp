@@ -9,7 +9,7 @@
 #include "backends/factories.hpp"
 #include "device/device_queue.hpp"
 #include "backends/nccl/nccl_check.hpp"
-#include "backends/nccl/nccl_plan.hpp"
+#include "backends/nccl/nccl_ops.hpp"
 #include "backends/nccl/nccl_types.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "mcr/errors.hpp"

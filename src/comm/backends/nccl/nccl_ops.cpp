@@ -1,4 +1,4 @@
-#include "backends/nccl/nccl_plan.hpp"
+#include "backends/nccl/nccl_ops.hpp"
 
 #include <algorithm>
 

@@ -1,0 +1,168 @@
+#include "backends/mpi/mpi_ops.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "local_reduce.hpp"
+#include "mcr/errors.hpp"
+#include "mpi_check.hpp"
+#include "mpi_types.hpp"
+
+namespace mcr::detail {
+namespace {
+
+int as_int(std::size_t n) { return static_cast<int>(n); }  // counts are checked against max_count()
+
+}  // namespace
+
+std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool blocking) {
+  const MPI_Datatype dt = mpi_datatype(a.dtype);
+  const std::size_t es = dtype_size(a.dtype);
+  const int n = as_int(a.count);
+  // A synchronous call keeps its bookkeeping on the stack: no allocation on the fast path.
+  MpiPending local;
+  std::unique_ptr<MpiPending> heap;
+  MpiPending* p = blocking ? &local : (heap = std::make_unique<MpiPending>()).get();
+  MPI_Request* req = &p->request;
+  const bool avg = is_reduction(a.op) && a.reduce == ReduceOp::avg;
+  const MPI_Op op = is_reduction(a.op) ? mpi_op(a.reduce, a.dtype) : MPI_OP_NULL;
+  auto divide = [dt = a.dtype, size = g.size](void* data, std::size_t count) {
+    divide_in_place(dt, data, count, size);
+  };
+
+  switch (a.op) {
+    case OpType::send:
+      if (a.tag > g.tag_ub) throw UnsupportedError(fmt::format("send: tag {} exceeds MPI_TAG_UB {}", a.tag, g.tag_ub));
+      MCR_MPI_CHECK(MPI_Isend(a.in, n, dt, a.root, a.tag, g.comm, req));
+      break;
+    case OpType::recv:
+      if (a.tag > g.tag_ub) throw UnsupportedError(fmt::format("recv: tag {} exceeds MPI_TAG_UB {}", a.tag, g.tag_ub));
+      MCR_MPI_CHECK(MPI_Irecv(a.out, n, dt, a.root, a.tag, g.comm, req));
+      break;
+    case OpType::broadcast:
+      if (blocking) MCR_MPI_CHECK(MPI_Bcast(a.out, n, dt, a.root, g.comm));
+      else MCR_MPI_CHECK(MPI_Ibcast(a.out, n, dt, a.root, g.comm, req));
+      break;
+    case OpType::all_reduce: {
+      const void* src = a.in_place ? MPI_IN_PLACE : a.in;
+      if (blocking) MCR_MPI_CHECK(MPI_Allreduce(src, a.out, n, dt, op, g.comm));
+      else MCR_MPI_CHECK(MPI_Iallreduce(src, a.out, n, dt, op, g.comm, req));
+      if (avg) p->finish = [=] { divide(a.out, a.count); };
+      break;
+    }
+    case OpType::reduce: {
+      const bool root = g.rank == a.root;
+      const void* src = (root && a.in_place) ? MPI_IN_PLACE : a.in;
+      if (blocking) MCR_MPI_CHECK(MPI_Reduce(src, a.out, n, dt, op, a.root, g.comm));
+      else MCR_MPI_CHECK(MPI_Ireduce(src, a.out, n, dt, op, a.root, g.comm, req));
+      if (avg && root) p->finish = [=] { divide(a.out, a.count); };
+      break;
+    }
+    case OpType::all_gather: {
+      const void* src = a.in_place ? MPI_IN_PLACE : a.in;
+      if (blocking) MCR_MPI_CHECK(MPI_Allgather(src, n, dt, a.out, n, dt, g.comm));
+      else MCR_MPI_CHECK(MPI_Iallgather(src, n, dt, a.out, n, dt, g.comm, req));
+      break;
+    }
+    case OpType::all_gather_v: {
+      p->ints.resize(2 * static_cast<std::size_t>(g.size));
+      int* counts = p->ints.data();
+      int* displs = counts + g.size;
+      std::size_t off = 0;
+      for (int r = 0; r < g.size; ++r) {
+        counts[r] = as_int(a.send_counts[r]);
+        displs[r] = as_int(off);
+        off += a.send_counts[r];
+      }
+      const void* src = a.in_place ? MPI_IN_PLACE : a.in;
+      if (blocking) MCR_MPI_CHECK(MPI_Allgatherv(src, counts[g.rank], dt, a.out, counts, displs, dt, g.comm));
+      else MCR_MPI_CHECK(MPI_Iallgatherv(src, counts[g.rank], dt, a.out, counts, displs, dt, g.comm, req));
+      break;
+    }
+    case OpType::gather: {
+      const bool root = g.rank == a.root;
+      const void* src = (root && a.in_place) ? MPI_IN_PLACE : a.in;
+      if (blocking) MCR_MPI_CHECK(MPI_Gather(src, n, dt, a.out, n, dt, a.root, g.comm));
+      else MCR_MPI_CHECK(MPI_Igather(src, n, dt, a.out, n, dt, a.root, g.comm, req));
+      break;
+    }
+    case OpType::scatter: {
+      const bool root = g.rank == a.root;
+      void* dst = (root && a.in_place) ? MPI_IN_PLACE : a.out;
+      if (blocking) MCR_MPI_CHECK(MPI_Scatter(a.in, n, dt, dst, n, dt, a.root, g.comm));
+      else MCR_MPI_CHECK(MPI_Iscatter(a.in, n, dt, dst, n, dt, a.root, g.comm, req));
+      break;
+    }
+    case OpType::reduce_scatter: {
+      // In place (output = input's slot rank) goes through scratch: MPI's own in-place form leaves
+      // the result at the start of the buffer instead.
+      void* dst = a.out;
+      if (a.in_place) {
+        p->scratch.resize(a.count * es);
+        dst = p->scratch.data();
+      }
+      if (blocking) MCR_MPI_CHECK(MPI_Reduce_scatter_block(a.in, dst, n, dt, op, g.comm));
+      else MCR_MPI_CHECK(MPI_Ireduce_scatter_block(a.in, dst, n, dt, op, g.comm, req));
+      auto* scratch = p->scratch.data();
+      const bool in_place = a.in_place;
+      if (in_place || avg) {
+        p->finish = [=] {
+          if (in_place) std::memcpy(a.out, scratch, a.count * es);
+          if (avg) divide(a.out, a.count);
+        };
+      }
+      break;
+    }
+    case OpType::all_to_all: {
+      // Open MPI's nonblocking all-to-all treats sendbuf == recvbuf as in place and schedules it
+      // differently; ranks must agree, so equal pointers (even of empty buffers) go through a copy.
+      const void* src = a.in;
+      if (a.in_place || a.in == a.out) {
+        const std::size_t n_bytes = a.count * es * static_cast<std::size_t>(g.size);
+        p->scratch.assign(static_cast<const std::byte*>(a.in), static_cast<const std::byte*>(a.in) + n_bytes);
+        if (p->scratch.empty()) p->scratch.resize(1);
+        src = p->scratch.data();
+      }
+      if (blocking) MCR_MPI_CHECK(MPI_Alltoall(src, n, dt, a.out, n, dt, g.comm));
+      else MCR_MPI_CHECK(MPI_Ialltoall(src, n, dt, a.out, n, dt, g.comm, req));
+      break;
+    }
+    case OpType::all_to_all_v: {
+      p->ints.resize(4 * static_cast<std::size_t>(g.size));
+      int* sc = p->ints.data();
+      int* sd = sc + g.size;
+      int* rc = sd + g.size;
+      int* rd = rc + g.size;
+      std::size_t so = 0, ro = 0;
+      for (int r = 0; r < g.size; ++r) {
+        sc[r] = as_int(a.send_counts[r]);
+        sd[r] = as_int(so);
+        so += a.send_counts[r];
+        rc[r] = as_int(a.recv_counts[r]);
+        rd[r] = as_int(ro);
+        ro += a.recv_counts[r];
+      }
+      const void* src = a.in;
+      if (a.in_place || a.in == a.out) {  // see all_to_all: never hand MPI equal pointers
+        p->scratch.assign(static_cast<const std::byte*>(a.in), static_cast<const std::byte*>(a.in) + so * es);
+        if (p->scratch.empty()) p->scratch.resize(1);
+        src = p->scratch.data();
+      }
+      if (blocking) MCR_MPI_CHECK(MPI_Alltoallv(src, sc, sd, dt, a.out, rc, rd, dt, g.comm));
+      else MCR_MPI_CHECK(MPI_Ialltoallv(src, sc, sd, dt, a.out, rc, rd, dt, g.comm, req));
+      break;
+    }
+    case OpType::barrier:
+      if (blocking) MCR_MPI_CHECK(MPI_Barrier(g.comm));
+      else MCR_MPI_CHECK(MPI_Ibarrier(g.comm, req));
+      break;
+  }
+  if (blocking) {
+    if (p->finish) p->finish();
+    return nullptr;
+  }
+  return heap;
+}
+
+}  // namespace mcr::detail
