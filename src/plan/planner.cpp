@@ -26,8 +26,11 @@ double bubble_fraction(int pp, std::int64_t microbatches, int interleave) {
   return (pp - 1.0) / (as_double(microbatches) * std::max(1, interleave));
 }
 
-PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
+PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSpec& catalog_device,
                      const CommModel& comm, const Layout& l, const PlanOptions& options) {
+  // GEMMs inside a training step run at the system's sustained fraction of the single-GEMM model.
+  codesign::DeviceSpec device = catalog_device;
+  device.efficiency.peak_fraction *= comm.system().compute_efficiency;
   if (auto e = layout_error(l, model, comm.system()); !e.empty()) throw InvalidArgument(e);
   codesign::ModelShape m = model;
   m.t = l.tp;

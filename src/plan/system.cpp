@@ -60,6 +60,11 @@ void SystemSpec::validate() const {
     throw InvalidArgument(fmt::format("system '{}': field 'gpus_per_node' is {}: it must be >= 1",
                                       name, gpus_per_node));
   }
+  if (!(compute_efficiency > 0 && compute_efficiency <= 1)) {
+    throw InvalidArgument(
+        fmt::format("system '{}': field 'compute_efficiency' is {}: it must be in (0, 1]", name,
+                    compute_efficiency));
+  }
   check_link(intra, "intra");
   check_link(inter, "inter");
 }
@@ -84,6 +89,7 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
   s.device = j.value("device", std::string{});
   s.nodes = j.value("nodes", 1);
   s.gpus_per_node = j.value("gpus_per_node", 1);
+  s.compute_efficiency = j.value("compute_efficiency", 1.0);
   if (j.contains("intra")) s.intra = link_from_json(j.at("intra"), "intra");
   if (j.contains("inter")) s.inter = link_from_json(j.at("inter"), "inter");
   if (j.contains("sources")) s.sources = j.at("sources").get<std::map<std::string, std::string>>();

@@ -29,7 +29,8 @@ Layout layout_from_json(const nlohmann::json& j) {
 
 std::vector<PublishedRun> load_published_runs(const std::filesystem::path& path) {
   std::ifstream in(path);
-  if (!in) throw InvalidArgument(fmt::format("validation file '{}' cannot be opened", path.string()));
+  if (!in)
+    throw InvalidArgument(fmt::format("validation file '{}' cannot be opened", path.string()));
   std::vector<PublishedRun> runs;
   try {
     const auto j = nlohmann::json::parse(in);
@@ -45,8 +46,8 @@ std::vector<PublishedRun> load_published_runs(const std::filesystem::path& path)
       p.step_time_s = pub.value("step_time_s", 0.0);
       p.tflops_per_gpu = pub.value("tflops_per_gpu", 0.0);
       if (p.step_time_s <= 0 && p.tflops_per_gpu <= 0) {
-        throw InvalidArgument(fmt::format(
-            "run '{}': 'published' needs step_time_s or tflops_per_gpu", p.name));
+        throw InvalidArgument(
+            fmt::format("run '{}': 'published' needs step_time_s or tflops_per_gpu", p.name));
       }
       runs.push_back(std::move(p));
     }

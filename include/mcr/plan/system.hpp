@@ -31,6 +31,10 @@ struct SystemSpec {
   std::string device;  ///< device catalog name (data/devices), or "local-cpu"
   int nodes = 1;
   int gpus_per_node = 1;
+  /// Fraction of the device's single-GEMM throughput (codesign model) that GEMMs sustain inside a
+  /// whole training step on this system (clocks under sustained power, interference from
+  /// concurrent communication kernels). Fitted, see docs/plan.md; 1 = the GEMM model as is.
+  double compute_efficiency = 1.0;
   Link intra;  ///< between GPUs of one node
   Link inter;  ///< between nodes
   std::map<std::string, std::string> sources;

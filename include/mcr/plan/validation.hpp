@@ -27,10 +27,10 @@ struct PublishedRun {
 struct ValidationRow {
   PublishedRun run;
   PlanResult predicted;
-  double published = 0;  ///< step time if published, else TFLOP/s per GPU
-  double prediction = 0; ///< the same quantity, predicted
-  double error = 0;      ///< prediction / published - 1
-  std::string quantity;  ///< "step_time_s" or "tflops_per_gpu"
+  double published = 0;   ///< step time if published, else TFLOP/s per GPU
+  double prediction = 0;  ///< the same quantity, predicted
+  double error = 0;       ///< prediction / published - 1
+  std::string quantity;   ///< "step_time_s" or "tflops_per_gpu"
 };
 
 Layout layout_from_json(const nlohmann::json& j);
