@@ -99,7 +99,20 @@ Samples pick_samples(const TuningTable& t, OpType op, std::string_view dclass,
       out.points.emplace_back(static_cast<double>(s.bytes), s.time_us * 1e-6);
     }
   }
+  // Several dtypes of one class measured at the same size: one point, their mean time.
   std::sort(out.points.begin(), out.points.end());
+  std::vector<std::pair<double, double>> merged;
+  std::size_t same = 0;
+  for (const auto& [bytes, secs] : out.points) {
+    if (!merged.empty() && merged.back().first == bytes) {
+      ++same;
+      merged.back().second += (secs - merged.back().second) / static_cast<double>(same + 1);
+    } else {
+      merged.emplace_back(bytes, secs);
+      same = 0;
+    }
+  }
+  out.points = std::move(merged);
   return out;
 }
 

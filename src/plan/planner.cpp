@@ -14,6 +14,11 @@ namespace {
 double as_double(std::int64_t v) {
   return static_cast<double>(v);
 }
+
+/// "gloo, table:intra (tuning)" or "alpha-beta": where a collective's time came from.
+std::string origin(const CommCost& c) {
+  return c.backend == "alpha-beta" ? c.source : c.backend + ", " + c.source;
+}
 }  // namespace
 
 double Breakdown::total() const {
@@ -67,7 +72,7 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
     const double bytes = as_double(m.s * m.b * m.h) * e / l.tp;
     const auto cost = comm.cost(Collective::p2p, bytes, pair, dt);
     p2p = 2.0 * l.interleave * cost.time_s;
-    p2p_source = cost.source;
+    p2p_source = origin(cost);
   }
   const double base = fwd + bwd + rec + p2p;
   const double first_extra =
@@ -107,17 +112,17 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
     const double window = l.dp_overlap ? bwd + rec : 0.0;
     if (l.zero == 0) {
       dp_exposed = std::max(0.0, ar.time_s - window);
-      dp_source = ar.source;
+      dp_source = origin(ar);
     } else if (l.zero <= 2) {
       dp_exposed = std::max(0.0, rs.time_s - window) + ag.time_s;
-      dp_source = rs.source;
+      dp_source = origin(rs);
     } else {
       // ZeRO-3 gathers the weights for every forward and backward pass and reduce-scatters the
       // gradients of every microbatch; prefetching hides what the compute covers.
       const double per_mb = 2 * ag.time_s + rs.time_s;
       const double cover = l.dp_overlap ? fwd + bwd + rec : 0.0;
       dp_exposed = mb * std::max(0.0, per_mb - cover);
-      dp_source = ag.source;
+      dp_source = origin(ag);
     }
   }
   // Tied embeddings on different stages: the first and last stage sum their gradients.
@@ -159,12 +164,16 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
 
   if (l.tp > 1) {
     const Placement tp = place_group(l.tp, 1, g);
-    r.notes.push_back(fmt::format(
-        "tp collectives: {}",
-        comm.cost(Collective::all_reduce, as_double(m.s * m.b * m.h) * e, tp, dt).source));
+    const auto op = l.sequence_parallel ? Collective::all_gather : Collective::all_reduce;
+    r.notes.push_back("tp collectives: " +
+                      origin(comm.cost(op, as_double(m.s * m.b * m.h) * e, tp, dt)));
   }
   if (!p2p_source.empty()) r.notes.push_back("pipeline p2p: " + p2p_source);
   if (!dp_source.empty()) r.notes.push_back("dp reduction: " + dp_source);
+  if (m.tied_embeddings && l.pp > 1) {
+    r.notes.push_back(
+        "dp reduction includes the tied-embedding all-reduce of the first and last stage");
+  }
   if (!mem.fits) {
     r.notes.push_back(fmt::format("does not fit: {:.1f} GiB needed, {:.1f} GiB per GPU",
                                   mem.total / (1 << 30), mem.capacity / (1 << 30)));

@@ -61,8 +61,13 @@ std::string format_plan(const plan::PlanResult& r) {
   s += row("DP reduction (exposed)", b.dp_comm, T);
   s += row("optimizer step", b.optimizer, T);
   const auto& m = r.memory;
-  s += fmt::format("\nmemory per GPU: {:.2f} GiB of {:.2f} GiB: {}\n", m.total / kGiB,
-                   m.capacity / kGiB, m.fits ? "fits" : "DOES NOT FIT");
+  if (m.capacity > 0) {
+    s += fmt::format("\nmemory per GPU: {:.2f} GiB of {:.2f} GiB: {}\n", m.total / kGiB,
+                     m.capacity / kGiB, m.fits ? "fits" : "DOES NOT FIT");
+  } else {
+    s += fmt::format("\nmemory per GPU: {:.2f} GiB (the device gives no capacity)\n",
+                     m.total / kGiB);
+  }
   s += mem_row("weights", m.weights);
   s += mem_row("gradients", m.gradients);
   s += mem_row("optimizer state", m.optimizer);

@@ -110,6 +110,19 @@ TEST(PlanComm, MissingOpFallsBackToAlphaBeta) {
   EXPECT_NEAR(r.time_s, 0.5 * 1e6 / 100e9, 1e-15);
 }
 
+TEST(PlanComm, SamplesOfOneSizeAreAveraged) {
+  // mcr tune measures f32 and f16 into the same "float" class: two samples per size.
+  TuningTable t = two_backend_table();
+  t.samples.push_back({OpType::all_reduce, "float", 2, 4096, "gloo", 11.096});
+  CommModel c(round_system(1, 2), false);
+  c.add_table(Tier::any, t);
+  const Placement p{2, 2, 1};
+  EXPECT_NEAR(c.cost(Collective::all_reduce, 4096, p, DType::f32).time_s, 10.096e-6, 1e-12);
+  // Extrapolation from the merged points stays finite: slope (10.096 - 6.024) / 3072 us per byte.
+  const double t2 = c.cost(Collective::all_reduce, 4096 + 3072, p, DType::f32).time_s;
+  EXPECT_NEAR(t2, (10.096 + 4.072) * 1e-6, 1e-12);
+}
+
 TEST(PlanComm, TableArgument) {
   EXPECT_EQ(parse_table_argument("intra=a.json").first, Tier::intra);
   EXPECT_EQ(parse_table_argument("inter=b.json").second, "b.json");
