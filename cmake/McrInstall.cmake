@@ -1,10 +1,10 @@
 # Installation: headers, libraries, the `mcr` CLI, the data (device catalog, model presets) under
 # share/mcr, a CMake package (find_package(mcr CONFIG REQUIRED) -> mcr::comm, mcr::codesign,
-# mcr::gemmbench) and a pkg-config file. tests/install builds a separate project against it.
+# mcr::gemmbench, mcr::plan, mcr::bench) and a pkg-config file. tests/install builds a separate project against it.
 include(CMakePackageConfigHelpers)
 
 set(MCR_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/mcr)
-set(_mcr_export_targets mcr_comm mcr_codesign mcr_gemmbench mcr_warnings)
+set(_mcr_export_targets mcr_comm mcr_codesign mcr_gemmbench mcr_plan mcr_warnings)
 if(TARGET mcr_bench)
   list(APPEND _mcr_export_targets mcr_bench)
 endif()

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   mcr::cli::add_shape_command(app);
   mcr::cli::add_gemm_command(app);
   mcr::cli::add_calibrate_command(app);
+  mcr::cli::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

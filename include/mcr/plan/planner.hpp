@@ -1,0 +1,89 @@
+// Step time, throughput and memory of one training layout: the GEMMs of every layer through the
+// codesign tile/wave/alignment model, memory-bound kernels from the bytes they move, tensor- and
+// sequence-parallel collectives, pipeline transfers and bubble (1F1B, interleaved), data-parallel
+// gradient reduction with overlap, ZeRO stages, embedding, logits and the optimizer step.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mcr/codesign/device.hpp"
+#include "mcr/codesign/model.hpp"
+#include "mcr/plan/comm_model.hpp"
+#include "mcr/plan/layout.hpp"
+#include "mcr/plan/system.hpp"
+
+namespace mcr::plan {
+
+/// Seconds per step, by cause; the parts add up to the step time. Compute parts are those of the
+/// slowest pipeline stage, times the microbatches.
+struct Breakdown {
+  double forward_gemm = 0;      ///< layer GEMMs and attention BMMs, forward
+  double backward_gemm = 0;     ///< dgrad and wgrad GEMMs and the attention backward
+  double memory_bound = 0;      ///< norms, activations, softmax, dropout, residual adds
+  double recompute = 0;         ///< forward work repeated in the backward pass
+  double logits_embedding = 0;  ///< embedding lookup, logits GEMMs, cross entropy
+  double tp_comm = 0;           ///< tensor/sequence-parallel collectives (not overlapped)
+  double pp_comm = 0;           ///< pipeline sends and receives
+  double bubble = 0;            ///< pipeline fill and drain
+  double dp_comm = 0;           ///< exposed gradient reduction / ZeRO gathers and embedding sync
+  double optimizer = 0;         ///< Adam update of the local shard
+
+  double total() const;
+};
+
+/// Bytes per GPU on the most loaded pipeline stage.
+struct MemoryBreakdown {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;
+  double activations = 0;
+  double buffers = 0;  ///< logits in fp32, ZeRO-3 gathered layers
+  double total = 0;
+  double capacity = 0;  ///< the device's memory
+  bool fits = true;
+};
+
+struct PlanOptions {
+  /// Bytes per parameter of the optimizer state (Adam: fp32 master, momentum, variance = 12), as
+  /// the K of the ZeRO paper.
+  double optimizer_bytes_per_param = 12;
+};
+
+struct PlanResult {
+  codesign::ModelShape model;  ///< with t = tp and b = micro_batch
+  Layout layout;
+  std::string device;
+  std::string system;
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double model_flops = 0;     ///< per step: 3 x forward (no recomputation)
+  double hardware_flops = 0;  ///< per step, recomputation included (what Megatron reports)
+  double tflops_per_gpu = 0;  ///< hardware_flops / step / gpus
+  double model_tflops_per_gpu = 0;
+  double mfu = 0;              ///< model_tflops_per_gpu / dense peak of the dtype
+  double hfu = 0;              ///< tflops_per_gpu / dense peak
+  double bubble_fraction = 0;  ///< (p - 1) / (m * v)
+  double params = 0;           ///< whole model
+  Breakdown breakdown;
+  MemoryBreakdown memory;
+  std::vector<std::string> notes;  ///< communication sources, assumptions that applied
+};
+
+/// Predicts one step. `layout` must be resolved (resolve_layout); the model's t and b are replaced
+/// by the layout's tp and micro_batch. Throws mcr::InvalidArgument for a layout that cannot exist.
+PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
+                     const CommModel& comm, const Layout& layout, const PlanOptions& options = {});
+
+/// Memory alone (cheap; the search uses it to skip layouts that cannot fit).
+MemoryBreakdown plan_memory(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
+                            const Layout& layout, const PlanOptions& options = {});
+
+/// Fraction of a 1F1B step the pipeline is idle: (p - 1) / (m * v).
+double bubble_fraction(int pp, std::int64_t microbatches, int interleave);
+
+nlohmann::json to_json(const PlanResult& r);
+
+}  // namespace mcr::plan

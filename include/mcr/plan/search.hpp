@@ -1,0 +1,56 @@
+// Layout search: every valid (tp, pp, dp, micro-batch, interleave, recompute, sequence parallel)
+// for a number of GPUs and a global batch, ranked by predicted step time; layouts that do not fit
+// in memory are kept apart and never ranked as if they ran.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "mcr/codesign/advisor.hpp"
+#include "mcr/plan/planner.hpp"
+
+namespace mcr::plan {
+
+/// Values the search may try. An empty list means "everything that is valid"; a given value
+/// (from a command-line flag) pins that dimension.
+struct SearchSpace {
+  int gpus = 0;
+  std::int64_t global_batch = 0;
+  std::vector<int> tp;
+  std::vector<int> pp;
+  std::vector<std::int64_t> micro_batch;  ///< default: powers of two up to 16
+  std::vector<int> interleave;            ///< default: 1, 2, 3, 4, 6, 8
+  std::vector<Recompute> recompute;       ///< default: all three
+  std::vector<bool> sequence_parallel;    ///< default: on when tp > 1, off otherwise
+  std::vector<int> zero;                  ///< default: 0 and 1
+  bool allow_tp_across_nodes = false;
+  bool dp_overlap = true;
+};
+
+struct SearchResult {
+  std::vector<PlanResult> ranked;   ///< fit in memory, fastest first (at most `top`)
+  std::vector<PlanResult> too_big;  ///< the fastest layouts that do not fit (at most `top`)
+  std::int64_t evaluated = 0;       ///< layouts predicted
+  std::int64_t rejected = 0;        ///< combinations that are not valid layouts
+  std::int64_t out_of_memory = 0;
+};
+
+SearchResult search_layouts(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
+                            const CommModel& comm, const SearchSpace& space, int top,
+                            const PlanOptions& options = {});
+
+struct AdvisedPair {
+  codesign::Candidate shape;  ///< from the shape advisor (the input itself has empty `changes`)
+  PlanResult best;            ///< fastest layout that fits
+};
+
+/// Runs the shape advisor, then the layout search for the input and for each candidate shape;
+/// returns the (shape, layout) pairs fastest first. Shapes with no layout that fits are dropped.
+std::vector<AdvisedPair> advise_with_layouts(const codesign::ModelShape& model,
+                                             const codesign::DeviceSpec& device,
+                                             const CommModel& comm, const SearchSpace& space,
+                                             const codesign::AdvisorOptions& advisor,
+                                             const PlanOptions& options = {});
+
+}  // namespace mcr::plan

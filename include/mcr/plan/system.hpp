@@ -1,0 +1,58 @@
+// A training system as the planner sees it: nodes of identical accelerators, one link tier inside a
+// node and one between nodes, each described by per-GPU bandwidth and latency (α-β). Systems are
+// data: data/systems/*.json (format: docs/plan.md).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mcr::plan {
+
+/// One tier of links. `bandwidth_gbs` is what one GPU can send in one direction at once (decimal
+/// GB/s): NVLink/NVSwitch per-GPU bandwidth inside a node, the GPU's share of the network
+/// adapters between nodes. `efficiency` is the fraction of it a large collective reaches.
+struct Link {
+  double bandwidth_gbs = 0;
+  double latency_us = 0;
+  double efficiency = 1.0;
+  std::string topology;  ///< "nvswitch", "fat-tree", "shared-memory", ... (informational)
+
+  /// Achieved bytes per second.
+  double bytes_per_s() const { return bandwidth_gbs * 1e9 * efficiency; }
+};
+
+struct SystemSpec {
+  std::string name;
+  std::string description;
+  std::string device;  ///< device catalog name (data/devices), or "local-cpu"
+  int nodes = 1;
+  int gpus_per_node = 1;
+  /// Fraction of the device's single-GEMM throughput (codesign model) that GEMMs sustain inside a
+  /// whole training step on this system (clocks under sustained power, interference from
+  /// concurrent communication kernels). Fitted, see docs/plan.md; 1 = the GEMM model as is.
+  double compute_efficiency = 1.0;
+  Link intra;  ///< between GPUs of one node
+  Link inter;  ///< between nodes
+  std::map<std::string, std::string> sources;
+
+  int total_gpus() const { return nodes * gpus_per_node; }
+  /// Throws mcr::InvalidArgument naming the field when a value is missing or out of range.
+  void validate() const;
+};
+
+void to_json(nlohmann::json& j, const SystemSpec& s);
+void from_json(const nlohmann::json& j, SystemSpec& s);
+
+/// Reads and validates a system file; errors name the file and the field.
+SystemSpec load_system(const std::filesystem::path& path);
+/// `<data_dir>/systems/<name>.json`; an unknown name lists the catalog.
+SystemSpec system_from_catalog(const std::string& name);
+std::vector<std::string> catalog_systems();
+/// A catalog name, or a path (anything containing '/' or ending in .json).
+SystemSpec resolve_system(const std::string& spec);
+
+}  // namespace mcr::plan

@@ -1,0 +1,139 @@
+#include "mcr/plan/system.hpp"
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "mcr/codesign/paths.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::plan {
+
+namespace {
+
+void check_link(const Link& l, const std::string& field) {
+  if (!(l.bandwidth_gbs > 0)) {
+    throw InvalidArgument(fmt::format("system field '{}.bandwidth_gbs' is {}: it must be > 0",
+                                      field, l.bandwidth_gbs));
+  }
+  if (l.latency_us < 0) {
+    throw InvalidArgument(
+        fmt::format("system field '{}.latency_us' is {}: it must be >= 0", field, l.latency_us));
+  }
+  if (!(l.efficiency > 0 && l.efficiency <= 1)) {
+    throw InvalidArgument(fmt::format("system field '{}.efficiency' is {}: it must be in (0, 1]",
+                                      field, l.efficiency));
+  }
+}
+
+void link_to_json(nlohmann::json& j, const Link& l) {
+  j = {{"bandwidth_gbs", l.bandwidth_gbs},
+       {"latency_us", l.latency_us},
+       {"efficiency", l.efficiency},
+       {"topology", l.topology}};
+}
+
+Link link_from_json(const nlohmann::json& j, const std::string& field) {
+  if (!j.is_object())
+    throw InvalidArgument(fmt::format("system field '{}' must be an object", field));
+  Link l;
+  l.bandwidth_gbs = j.value("bandwidth_gbs", 0.0);
+  l.latency_us = j.value("latency_us", 0.0);
+  l.efficiency = j.value("efficiency", 1.0);
+  l.topology = j.value("topology", std::string{});
+  return l;
+}
+
+}  // namespace
+
+void SystemSpec::validate() const {
+  if (name.empty()) throw InvalidArgument("system field 'name' is empty");
+  if (device.empty())
+    throw InvalidArgument(fmt::format("system '{}': field 'device' is empty", name));
+  if (nodes < 1) {
+    throw InvalidArgument(
+        fmt::format("system '{}': field 'nodes' is {}: it must be >= 1", name, nodes));
+  }
+  if (gpus_per_node < 1) {
+    throw InvalidArgument(fmt::format("system '{}': field 'gpus_per_node' is {}: it must be >= 1",
+                                      name, gpus_per_node));
+  }
+  if (!(compute_efficiency > 0 && compute_efficiency <= 1)) {
+    throw InvalidArgument(
+        fmt::format("system '{}': field 'compute_efficiency' is {}: it must be in (0, 1]", name,
+                    compute_efficiency));
+  }
+  check_link(intra, "intra");
+  check_link(inter, "inter");
+}
+
+void to_json(nlohmann::json& j, const SystemSpec& s) {
+  nlohmann::json intra, inter;
+  link_to_json(intra, s.intra);
+  link_to_json(inter, s.inter);
+  j = {{"name", s.name},
+       {"description", s.description},
+       {"device", s.device},
+       {"nodes", s.nodes},
+       {"gpus_per_node", s.gpus_per_node},
+       {"intra", intra},
+       {"inter", inter},
+       {"sources", s.sources}};
+}
+
+void from_json(const nlohmann::json& j, SystemSpec& s) {
+  s.name = j.value("name", std::string{});
+  s.description = j.value("description", std::string{});
+  s.device = j.value("device", std::string{});
+  s.nodes = j.value("nodes", 1);
+  s.gpus_per_node = j.value("gpus_per_node", 1);
+  s.compute_efficiency = j.value("compute_efficiency", 1.0);
+  if (j.contains("intra")) s.intra = link_from_json(j.at("intra"), "intra");
+  if (j.contains("inter")) s.inter = link_from_json(j.at("inter"), "inter");
+  if (j.contains("sources")) s.sources = j.at("sources").get<std::map<std::string, std::string>>();
+}
+
+SystemSpec load_system(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument(fmt::format("system file '{}' cannot be opened", path.string()));
+  try {
+    auto s = nlohmann::json::parse(in).get<SystemSpec>();
+    s.validate();
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(fmt::format("system file '{}': {}", path.string(), e.what()));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("system file '{}': {}", path.string(), e.what()));
+  }
+}
+
+std::vector<std::string> catalog_systems() {
+  std::vector<std::string> names;
+  const auto dir = codesign::data_dir() / "systems";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+SystemSpec system_from_catalog(const std::string& name) {
+  const auto path = codesign::data_dir() / "systems" / (name + ".json");
+  if (!std::filesystem::exists(path)) {
+    throw InvalidArgument(fmt::format("--system '{}' is not in the catalog ({}); known: {}", name,
+                                      (codesign::data_dir() / "systems").string(),
+                                      fmt::join(catalog_systems(), ", ")));
+  }
+  return load_system(path);
+}
+
+SystemSpec resolve_system(const std::string& spec) {
+  const bool is_path = spec.find('/') != std::string::npos ||
+                       (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json");
+  return is_path ? load_system(spec) : system_from_catalog(spec);
+}
+
+}  // namespace mcr::plan

@@ -1,0 +1,32 @@
+cmake_minimum_required(VERSION 3.25)
+# Runs `mcr plan --json` for GPT-3 175B on 64 A100s (tp 8, pp 8) and checks the documented fields:
+# a positive step time, TFLOP/s per GPU below the A100's 312 dense peak, every breakdown part, and
+# memory per GPU within the 80 GiB capacity.
+execute_process(COMMAND ${MCR} plan --preset gpt3-175b --system dgx-a100 --gpus 64 --tp 8 --pp 8
+                        --global-batch 64 --interleave 3 --recompute selective --sequence-parallel
+                        --json
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mcr plan --json failed (${rc}): ${err}")
+endif()
+string(JSON step GET "${out}" step_time_s)
+string(JSON tflops GET "${out}" tflops_per_gpu)
+string(JSON mem GET "${out}" memory_per_gpu_bytes)
+string(JSON cap GET "${out}" memory capacity_bytes)
+if(NOT step GREATER 0)
+  message(FATAL_ERROR "step_time_s = ${step}")
+endif()
+if(NOT tflops GREATER 10 OR NOT tflops LESS 312)
+  message(FATAL_ERROR "tflops_per_gpu = ${tflops} outside (10, 312)")
+endif()
+if(NOT mem GREATER 0 OR mem GREATER cap)
+  message(FATAL_ERROR "memory_per_gpu_bytes = ${mem}, capacity ${cap}")
+endif()
+# Every part of the breakdown is present and not negative.
+foreach(k forward_gemm_s backward_gemm_s memory_bound_s recompute_s logits_embedding_s tp_comm_s
+          pp_comm_s bubble_s dp_comm_s optimizer_s)
+  string(JSON v GET "${out}" breakdown ${k})
+  if(v LESS 0)
+    message(FATAL_ERROR "breakdown.${k} = ${v}")
+  endif()
+endforeach()

@@ -1,0 +1,151 @@
+// Layout rules: every impossible layout is rejected with a message that names the flags, their
+// values and the rule.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mcr/errors.hpp"
+#include "mcr/plan/layout.hpp"
+#include "test_helpers.hpp"
+
+namespace mcr::plan {
+namespace {
+
+using test::gpt;
+using test::round_system;
+
+std::string error_of(Layout l, const codesign::ModelShape& m, const SystemSpec& s) {
+  try {
+    resolve_layout(l, m, s);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PlanLayout, DerivesDpAndGlobalBatch) {
+  Layout l;
+  l.gpus = 32;
+  l.tp = 4;
+  l.pp = 2;
+  l.micro_batch = 2;
+  const auto r = resolve_layout(l, gpt(), round_system());
+  EXPECT_EQ(r.dp, 4);
+  EXPECT_EQ(r.global_batch, 8);
+  EXPECT_EQ(r.microbatches(), 1);
+}
+
+TEST(PlanLayout, WholeSystemWhenNothingGiven) {
+  const auto r = resolve_layout(Layout{}, gpt(), round_system(4, 8));
+  EXPECT_EQ(r.gpus, 32);
+  EXPECT_EQ(r.dp, 32);
+}
+
+TEST(PlanLayout, ProductMustEqualGpus) {
+  Layout l;
+  l.gpus = 32;
+  l.tp = 4;
+  l.pp = 2;
+  l.dp = 3;
+  const auto e = error_of(l, gpt(), round_system());
+  EXPECT_NE(e.find("--tp 4 x --pp 2 x --dp 3 = 24"), std::string::npos) << e;
+  EXPECT_NE(e.find("--gpus is 32"), std::string::npos) << e;
+  EXPECT_NE(e.find("tp*pp*dp must equal gpus"), std::string::npos) << e;
+}
+
+TEST(PlanLayout, GpusNotDivisibleByTpPp) {
+  Layout l;
+  l.gpus = 30;
+  l.tp = 4;
+  const auto e = error_of(l, gpt(), round_system());
+  EXPECT_NE(e.find("--gpus 30 is not divisible by --tp 4 x --pp 1"), std::string::npos) << e;
+}
+
+TEST(PlanLayout, HeadsDivisibleByTp) {
+  Layout l;
+  l.gpus = 8;
+  l.tp = 8;
+  const auto e = error_of(l, gpt(960, 12), round_system());
+  EXPECT_NE(e.find("--heads 12 is not divisible by --tp 8"), std::string::npos) << e;
+}
+
+TEST(PlanLayout, KvHeadsDivisibleByTp) {
+  auto m = gpt(1024, 16);
+  m.a_kv = 2;
+  Layout l;
+  l.gpus = 4;
+  l.tp = 4;
+  const auto e = error_of(l, m, round_system());
+  EXPECT_NE(e.find("--kv-heads 2 is not divisible by --tp 4"), std::string::npos) << e;
+}
+
+TEST(PlanLayout, LayersDivisibleByStagesTimesChunks) {
+  Layout l;
+  l.gpus = 32;
+  l.pp = 4;
+  l.interleave = 4;
+  l.global_batch = 64;
+  const auto e = error_of(l, gpt(1024, 16, 24), round_system());
+  EXPECT_NE(e.find("--layers 24 is not divisible by --pp 4 x --interleave 4 = 16"),
+            std::string::npos)
+      << e;
+}
+
+TEST(PlanLayout, GlobalBatchDivisibleByMicroBatchTimesDp) {
+  Layout l;
+  l.gpus = 8;
+  l.micro_batch = 4;
+  l.global_batch = 100;
+  const auto e = error_of(l, gpt(), round_system());
+  EXPECT_NE(e.find("--global-batch 100 is not divisible by --micro-batch 4 x --dp 8 = 32"),
+            std::string::npos)
+      << e;
+}
+
+TEST(PlanLayout, TpLargerThanNodeNeedsConsent) {
+  Layout l;
+  l.gpus = 16;
+  l.tp = 16;
+  const auto e = error_of(l, gpt(), round_system());
+  EXPECT_NE(e.find("--tp 16 is larger than a node"), std::string::npos) << e;
+  EXPECT_NE(e.find("--allow-tp-across-nodes"), std::string::npos) << e;
+  l.allow_tp_across_nodes = true;
+  EXPECT_EQ(error_of(l, gpt(), round_system()), "");
+}
+
+TEST(PlanLayout, InterleavingNeedsWholePipelineRounds) {
+  Layout l;
+  l.gpus = 4;
+  l.pp = 4;
+  l.interleave = 2;
+  l.global_batch = 6;  // 6 microbatches, not a multiple of 4 stages
+  const auto e = error_of(l, gpt(), round_system());
+  EXPECT_NE(e.find("6 microbatches"), std::string::npos) << e;
+  EXPECT_NE(e.find("multiple of --pp 4"), std::string::npos) << e;
+}
+
+TEST(PlanLayout, ZeroTwoAndThreeRejectPipelines) {
+  Layout l;
+  l.gpus = 8;
+  l.pp = 2;
+  l.zero = 3;
+  const auto e = error_of(l, gpt(), round_system());
+  EXPECT_NE(e.find("--zero 3 with --pp 2"), std::string::npos) << e;
+}
+
+TEST(PlanLayout, MoreGpusThanTheSystemHas) {
+  Layout l;
+  l.gpus = 64;
+  const auto e = error_of(l, gpt(), round_system(4, 8));
+  EXPECT_NE(e.find("--gpus 64 exceeds system 'round': 4 nodes x 8 GPUs = 32"), std::string::npos)
+      << e;
+}
+
+TEST(PlanLayout, RecomputeNames) {
+  EXPECT_EQ(parse_recompute("selective"), Recompute::selective);
+  EXPECT_EQ(to_string(Recompute::full), "full");
+  EXPECT_THROW(parse_recompute("partial"), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace mcr::plan

@@ -1,0 +1,97 @@
+// Layout search: only valid layouts are predicted, those that fit are ranked fastest first, those
+// that do not are kept apart, and a pinned dimension stays pinned.
+#include <gtest/gtest.h>
+
+#include "mcr/codesign/device.hpp"
+#include "mcr/errors.hpp"
+#include "mcr/plan/search.hpp"
+#include "test_helpers.hpp"
+
+namespace mcr::plan {
+namespace {
+
+using test::gpt;
+using test::round_system;
+
+const codesign::DeviceSpec& a100() {
+  static const auto d = codesign::device_from_catalog("a100-80gb");
+  return d;
+}
+
+TEST(PlanSearch, RanksValidLayoutsThatFitFastestFirst) {
+  const auto m = gpt();
+  const SystemSpec sys = round_system(4, 8);
+  SearchSpace space;
+  space.gpus = 32;
+  space.global_batch = 64;
+  const auto r = search_layouts(m, a100(), CommModel(sys), space, 20);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_GT(r.rejected, 0);  // e.g. tp = 32 > a node, pp that does not divide 24 layers
+  for (std::size_t i = 0; i < r.ranked.size(); ++i) {
+    const auto& p = r.ranked[i];
+    EXPECT_TRUE(p.memory.fits);
+    EXPECT_EQ(layout_error(p.layout, m, sys), "");
+    EXPECT_EQ(p.layout.tp * p.layout.pp * p.layout.dp, 32);
+    if (i > 0) {
+      EXPECT_LE(r.ranked[i - 1].step_time_s, p.step_time_s);
+    }
+  }
+}
+
+TEST(PlanSearch, LayoutsThatDoNotFitAreNeverRanked) {
+  // GPT-3 175B on 64 GPUs: most layouts are far over 80 GiB.
+  const auto m = gpt(12288, 96, 96, 51200, 2048);
+  SearchSpace space;
+  space.gpus = 64;
+  space.global_batch = 64;
+  const auto r = search_layouts(m, a100(), CommModel(round_system(8, 8)), space, 5);
+  EXPECT_GT(r.out_of_memory, 0);
+  for (const auto& p : r.too_big)
+    EXPECT_FALSE(p.memory.fits);
+  for (const auto& p : r.ranked)
+    EXPECT_TRUE(p.memory.fits);
+}
+
+TEST(PlanSearch, PinnedDimensionsStayPinned) {
+  SearchSpace space;
+  space.gpus = 32;
+  space.global_batch = 64;
+  space.tp = {4};
+  space.recompute = {Recompute::full};
+  const auto r = search_layouts(gpt(), a100(), CommModel(round_system()), space, 50);
+  ASSERT_FALSE(r.ranked.empty());
+  for (const auto& p : r.ranked) {
+    EXPECT_EQ(p.layout.tp, 4);
+    EXPECT_EQ(p.layout.recompute, Recompute::full);
+  }
+}
+
+TEST(PlanSearch, NeedsAGlobalBatch) {
+  SearchSpace space;
+  space.gpus = 8;
+  EXPECT_THROW(search_layouts(gpt(), a100(), CommModel(round_system()), space, 5), InvalidArgument);
+}
+
+TEST(PlanSearch, AdviseIncludesTheInputAndSortsPairs) {
+  SearchSpace space;
+  space.gpus = 8;
+  space.global_batch = 16;
+  space.tp = {1};
+  space.pp = {1};
+  codesign::AdvisorOptions opts;
+  opts.top = 3;
+  auto m = gpt(2560, 32, 32, 50257, 2048);
+  const auto pairs = advise_with_layouts(m, a100(), CommModel(round_system()), space, opts);
+  ASSERT_FALSE(pairs.empty());
+  bool has_input = false;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    has_input = has_input || pairs[i].shape.changes.empty();
+    if (i > 0) {
+      EXPECT_LE(pairs[i - 1].best.step_time_s, pairs[i].best.step_time_s);
+    }
+  }
+  EXPECT_TRUE(has_input);
+}
+
+}  // namespace
+}  // namespace mcr::plan

@@ -1,0 +1,232 @@
+// `mcr plan`: training step time, TFLOP/s, memory per GPU and the best parallel layout, from the
+// codesign GEMM model and the system's links or measured tuning tables. The planning itself lives
+// in mcr::plan; this file parses flags and prints.
+#include <fmt/core.h>
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <optional>
+
+#include "commands.hpp"
+#include "mcr/codesign/bench/local_device.hpp"
+#include "mcr/codesign/device.hpp"
+#include "mcr/errors.hpp"
+#include "mcr/plan/search.hpp"
+#include "plan_print.hpp"
+#include "shape_options.hpp"
+
+namespace mcr::cli {
+
+namespace {
+
+struct PlanArgs {
+  ModelFlags model;  // also holds --tp, --micro-batch and --dtype
+  std::string device;
+  std::string system = "dgx-a100";
+  std::optional<int> gpus, pp, dp, interleave, zero;
+  std::optional<std::int64_t> global_batch;
+  std::optional<std::string> recompute;
+  bool sequence_parallel = false;
+  bool allow_tp_across_nodes = false;
+  bool no_dp_overlap = false;
+  std::vector<std::string> comm_tables;
+  std::string rules;
+  bool json = false;
+  bool search = false;
+  bool advise = false;
+  std::string validate;
+  int top = 10;
+  double budget = 0.02;
+};
+
+/// The system's device: --device, else the catalog entry the system names, else (local-cpu) this
+/// machine's CPU with one core per rank.
+codesign::DeviceSpec pick_device(const PlanArgs& a, const plan::SystemSpec& sys) {
+  if (!a.device.empty() && a.device != "local") return codesign::resolve_device(a.device);
+  const std::string name = a.device.empty() ? sys.device : "local-cpu";
+  if (name != codesign::bench::kLocalCpuName) return codesign::device_from_catalog(name);
+  namespace cb = codesign::bench;
+  const auto cpu = cb::detect_cpu();
+  auto spec = cb::cpu_device_spec(
+      cpu, cb::measure_memory_bandwidth_gbs(static_cast<std::size_t>(cpu.llc_bytes()), 1));
+  const double share = 1.0 / std::max(1, cpu.cores);
+  spec.compute_units = 1;
+  for (auto& [dtype, peak] : spec.peak_tflops)
+    peak *= share;
+  return spec;
+}
+
+plan::CommModel make_comm(const PlanArgs& a, const plan::SystemSpec& sys,
+                          const codesign::DeviceSpec& dev) {
+  plan::CommModel comm(sys, dev.vendor != "cpu");
+  for (const auto& arg : a.comm_tables) {
+    auto [tier, path] = plan::parse_table_argument(arg);
+    comm.add_table(tier, TuningTable::load(path));
+  }
+  if (!a.rules.empty()) comm.set_rules(RuleSet::parse(a.rules));
+  return comm;
+}
+
+plan::Layout layout_from(const PlanArgs& a) {
+  plan::Layout l;
+  l.gpus = a.gpus.value_or(0);
+  l.tp = static_cast<int>(a.model.t.value_or(1));
+  l.pp = a.pp.value_or(1);
+  l.dp = a.dp.value_or(0);
+  l.micro_batch = a.model.b.value_or(1);
+  l.global_batch = a.global_batch.value_or(0);
+  l.interleave = a.interleave.value_or(1);
+  if (a.recompute) l.recompute = plan::parse_recompute(*a.recompute);
+  l.sequence_parallel = a.sequence_parallel;
+  l.zero = a.zero.value_or(0);
+  l.allow_tp_across_nodes = a.allow_tp_across_nodes;
+  l.dp_overlap = !a.no_dp_overlap;
+  return l;
+}
+
+/// Flags given on the command line pin that dimension of the search.
+plan::SearchSpace space_from(const PlanArgs& a, const plan::SystemSpec& sys) {
+  plan::SearchSpace s;
+  s.gpus = a.gpus.value_or(sys.total_gpus());
+  s.global_batch = a.global_batch.value_or(0);
+  if (a.model.t) s.tp = {static_cast<int>(*a.model.t)};
+  if (a.pp) s.pp = {*a.pp};
+  if (a.model.b) s.micro_batch = {*a.model.b};
+  if (a.interleave) s.interleave = {*a.interleave};
+  if (a.recompute) s.recompute = {plan::parse_recompute(*a.recompute)};
+  if (a.sequence_parallel) s.sequence_parallel = {true};
+  if (a.zero) s.zero = {*a.zero};
+  s.allow_tp_across_nodes = a.allow_tp_across_nodes;
+  s.dp_overlap = !a.no_dp_overlap;
+  return s;
+}
+
+void run_validation(const PlanArgs& a) {
+  const auto rows = plan::validate_runs(plan::load_published_runs(a.validate));
+  if (!a.json) {
+    fmt::print("{}", format_validation(rows));
+    return;
+  }
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : rows) {
+    j.push_back({{"name", r.run.name},
+                 {"source", r.run.source},
+                 {"quantity", r.quantity},
+                 {"published", r.published},
+                 {"predicted", r.prediction},
+                 {"error", r.error},
+                 {"plan", plan::to_json(r.predicted)}});
+  }
+  std::cout << j.dump(2) << "\n";
+}
+
+void run(const PlanArgs& a) {
+  if (!a.validate.empty()) {
+    run_validation(a);
+    return;
+  }
+  const auto model = build_model(a.model);
+  const auto sys = plan::resolve_system(a.system);
+  const auto dev = pick_device(a, sys);
+  const auto comm = make_comm(a, sys, dev);
+  if (a.advise) {
+    codesign::AdvisorOptions opts;
+    opts.budget = a.budget;
+    opts.top = a.top;
+    const auto pairs = plan::advise_with_layouts(model, dev, comm, space_from(a, sys), opts);
+    if (a.json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& p : pairs) {
+        auto r = plan::to_json(p.best);
+        r["changes"] = p.shape.changes;
+        r["param_delta"] = p.shape.param_delta;
+        j.push_back(std::move(r));
+      }
+      std::cout << j.dump(2) << "\n";
+    } else {
+      fmt::print("{}\n\n{}", describe_model(model), format_advice(pairs));
+    }
+    return;
+  }
+  if (a.search) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto found = plan::search_layouts(model, dev, comm, space_from(a, sys), a.top);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (a.json) {
+      nlohmann::json j;
+      j["evaluated"] = found.evaluated;
+      j["rejected"] = found.rejected;
+      j["out_of_memory"] = found.out_of_memory;
+      j["seconds"] = secs;
+      j["ranked"] = nlohmann::json::array();
+      for (const auto& r : found.ranked)
+        j["ranked"].push_back(plan::to_json(r));
+      j["too_big"] = nlohmann::json::array();
+      for (const auto& r : found.too_big)
+        j["too_big"].push_back(plan::to_json(r));
+      std::cout << j.dump(2) << "\n";
+    } else {
+      fmt::print("{}\nsystem: {} ({} GPUs), device: {}\n\n{}", describe_model(model), sys.name,
+                 sys.total_gpus(), dev.name, format_search(found, secs));
+    }
+    return;
+  }
+  const auto layout = plan::resolve_layout(layout_from(a), model, sys);
+  const auto r = plan::plan_step(model, dev, comm, layout);
+  if (a.json) {
+    std::cout << plan::to_json(r).dump(2) << "\n";
+  } else {
+    fmt::print("{}\n{}", describe_model(model), format_plan(r));
+  }
+  if (!r.memory.fits) exit_code() = 3;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  auto* cmd = app.add_subcommand(
+      "plan",
+      "predict training step time, TFLOP/s and memory per GPU of a parallel layout; "
+      "--search ranks layouts, --advise joins the shape advisor");
+  add_model_options(cmd, args->model);
+  cmd->add_option("--device", args->device,
+                  "device catalog name or JSON file (default: the system's device; 'local' = this "
+                  "CPU)");
+  cmd->add_option("--system", args->system, "system catalog name or JSON file (data/systems)")
+      ->capture_default_str();
+  cmd->add_option("--gpus", args->gpus, "GPUs used (default: tp*pp*dp, or the whole system)");
+  cmd->add_option("--pp", args->pp, "pipeline-parallel stages");
+  cmd->add_option("--dp", args->dp, "data-parallel replicas (default: gpus / (tp*pp))");
+  cmd->add_option("--global-batch", args->global_batch,
+                  "sequences per step (default: micro-batch x dp)");
+  cmd->add_option("--interleave", args->interleave, "model chunks per stage (interleaved 1F1B)");
+  cmd->add_option("--recompute", args->recompute, "activation recomputation")
+      ->check(CLI::IsMember({"none", "selective", "full"}));
+  cmd->add_flag("--sequence-parallel", args->sequence_parallel,
+                "shard norms and dropout over the TP group (Megatron sequence parallelism)");
+  cmd->add_option("--zero", args->zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
+  cmd->add_flag("--allow-tp-across-nodes", args->allow_tp_across_nodes,
+                "accept a TP group larger than a node");
+  cmd->add_flag("--no-dp-overlap", args->no_dp_overlap,
+                "do not overlap the gradient reduction with the last backward pass");
+  cmd->add_option("--comm-table", args->comm_tables,
+                  "measured `mcr tune` table: FILE (every tier), intra=FILE or inter=FILE");
+  cmd->add_option("--rules", args->rules,
+                  "selection rules as MCR_RULES, applied before the tables");
+  cmd->add_flag("--json", args->json, "JSON output");
+  cmd->add_flag("--search", args->search,
+                "rank every valid layout for --gpus (needs --global-batch)");
+  cmd->add_flag("--advise", args->advise,
+                "search shapes near the model (shape advisor) and the best layout of each");
+  cmd->add_option("--validate", args->validate,
+                  "predict the published runs of FILE (docs/plan.md) and print the errors");
+  cmd->add_option("--top", args->top, "layouts or pairs to list")->capture_default_str();
+  cmd->add_option("--budget", args->budget, "--advise: allowed relative parameter change")
+      ->capture_default_str();
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace mcr::cli

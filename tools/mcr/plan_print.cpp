@@ -1,0 +1,147 @@
+#include "plan_print.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace mcr::cli {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string row(const char* name, double seconds, double total) {
+  return fmt::format("  {:<22} {:>10.4f} s  {:>5.1f} %\n", name, seconds,
+                     total > 0 ? 100 * seconds / total : 0.0);
+}
+
+std::string mem_row(const char* name, double bytes) {
+  return fmt::format("  {:<22} {:>8.2f} GiB\n", name, bytes / kGiB);
+}
+
+std::string layout_row(int rank, const plan::PlanResult& r) {
+  const auto& l = r.layout;
+  return fmt::format(
+      "{:>3}  {:>3} {:>3} {:>5} {:>3} {:>2} {:<9} {:<3} {:>4}  {:>9.3f}  {:>7.1f}  {:>5.1f}  "
+      "{:>6.1f}  {:>6.1f}\n",
+      rank, l.tp, l.pp, l.dp, l.micro_batch, l.interleave, plan::to_string(l.recompute),
+      l.sequence_parallel ? "on" : "off", l.zero, r.step_time_s, r.tflops_per_gpu, 100 * r.mfu,
+      100 * r.bubble_fraction, r.memory.total / kGiB);
+}
+
+const char* kHeader =
+    "  #   tp  pp    dp  mb  v recompute sp  zero     step s  TFLOP/s  MFU %  bubble %  mem GiB\n";
+
+}  // namespace
+
+std::string format_plan(const plan::PlanResult& r) {
+  const auto& b = r.breakdown;
+  const double T = r.step_time_s;
+  std::string s;
+  s += fmt::format("layout: {} on {} GPUs ({} microbatches per pipeline, bubble {:.1f} %)\n",
+                   plan::describe(r.layout), r.layout.gpus, r.layout.microbatches(),
+                   100 * r.bubble_fraction);
+  s += fmt::format("device: {}, system: {}, parameters: {:.3f} B\n\n", r.device, r.system,
+                   r.params / 1e9);
+  s += fmt::format("step time        {:.4f} s   ({:.0f} tokens/s)\n", T, r.tokens_per_s);
+  s += fmt::format(
+      "TFLOP/s per GPU  {:.1f} counting recomputation (HFU {:.1f} %), {:.1f} model (MFU {:.1f} "
+      "%)\n\n",
+      r.tflops_per_gpu, 100 * r.hfu, r.model_tflops_per_gpu, 100 * r.mfu);
+  s += "breakdown (slowest pipeline stage):\n";
+  s += row("forward GEMMs", b.forward_gemm, T);
+  s += row("backward GEMMs", b.backward_gemm, T);
+  s += row("memory-bound kernels", b.memory_bound, T);
+  s += row("recomputation", b.recompute, T);
+  s += row("embedding and logits", b.logits_embedding, T);
+  s += row("TP/SP collectives", b.tp_comm, T);
+  s += row("pipeline p2p", b.pp_comm, T);
+  s += row("pipeline bubble", b.bubble, T);
+  s += row("DP reduction (exposed)", b.dp_comm, T);
+  s += row("optimizer step", b.optimizer, T);
+  const auto& m = r.memory;
+  if (m.capacity > 0) {
+    s += fmt::format("\nmemory per GPU: {:.2f} GiB of {:.2f} GiB: {}\n", m.total / kGiB,
+                     m.capacity / kGiB, m.fits ? "fits" : "DOES NOT FIT");
+  } else {
+    s += fmt::format("\nmemory per GPU: {:.2f} GiB (the device gives no capacity)\n",
+                     m.total / kGiB);
+  }
+  s += mem_row("weights", m.weights);
+  s += mem_row("gradients", m.gradients);
+  s += mem_row("optimizer state", m.optimizer);
+  s += mem_row("activations", m.activations);
+  s += mem_row("buffers", m.buffers);
+  if (!r.notes.empty()) {
+    s += "\nnotes:\n";
+    for (const auto& n : r.notes)
+      s += "  " + n + "\n";
+  }
+  return s;
+}
+
+std::string format_search(const plan::SearchResult& s, double seconds) {
+  std::string out = fmt::format(
+      "{} layouts predicted ({} combinations invalid, {} out of memory) in {:.2f} s\n\n",
+      s.evaluated, s.rejected, s.out_of_memory, seconds);
+  if (s.ranked.empty()) {
+    out += "no layout fits in memory\n";
+  } else {
+    out += "fastest layouts that fit:\n";
+    out += kHeader;
+    int i = 1;
+    for (const auto& r : s.ranked)
+      out += layout_row(i++, r);
+  }
+  // Only layouts faster than the best one that fits are worth showing: they say what memory costs.
+  std::string faster;
+  int i = 1;
+  for (const auto& r : s.too_big) {
+    if (!s.ranked.empty() && r.step_time_s >= s.ranked.front().step_time_s) break;
+    faster += layout_row(i++, r);
+  }
+  if (!faster.empty()) {
+    out += "\nfaster layouts that do not fit in memory (not ranked):\n";
+    out += kHeader;
+    out += faster;
+  }
+  return out;
+}
+
+std::string format_advice(const std::vector<plan::AdvisedPair>& pairs) {
+  if (pairs.empty()) return "no (shape, layout) pair fits in memory\n";
+  std::string out = "best (shape, layout) pairs, fastest first:\n";
+  int i = 1;
+  for (const auto& p : pairs) {
+    const auto& r = p.best;
+    out += fmt::format(
+        "{:>3}  {:<40} params {:+.2f} %  {}\n     step {:.4f} s  {:.1f} TFLOP/s/GPU  "
+        "MFU {:.1f} %  {:.1f} GiB\n",
+        i++, p.shape.changes.empty() ? "(input shape)" : p.shape.changes, 100 * p.shape.param_delta,
+        plan::describe(r.layout), r.step_time_s, r.tflops_per_gpu, 100 * r.mfu,
+        r.memory.total / kGiB);
+  }
+  return out;
+}
+
+std::string format_validation(const std::vector<plan::ValidationRow>& rows) {
+  std::string out =
+      "run                   layout                                                      "
+      "published  predicted   error\n";
+  double sum = 0, worst = 0;
+  for (const auto& r : rows) {
+    out +=
+        fmt::format("{:<21} {:<59} {:>9.3f}  {:>9.3f}  {:>+6.1f} %\n", r.run.name,
+                    plan::describe(r.predicted.layout), r.published, r.prediction, 100 * r.error);
+    sum += std::abs(r.error);
+    worst = std::max(worst, std::abs(r.error));
+  }
+  if (!rows.empty()) {
+    out += fmt::format("\nmean |error| {:.2f} %, max |error| {:.2f} % over {} runs\n",
+                       100 * sum / static_cast<double>(rows.size()), 100 * worst, rows.size());
+  }
+  return out;
+}
+
+}  // namespace mcr::cli
