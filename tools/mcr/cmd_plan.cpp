@@ -222,7 +222,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--advise", args->advise,
                 "search shapes near the model (shape advisor) and the best layout of each");
   cmd->add_option("--validate", args->validate,
-                  "predict the published runs of FILE (docs/plan.md) and print the errors");
+                  "predict the published runs of FILE (docs/planner.md) and print the errors");
   cmd->add_option("--top", args->top, "layouts or pairs to list")->capture_default_str();
   cmd->add_option("--budget", args->budget, "--advise: allowed relative parameter change")
       ->capture_default_str();

@@ -1,6 +1,6 @@
 // A training system as the planner sees it: nodes of identical accelerators, one link tier inside a
 // node and one between nodes, each described by per-GPU bandwidth and latency (α-β). Systems are
-// data: data/systems/*.json (format: docs/plan.md).
+// data: data/systems/*.json (format: docs/planner.md).
 #pragma once
 
 #include <filesystem>
@@ -33,7 +33,7 @@ struct SystemSpec {
   int gpus_per_node = 1;
   /// Fraction of the device's single-GEMM throughput (codesign model) that GEMMs sustain inside a
   /// whole training step on this system (clocks under sustained power, interference from
-  /// concurrent communication kernels). Fitted, see docs/plan.md; 1 = the GEMM model as is.
+  /// concurrent communication kernels). Fitted, see docs/planner.md; 1 = the GEMM model as is.
   double compute_efficiency = 1.0;
   Link intra;  ///< between GPUs of one node
   Link inter;  ///< between nodes

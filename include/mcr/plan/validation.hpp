@@ -1,5 +1,5 @@
 // Published training runs (model, layout, system, measured step time or TFLOP/s per GPU, source)
-// and the planner's error on each. Format: docs/plan.md "Validation file".
+// and the planner's error on each. Format: docs/planner.md "Validation file".
 #pragma once
 
 #include <filesystem>

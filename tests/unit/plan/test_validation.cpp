@@ -1,5 +1,5 @@
 // The published Megatron runs (published_runs.json): the planner stays within the targets of
-// docs/plan.md on the runs not used to fit the system's compute efficiency.
+// docs/planner.md on the runs not used to fit the system's compute efficiency.
 #include <gtest/gtest.h>
 
 #include <algorithm>
