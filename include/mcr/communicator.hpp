@@ -172,7 +172,9 @@ struct InitOptions {
 Communicator init(const InitOptions& options = {});
 /// Whether init() has run and finalize() has not.
 bool is_initialized() noexcept;
-/// Tears the runtime down (finalizes MPI if init() initialised it). Idempotent.
+/// Tears the runtime down (finalizes MPI if init() initialised it). Collective, like MPI_Finalize:
+/// every rank waits (at most the timeout) until all have called it, so that no rank closes its
+/// connections while a peer still uses them. Idempotent.
 void finalize();
 
 }  // namespace mcr

@@ -25,7 +25,8 @@ using detail::Prepared;
 
 namespace {
 
-Work run(CommState& s, Prepared p, const CallOptions& o, bool async) {
+// `p` binds to the prepared temporary: its OpArgs are not copied on the way to dispatch.
+Work run(CommState& s, Prepared&& p, const CallOptions& o, bool async) {
   p.args.async = async;
   return Work(s.issue(p.args, o, p.bytes));
 }
@@ -96,127 +97,155 @@ void Communicator::set_observer(std::shared_ptr<OpObserver> observer) {
 // ---- operations -------------------------------------------------------------------------------
 
 void Communicator::send(const Tensor& t, int dst, const CallOptions& o) {
-  run(state(), prepare_p2p(state(), OpType::send, t, dst, o), o, false);
+  auto& s = state();
+  run(s, prepare_p2p(s, OpType::send, t, dst, o), o, false);
 }
 
 void Communicator::recv(const Tensor& t, int src, const CallOptions& o) {
-  run(state(), prepare_p2p(state(), OpType::recv, t, src, o), o, false);
+  auto& s = state();
+  run(s, prepare_p2p(s, OpType::recv, t, src, o), o, false);
 }
 
 Work Communicator::isend(const Tensor& t, int dst, const CallOptions& o) {
-  return run(state(), prepare_p2p(state(), OpType::send, t, dst, o), o, true);
+  auto& s = state();
+  return run(s, prepare_p2p(s, OpType::send, t, dst, o), o, true);
 }
 
 Work Communicator::irecv(const Tensor& t, int src, const CallOptions& o) {
-  return run(state(), prepare_p2p(state(), OpType::recv, t, src, o), o, true);
+  auto& s = state();
+  return run(s, prepare_p2p(s, OpType::recv, t, src, o), o, true);
 }
 
 void Communicator::broadcast(const Tensor& t, int root, const CallOptions& o) {
-  run(state(), prepare_broadcast(state(), t, root), o, false);
+  auto& s = state();
+  run(s, prepare_broadcast(s, t, root), o, false);
 }
 
 Work Communicator::ibroadcast(const Tensor& t, int root, const CallOptions& o) {
-  return run(state(), prepare_broadcast(state(), t, root), o, true);
+  auto& s = state();
+  return run(s, prepare_broadcast(s, t, root), o, true);
 }
 
 void Communicator::reduce(const Tensor& in, const Tensor& out, ReduceOp r, int root,
                           const CallOptions& o) {
-  run(state(), prepare_reduce(state(), OpType::reduce, in, out, r, root), o, false);
+  auto& s = state();
+  run(s, prepare_reduce(s, OpType::reduce, in, out, r, root), o, false);
 }
 
 void Communicator::reduce(const Tensor& t, ReduceOp r, int root, const CallOptions& o) {
-  run(state(), prepare_reduce(state(), OpType::reduce, t, t, r, root), o, false);
+  auto& s = state();
+  run(s, prepare_reduce(s, OpType::reduce, t, t, r, root), o, false);
 }
 
 Work Communicator::ireduce(const Tensor& in, const Tensor& out, ReduceOp r, int root,
                            const CallOptions& o) {
-  return run(state(), prepare_reduce(state(), OpType::reduce, in, out, r, root), o, true);
+  auto& s = state();
+  return run(s, prepare_reduce(s, OpType::reduce, in, out, r, root), o, true);
 }
 
 Work Communicator::ireduce(const Tensor& t, ReduceOp r, int root, const CallOptions& o) {
-  return run(state(), prepare_reduce(state(), OpType::reduce, t, t, r, root), o, true);
+  auto& s = state();
+  return run(s, prepare_reduce(s, OpType::reduce, t, t, r, root), o, true);
 }
 
 void Communicator::all_reduce(const Tensor& in, const Tensor& out, ReduceOp r,
                               const CallOptions& o) {
-  run(state(), prepare_reduce(state(), OpType::all_reduce, in, out, r, 0), o, false);
+  auto& s = state();
+  run(s, prepare_reduce(s, OpType::all_reduce, in, out, r, 0), o, false);
 }
 
 void Communicator::all_reduce(const Tensor& t, ReduceOp r, const CallOptions& o) {
-  run(state(), prepare_reduce(state(), OpType::all_reduce, t, t, r, 0), o, false);
+  auto& s = state();
+  run(s, prepare_reduce(s, OpType::all_reduce, t, t, r, 0), o, false);
 }
 
 Work Communicator::iall_reduce(const Tensor& in, const Tensor& out, ReduceOp r,
                                const CallOptions& o) {
-  return run(state(), prepare_reduce(state(), OpType::all_reduce, in, out, r, 0), o, true);
+  auto& s = state();
+  return run(s, prepare_reduce(s, OpType::all_reduce, in, out, r, 0), o, true);
 }
 
 Work Communicator::iall_reduce(const Tensor& t, ReduceOp r, const CallOptions& o) {
-  return run(state(), prepare_reduce(state(), OpType::all_reduce, t, t, r, 0), o, true);
+  auto& s = state();
+  return run(s, prepare_reduce(s, OpType::all_reduce, t, t, r, 0), o, true);
 }
 
 void Communicator::all_gather(const Tensor& in, const Tensor& out, const CallOptions& o) {
-  run(state(), prepare_all_gather(state(), in, out), o, false);
+  auto& s = state();
+  run(s, prepare_all_gather(s, in, out), o, false);
 }
 
 Work Communicator::iall_gather(const Tensor& in, const Tensor& out, const CallOptions& o) {
-  return run(state(), prepare_all_gather(state(), in, out), o, true);
+  auto& s = state();
+  return run(s, prepare_all_gather(s, in, out), o, true);
 }
 
 void Communicator::all_gather_v(const Tensor& in, const Tensor& out, std::span<const std::size_t> c,
                                 const CallOptions& o) {
-  run(state(), prepare_all_gather_v(state(), in, out, c), o, false);
+  auto& s = state();
+  run(s, prepare_all_gather_v(s, in, out, c), o, false);
 }
 
 Work Communicator::iall_gather_v(const Tensor& in, const Tensor& out,
                                  std::span<const std::size_t> c, const CallOptions& o) {
-  return run(state(), prepare_all_gather_v(state(), in, out, c), o, true);
+  auto& s = state();
+  return run(s, prepare_all_gather_v(s, in, out, c), o, true);
 }
 
 void Communicator::gather(const Tensor& in, const Tensor& out, int root, const CallOptions& o) {
-  run(state(), prepare_gather(state(), in, out, root), o, false);
+  auto& s = state();
+  run(s, prepare_gather(s, in, out, root), o, false);
 }
 
 Work Communicator::igather(const Tensor& in, const Tensor& out, int root, const CallOptions& o) {
-  return run(state(), prepare_gather(state(), in, out, root), o, true);
+  auto& s = state();
+  return run(s, prepare_gather(s, in, out, root), o, true);
 }
 
 void Communicator::scatter(const Tensor& in, const Tensor& out, int root, const CallOptions& o) {
-  run(state(), prepare_scatter(state(), in, out, root), o, false);
+  auto& s = state();
+  run(s, prepare_scatter(s, in, out, root), o, false);
 }
 
 Work Communicator::iscatter(const Tensor& in, const Tensor& out, int root, const CallOptions& o) {
-  return run(state(), prepare_scatter(state(), in, out, root), o, true);
+  auto& s = state();
+  return run(s, prepare_scatter(s, in, out, root), o, true);
 }
 
 void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp r,
                                   const CallOptions& o) {
-  run(state(), prepare_reduce_scatter(state(), in, out, r), o, false);
+  auto& s = state();
+  run(s, prepare_reduce_scatter(s, in, out, r), o, false);
 }
 
 Work Communicator::ireduce_scatter(const Tensor& in, const Tensor& out, ReduceOp r,
                                    const CallOptions& o) {
-  return run(state(), prepare_reduce_scatter(state(), in, out, r), o, true);
+  auto& s = state();
+  return run(s, prepare_reduce_scatter(s, in, out, r), o, true);
 }
 
 void Communicator::all_to_all(const Tensor& in, const Tensor& out, const CallOptions& o) {
-  run(state(), prepare_all_to_all(state(), in, out), o, false);
+  auto& s = state();
+  run(s, prepare_all_to_all(s, in, out), o, false);
 }
 
 Work Communicator::iall_to_all(const Tensor& in, const Tensor& out, const CallOptions& o) {
-  return run(state(), prepare_all_to_all(state(), in, out), o, true);
+  auto& s = state();
+  return run(s, prepare_all_to_all(s, in, out), o, true);
 }
 
 void Communicator::all_to_all_v(const Tensor& in, std::span<const std::size_t> sc,
                                 const Tensor& out, std::span<const std::size_t> rc,
                                 const CallOptions& o) {
-  run(state(), prepare_all_to_all_v(state(), in, sc, out, rc, o), o, false);
+  auto& s = state();
+  run(s, prepare_all_to_all_v(s, in, sc, out, rc, o), o, false);
 }
 
 Work Communicator::iall_to_all_v(const Tensor& in, std::span<const std::size_t> sc,
                                  const Tensor& out, std::span<const std::size_t> rc,
                                  const CallOptions& o) {
-  return run(state(), prepare_all_to_all_v(state(), in, sc, out, rc, o), o, true);
+  auto& s = state();
+  return run(s, prepare_all_to_all_v(s, in, sc, out, rc, o), o, true);
 }
 
 void Communicator::barrier(const CallOptions& o) {

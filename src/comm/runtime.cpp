@@ -256,18 +256,20 @@ bool is_initialized() noexcept { return runtime_exists(); }
 namespace detail {
 namespace {
 
-// The store lives in rank 0's process. Rank 0 must not close it while another rank may still use
-// it: a rank still in init (Gloo's rendezvous), or still reading a new_group's keys. Every rank
-// checks in here; the store's owner leaves only once all have, bounded by the timeout. A rank that
-// never arrives has failed, and its launcher ends the job.
-void release_store(Runtime& r) noexcept {
+// finalize() is collective, like MPI_Finalize. No rank tears down its backends while a peer may
+// still be in an operation with it (a peer whose operation then times out must see a timeout, not
+// a closed connection), and rank 0, whose process holds the store, does not close it while another
+// rank is still in init (Gloo's rendezvous) or reading a new_group's keys. So every rank checks in
+// through the store and waits for all, bounded by the timeout; a rank that never arrives has
+// failed, and its launcher ends the job.
+void wait_for_all_ranks(Runtime& r) noexcept {
   if (!r.bootstrap || r.launch.size <= 1) return;
   try {
     Store& store = r.bootstrap->store();
-    if (store.add("mcr/finalized", 1) == r.launch.size) store.set("mcr/finalized/all", {1});
-    if (r.store_server) (void)store.get("mcr/finalized/all", r.bootstrap->timeout());
+    if (store.add("mcr/finalize", 1) == r.launch.size) store.set("mcr/finalize/all", {1});
+    (void)store.get("mcr/finalize/all", r.bootstrap->timeout());
   } catch (const std::exception& e) {  // finalize must not throw: say why and leave
-    log_debug("finalize: store release incomplete: {}", e.what());
+    log_debug("finalize: not every rank checked in: {}", e.what());
   }
 }
 
@@ -282,8 +284,8 @@ void finalize() {
     finish_env_comm_log(world);
   }
   Watchdog::instance().stop();
+  detail::wait_for_all_ranks(*slot);
   slot->world.reset();
-  detail::release_store(*slot);
   slot.reset();
   detail::shutdown_launchers();
 }

@@ -34,24 +34,25 @@ bool cuda_aware() noexcept {
 
 class MpiBackend final : public Backend {
  public:
-  MpiBackend(MPI_Comm comm) : comm_(comm), cuda_aware_(cuda_aware()) {
-    MCR_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-    MCR_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-    MCR_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  MpiBackend(MPI_Comm comm) : cuda_aware_(cuda_aware()) {
+    g_.comm = comm;
+    MCR_MPI_CHECK(MPI_Comm_set_errhandler(g_.comm, MPI_ERRORS_RETURN));
+    MCR_MPI_CHECK(MPI_Comm_rank(g_.comm, &g_.rank));
+    MCR_MPI_CHECK(MPI_Comm_size(g_.comm, &g_.size));
     int flag = 0;
     int* ub = nullptr;
-    MCR_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag));
-    tag_ub_ = (flag && ub) ? *ub : 32767;
+    MCR_MPI_CHECK(MPI_Comm_get_attr(g_.comm, MPI_TAG_UB, &ub, &flag));
+    g_.tag_ub = (flag && ub) ? *ub : 32767;
   }
   ~MpiBackend() override {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin) MPI_Comm_free(&comm_);
+    if (!fin) MPI_Comm_free(&g_.comm);
   }
 
   std::string_view name() const noexcept override { return "mpi"; }
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return size_; }
+  int rank() const noexcept override { return g_.rank; }
+  int size() const noexcept override { return g_.size; }
   std::size_t max_count() const noexcept override { return INT_MAX; }
   bool needs_host_progress() const noexcept override { return true; }
   bool blocks_device() const noexcept override { return cuda_aware_; }
@@ -73,17 +74,18 @@ class MpiBackend final : public Backend {
 
   void progress() override {
     int flag = 0;
-    MCR_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE));
+    MCR_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, g_.comm, &flag, MPI_STATUS_IGNORE));
   }
 
   std::unique_ptr<Backend> split(const std::vector<int>& members, std::uint64_t) override {
     int color = MPI_UNDEFINED, key = 0;
     for (std::size_t i = 0; i < members.size(); ++i) {
-      if (members[i] == rank_) key = static_cast<int>(i);
+      if (members[i] == g_.rank) key = static_cast<int>(i);
     }
-    if (!members.empty()) color = members.front();  // groups are disjoint: their first members differ
+    if (!members.empty())
+      color = members.front();  // groups are disjoint: their first members differ
     MPI_Comm child = MPI_COMM_NULL;
-    MCR_MPI_CHECK(MPI_Comm_split(comm_, color, key, &child));
+    MCR_MPI_CHECK(MPI_Comm_split(g_.comm, color, key, &child));
     if (child == MPI_COMM_NULL) return nullptr;
     return std::make_unique<MpiBackend>(child);
   }
@@ -91,17 +93,14 @@ class MpiBackend final : public Backend {
   std::unique_ptr<PendingOp> start(const OpArgs& a) override;
 
  private:
-  MPI_Comm comm_;
-  int rank_ = 0;
-  int size_ = 1;
-  int tag_ub_ = 32767;
+  MpiGroup g_;  // the communicator and its facts, handed to run_op as they are
   bool cuda_aware_ = false;
 };
 
 std::unique_ptr<PendingOp> MpiBackend::start(const OpArgs& a) {
   // Point-to-point is always nonblocking so that a missing peer raises TimeoutError.
   const bool p2p = a.op == OpType::send || a.op == OpType::recv;
-  return run_op({comm_, rank_, size_, tag_ub_}, a, !a.async && !p2p);
+  return run_op(g_, a, !a.async && !p2p);
 }
 
 std::string mpi_unusable(const Bootstrap& b) {
@@ -109,8 +108,9 @@ std::string mpi_unusable(const Bootstrap& b) {
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   if (!init || fin) {
-    return fmt::format("no MPI world: launched by {} without an MPI launcher (MPI would form a wrong world)",
-                       to_string(b.launch().launcher));
+    return fmt::format(
+        "no MPI world: launched by {} without an MPI launcher (MPI would form a wrong world)",
+        to_string(b.launch().launcher));
   }
   return {};
 }

@@ -12,7 +12,9 @@
 namespace mcr::detail {
 namespace {
 
-int as_int(std::size_t n) { return static_cast<int>(n); }  // counts are checked against max_count()
+int as_int(std::size_t n) {
+  return static_cast<int>(n);
+}  // counts are checked against max_count()
 
 }  // namespace
 
@@ -33,36 +35,46 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
 
   switch (a.op) {
     case OpType::send:
-      if (a.tag > g.tag_ub) throw UnsupportedError(fmt::format("send: tag {} exceeds MPI_TAG_UB {}", a.tag, g.tag_ub));
+      if (a.tag > g.tag_ub)
+        throw UnsupportedError(fmt::format("send: tag {} exceeds MPI_TAG_UB {}", a.tag, g.tag_ub));
       MCR_MPI_CHECK(MPI_Isend(a.in, n, dt, a.root, a.tag, g.comm, req));
       break;
     case OpType::recv:
-      if (a.tag > g.tag_ub) throw UnsupportedError(fmt::format("recv: tag {} exceeds MPI_TAG_UB {}", a.tag, g.tag_ub));
+      if (a.tag > g.tag_ub)
+        throw UnsupportedError(fmt::format("recv: tag {} exceeds MPI_TAG_UB {}", a.tag, g.tag_ub));
       MCR_MPI_CHECK(MPI_Irecv(a.out, n, dt, a.root, a.tag, g.comm, req));
       break;
     case OpType::broadcast:
-      if (blocking) MCR_MPI_CHECK(MPI_Bcast(a.out, n, dt, a.root, g.comm));
-      else MCR_MPI_CHECK(MPI_Ibcast(a.out, n, dt, a.root, g.comm, req));
+      if (blocking)
+        MCR_MPI_CHECK(MPI_Bcast(a.out, n, dt, a.root, g.comm));
+      else
+        MCR_MPI_CHECK(MPI_Ibcast(a.out, n, dt, a.root, g.comm, req));
       break;
     case OpType::all_reduce: {
       const void* src = a.in_place ? MPI_IN_PLACE : a.in;
-      if (blocking) MCR_MPI_CHECK(MPI_Allreduce(src, a.out, n, dt, op, g.comm));
-      else MCR_MPI_CHECK(MPI_Iallreduce(src, a.out, n, dt, op, g.comm, req));
+      if (blocking)
+        MCR_MPI_CHECK(MPI_Allreduce(src, a.out, n, dt, op, g.comm));
+      else
+        MCR_MPI_CHECK(MPI_Iallreduce(src, a.out, n, dt, op, g.comm, req));
       if (avg) p->finish = [=] { divide(a.out, a.count); };
       break;
     }
     case OpType::reduce: {
       const bool root = g.rank == a.root;
       const void* src = (root && a.in_place) ? MPI_IN_PLACE : a.in;
-      if (blocking) MCR_MPI_CHECK(MPI_Reduce(src, a.out, n, dt, op, a.root, g.comm));
-      else MCR_MPI_CHECK(MPI_Ireduce(src, a.out, n, dt, op, a.root, g.comm, req));
+      if (blocking)
+        MCR_MPI_CHECK(MPI_Reduce(src, a.out, n, dt, op, a.root, g.comm));
+      else
+        MCR_MPI_CHECK(MPI_Ireduce(src, a.out, n, dt, op, a.root, g.comm, req));
       if (avg && root) p->finish = [=] { divide(a.out, a.count); };
       break;
     }
     case OpType::all_gather: {
       const void* src = a.in_place ? MPI_IN_PLACE : a.in;
-      if (blocking) MCR_MPI_CHECK(MPI_Allgather(src, n, dt, a.out, n, dt, g.comm));
-      else MCR_MPI_CHECK(MPI_Iallgather(src, n, dt, a.out, n, dt, g.comm, req));
+      if (blocking)
+        MCR_MPI_CHECK(MPI_Allgather(src, n, dt, a.out, n, dt, g.comm));
+      else
+        MCR_MPI_CHECK(MPI_Iallgather(src, n, dt, a.out, n, dt, g.comm, req));
       break;
     }
     case OpType::all_gather_v: {
@@ -76,22 +88,29 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
         off += a.send_counts[r];
       }
       const void* src = a.in_place ? MPI_IN_PLACE : a.in;
-      if (blocking) MCR_MPI_CHECK(MPI_Allgatherv(src, counts[g.rank], dt, a.out, counts, displs, dt, g.comm));
-      else MCR_MPI_CHECK(MPI_Iallgatherv(src, counts[g.rank], dt, a.out, counts, displs, dt, g.comm, req));
+      if (blocking)
+        MCR_MPI_CHECK(MPI_Allgatherv(src, counts[g.rank], dt, a.out, counts, displs, dt, g.comm));
+      else
+        MCR_MPI_CHECK(
+            MPI_Iallgatherv(src, counts[g.rank], dt, a.out, counts, displs, dt, g.comm, req));
       break;
     }
     case OpType::gather: {
       const bool root = g.rank == a.root;
       const void* src = (root && a.in_place) ? MPI_IN_PLACE : a.in;
-      if (blocking) MCR_MPI_CHECK(MPI_Gather(src, n, dt, a.out, n, dt, a.root, g.comm));
-      else MCR_MPI_CHECK(MPI_Igather(src, n, dt, a.out, n, dt, a.root, g.comm, req));
+      if (blocking)
+        MCR_MPI_CHECK(MPI_Gather(src, n, dt, a.out, n, dt, a.root, g.comm));
+      else
+        MCR_MPI_CHECK(MPI_Igather(src, n, dt, a.out, n, dt, a.root, g.comm, req));
       break;
     }
     case OpType::scatter: {
       const bool root = g.rank == a.root;
       void* dst = (root && a.in_place) ? MPI_IN_PLACE : a.out;
-      if (blocking) MCR_MPI_CHECK(MPI_Scatter(a.in, n, dt, dst, n, dt, a.root, g.comm));
-      else MCR_MPI_CHECK(MPI_Iscatter(a.in, n, dt, dst, n, dt, a.root, g.comm, req));
+      if (blocking)
+        MCR_MPI_CHECK(MPI_Scatter(a.in, n, dt, dst, n, dt, a.root, g.comm));
+      else
+        MCR_MPI_CHECK(MPI_Iscatter(a.in, n, dt, dst, n, dt, a.root, g.comm, req));
       break;
     }
     case OpType::reduce_scatter: {
@@ -102,8 +121,10 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
         p->scratch.resize(a.count * es);
         dst = p->scratch.data();
       }
-      if (blocking) MCR_MPI_CHECK(MPI_Reduce_scatter_block(a.in, dst, n, dt, op, g.comm));
-      else MCR_MPI_CHECK(MPI_Ireduce_scatter_block(a.in, dst, n, dt, op, g.comm, req));
+      if (blocking)
+        MCR_MPI_CHECK(MPI_Reduce_scatter_block(a.in, dst, n, dt, op, g.comm));
+      else
+        MCR_MPI_CHECK(MPI_Ireduce_scatter_block(a.in, dst, n, dt, op, g.comm, req));
       auto* scratch = p->scratch.data();
       const bool in_place = a.in_place;
       if (in_place || avg) {
@@ -120,12 +141,15 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
       const void* src = a.in;
       if (a.in_place || a.in == a.out) {
         const std::size_t n_bytes = a.count * es * static_cast<std::size_t>(g.size);
-        p->scratch.assign(static_cast<const std::byte*>(a.in), static_cast<const std::byte*>(a.in) + n_bytes);
+        p->scratch.assign(static_cast<const std::byte*>(a.in),
+                          static_cast<const std::byte*>(a.in) + n_bytes);
         if (p->scratch.empty()) p->scratch.resize(1);
         src = p->scratch.data();
       }
-      if (blocking) MCR_MPI_CHECK(MPI_Alltoall(src, n, dt, a.out, n, dt, g.comm));
-      else MCR_MPI_CHECK(MPI_Ialltoall(src, n, dt, a.out, n, dt, g.comm, req));
+      if (blocking)
+        MCR_MPI_CHECK(MPI_Alltoall(src, n, dt, a.out, n, dt, g.comm));
+      else
+        MCR_MPI_CHECK(MPI_Ialltoall(src, n, dt, a.out, n, dt, g.comm, req));
       break;
     }
     case OpType::all_to_all_v: {
@@ -145,17 +169,22 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
       }
       const void* src = a.in;
       if (a.in_place || a.in == a.out) {  // see all_to_all: never hand MPI equal pointers
-        p->scratch.assign(static_cast<const std::byte*>(a.in), static_cast<const std::byte*>(a.in) + so * es);
+        p->scratch.assign(static_cast<const std::byte*>(a.in),
+                          static_cast<const std::byte*>(a.in) + so * es);
         if (p->scratch.empty()) p->scratch.resize(1);
         src = p->scratch.data();
       }
-      if (blocking) MCR_MPI_CHECK(MPI_Alltoallv(src, sc, sd, dt, a.out, rc, rd, dt, g.comm));
-      else MCR_MPI_CHECK(MPI_Ialltoallv(src, sc, sd, dt, a.out, rc, rd, dt, g.comm, req));
+      if (blocking)
+        MCR_MPI_CHECK(MPI_Alltoallv(src, sc, sd, dt, a.out, rc, rd, dt, g.comm));
+      else
+        MCR_MPI_CHECK(MPI_Ialltoallv(src, sc, sd, dt, a.out, rc, rd, dt, g.comm, req));
       break;
     }
     case OpType::barrier:
-      if (blocking) MCR_MPI_CHECK(MPI_Barrier(g.comm));
-      else MCR_MPI_CHECK(MPI_Ibarrier(g.comm, req));
+      if (blocking)
+        MCR_MPI_CHECK(MPI_Barrier(g.comm));
+      else
+        MCR_MPI_CHECK(MPI_Ibarrier(g.comm, req));
       break;
   }
   if (blocking) {
