@@ -87,6 +87,7 @@ OpCase random_case(Rng& rng, int size, const std::vector<std::string>& backends,
   c.async = rng.chance(50);
   c.backend = rng.pick(backends);
   c.salt = index;
+  c.tag = index % 30000;  // outstanding exchanges between the same pair carry different tags
   if (c.op == OpType::send) {
     c.root = size == 1 ? 0 : 1 + static_cast<int>(rng.below(static_cast<std::size_t>(size - 1)));
     if (size == 1) c.async = true;  // an exchange with itself must not block in send

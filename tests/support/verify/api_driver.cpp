@@ -35,7 +35,7 @@ std::vector<Work> issue(Communicator& comm, const PreparedCase& c, const Placeme
     case OpType::recv: {
       const int dst = c.p2p_destination();
       const int src = c.p2p_source();
-      opts.tag = k.salt % 30000;
+      opts.tag = k.tag;
       if (k.async) {
         works.push_back(comm.irecv(out, src, opts));
         works.push_back(comm.isend(in, dst, opts));

@@ -40,7 +40,7 @@ inline std::vector<detail::OpArgs> backend_args(const PreparedCase& c, const Pla
       recv.op_name = to_string(OpType::recv);
       recv.in = nullptr;
       recv.root = c.p2p_source();
-      recv.tag = k.salt % 30000;
+      recv.tag = k.tag;
       detail::OpArgs send = recv;
       send.op = OpType::send;
       send.op_name = to_string(OpType::send);

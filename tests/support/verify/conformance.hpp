@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 #include <vector>
 
 #include "prepared_case.hpp"
@@ -42,5 +43,10 @@ std::vector<OpCase> conformance_cases(OpType op, int size, const MatrixOptions& 
                                       int first_salt = 1);
 /// The cases of every operation of tested_ops() (barrier included), in that order.
 std::vector<OpCase> conformance_cases(int size, const MatrixOptions& options);
+
+/// Why `c` on a group of `size` ranks is a known gap of its backend, empty when it is not one. A
+/// consumer reports a failing known gap as such instead of failing, and a passing one silently;
+/// each entry names the defect, to be removed with its fix (docs/testing.md).
+std::string_view known_gap(const OpCase& c, int size);
 
 }  // namespace mcr::test

@@ -62,7 +62,7 @@ std::string describe(const OpCase& c) {
                    c.async ? "async" : "sync");
   switch (c.op) {
     case OpType::send:
-      s += fmt::format(" shift={}", c.root);
+      s += fmt::format(" shift={} tag={}", c.root, c.tag);
       break;
     case OpType::broadcast:
     case OpType::reduce:

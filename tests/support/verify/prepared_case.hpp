@@ -27,7 +27,10 @@ struct OpCase {
   /// rank - root (mod size); a synchronous exchange needs 0 < root < size.
   int root = 0;
   std::string backend;  ///< forced through CallOptions::backend; empty: the runtime's selection
-  int salt = 0;         ///< varies values (and the p2p tag) between cases
+  int salt = 0;         ///< varies values between cases
+  /// Send/recv tag. The conformance cases use 0, which every backend matches (NCCL has no tags);
+  /// tag matching has tests of its own, and the mixing test varies tags.
+  int tag = 0;
 };
 
 /// Whether `op` has an in-place form (communicator.hpp documents each one's convention).
