@@ -61,7 +61,9 @@ void run_cases(int rank, Backend& backend, const std::vector<OpCase>& cases, Mod
     std::vector<std::unique_ptr<PreparedCase>> batch;
     std::vector<std::unique_ptr<detail::PendingOp>> pending;
     for (std::size_t i = first; i < end; ++i) {
-      auto c = std::make_unique<PreparedCase>(cases[i], rank, backend.size());
+      OpCase k = cases[i];
+      k.backend = backend.name();  // for the messages: the backend runs it, not a selection
+      auto c = std::make_unique<PreparedCase>(k, rank, backend.size());
       for (OpArgs a : backend_args(*c, c->host(), sequence++)) {
         a.timeout = 20s;
         const bool p2p = a.op == OpType::send || a.op == OpType::recv;
