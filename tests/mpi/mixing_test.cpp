@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 
 #include "harness.hpp"
-#include "op_case.hpp"
+#include "verify/api_driver.hpp"
 
 namespace mcr::test {
 namespace {
@@ -87,6 +87,7 @@ OpCase random_case(Rng& rng, int size, const std::vector<std::string>& backends,
   c.async = rng.chance(50);
   c.backend = rng.pick(backends);
   c.salt = index;
+  c.tag = index % 30000;  // outstanding exchanges between the same pair carry different tags
   if (c.op == OpType::send) {
     c.root = size == 1 ? 0 : 1 + static_cast<int>(rng.below(static_cast<std::size_t>(size - 1)));
     if (size == 1) c.async = true;  // an exchange with itself must not block in send
@@ -98,7 +99,7 @@ OpCase random_case(Rng& rng, int size, const std::vector<std::string>& backends,
 
 struct Outstanding {
   int index;
-  std::unique_ptr<PreparedOp> op;
+  std::unique_ptr<PreparedCase> op;
   std::vector<Work> works;
 };
 
@@ -139,10 +140,10 @@ class SequenceRunner {
   }
 
   void step(const OpCase& c, int index) {
-    auto op = std::make_unique<PreparedOp>(comm_, c);
+    auto op = std::make_unique<PreparedCase>(c, comm_.rank(), comm_.size());
     std::vector<Work> works;
     try {
-      works = op->issue(comm_);
+      works = issue(comm_, *op, op->host());
     } catch (const UnsupportedError&) {
       ++stats_.unsupported;  // rank-invariant: every rank skips it
       return;

@@ -1,11 +1,13 @@
-// The Gloo backend run as N ranks on N threads through a TCP store: every collective x dtype x
-// count x placement against locally computed references, synchronously (inline fast path) and
-// asynchronously (worker thread, waited in reverse order); p2p rings; strided sub-groups;
-// timeouts; capability answers.
+// The Gloo backend run as N ranks on N threads through a TCP store: the conformance cases of
+// verify/conformance.hpp (every collective x dtype x count x placement x root, plus the send/recv
+// exchange) driven through the backend directly and checked against the verification library's
+// references, synchronously (inline fast path) and asynchronously (worker thread, waited in
+// reverse order); p2p rings; strided sub-groups; timeouts; capability answers.
 #include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -15,8 +17,9 @@
 
 #include "backends/gloo/gloo_backend.hpp"
 #include "mcr/errors.hpp"
-#include "op_cases.hpp"
 #include "thread_world.hpp"
+#include "verify/backend_args.hpp"
+#include "verify/conformance.hpp"
 
 namespace mcr::test {
 namespace {
@@ -25,8 +28,6 @@ using namespace std::chrono_literals;
 using detail::Backend;
 using detail::Bootstrap;
 using detail::OpArgs;
-
-constexpr std::size_t kCounts[] = {0, 1, 7, 1000};
 
 std::string join(const std::vector<std::string>& lines) {
   std::string s;
@@ -37,42 +38,67 @@ std::string join(const std::vector<std::string>& lines) {
 
 enum class Mode { sync_inline, async_batched };
 
-// Runs every collective case on one rank; throws with the first few wrong results.
-void run_all_collectives(int rank, Backend& backend, Mode mode) {
+// Every reduce op at one count; sum and avg/bxor at the others keep the run short.
+MatrixOptions thread_rank_options() {
+  MatrixOptions o;
+  o.counts = {0, 1, 7, 1000};
+  o.every_reduce_op_at = {7};
+  o.sync_and_async = false;  // the mode is the driver's choice here
+  return o;
+}
+
+// Operations started together in async_batched mode before any is waited for.
+constexpr std::size_t kBatch = 24;
+
+// Runs `cases` on one rank; throws with the first few wrong results. A send/recv exchange always
+// starts both halves asynchronously: blocking halves of a ring would wait on each other.
+void run_cases(int rank, Backend& backend, const std::vector<OpCase>& cases, Mode mode,
+               const std::string& where = {}) {
   std::vector<std::string> wrong;
-  std::uint64_t next_id = 1;
-  for (DType dtype : kAllDTypes) {
-    for (std::size_t count : kCounts) {
-      for (bool in_place : {false, true}) {
-        // Every reduce op at one count; sum and avg/bxor at the others keep the run short.
-        auto cases = collective_cases(rank, backend.size(), dtype, count, in_place, next_id,
-                                      /*every_reduce_op=*/count == 7);
-        if (mode == Mode::sync_inline) {
-          for (auto& c : cases) {
-            c->args.may_block = true;
-            c->args.timeout = 20s;
-            wait_for(backend.start(c->args));
-            if (auto why = c->check(*c); !why.empty()) wrong.push_back(c->name + ": " + why);
-          }
+  std::uint64_t sequence = 1;
+  for (std::size_t first = 0; first < cases.size(); first += kBatch) {
+    const std::size_t end = std::min(cases.size(), first + kBatch);
+    std::vector<std::unique_ptr<PreparedCase>> batch;
+    std::vector<std::unique_ptr<detail::PendingOp>> pending;
+    for (std::size_t i = first; i < end; ++i) {
+      OpCase k = cases[i];
+      k.backend = backend.name();  // for the messages: the backend runs it, not a selection
+      auto c = std::make_unique<PreparedCase>(k, rank, backend.size());
+      for (OpArgs a : backend_args(*c, c->host(), sequence++)) {
+        a.timeout = 20s;
+        const bool p2p = a.op == OpType::send || a.op == OpType::recv;
+        a.async = mode == Mode::async_batched || p2p;
+        a.may_block = !a.async;
+        if (a.async) {
+          pending.push_back(backend.start(a));
         } else {
-          std::vector<std::unique_ptr<detail::PendingOp>> pending;
-          for (auto& c : cases) {
-            c->args.async = true;
-            c->args.timeout = 20s;
-            pending.push_back(backend.start(c->args));
-          }
-          // Waiting in reverse issue order must still complete everything.
-          for (auto it = pending.rbegin(); it != pending.rend(); ++it)
-            wait_for(std::move(*it));
-          for (auto& c : cases) {
-            if (auto why = c->check(*c); !why.empty()) wrong.push_back(c->name + ": " + why);
-          }
+          wait_for(backend.start(a));
         }
-        if (wrong.size() > 10) throw std::runtime_error(join(wrong));
       }
+      if (mode == Mode::sync_inline) {
+        for (auto& p : pending)
+          wait_for(std::move(p));
+        pending.clear();
+      }
+      batch.push_back(std::move(c));
     }
+    // Waiting in reverse issue order must still complete everything.
+    for (auto it = pending.rbegin(); it != pending.rend(); ++it)
+      wait_for(std::move(*it));
+    for (const auto& c : batch) {
+      if (auto why = c->verify(); !why.empty())
+        wrong.push_back(where + describe(c->spec()) + ": " + why);
+    }
+    if (wrong.size() > 10) throw std::runtime_error(join(wrong));
   }
   if (!wrong.empty()) throw std::runtime_error(join(wrong));
+}
+
+void run_all_collectives(int rank, Backend& backend, Mode mode) {
+  const auto cases = conformance_cases(backend.size(), thread_rank_options());
+  if (rank == 0)
+    std::printf("[ gloo ] %zu cases per rank at %d ranks\n", cases.size(), backend.size());
+  run_cases(rank, backend, cases, mode);
 }
 
 class GlooRanks : public ::testing::TestWithParam<int> {};
@@ -252,31 +278,19 @@ TEST_P(GlooRanks, StridedSubgroupRunsItsOwnCollectives) {
       if (sub->rank() != sub_rank || sub->size() != static_cast<int>(members.size())) {
         throw std::runtime_error("wrong sub-group rank/size");
       }
-      std::uint64_t next_id = 1000;
-      for (DType dtype : {DType::f32, DType::bf16, DType::i64}) {
-        for (bool in_place : {false, true}) {
-          auto cases = collective_cases(sub_rank, sub->size(), dtype, 7, in_place, next_id);
-          for (auto& c : cases) {
-            c->args.may_block = true;
-            c->args.timeout = 20s;
-            wait_for(sub->start(c->args));
-            if (auto why = c->check(*c); !why.empty()) {
-              throw std::runtime_error("sub-group " + c->name + ": " + why);
-            }
-          }
-        }
-      }
+      MatrixOptions sub_options;
+      sub_options.counts = {7};
+      sub_options.dtypes = {DType::f32, DType::bf16, DType::i64};
+      sub_options.sync_and_async = false;
+      run_cases(sub_rank, *sub, conformance_cases(sub->size(), sub_options), Mode::sync_inline,
+                "sub-group ");
     }
     // The parent keeps working after (and independently of) the split.
-    std::uint64_t next_id = 5000;
-    auto cases = collective_cases(rank, n, DType::i32, 7, false, next_id);
-    for (auto& c : cases) {
-      c->args.async = true;
-      c->args.timeout = 20s;
-      wait_for(b.start(c->args));
-      if (auto why = c->check(*c); !why.empty())
-        throw std::runtime_error("parent " + c->name + ": " + why);
-    }
+    MatrixOptions parent_options;
+    parent_options.counts = {7};
+    parent_options.dtypes = {DType::i32};
+    parent_options.sync_and_async = false;
+    run_cases(rank, b, conformance_cases(n, parent_options), Mode::async_batched, "parent ");
   });
   EXPECT_TRUE(failures.empty()) << join(failures);
 }

@@ -1,4 +1,4 @@
-#include "op_case.hpp"
+#include "prepared_case.hpp"
 
 #include <numeric>
 #include <stdexcept>
@@ -22,10 +22,6 @@ std::vector<std::size_t> offsets_of(const std::vector<std::size_t>& counts) {
 // Index space of all_to_all_v values: element i of the chunk a rank sends to `dst`. The stride only
 // has to keep chunks of different destinations apart.
 constexpr std::size_t kChunkStride = 1000003;
-
-int gcd(int a, int b) {
-  return b == 0 ? a : gcd(b, a % b);
-}
 
 }  // namespace
 
@@ -58,17 +54,6 @@ std::vector<OpType> tested_ops() {
   return ops;
 }
 
-std::size_t gather_v_count(std::size_t base, int rank) {
-  return rank % 3 == 1 ? 0 : base + 3 * static_cast<std::size_t>(rank);
-}
-
-std::size_t all_to_all_v_count(std::size_t base, int src, int dst, bool symmetric) {
-  if (symmetric) {
-    return (src + dst) % 3 == 1 ? 0 : base + static_cast<std::size_t>(src + dst);
-  }
-  return (src + 2 * dst) % 3 == 1 ? 0 : base + static_cast<std::size_t>(3 * src + dst);
-}
-
 std::string describe(const OpCase& c) {
   std::string s = fmt::format("{} {}", c.op == OpType::send ? "send/recv" : to_string(c.op),
                               to_string(c.dtype));
@@ -77,7 +62,7 @@ std::string describe(const OpCase& c) {
                    c.async ? "async" : "sync");
   switch (c.op) {
     case OpType::send:
-      s += fmt::format(" shift={}", c.root);
+      s += fmt::format(" shift={} tag={}", c.root, c.tag);
       break;
     case OpType::broadcast:
     case OpType::reduce:
@@ -92,8 +77,14 @@ std::string describe(const OpCase& c) {
   return s;
 }
 
-PreparedOp::PreparedOp(const Communicator& comm, const OpCase& c)
-    : case_(c), rank_(comm.rank()), size_(comm.size()) {
+std::string combination(const OpCase& c) {
+  return fmt::format("{} {}{}", c.op == OpType::send ? "send/recv" : to_string(c.op),
+                     to_string(c.dtype),
+                     is_reduction(c.op) ? fmt::format(" {}", to_string(c.reduce)) : "");
+}
+
+PreparedCase::PreparedCase(const OpCase& c, int rank, int size)
+    : case_(c), rank_(rank), size_(size) {
   switch (c.op) {
     case OpType::send:
     case OpType::recv:
@@ -127,27 +118,24 @@ PreparedOp::PreparedOp(const Communicator& comm, const OpCase& c)
 }
 
 template <class F>
-void PreparedOp::expect(Target target, std::size_t offset, std::size_t n, const std::string& what,
-                        F&& value) {
+void PreparedCase::expect(Target target, std::size_t offset, std::size_t n, const std::string& what,
+                          F&& value) {
   Check check{target, offset, Buffer(case_.dtype, n), {}, what};
   for (std::size_t i = 0; i < n; ++i)
     check.expected.set(i, value(i));
   checks_.push_back(std::move(check));
 }
 
-void PreparedOp::expect_unchanged(Target target, const std::string& what) {
-  const Buffer& b = buffer(target);
-  expect(target, 0, b.count(), what, [&](std::size_t i) {
-    return is_integer(b.dtype()) ? b.get_int(i) : static_cast<std::int64_t>(b.get_real(i));
-  });
+void PreparedCase::expect_unchanged(Target target, const std::string& what) {
+  checks_.push_back(Check{target, 0, buffer(target), {}, what});  // a copy of what it holds now
 }
 
-void PreparedOp::fill_sentinel(Buffer& b) {
+void PreparedCase::fill_sentinel(Buffer& b) {
   const std::int64_t s = sentinel_value(b.dtype());
   fill(b, 0, b.count(), [s](std::size_t) { return s; });
 }
 
-void PreparedOp::prepare_p2p() {
+void PreparedCase::prepare_p2p() {
   const int shift = case_.root;
   if (!case_.async && shift % size_ == 0) {
     throw std::logic_error("test bug: a synchronous send/recv exchange with itself would block");
@@ -163,7 +151,7 @@ void PreparedOp::prepare_p2p() {
   expect_unchanged(Target::input, "send buffer");
 }
 
-void PreparedOp::prepare_broadcast() {
+void PreparedCase::prepare_broadcast() {
   const std::size_t n = case_.count;
   output_ = Buffer(case_.dtype, n);
   if (rank_ == case_.root) {
@@ -175,7 +163,7 @@ void PreparedOp::prepare_broadcast() {
          [&](std::size_t i) { return data(case_.root, i); });
 }
 
-void PreparedOp::prepare_reduction() {
+void PreparedCase::prepare_reduction() {
   const std::size_t n = case_.count;
   const bool scatter = case_.op == OpType::reduce_scatter;
   const std::size_t in_count = scatter ? n * static_cast<std::size_t>(size_) : n;
@@ -209,7 +197,7 @@ void PreparedOp::prepare_reduction() {
          });
 }
 
-void PreparedOp::prepare_gather_like() {
+void PreparedCase::prepare_gather_like() {
   const std::size_t n = case_.count;
   std::vector<std::size_t> counts(static_cast<std::size_t>(size_), n);
   if (case_.op == OpType::all_gather_v) {
@@ -241,7 +229,7 @@ void PreparedOp::prepare_gather_like() {
   }
 }
 
-void PreparedOp::prepare_scatter() {
+void PreparedCase::prepare_scatter() {
   const std::size_t n = case_.count;
   const bool root = rank_ == case_.root;
   input_ = Buffer(case_.dtype, root ? n * static_cast<std::size_t>(size_) : 0);
@@ -256,7 +244,7 @@ void PreparedOp::prepare_scatter() {
   expect(Target::output, 0, n, "output", [&](std::size_t i) { return data(rank_, i); });
 }
 
-void PreparedOp::prepare_all_to_all() {
+void PreparedCase::prepare_all_to_all() {
   const std::size_t n = case_.count;
   const std::size_t total_count = n * static_cast<std::size_t>(size_);
   input_ = Buffer(case_.dtype, total_count);
@@ -275,7 +263,7 @@ void PreparedOp::prepare_all_to_all() {
   }
 }
 
-void PreparedOp::prepare_all_to_all_v() {
+void PreparedCase::prepare_all_to_all_v() {
   const std::size_t n = case_.count;
   const auto p = static_cast<std::size_t>(size_);
   counts_a_.assign(p, 0);
@@ -307,125 +295,90 @@ void PreparedOp::prepare_all_to_all_v() {
   }
 }
 
-std::vector<Work> PreparedOp::issue(Communicator& comm, std::chrono::milliseconds timeout) {
-  CallOptions opts;
-  opts.backend = case_.backend;
-  opts.timeout = timeout;
-  const bool a = case_.async;
+Operands PreparedCase::operands() const {
   const std::size_t n = case_.count;
+  const bool root = rank_ == case_.root;
   const auto slot = [n](int r) { return static_cast<std::size_t>(r) * n; };
-  std::vector<Work> works;
-  auto run = [&](auto sync_call, auto async_call) {
-    if (a) {
-      works.push_back(async_call());
-    } else {
-      sync_call();
-    }
-  };
-
+  const Region input{Target::input, 0, input_.count()};
+  const Region output{Target::output, 0, output_.count()};
+  const Region null{};
+  Operands o;
+  o.counts_a = counts_a_;
+  o.counts_b = counts_b_;
+  // The aliasing below is the convention of communicator.hpp; `in_place` is what the communicator
+  // derives from it (an empty slot at offset 0 of an empty buffer is not in place for the rooted
+  // and scattering forms).
   switch (case_.op) {
     case OpType::send:
-    case OpType::recv: {
-      const int dst = (rank_ + case_.root) % size_;
-      const int src = ((rank_ - case_.root) % size_ + size_) % size_;
-      opts.tag = case_.salt % 30000;
-      if (a) {
-        works.push_back(comm.irecv(output_.tensor(), src, opts));
-        works.push_back(comm.isend(input_.tensor(), dst, opts));
-      } else if (rank_ < gcd(size_, case_.root % size_)) {
-        // The exchange decomposes into cycles; the lowest rank of each receives first so that
-        // blocking sends cannot wait on each other in a circle.
-        comm.recv(output_.tensor(), src, opts);
-        comm.send(input_.tensor(), dst, opts);
-      } else {
-        comm.send(input_.tensor(), dst, opts);
-        comm.recv(output_.tensor(), src, opts);
-      }
+    case OpType::recv:
+      o.in = input;
+      o.out = output;
       break;
-    }
     case OpType::broadcast:
-      run([&] { comm.broadcast(output_.tensor(), case_.root, opts); },
-          [&] { return comm.ibroadcast(output_.tensor(), case_.root, opts); });
+      o.in = o.out = output;
+      o.single_tensor = o.in_place = true;
       break;
     case OpType::reduce:
-      if (case_.in_place) {
-        run([&] { comm.reduce(input_.tensor(), case_.reduce, case_.root, opts); },
-            [&] { return comm.ireduce(input_.tensor(), case_.reduce, case_.root, opts); });
-      } else {
-        // Non-roots pass an empty output (allowed by the API) with a null pointer.
-        const Tensor out = rank_ == case_.root ? output_.tensor() : Tensor(nullptr, 0, case_.dtype);
-        run([&] { comm.reduce(input_.tensor(), out, case_.reduce, case_.root, opts); },
-            [&] { return comm.ireduce(input_.tensor(), out, case_.reduce, case_.root, opts); });
-      }
-      break;
     case OpType::all_reduce:
+      o.in = input;
       if (case_.in_place) {
-        run([&] { comm.all_reduce(input_.tensor(), case_.reduce, opts); },
-            [&] { return comm.iall_reduce(input_.tensor(), case_.reduce, opts); });
+        o.out = input;
+        o.single_tensor = true;
+        o.in_place = case_.op == OpType::all_reduce || root;
       } else {
-        run([&] { comm.all_reduce(input_.tensor(), output_.tensor(), case_.reduce, opts); },
-            [&] {
-              return comm.iall_reduce(input_.tensor(), output_.tensor(), case_.reduce, opts);
-            });
+        o.out = case_.op == OpType::all_reduce || root ? output : null;
       }
       break;
-    case OpType::all_gather: {
-      const Tensor in = case_.in_place ? output_.slice(slot(rank_), n) : input_.tensor();
-      run([&] { comm.all_gather(in, output_.tensor(), opts); },
-          [&] { return comm.iall_gather(in, output_.tensor(), opts); });
+    case OpType::all_gather:
+      o.in = case_.in_place ? Region{Target::output, slot(rank_), n} : input;
+      o.out = output;
+      o.in_place = case_.in_place;
       break;
-    }
     case OpType::all_gather_v: {
-      const auto offsets = offsets_of(counts_a_);
-      const auto ur = static_cast<std::size_t>(rank_);
-      const Tensor in =
-          case_.in_place ? output_.slice(offsets[ur], counts_a_[ur]) : input_.tensor();
-      run([&] { comm.all_gather_v(in, output_.tensor(), counts_a_, opts); },
-          [&] { return comm.iall_gather_v(in, output_.tensor(), counts_a_, opts); });
+      std::size_t offset = 0;
+      for (int r = 0; r < rank_; ++r)
+        offset += counts_a_[static_cast<std::size_t>(r)];
+      o.in = case_.in_place
+                 ? Region{Target::output, offset, counts_a_[static_cast<std::size_t>(rank_)]}
+                 : input;
+      o.out = output;
+      o.in_place = case_.in_place;
       break;
     }
-    case OpType::gather: {
-      const bool root = rank_ == case_.root;
-      const Tensor out = root ? output_.tensor() : Tensor(nullptr, 0, case_.dtype);
-      const Tensor in = case_.in_place && root ? output_.slice(slot(rank_), n) : input_.tensor();
-      run([&] { comm.gather(in, out, case_.root, opts); },
-          [&] { return comm.igather(in, out, case_.root, opts); });
+    case OpType::gather:
+      o.in = case_.in_place && root ? Region{Target::output, slot(rank_), n} : input;
+      o.out = root ? output : null;
+      o.in_place = case_.in_place && root && n > 0;
       break;
-    }
-    case OpType::scatter: {
-      const bool root = rank_ == case_.root;
-      const Tensor in = root ? input_.tensor() : Tensor(nullptr, 0, case_.dtype);
-      const Tensor out = case_.in_place && root ? input_.slice(slot(rank_), n) : output_.tensor();
-      run([&] { comm.scatter(in, out, case_.root, opts); },
-          [&] { return comm.iscatter(in, out, case_.root, opts); });
+    case OpType::scatter:
+      o.in = root ? input : null;
+      o.out = case_.in_place && root ? Region{Target::input, slot(rank_), n} : output;
+      o.in_place = case_.in_place && root && n > 0;
       break;
-    }
-    case OpType::reduce_scatter: {
-      const Tensor out = case_.in_place ? input_.slice(slot(rank_), n) : output_.tensor();
-      run([&] { comm.reduce_scatter(input_.tensor(), out, case_.reduce, opts); },
-          [&] { return comm.ireduce_scatter(input_.tensor(), out, case_.reduce, opts); });
+    case OpType::reduce_scatter:
+      o.in = input;
+      o.out = case_.in_place ? Region{Target::input, slot(rank_), n} : output;
+      o.in_place = case_.in_place && n > 0;
       break;
-    }
-    case OpType::all_to_all: {
-      const Tensor out = case_.in_place ? input_.tensor() : output_.tensor();
-      run([&] { comm.all_to_all(input_.tensor(), out, opts); },
-          [&] { return comm.iall_to_all(input_.tensor(), out, opts); });
+    case OpType::all_to_all:
+    case OpType::all_to_all_v:
+      o.in = input;
+      o.out = case_.in_place ? input : output;
+      o.in_place = case_.in_place;
       break;
-    }
-    case OpType::all_to_all_v: {
-      const Tensor out = case_.in_place ? input_.tensor() : output_.tensor();
-      run([&] { comm.all_to_all_v(input_.tensor(), counts_a_, out, counts_b_, opts); },
-          [&] { return comm.iall_to_all_v(input_.tensor(), counts_a_, out, counts_b_, opts); });
-      break;
-    }
     case OpType::barrier:
-      run([&] { comm.barrier(opts); }, [&] { return comm.ibarrier(opts); });
       break;
   }
-  return works;
+  return o;
 }
 
-std::string PreparedOp::verify() const {
+void* PreparedCase::address(const Placement& p, const Region& r) const {
+  if (r.target == Target::none) return nullptr;
+  auto* base = static_cast<std::byte*>(r.target == Target::input ? p.input : p.output);
+  return base + r.offset * dtype_size(case_.dtype);
+}
+
+std::string PreparedCase::verify() const {
   std::string problems;
   for (const Check& c : checks_) {
     const Buffer& got = buffer(c.target);
@@ -433,6 +386,11 @@ std::string PreparedOp::verify() const {
                                  ? compare_exact(got, c.offset, c.expected)
                                  : compare_close(got, c.offset, c.expected_avg, 2.0);
     if (!diff.empty()) problems += fmt::format("{}: {}\n", c.what, diff);
+  }
+  for (Target t : {Target::input, Target::output}) {
+    if (const std::string damage = buffer(t).guard_damage(); !damage.empty()) {
+      problems += fmt::format("{} buffer {}\n", t == Target::input ? "input" : "output", damage);
+    }
   }
   return problems;
 }

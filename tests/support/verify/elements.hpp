@@ -1,13 +1,13 @@
-// Host buffers and reference values for the multi-rank tests.
+// Element codec, host buffers and the result checker of the verification library.
 //
 // Every value a test puts into a buffer is an integer chosen so that it, and every partial result
 // of the reductions the tests run on it, is exactly representable in the element type (f16 holds
 // integers up to 2048 exactly, bf16 up to 256, i8 up to 127). Expected results are therefore
-// computed here in 64-bit integers, independently of the runtime, and compared exactly; only avg
-// (a division) is compared with a tolerance of a few units in the last place.
+// computed in 64-bit integers, independently of the runtime, and compared exactly; only avg (a
+// division) is compared with a tolerance of a few units in the last place.
 //
-// The f16/bf16 encodings below are written out by hand on purpose: they must not share code with
-// the runtime's own conversions, which the tests check.
+// The f16/bf16 encodings in elements.cpp are written out by hand on purpose: they must not share
+// code with the runtime's own conversions (mcr::Half, mcr::BFloat16), which the tests check.
 #pragma once
 
 #include <cstddef>
@@ -20,52 +20,58 @@
 
 namespace mcr::test {
 
+/// IEEE binary16 / bfloat16 bits of integer `v`; throws std::logic_error when `v` is not exactly
+/// representable (a test bug: the value patterns must stay exact).
+std::uint16_t f16_bits_of_integer(std::int64_t v);
+std::uint16_t bf16_bits_of_integer(std::int64_t v);
+/// The real value of binary16 / bfloat16 bits (subnormals, infinities and NaN included).
+double f16_value(std::uint16_t bits);
+double bf16_value(std::uint16_t bits);
+
+/// Writes integer `value` as one element of `dtype` at `p`: exact for the values the patterns of
+/// values.hpp produce; integer types wrap around like the type's own arithmetic.
+void encode_element(DType dtype, std::int64_t value, void* p);
+/// The element at `p` as a double (any type; i64 beyond 2^53 rounds).
+double decode_real(DType dtype, const void* p);
+/// The element at `p` as an integer (floating types truncate).
+std::int64_t decode_int(DType dtype, const void* p);
+
 /// A host buffer of `count` elements of `dtype`, 8-byte aligned, never with a null data pointer.
+/// A few guard elements follow the last one: an operation that writes past the end of a buffer it
+/// was given shows in guard_damage().
 class Buffer {
  public:
-  Buffer() = default;
+  static constexpr std::size_t kGuardBytes = 16;
+
+  Buffer() : Buffer(DType::u8, 0) {}
   Buffer(DType dtype, std::size_t count);
 
   DType dtype() const noexcept { return dtype_; }
   std::size_t count() const noexcept { return count_; }
   void* data() noexcept { return storage_.data(); }
   const void* data() const noexcept { return storage_.data(); }
+  /// Bytes of the elements plus the guard: what a device mirror copies.
+  std::size_t storage_bytes() const noexcept { return count_ * dtype_size(dtype_) + kGuardBytes; }
 
   /// The whole buffer as a tensor.
   Tensor tensor() noexcept { return {data(), count_, dtype_}; }
   /// Elements [offset, offset + n) as a tensor (computed here, not with Tensor::slice).
   Tensor slice(std::size_t offset, std::size_t n);
 
-  /// Stores integer `value` at `index`: exact for the values the patterns below produce; integer
-  /// types wrap around like the type's own arithmetic.
   void set(std::size_t index, std::int64_t value);
-  /// The element as a double (floating types) or as an integer (integer types).
   double get_real(std::size_t index) const;
   std::int64_t get_int(std::size_t index) const;
 
+  /// Empty while the guard after the last element is intact, else which guard bytes changed.
+  std::string guard_damage() const;
+
  private:
+  void* at(std::size_t index) const;
+
   DType dtype_ = DType::u8;
   std::size_t count_ = 0;
   std::vector<std::uint64_t> storage_;
 };
-
-/// Value that a data-movement test puts at `index` of `rank`'s buffer: distinct across ranks and
-/// neighbouring indices, exactly representable in `dtype`. For 8-byte types the rank also lands in
-/// bits above 2^36, so a transfer that truncates elements to 4 bytes shows.
-std::int64_t data_value(DType dtype, int rank, std::size_t index, int salt);
-/// A value no data_value and no small reduction result ever takes: what untouched outputs hold.
-std::int64_t sentinel_value(DType dtype);
-
-/// Operand of reduction `op` over `size` ranks, chosen so that the result and every partial result
-/// are exact in `dtype` (sums stay within +-120, products within 2^size), see the file comment.
-std::int64_t reduce_operand(ReduceOp op, DType dtype, int rank, std::size_t index, int size,
-                            int salt);
-/// The reduction over ranks 0..size-1 of reduce_operand(op, dtype, rank, index, size, salt),
-/// computed in 64-bit integers (wrapped to `dtype` by Buffer::set). For avg this is the sum; the
-/// caller divides (see expected_avg).
-std::int64_t reduce_reference(ReduceOp op, DType dtype, std::size_t index, int size, int salt);
-/// avg's reference: the exact sum divided by the group size.
-double expected_avg(DType dtype, std::size_t index, int size, int salt);
 
 /// Fills buffer elements [offset, offset + n) with value(i) for i in [0, n).
 template <class F>
@@ -75,7 +81,7 @@ void fill(Buffer& b, std::size_t offset, std::size_t n, F&& value) {
 }
 
 /// Compares `got` elements [got_offset, got_offset + expected.count()) with `expected` exactly.
-/// Empty when equal; otherwise how many differ and the first few (index, expected, got).
+/// Empty when equal; otherwise how many differ and the first few as "[index] expected E got G".
 std::string compare_exact(const Buffer& got, std::size_t got_offset, const Buffer& expected);
 /// As compare_exact, against real values, within `ulps` units in the last place of `got`'s dtype.
 std::string compare_close(const Buffer& got, std::size_t got_offset,
