@@ -1,9 +1,11 @@
 // Device copies of a prepared case's buffers, for running conformance cases on device tensors.
-// Built with CUDA this allocates device memory; without CUDA every device is reported absent (and
-// constructing a mirror throws), so tests need no #if of their own.
+// Built on the public mcr::DeviceBuffer: without CUDA (or a device) every device is reported
+// absent and constructing a mirror throws, so tests need no #if and no device runtime header.
 #pragma once
 
 #include <string>
+
+#include "mcr/device_buffer.hpp"
 
 #include "prepared_case.hpp"
 
@@ -19,18 +21,17 @@ int device_count();
 class DeviceMirror {
  public:
   DeviceMirror(PreparedCase& c, int index);
-  ~DeviceMirror();
   DeviceMirror(const DeviceMirror&) = delete;
   DeviceMirror& operator=(const DeviceMirror&) = delete;
 
-  Placement placement() const { return {input_, output_, Device::cuda(index_)}; }
+  Placement placement() const { return {input_.data(), output_.data(), Device::cuda(index_)}; }
   void download();
 
  private:
   PreparedCase& case_;
   int index_ = 0;
-  void* input_ = nullptr;
-  void* output_ = nullptr;
+  DeviceBuffer input_;
+  DeviceBuffer output_;
 };
 
 }  // namespace mcr::test
