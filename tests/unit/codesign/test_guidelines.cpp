@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "mcr/codesign/guidelines.hpp"
+#include "mcr/errors.hpp"
 
 namespace mcr::codesign {
 namespace {
@@ -30,7 +31,7 @@ TEST(Guidelines, Gpt3_2_7BHeadDim80) {
 }
 
 TEST(Guidelines, Gpt3_13BHidden5140) {
-  // 5140 = 64*80 + 20, and 5140/40 = 128.5 is not an integer head size.
+  // 5140 = 64*80 + 20; 40 heads of the printed d_head 128 give an attention width of 5120 != h.
   const auto fs = check_guidelines(load_preset("gpt3-13b"), a100());
   const Finding* h = find(fs, "hidden_alignment");
   ASSERT_NE(h, nullptr);
@@ -38,7 +39,8 @@ TEST(Guidelines, Gpt3_13BHidden5140) {
   EXPECT_NE(h->fix.find("5184"), std::string::npos) << h->fix;
   const Finding* heads = find(fs, "heads_divide_hidden");
   ASSERT_NE(heads, nullptr);
-  EXPECT_EQ(heads->severity, Severity::error);
+  EXPECT_EQ(heads->severity, Severity::warning);
+  EXPECT_NE(heads->message.find("5120"), std::string::npos) << heads->message;
 }
 
 TEST(Guidelines, Vocab50257) {
@@ -79,11 +81,11 @@ TEST(Guidelines, Llama2_7BAlignedShapePasses) {
 
 TEST(Guidelines, TensorParallelChecks) {
   ModelShape m = load_preset("gpt3-2.7b");
-  m.t = 3;  // (1 * 32) / 3 is not an integer; 2560/3 is not either
-  const auto fs = check_guidelines(m, a100());
-  ASSERT_NE(find(fs, "batch_heads_per_tp"), nullptr);
-  EXPECT_EQ(find(fs, "batch_heads_per_tp")->severity, Severity::error);
-  EXPECT_NE(find(fs, "tp_shard_alignment"), nullptr);
+  m.t = 3;  // 32 heads cannot be split over 3 ranks: not a shape, rejected before any check
+  EXPECT_THROW(check_guidelines(m, a100()), InvalidArgument);
+  m.t = 8;
+  m.d_ff = 10280;  // d_ff/t = 1285 is not a multiple of 64
+  EXPECT_NE(find(check_guidelines(m, a100()), "tp_shard_alignment"), nullptr);
   m.t = 16;  // h/t = 160 and t > 8
   EXPECT_NE(find(check_guidelines(m, a100()), "tp_size"), nullptr);
 }
