@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
 
 namespace mcr::codesign {
 namespace {
@@ -64,6 +65,11 @@ bool has_finding(const std::vector<Finding>& findings, const std::string& id) {
 
 std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& device,
                                       const ModelAnalysis& analysis) {
+  return check_guidelines(m, device, analysis, true);
+}
+
+std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& device,
+                                      const ModelAnalysis& analysis, bool quantify) {
   std::vector<Finding> out;
   const std::int64_t align = device.alignment_elements(m.dtype);
   const int eb = dtype_bytes(m.dtype);
@@ -169,6 +175,38 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
                     m.t > 8 ? "; t > 8 also crosses the usual NVLink domain" : ""),
         fmt::format("use t = {} and scale with pipeline or data parallelism instead",
                     std::max<std::int64_t>(1, std::min<std::int64_t>(8, m.h / 1024))));
+  }
+  // s is M and N (or K) of the attention BMMs; b*s is M of every dense GEMM.
+  const double tokens_factor =
+      alignment_tier_factor(device.efficiency, pow2_divisor(m.b * m.s) * eb);
+  if (m.s % align != 0) {
+    const std::int64_t up = round_up(m.s, align);
+    std::string effect = fmt::format("attention BMMs at the {}-byte tier", pow2_divisor(m.s) * eb);
+    if (quantify) {
+      ModelShape aligned = m;
+      aligned.s = up;
+      const double at_up = analyze(aligned, device, analysis.training).totals.mfu;
+      effect = fmt::format("predicted MFU {:.1f}% vs {:.1f}% at s = {}", 100 * analysis.totals.mfu,
+                           100 * at_up, up);
+    }
+    add(out, "seq_alignment", Severity::warning,
+        fmt::format("sequence length s = {} is not a multiple of {} ({}): {}", m.s, align, rule,
+                    effect),
+        fmt::format("use s = {} or s = {} (pack or pad sequences to a multiple of {})",
+                    std::max(align, round_down(m.s, align)), up, align));
+  }
+  if ((m.b * m.s) % align != 0) {
+    const std::int64_t step_s = align / std::gcd(m.b, align);  // s' with b*s' aligned
+    const std::int64_t step_b = align / std::gcd(m.s, align);  // b' with b'*s aligned
+    add(out, "tokens_alignment", Severity::warning,
+        fmt::format("tokens per microbatch b*s = {}*{} = {} is not a multiple of {}: M of every "
+                    "dense GEMM is {}-byte aligned (x{:.2f} on each GEMM's time)",
+                    m.b, m.s, m.b * m.s, align, pow2_divisor(m.b * m.s) * eb, tokens_factor),
+        fmt::format("use s = {} (b*s = {}){}", round_up(m.s, step_s), m.b * round_up(m.s, step_s),
+                    round_up(m.b, step_b) <= 16
+                        ? fmt::format(" or b = {} (b*s = {})", round_up(m.b, step_b),
+                                      round_up(m.b, step_b) * m.s)
+                        : std::string()));
   }
   // G9: the tail wave of a GEMM that matters.
   for (const GemmResult& r : analysis.layer) {
