@@ -114,5 +114,41 @@ TEST(Guidelines, WaveTail) {
   EXPECT_TRUE(found);
 }
 
+TEST(Guidelines, SequenceAndTokensAlignment) {
+  ModelShape m = load_preset("llama-2-7b");
+  const DeviceSpec h100 = device_from_catalog("h100-sxm");
+  m.s = 2047;
+  const auto fs = check_guidelines(m, h100);
+  const Finding* seq = find(fs, "seq_alignment");
+  ASSERT_NE(seq, nullptr);
+  EXPECT_NE(seq->fix.find("s = 2048"), std::string::npos) << seq->fix;
+  EXPECT_NE(seq->message.find("at s = 2048"), std::string::npos) << seq->message;
+  // 1000 is a multiple of 8 but not 64; 3 x 1000 = 3000 = 8 x 375: 16-byte aligned M, which the
+  // h100-sxm tiers price at x0.87.
+  m.s = 1000;
+  m.b = 3;
+  const auto fs2 = check_guidelines(m, h100);
+  const Finding* tokens = find(fs2, "tokens_alignment");
+  ASSERT_NE(tokens, nullptr);
+  EXPECT_NE(tokens->message.find("16-byte"), std::string::npos) << tokens->message;
+  EXPECT_NE(tokens->message.find("x0.87"), std::string::npos) << tokens->message;
+  EXPECT_NE(tokens->fix.find("s = 1024 (b*s = 3072)"), std::string::npos) << tokens->fix;
+  m.s = 4096;
+  m.b = 1;
+  EXPECT_EQ(find(check_guidelines(m, h100), "tokens_alignment"), nullptr);
+}
+
+TEST(Guidelines, MemoryFitNamesTheSizesAndALayoutThatFits) {
+  const ModelShape m = load_preset("mixtral-8x7b");
+  const DeviceSpec h100 = device_from_catalog("h100-sxm");
+  const auto fs = check_memory(m, h100, ParallelLayout{}, true);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].id, "memory_fit");
+  EXPECT_NE(fs[0].message.find("80 GB"), std::string::npos) << fs[0].message;
+  EXPECT_NE(fs[0].fix.find("--zero 3"), std::string::npos) << fs[0].fix;
+  // Llama-2-7B inference fits on one 80 GB device.
+  EXPECT_TRUE(check_memory(load_preset("llama-2-7b"), h100, ParallelLayout{}, false).empty());
+}
+
 }  // namespace
 }  // namespace mcr::codesign
