@@ -1,6 +1,6 @@
 // Shape guidelines from the co-design paper (vocab and hidden alignment, head-dim power of two,
-// (b*a)/t, sharded dims, SwiGLU width, flash head dim, TP size, wave tail), each with a concrete
-// fix.
+// sharded dims, SwiGLU width, flash head dim, TP size, wave tail) plus sequence and token alignment
+// and memory fit, each with a concrete fix. (b*a)/t is a validation rule (ModelShape::validate).
 #pragma once
 
 #include <string>
@@ -18,7 +18,7 @@ std::string to_string(Severity s);
 
 struct Finding {
   std::string id;  ///< stable key: vocab_alignment, hidden_alignment, heads_divide_hidden,
-                   ///< head_dim_pow2, batch_heads_per_tp, tp_shard_alignment, swiglu_dff,
+                   ///< head_dim_pow2, tp_shard_alignment, swiglu_dff,
                    ///< flash_head_dim, tp_size, wave_tail, seq_alignment,
                    ///< tokens_alignment, memory_fit
   Severity severity = Severity::warning;
