@@ -337,7 +337,8 @@ HfImport import_hf_config(const json& c) {
   m.tied_embeddings = tied.value_or(default_tying(type));
   if (!tied) {
     r.defaults.push_back(fmt::format("tied embeddings = {}: the {} default",
-                                     m.tied_embeddings ? "true" : "false", type));
+                                     m.tied_embeddings ? "true" : "false",
+                                     r.known_type ? type : std::string("llama")));
   }
 
   // What the importer cannot model, said out loud.

@@ -68,6 +68,8 @@ BuiltModel build_model_noted(const ModelFlags& f) {
       m = nlohmann::json::parse(in).get<ModelShape>();
     } catch (const nlohmann::json::exception& e) {
       throw InvalidArgument(fmt::format("--model '{}': {}", f.model_file, e.what()));
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("--model '{}': {}", f.model_file, e.what()));
     }
     built.source = fmt::format("model file {}", f.model_file);
   } else {
