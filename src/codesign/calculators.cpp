@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "mcr/codesign/analysis.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::codesign {
@@ -94,8 +95,15 @@ FlopCount count_flops(const ModelShape& model) {
   double logits = 0;
   for (const Gemm& g : logit_gemms(whole, false))
     logits += g.flops();
+  // Leading dense layers of an MoE model run the dense MLP, not the experts.
+  double dense = 0;
+  const double dense_count = whole.is_moe() ? dbl(whole.dense_layers) : 0.0;
+  if (dense_count > 0) {
+    for (const Gemm& g : layer_gemms(dense_layer_of(whole), false))
+      dense += g.flops();
+  }
   FlopCount f;
-  f.forward_per_step = dbl(whole.L) * layer + logits;
+  f.forward_per_step = (dbl(whole.L) - dense_count) * layer + dense_count * dense + logits;
   f.forward_per_token = f.forward_per_step / dbl(whole.b * whole.s);
   f.training_per_step = 3.0 * f.forward_per_step;
   f.training_recompute_per_step = 4.0 * f.forward_per_step;

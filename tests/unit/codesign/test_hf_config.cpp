@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "mcr/codesign/analysis.hpp"
 #include "mcr/codesign/calculators.hpp"
 #include "mcr/codesign/model.hpp"
 #include "mcr/errors.hpp"
@@ -125,6 +126,25 @@ TEST(HfConfig, FamilyDetailsReachTheShape) {
   EXPECT_EQ(load("bloom-560m").shape.position, PositionEmbedding::alibi);
   EXPECT_EQ(load("mpt-7b").shape.position, PositionEmbedding::alibi);
   EXPECT_EQ(load("deepseek-moe-16b").shape.dense_layers, 1);
+}
+
+TEST(HfConfig, LeadingDenseLayersAreTimedAsDense) {
+  // DeepSeekMoE 16B: layer 0 has a dense 10944-wide MLP, layers 1-27 the experts.
+  const ModelShape m = load("deepseek-moe-16b").shape;
+  const auto sum = [](const std::vector<Gemm>& gs) {
+    double f = 0;
+    for (const auto& g : gs)
+      f += g.flops();
+    return f;
+  };
+  const double moe = sum(layer_gemms(m, false));
+  const double dense = sum(layer_gemms(dense_layer_of(m), false));
+  const double logits = sum(logit_gemms(m, false));
+  EXPECT_NE(moe, dense);
+  EXPECT_DOUBLE_EQ(count_flops(m).forward_per_step, 27 * moe + dense + logits);
+  const ModelAnalysis a = analyze(m, device_from_catalog("h100-sxm"), false);
+  ASSERT_FALSE(a.dense_layer.empty());
+  EXPECT_DOUBLE_EQ(a.totals.step_flops, 27 * moe + dense + logits);
 }
 
 TEST(HfConfig, DefaultsMatchThePresetsAndSaySo) {
