@@ -147,6 +147,13 @@ std::string format_advice(const Advice& advice) {
     out += row(rank++, c.changes, c.params, c.param_delta, c.totals.tflops, c.totals.model_tflops,
                c.model_speedup, note);
   }
+  if (std::none_of(advice.candidates.begin(), advice.candidates.end(),
+                   [](const Candidate& c) { return c.significant; })) {
+    out += fmt::format(
+        "  No gain reaches the model's uncertainty ({:.0f}%): the shape is already on a good tier; "
+        "measure before changing it.\n",
+        100 * advice.uncertainty);
+  }
   return out;
 }
 
