@@ -227,7 +227,9 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
         o.top + static_cast<int>(single_fields.size())) {
       break;
     }
-    if (taken[i] || !seen.insert({all[i].shape.h, all[i].shape.a}).second) continue;
+    // Other one-field variants of a field already shown are the same idea.
+    if (taken[i] || all[i].fields_changed == 1) continue;
+    if (!seen.insert({all[i].shape.h, all[i].shape.a}).second) continue;
     advice.candidates.push_back(std::move(all[i]));
   }
   return advice;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <set>
 
 #include "mcr/codesign/advisor.hpp"
 #include "mcr/codesign/calculators.hpp"
@@ -48,6 +49,17 @@ TEST(Advisor, Gpt3_2_7BOnA100FindsFasterShapeWithinBudget) {
   EXPECT_DOUBLE_EQ(advice.input_analysis.totals.model_tflops,
                    analyze(m, d, false).totals.model_tflops);
   EXPECT_EQ(advice.tp_sizes, (std::vector<std::int64_t>{1, 2, 4, 8}));
+  // One-field changes come first, one per field; after them only bundles.
+  std::set<std::string> fields;
+  bool bundles = false;
+  for (const auto& c : advice.candidates) {
+    if (c.fields_changed == 1) {
+      EXPECT_FALSE(bundles) << c.changes;
+      EXPECT_TRUE(fields.insert(c.changes.substr(0, c.changes.find(' '))).second) << c.changes;
+    } else {
+      bundles = true;
+    }
+  }
 }
 
 TEST(Advisor, HeadDim128NeedsTheTpSizesThatAllowIt) {
