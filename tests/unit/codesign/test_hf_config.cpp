@@ -157,6 +157,16 @@ TEST(HfConfig, DefaultsMatchThePresetsAndSaySo) {
   for (const auto& d : r.defaults)
     said = said || d.find("32768") != std::string::npos;
   EXPECT_TRUE(said);
+  // Every preset that has a config fixture analyses the same s and attention as the config.
+  for (const char* name :
+       {"llama-2-7b", "llama-3-8b", "mixtral-8x7b", "pythia-1.4b", "gpt-neox-20b"}) {
+    const ModelShape c = load(name).shape;
+    const ModelShape p = load_preset(name);
+    EXPECT_EQ(c.s, p.s) << name;
+    if (p.attention == AttentionImpl::flash) {
+      EXPECT_EQ(c.attention, p.attention) << name;
+    }
+  }
 }
 
 TEST(HfConfig, EveryKeyOfTheFixturesIsAccountedFor) {
