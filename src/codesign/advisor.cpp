@@ -20,7 +20,8 @@ std::int64_t round_up(std::int64_t x, std::int64_t m) {
 
 std::string describe_changes(const ModelShape& from, const ModelShape& to) {
   std::string s;
-  const bool both_mha = from.kv_heads() == from.a && to.kv_heads() == to.a;
+  const bool both_mha = (from.kv_heads() == from.a && to.kv_heads() == to.a) ||
+                        (from.kv_heads() == 1 && to.kv_heads() == 1);
   for (const char* field : {"h", "a", "a_kv", "L", "d_ff", "v"}) {
     if (both_mha && std::string(field) == "a_kv") continue;  // follows a
     const std::int64_t x = get_dimension(from, field);
@@ -28,6 +29,41 @@ std::string describe_changes(const ModelShape& from, const ModelShape& to) {
     if (x != y) s += fmt::format("{}{} {}->{}", s.empty() ? "" : ", ", field, x, y);
   }
   return s.empty() ? "unchanged" : s;
+}
+
+int count_changes(const ModelShape& from, const ModelShape& to) {
+  int n = 0;
+  const bool both_mha = from.kv_heads() == from.a && to.kv_heads() == to.a;
+  const bool both_mqa = from.kv_heads() == 1 && to.kv_heads() == 1;
+  for (const char* field : {"h", "a", "a_kv", "L", "d_ff", "v"}) {
+    if ((both_mha || both_mqa) && std::string(field) == "a_kv") continue;  // follows a
+    if (get_dimension(from, field) != get_dimension(to, field)) ++n;
+  }
+  return n;
+}
+
+// A head count allows tensor parallelism t when t | a and a_kv splits (t | a_kv) or replicates
+// (a_kv | t) evenly: the rule ModelShape::validate() enforces for the model's own t.
+bool allows_tp(std::int64_t a, std::int64_t a_kv, const std::vector<std::int64_t>& sizes) {
+  return std::all_of(sizes.begin(), sizes.end(), [&](std::int64_t t) {
+    return a % t == 0 && (a_kv % t == 0 || t % a_kv == 0);
+  });
+}
+
+std::vector<std::int64_t> usable_tp_sizes(const ModelShape& m,
+                                          const std::vector<std::int64_t>& given) {
+  for (const std::int64_t t : given) {
+    if (t <= 0) throw InvalidArgument(fmt::format("--tp-sizes: {} must be >= 1", t));
+  }
+  if (!given.empty()) return given;
+  std::vector<std::int64_t> sizes{m.t};
+  for (const std::int64_t t : {2, 4, 8}) {
+    if (t != m.t && allows_tp(m.a, m.kv_heads(), {t})) sizes.push_back(t);
+  }
+  // A head count that allows no tensor parallelism at all (Falcon-7B's 71) is not worth keeping
+  // that way: candidates must then allow the common sizes.
+  if (sizes == std::vector<std::int64_t>{1}) sizes = {1, 2, 4, 8};
+  return sizes;
 }
 
 }  // namespace
@@ -87,12 +123,17 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
   Advice advice;
   advice.input = model;
   advice.input_params = count_parameters(model).total;
-  const ModelAnalysis base = analyze(model, device, o.training);
+  advice.input_analysis = analyze(model, device, o.training);
+  advice.uncertainty = o.uncertainty;
+  const ModelAnalysis& base = advice.input_analysis;
   advice.input_totals = base.totals;
-  const auto base_findings = check_guidelines(model, device, base);
+  const auto base_findings = check_guidelines(model, device, base, false);
+  advice.tp_sizes = usable_tp_sizes(model, o.tp_sizes);
 
-  // The GQA group size a/a_kv is part of the model's quality trade-off: keep it.
-  const std::int64_t group = model.a / model.kv_heads();
+  // The GQA group size a/a_kv is part of the model's quality trade-off: keep it; multi-query
+  // attention stays multi-query whatever a becomes.
+  const bool mqa = model.kv_heads() == 1 && model.a > 1;
+  const std::int64_t group = mqa ? 1 : model.a / model.kv_heads();
   const double ff_ratio = static_cast<double>(model.d_ff) / static_cast<double>(model.h);
   const std::int64_t h_base = std::max<std::int64_t>(64, (model.h + 32) / 64 * 64);
   std::set<std::int64_t> vocabs{model.v, round_up(model.v, 64), round_up(model.v, 128)};
@@ -114,7 +155,8 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
         if (h % a != 0 || a % group != 0) continue;
         const std::int64_t d = h / a;
         if (d < o.min_head_dim || d > o.max_head_dim) continue;
-        if ((model.b * a) % model.t != 0) continue;
+        const std::int64_t kv = mqa ? 1 : a / group;
+        if (!allows_tp(a, kv, advice.tp_sizes)) continue;
         for (const std::int64_t ff : ffs) {
           for (int li = -o.layer_steps; li <= o.layer_steps; ++li) {
             const std::int64_t L = model.L + li;
@@ -123,7 +165,8 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
               ModelShape c = model;
               c.h = h;
               c.a = a;
-              c.a_kv = a / group;
+              c.a_kv = kv;
+              c.d_head = 0;
               c.d_ff = ff;
               c.L = L;
               c.v = v;
@@ -134,6 +177,7 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
               ++advice.evaluated;
               ModelAnalysis an = analyze(c, device, o.training);
               if (an.totals.model_tflops <= base.totals.model_tflops) continue;
+              const auto findings = check_guidelines(c, device, an, false);
               Candidate cand;
               cand.params = params;
               cand.param_delta = delta;
@@ -141,7 +185,8 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
               cand.speedup = an.totals.tflops / base.totals.tflops;
               cand.model_speedup = an.totals.model_tflops / base.totals.model_tflops;
               cand.changes = describe_changes(model, c);
-              const auto findings = check_guidelines(c, device, an);
+              cand.fields_changed = count_changes(model, c);
+              cand.significant = cand.model_speedup - 1.0 >= o.uncertainty;
               for (const Finding& f : base_findings) {
                 if (!has_finding(findings, f.id) &&
                     std::find(cand.fixes.begin(), cand.fixes.end(), f.id) == cand.fixes.end()) {
@@ -149,6 +194,7 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
                 }
               }
               cand.shape = std::move(c);
+              cand.analysis = std::move(an);
               all.push_back(std::move(cand));
             }
           }
@@ -161,13 +207,30 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
     return std::make_tuple(-x.totals.model_tflops, std::abs(x.param_delta), x.changes) <
            std::make_tuple(-y.totals.model_tflops, std::abs(y.param_delta), y.changes);
   });
-  // One candidate per (h, a): variants that differ only in L, d_ff or v padding are the same idea,
-  // and the list is more useful when it shows different ideas.
+  // The simplest fixes first: the fastest change of each single field (pad v, change a, ...), as a
+  // user tries those before a bundle. Then one bundled candidate per (h, a): variants that differ
+  // only in L, d_ff or v padding are the same idea, and the list shows different ideas.
+  std::set<std::string> single_fields;
   std::set<std::pair<std::int64_t, std::int64_t>> seen;
-  for (Candidate& c : all) {
-    if (static_cast<int>(advice.candidates.size()) >= o.top) break;
-    if (!seen.insert({c.shape.h, c.shape.a}).second) continue;
-    advice.candidates.push_back(std::move(c));
+  std::vector<bool> taken(all.size(), false);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].fields_changed != 1) continue;
+    const std::string field = all[i].changes.substr(0, all[i].changes.find(' '));
+    if (!single_fields.insert(field).second) continue;
+    taken[i] = true;
+  }
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (taken[i]) advice.candidates.push_back(all[i]);
+  }
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (static_cast<int>(advice.candidates.size()) >=
+        o.top + static_cast<int>(single_fields.size())) {
+      break;
+    }
+    // Other one-field variants of a field already shown are the same idea.
+    if (taken[i] || all[i].fields_changed == 1) continue;
+    if (!seen.insert({all[i].shape.h, all[i].shape.a}).second) continue;
+    advice.candidates.push_back(std::move(all[i]));
   }
   return advice;
 }
@@ -194,7 +257,11 @@ std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device,
     // Sweeping a alone keeps the GQA group size when it can; otherwise MHA.
     if (field == "a") {
       const std::int64_t group = model.a / model.kv_heads();  // 1 for multi-head attention
-      p.shape.a_kv = value % group == 0 ? value / group : value;
+      if (model.kv_heads() == 1 && model.a > 1) {
+        p.shape.a_kv = 1;  // multi-query stays multi-query
+      } else {
+        p.shape.a_kv = value % group == 0 ? value / group : value;
+      }
     }
     if (field == "h" && model.mlp == MlpType::gelu && model.d_ff == 4 * model.h) {
       p.shape.d_ff = 4 * value;  // keep the GeLU 4h convention while h moves

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "mcr/codesign/analysis.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::codesign {
@@ -34,9 +35,10 @@ void validate_layout(const ParallelLayout& p) {
 double layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
   const double t = dbl(m.t);
   const double r = dbl(m.kv_heads()) / dbl(m.a);
+  const double q = dbl(m.a * m.head_dim()) / dbl(m.h);  // 1 unless head_dim is given
   const double ff_ratio = dbl(m.d_ff) / dbl(m.h);
-  const double mlp = (m.mlp == MlpType::gelu ? 4.0 : 8.0) * ff_ratio;
-  double split = 4.0 + 4.0 * r + mlp;
+  const double mlp = (m.gated_mlp() ? 8.0 : 4.0) * ff_ratio;
+  double split = 4.0 * q + 4.0 * r * q + mlp;
   if (m.attention == AttentionImpl::unfused) split += 5.0 * dbl(m.a) * dbl(m.s) / dbl(m.h);
   const double replicated = 10.0;  // two norm inputs (4), attention and MLP inputs (4), 2 masks
   const double per_token = (sequence_parallel ? replicated / t : replicated) + split / t;
@@ -49,24 +51,37 @@ ParamCount count_parameters(const ModelShape& m) {
   m.validate();
   ParamCount p;
   const double h = dbl(m.h);
-  const double d = dbl(m.h / m.a);
-  const double kv = dbl(m.kv_heads()) * d;
+  const double q = dbl(m.a * m.head_dim());  // Q and O width: h unless head_dim is given
+  const double kv = dbl(m.kv_heads() * m.head_dim());
   const double layers = dbl(m.L);
   const bool bias = m.linear_bias;
   p.embedding = dbl(m.v) * h * (m.tied_embeddings ? 1.0 : 2.0);
-  p.position = m.position == PositionEmbedding::learned ? dbl(m.s) * h : 0.0;
-  // Q and O are h x h; K and V are h x (a_kv * h/a).
-  const double attention = 2.0 * h * h + 2.0 * h * kv + (bias ? 2.0 * h + 2.0 * kv : 0.0);
+  p.position =
+      m.position == PositionEmbedding::learned ? dbl(m.positions > 0 ? m.positions : m.s) * h : 0.0;
+  // Q is h x q, K and V are h x kv, O is q x h; biases on all four, or on Q, K and V only.
+  double attention = 2.0 * h * q + 2.0 * h * kv;
+  if (bias) {
+    attention += q + 2.0 * kv + h;
+  } else if (m.qkv_bias) {
+    attention += q + 2.0 * kv;
+  }
   p.attention = layers * attention;
-  const double ff = dbl(m.d_ff);
-  const double one_mlp = m.mlp == MlpType::gelu ? 2.0 * h * ff + (bias ? ff + h : 0.0)
-                                                : 3.0 * h * ff + (bias ? 2.0 * ff + h : 0.0);
-  p.mlp = layers * one_mlp * dbl(m.experts);
-  p.router = m.is_moe() ? layers * h * dbl(m.experts) : 0.0;
+  // A gated MLP (SwiGLU, GeGLU) has gate, up and down matrices; a plain one up and down.
+  const auto mlp_params = [&](double ff) {
+    return m.gated_mlp() ? 3.0 * h * ff + (bias ? 2.0 * ff + h : 0.0)
+                         : 2.0 * h * ff + (bias ? ff + h : 0.0);
+  };
+  const double dense_mlp = mlp_params(dbl(m.d_ff));
+  const double expert = mlp_params(dbl(m.expert_width()));
+  const double shared = m.d_ff_shared > 0 ? mlp_params(dbl(m.d_ff_shared)) : 0.0;
+  const double moe_layers = m.is_moe() ? dbl(m.L - m.dense_layers) : 0.0;
+  const double dense_layers = layers - moe_layers;
+  p.mlp = dense_layers * dense_mlp + moe_layers * (expert * dbl(m.experts) + shared);
+  p.router = moe_layers * h * dbl(m.experts);
   const double one_norm = m.norm == NormType::layernorm ? 2.0 * h : h;
-  p.norm = (2.0 * layers + 1.0) * one_norm;
+  p.norm = (dbl(m.norms_per_layer) * layers + 1.0) * one_norm;
   p.total = p.embedding + p.position + p.attention + p.mlp + p.router + p.norm;
-  p.active = p.total - layers * one_mlp * dbl(m.experts - m.top_k);
+  p.active = p.total - moe_layers * expert * dbl(m.experts - m.top_k);
   p.non_embedding = p.total - p.embedding - p.position;
   return p;
 }
@@ -80,8 +95,15 @@ FlopCount count_flops(const ModelShape& model) {
   double logits = 0;
   for (const Gemm& g : logit_gemms(whole, false))
     logits += g.flops();
+  // Leading dense layers of an MoE model run the dense MLP, not the experts.
+  double dense = 0;
+  const double dense_count = whole.is_moe() ? dbl(whole.dense_layers) : 0.0;
+  if (dense_count > 0) {
+    for (const Gemm& g : layer_gemms(dense_layer_of(whole), false))
+      dense += g.flops();
+  }
   FlopCount f;
-  f.forward_per_step = dbl(whole.L) * layer + logits;
+  f.forward_per_step = (dbl(whole.L) - dense_count) * layer + dense_count * dense + logits;
   f.forward_per_token = f.forward_per_step / dbl(whole.b * whole.s);
   f.training_per_step = 3.0 * f.forward_per_step;
   f.training_recompute_per_step = 4.0 * f.forward_per_step;
@@ -125,7 +147,7 @@ MemoryEstimate inference_memory(const ModelShape& model, const ParallelLayout& l
   MemoryEstimate e;
   e.weights = params / dbl(model.t * layout.pp) * layout.weight_bytes;
   e.activations = layer_activation_bytes(model, layout.sequence_parallel);
-  const double head_dim = dbl(model.h / model.a);
+  const double head_dim = dbl(model.head_dim());
   const double kv_heads = dbl(ceil_div(model.kv_heads(), model.t));  // replicated when a_kv < t
   e.kv_cache = 2.0 * dbl(ceil_div(model.L, layout.pp)) * dbl(model.b) *
                dbl(model.s + layout.generated_tokens) * kv_heads * head_dim *

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
 
 namespace mcr::codesign {
 namespace {
@@ -64,6 +65,11 @@ bool has_finding(const std::vector<Finding>& findings, const std::string& id) {
 
 std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& device,
                                       const ModelAnalysis& analysis) {
+  return check_guidelines(m, device, analysis, true);
+}
+
+std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& device,
+                                      const ModelAnalysis& analysis, bool quantify) {
   std::vector<Finding> out;
   const std::int64_t align = device.alignment_elements(m.dtype);
   const int eb = dtype_bytes(m.dtype);
@@ -87,41 +93,30 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
         fmt::format("hidden size h = {} is not a multiple of {} ({})", m.h, align, rule),
         fmt::format("use h = {} or h = {} (multiples of {})", down > 0 ? down : up, up, align));
   }
-  if (m.h % m.a != 0) {
-    add(out, "heads_divide_hidden", Severity::error,
-        fmt::format("h = {} is not divisible by a = {} heads (h/a = {:.2f}): heads cannot have "
-                    "equal integer size",
-                    m.h, m.a, static_cast<double>(m.h) / static_cast<double>(m.a)),
-        fmt::format("use {}", head_suggestions(m.h, m.a, std::min<std::int64_t>(align, 64))));
-  } else {
-    // G3/G7: h/a is K of the score BMM and N of the attention-over-value BMM.
-    const std::int64_t d = m.h / m.a;
+  const std::int64_t d = m.head_dim();
+  if (m.a * d != m.h) {
+    // Only reachable with an explicit head_dim (validate() rejects h % a != 0 otherwise).
+    add(out, "heads_divide_hidden", Severity::warning,
+        fmt::format("attention width a x head_dim = {} x {} = {} differs from h = {}: Q and the "
+                    "output projection are {} x {}, not square",
+                    m.a, d, m.a * d, m.h, m.h, m.a * d),
+        fmt::format("use h = {} (or a head count dividing h: {})", m.a * d,
+                    head_suggestions(m.h, m.a, std::min<std::int64_t>(align, 64))));
+  }
+  {
+    // G3/G7: the head dim is K of the score BMM and N of the attention-over-value BMM.
     const std::int64_t d_bytes = pow2_divisor(d) * eb;
     if (d % align != 0) {
       const bool flash = m.attention == AttentionImpl::flash;
       add(out, "head_dim_pow2", flash ? Severity::info : Severity::warning,
-          fmt::format("head dimension h/a = {} has power-of-two content {} ({} B; the rule is {}): "
+          fmt::format("head dimension {} has power-of-two content {} ({} B; the rule is {}): "
                       "the attention BMMs run at a lower alignment tier{}",
                       d, pow2_form(d), d_bytes, rule,
                       flash ? " (flash attention hides most of this)" : ""),
           fmt::format("use {}", head_suggestions(m.h, m.a, align)));
     }
   }
-  // G4: the attention BMM batch per GPU.
-  if ((m.b * m.a) % m.t != 0) {
-    add(out, "batch_heads_per_tp", Severity::error,
-        fmt::format("(b*a)/t = ({}*{})/{} is not an integer: heads cannot be split evenly over "
-                    "{} tensor-parallel ranks",
-                    m.b, m.a, m.t, m.t),
-        fmt::format("choose t dividing b*a = {} (e.g. t = {})", m.b * m.a,
-                    std::min(m.t, pow2_divisor(m.b * m.a))));
-  }
-  if (m.t > 1 && m.kv_heads() % m.t != 0 && m.t % m.kv_heads() != 0) {
-    add(out, "batch_heads_per_tp", Severity::error,
-        fmt::format("a_kv = {} KV heads cannot be split or replicated evenly over t = {}",
-                    m.kv_heads(), m.t),
-        fmt::format("choose t dividing a_kv = {} or a multiple of it", m.kv_heads()));
-  }
+  // G4, (b*a)/t and a_kv over t, is a hard rule: ModelShape::validate() rejects it.
   // Sharded dims: h/t (K of attn_proj) and d_ff/t (N of mlp_up, K of mlp_down).
   if (m.t > 1) {
     for (const auto& [label, dim] : {std::pair<const char*, std::int64_t>{"h", m.h},
@@ -156,8 +151,7 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
     }
   }
   // G8: flash attention wants a head dim large enough to fill the tensor cores, and FA2 caps it.
-  if (m.attention == AttentionImpl::flash && m.h % m.a == 0) {
-    const std::int64_t d = m.h / m.a;
+  if (m.attention == AttentionImpl::flash) {
     if (d < 64) {
       add(out, "flash_head_dim", Severity::warning,
           fmt::format(
@@ -181,6 +175,38 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
                     m.t > 8 ? "; t > 8 also crosses the usual NVLink domain" : ""),
         fmt::format("use t = {} and scale with pipeline or data parallelism instead",
                     std::max<std::int64_t>(1, std::min<std::int64_t>(8, m.h / 1024))));
+  }
+  // s is M and N (or K) of the attention BMMs; b*s is M of every dense GEMM.
+  const double tokens_factor =
+      alignment_tier_factor(device.efficiency, pow2_divisor(m.b * m.s) * eb);
+  if (m.s % align != 0) {
+    const std::int64_t up = round_up(m.s, align);
+    std::string effect = fmt::format("attention BMMs at the {}-byte tier", pow2_divisor(m.s) * eb);
+    if (quantify) {
+      ModelShape aligned = m;
+      aligned.s = up;
+      const double at_up = analyze(aligned, device, analysis.training).totals.mfu;
+      effect = fmt::format("predicted MFU {:.1f}% vs {:.1f}% at s = {}", 100 * analysis.totals.mfu,
+                           100 * at_up, up);
+    }
+    add(out, "seq_alignment", Severity::warning,
+        fmt::format("sequence length s = {} is not a multiple of {} ({}): {}", m.s, align, rule,
+                    effect),
+        fmt::format("use s = {} or s = {} (pack or pad sequences to a multiple of {})",
+                    std::max(align, round_down(m.s, align)), up, align));
+  }
+  if ((m.b * m.s) % align != 0) {
+    const std::int64_t step_s = align / std::gcd(m.b, align);  // s' with b*s' aligned
+    const std::int64_t step_b = align / std::gcd(m.s, align);  // b' with b'*s aligned
+    add(out, "tokens_alignment", Severity::warning,
+        fmt::format("tokens per microbatch b*s = {}*{} = {} is not a multiple of {}: M of every "
+                    "dense GEMM is {}-byte aligned (x{:.2f} on each GEMM's time)",
+                    m.b, m.s, m.b * m.s, align, pow2_divisor(m.b * m.s) * eb, tokens_factor),
+        fmt::format("use s = {} (b*s = {}){}", round_up(m.s, step_s), m.b * round_up(m.s, step_s),
+                    round_up(m.b, step_b) <= 16
+                        ? fmt::format(" or b = {} (b*s = {})", round_up(m.b, step_b),
+                                      round_up(m.b, step_b) * m.s)
+                        : std::string()));
   }
   // G9: the tail wave of a GEMM that matters.
   for (const GemmResult& r : analysis.layer) {

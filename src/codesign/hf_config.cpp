@@ -1,10 +1,16 @@
-// Hugging Face config.json -> ModelShape. Field names differ per architecture family; the mapping
-// below covers Llama, Mistral, Mixtral, Qwen2, GPT-NeoX, GPT-2 and GPT-J.
+// Hugging Face config.json -> ModelShape. Each architecture family names its fields differently and
+// leaves different things implicit (tying, biases, learned positions, gating, norms per layer), so
+// the mapping is per model_type. Every key is accounted for: it sets a field, is known not to
+// change the GEMMs or the parameter count (dropout, token ids, rope settings), or is reported.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
+#include <optional>
+#include <set>
+#include <string_view>
 
-#include "json_util.hpp"
 #include "mcr/codesign/model.hpp"
 #include "mcr/errors.hpp"
 
@@ -14,69 +20,404 @@ using nlohmann::json;
 
 namespace {
 
-std::int64_t first_int(const json& j, std::initializer_list<const char*> keys,
-                       std::int64_t fallback, const std::string& model_type) {
-  for (const char* key : keys) {
-    if (j.contains(key) && j.at(key).is_number_integer()) return j.at(key).get<std::int64_t>();
+// Families whose config the importer knows. Anything else is read with the Llama mapping and a
+// warning.
+constexpr std::string_view kKnownTypes[] = {
+    "llama",  "mistral",  "mixtral",    "qwen2",           "qwen2_moe", "gemma",
+    "gemma2", "falcon",   "RefinedWeb", "RefinedWebModel", "phi",       "gpt2",
+    "gptj",   "gpt_neox", "opt",        "bloom",           "mpt",       "deepseek"};
+
+// Substrings of keys that never change a GEMM shape or a parameter count: numerics, token ids,
+// dropout, rotary settings, runtime switches and bookkeeping.
+constexpr std::string_view kIrrelevantParts[] = {"token_id",
+                                                 "eps",
+                                                 "dropout",
+                                                 "pdrop",
+                                                 "initializer",
+                                                 "init_",
+                                                 "rope",
+                                                 "rotary",
+                                                 "use_cache",
+                                                 "architectures",
+                                                 "transformers_version",
+                                                 "_name_or_path",
+                                                 "auto_map",
+                                                 "output_",
+                                                 "return_dict",
+                                                 "scale",
+                                                 "softcap",
+                                                 "summary_",
+                                                 "sliding_window",
+                                                 "window_layers",
+                                                 "router_",
+                                                 "norm_topk",
+                                                 "aux_loss",
+                                                 "attn_implementation",
+                                                 "pretraining_tp",
+                                                 "task_specific",
+                                                 "tokenizer",
+                                                 "_layernorm",
+                                                 "layer_norm_before",
+                                                 "parallel_residual",
+                                                 "residual_connection",
+                                                 "softmax",
+                                                 "slow_but_exact",
+                                                 "is_decoder",
+                                                 "layerdrop",
+                                                 "prefix",
+                                                 "n_ctx",
+                                                 "skip_bias",
+                                                 "alibi",
+                                                 "fusion",
+                                                 "scoring_func",
+                                                 "seq_aux",
+                                                 "topk_method",
+                                                 "routed_scaling",
+                                                 "cache_implementation",
+                                                 "verbose",
+                                                 "embedding_fraction",
+                                                 "norm_type",
+                                                 "use_bfloat16",
+                                                 "gradient_checkpointing",
+                                                 "pre_attn_scalar"};
+
+bool irrelevant_key(const std::string& key) {
+  return std::any_of(std::begin(kIrrelevantParts), std::end(kIrrelevantParts),
+                     [&key](std::string_view part) { return key.find(part) != std::string::npos; });
+}
+
+class Reader {
+ public:
+  Reader(const json& c, HfImport& out) : c_(c), out_(out) {}
+
+  // The first present key among `keys`; a present key must hold a positive integer (null counts
+  // as absent: GPT-2 writes n_inner = null for 4h).
+  std::optional<std::int64_t> integer(std::initializer_list<const char*> keys) {
+    for (const char* key : keys) {
+      if (!c_.contains(key)) continue;
+      const json& v = c_.at(key);
+      if (v.is_null()) {
+        use(key);  // read, and null means "the default"
+        continue;
+      }
+      if (!v.is_number_integer()) {
+        throw InvalidArgument(
+            fmt::format("{}: {} = {} must be an integer", context(), key, v.dump()));
+      }
+      const auto value = v.get<std::int64_t>();
+      if (value <= 0) {
+        throw InvalidArgument(
+            fmt::format("{}: {} = {} must be a positive integer", context(), key, value));
+      }
+      use(key);
+      return value;
+    }
+    return std::nullopt;
   }
-  if (fallback >= 0) return fallback;
-  std::string names;
-  for (const char* key : keys)
-    names += (names.empty() ? "" : " or ") + std::string(key);
-  throw InvalidArgument(
-      fmt::format("config.json (model_type '{}'): missing integer field {}", model_type, names));
+
+  std::int64_t required(std::initializer_list<const char*> keys) {
+    if (auto v = integer(keys)) return *v;
+    std::string names;
+    for (const char* key : keys)
+      names += (names.empty() ? "" : " or ") + std::string(key);
+    throw InvalidArgument(fmt::format("{}: missing integer field {}", context(), names));
+  }
+
+  std::optional<bool> boolean(const char* key) {
+    if (!c_.contains(key) || c_.at(key).is_null()) return std::nullopt;
+    if (!c_.at(key).is_boolean()) {
+      throw InvalidArgument(
+          fmt::format("{}: {} = {} must be true or false", context(), key, c_.at(key).dump()));
+    }
+    use(key);
+    return c_.at(key).get<bool>();
+  }
+
+  std::optional<std::string> text(std::initializer_list<const char*> keys) {
+    for (const char* key : keys) {
+      if (!c_.contains(key) || c_.at(key).is_null()) continue;
+      if (!c_.at(key).is_string()) {
+        throw InvalidArgument(
+            fmt::format("{}: {} = {} must be a string", context(), key, c_.at(key).dump()));
+      }
+      use(key);
+      return c_.at(key).get<std::string>();
+    }
+    return std::nullopt;
+  }
+
+  const json* object(const char* key) {
+    if (!c_.contains(key) || !c_.at(key).is_object()) return nullptr;
+    use(key);
+    return &c_.at(key);
+  }
+
+  void use(const std::string& key) {
+    if (used_.insert(key).second) out_.used.push_back(key);
+  }
+  bool has(const char* key) const { return c_.contains(key) && !c_.at(key).is_null(); }
+  bool was_used(const std::string& key) const { return used_.count(key) != 0; }
+  std::string context() const { return fmt::format("config.json (model_type '{}')", type_); }
+  void set_type(std::string type) { type_ = std::move(type); }
+
+ private:
+  const json& c_;
+  HfImport& out_;
+  std::set<std::string> used_;
+  std::string type_;
+};
+
+bool is(const std::string& type, std::initializer_list<const char*> names) {
+  return std::any_of(names.begin(), names.end(), [&type](const char* n) { return type == n; });
+}
+
+// Tying when the config does not say: transformers' per-class default (PretrainedConfig's is true;
+// Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Phi, GPT-J, GPT-NeoX and DeepSeek set false).
+bool default_tying(const std::string& type) {
+  return is(type, {"gemma", "gemma2", "falcon", "RefinedWeb", "RefinedWebModel", "gpt2", "opt",
+                   "bloom", "mpt"});
 }
 
 }  // namespace
 
-ModelShape from_hf_config(const json& c) {
+HfImport import_hf_config(const json& c) {
   if (!c.is_object()) throw InvalidArgument("config.json: expected a JSON object");
-  const std::string type = c.value("model_type", std::string("llama"));
+  HfImport r;
+  Reader in(c, r);
+  const auto type_text = in.text({"model_type"});
+  r.model_type = type_text.value_or("llama");
+  if (!type_text) r.defaults.push_back("model_type: absent, read as llama");
+  in.set_type(r.model_type);
+  const std::string& type = r.model_type;
+  r.known_type =
+      std::find(std::begin(kKnownTypes), std::end(kKnownTypes), type) != std::end(kKnownTypes);
+  if (!r.known_type) {
+    r.warnings.push_back(fmt::format(
+        "model_type '{}' is not known: read with the Llama mapping (hidden_size, "
+        "num_attention_heads, intermediate_size, SiLU -> SwiGLU); check the parameter count",
+        type));
+  }
   ModelShape m;
-  m.name = c.value("_name_or_path", type);
-  const bool gpt2_like = type == "gpt2" || type == "gptj";
-  m.h = first_int(c, {"hidden_size", "n_embd", "d_model"}, -1, type);
-  m.a = first_int(c, {"num_attention_heads", "n_head"}, -1, type);
-  m.a_kv = first_int(c, {"num_key_value_heads"}, m.a, type);
-  m.L = first_int(c, {"num_hidden_layers", "n_layer"}, -1, type);
-  m.v = first_int(c, {"vocab_size"}, -1, type);
-  m.s = first_int(c, {"max_position_embeddings", "n_positions", "n_ctx"}, 2048, type);
-  // GPT-2/GPT-J write n_inner = null for the default 4h.
-  m.d_ff = first_int(c, {"intermediate_size", "n_inner", "ffn_dim"}, 4 * m.h, type);
+  m.name = in.text({"_name_or_path"}).value_or(type);
+  if (m.name.empty()) m.name = type;
+
+  const bool falcon = is(type, {"falcon", "RefinedWeb", "RefinedWebModel"});
+  const bool gemma = is(type, {"gemma", "gemma2"});
+  const bool llama_like =
+      !r.known_type ||
+      is(type, {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "deepseek"}) || gemma;
+
+  m.h = in.required({"hidden_size", "n_embd", "n_embed", "d_model"});
+  m.a = in.required({"num_attention_heads", "n_head", "n_heads"});
+  m.L = in.required({"num_hidden_layers", "n_layer", "n_layers", "num_layers"});
+  m.v = in.required({"vocab_size", "padded_vocab_size"});
+
+  // Attention heads. Falcon: the new decoder architecture (40B, 180B) has num_kv_heads groups,
+  // the old one multi-query (one KV head) or full multi-head.
+  if (falcon) {
+    const bool new_arch = in.boolean("new_decoder_architecture").value_or(type == "RefinedWeb");
+    const bool mqa = in.boolean("multi_query").value_or(true);
+    in.boolean("parallel_attn");
+    if (new_arch) {
+      m.a_kv = in.integer({"num_kv_heads", "n_head_kv"}).value_or(m.a);
+      m.norms_per_layer = in.integer({"num_ln_in_parallel_attn"}).value_or(2);
+    } else {
+      m.a_kv = mqa ? 1 : m.a;
+      // Parallel attention and MLP share one LayerNorm (Falcon-7B); otherwise two.
+      m.norms_per_layer = c.value("parallel_attn", true) ? 1 : 2;
+      in.integer({"num_kv_heads", "n_head_kv"});  // read for completeness; multi_query decides
+    }
+  } else {
+    m.a_kv = in.integer({"num_key_value_heads", "num_kv_heads", "n_head_kv"}).value_or(m.a);
+  }
+  if (const json* attn = in.object("attn_config")) {  // MPT
+    if (attn->contains("kv_n_heads") && attn->at("kv_n_heads").is_number_integer()) {
+      m.a_kv = attn->at("kv_n_heads").get<std::int64_t>();
+    }
+    if (attn->value("alibi", false)) m.position = PositionEmbedding::alibi;
+  }
+  if (const auto d = in.integer({"head_dim"})) {
+    if (*d * m.a != m.h) m.d_head = *d;
+  }
+
+  // Sequence length: the config's maximum, capped at the training length the presets use.
+  const auto max_pos =
+      in.integer({"max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length"});
+  m.s = std::min(max_pos.value_or(2048), kDefaultConfigSeq);
+  r.defaults.push_back(
+      max_pos ? fmt::format("s = {}: min(max positions {}, {}); set --seq to change", m.s, *max_pos,
+                            kDefaultConfigSeq)
+              : fmt::format("s = {}: the config gives no maximum length; set --seq", m.s));
+
+  // MLP width and type.
+  const auto expansion = in.integer({"expansion_ratio"});  // MPT
+  const auto ff = in.integer({"intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"});
+  m.d_ff = ff.value_or(expansion.value_or(4) * m.h);
+  if (!ff) r.defaults.push_back(fmt::format("d_ff = {} = {}h", m.d_ff, expansion.value_or(4)));
   const std::string act =
-      c.value("hidden_act", c.value("activation_function", std::string("gelu")));
-  m.mlp = (act == "silu" || act == "swish" || act == "swiglu") ? MlpType::swiglu : MlpType::gelu;
-  if (type == "mixtral" || c.contains("num_local_experts")) {
-    m.experts = first_int(c, {"num_local_experts", "num_experts"}, 1, type);
-    m.top_k = first_int(c, {"num_experts_per_tok"}, 2, type);
+      in.text({"hidden_act", "hidden_activation", "activation_function"}).value_or("gelu");
+  for (const char* key : {"hidden_act", "hidden_activation", "activation_function"}) {
+    if (in.has(key)) in.use(key);  // Gemma 2 writes two of them
   }
-  const bool llama_family =
-      type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2";
-  m.norm = llama_family ? NormType::rmsnorm : NormType::layernorm;
-  m.position = type == "gpt2" ? PositionEmbedding::learned : PositionEmbedding::rotary;
-  // Llama-family linears have no biases (Qwen2 has them on q/k/v only: a few thousand parameters).
-  m.linear_bias = !llama_family;
-  m.tied_embeddings = c.value("tie_word_embeddings", gpt2_like && type == "gpt2");
-  const std::string torch_dtype = c.value("torch_dtype", std::string("bfloat16"));
+  if (gemma) {
+    m.mlp = MlpType::geglu;  // Gemma's MLP is gated whatever the activation name
+  } else if (llama_like) {
+    m.mlp = (act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh") ? MlpType::geglu
+                                                                               : MlpType::swiglu;
+  } else {
+    m.mlp = MlpType::gelu;  // two matrices with any pointwise activation (GeLU, ReLU)
+  }
+
+  // Mixture of experts.
+  if (const auto experts =
+          in.integer({"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"})) {
+    m.experts = *experts;
+    m.top_k = in.integer({"num_experts_per_tok", "moe_top_k"}).value_or(2);
+    if (const auto moe_ff = in.integer({"moe_intermediate_size"})) m.d_ff_expert = *moe_ff;
+    if (const auto shared = in.integer({"shared_expert_intermediate_size"})) {
+      m.d_ff_shared = *shared;  // Qwen2-MoE: one shared expert of this width
+    } else if (const auto n_shared = in.integer({"n_shared_experts"})) {
+      m.d_ff_shared = *n_shared * m.expert_width();  // DeepSeek: n experts of the routed width
+    }
+    if (const auto dense = in.integer({"first_k_dense_replace"})) m.dense_layers = *dense;
+    if (c.contains("first_k_dense_replace")) in.use("first_k_dense_replace");  // may be 0
+    const auto step = in.integer({"decoder_sparse_step", "moe_layer_freq"});
+    if (step && *step != 1) {
+      r.warnings.push_back(
+          fmt::format("MoE layers every {} layers: the analyser models every layer as MoE", *step));
+    }
+    if (c.contains("mlp_only_layers") && c.at("mlp_only_layers").is_array()) {
+      in.use("mlp_only_layers");
+      if (!c.at("mlp_only_layers").empty()) {
+        r.warnings.push_back("mlp_only_layers is not empty: those dense layers are counted as MoE");
+      }
+    }
+  }
+
+  // Norms, positions, biases, tying.
+  m.norm = llama_like ? NormType::rmsnorm : NormType::layernorm;
+  if (type == "gemma2") m.norms_per_layer = 4;  // pre and post norms around attention and MLP
+  if (is(type, {"gptj", "phi"})) m.norms_per_layer = 1;  // one norm feeds attention and MLP
+  if (type == "gpt2") {
+    m.position = PositionEmbedding::learned;
+    m.positions = max_pos.value_or(1024);
+  } else if (type == "opt") {
+    m.position = PositionEmbedding::learned;
+    m.positions = max_pos.value_or(2048) + 2;  // OPT's learned table keeps an offset of 2 rows
+  } else if (type == "bloom") {
+    m.position = PositionEmbedding::alibi;
+  } else if (falcon) {
+    m.position =
+        in.boolean("alibi").value_or(false) ? PositionEmbedding::alibi : PositionEmbedding::rotary;
+  } else if (type != "mpt") {
+    m.position = PositionEmbedding::rotary;
+  }
+  if (type == "mpt") {
+    // ALiBi replaces the learned table even when learned_pos_emb is left true.
+    const bool learned = in.boolean("learned_pos_emb").value_or(true);
+    if (m.position != PositionEmbedding::alibi) {
+      m.position = learned ? PositionEmbedding::learned : PositionEmbedding::rotary;
+    }
+  }
+
+  if (falcon) {
+    m.linear_bias = in.boolean("bias").value_or(false);
+  } else if (type == "mpt") {
+    m.linear_bias = !in.boolean("no_bias").value_or(false);
+  } else if (type == "opt") {
+    m.linear_bias = in.boolean("enable_bias").value_or(true);
+  } else if (llama_like) {
+    m.linear_bias =
+        in.boolean("attention_bias").value_or(false) && in.boolean("mlp_bias").value_or(false);
+    m.qkv_bias = is(type, {"qwen2", "qwen2_moe"}) || in.boolean("attention_bias").value_or(false);
+  } else {
+    m.linear_bias = true;  // GPT-2, GPT-J, GPT-NeoX, Phi, BLOOM
+  }
+  const auto tied = in.boolean("tie_word_embeddings");
+  m.tied_embeddings = tied.value_or(default_tying(type));
+  if (!tied) {
+    r.defaults.push_back(fmt::format("tied embeddings = {}: the {} default",
+                                     m.tied_embeddings ? "true" : "false",
+                                     r.known_type ? type : std::string("llama")));
+  }
+
+  // What the importer cannot model, said out loud.
+  if (type == "opt") {
+    const auto proj = in.integer({"word_embed_proj_dim"});
+    if (proj && *proj != m.h) {
+      r.warnings.push_back(fmt::format(
+          "word_embed_proj_dim = {} differs from h = {}: the projection matrices are not counted",
+          *proj, m.h));
+    }
+  }
+  if (in.boolean("qk_layernorm").value_or(false)) {
+    r.warnings.push_back("qk_layernorm: the per-head Q/K norms are not counted (a few K params)");
+  }
+  if (c.contains("quantization_config")) {
+    in.use("quantization_config");
+    r.warnings.push_back("quantization_config: weights are analysed in the compute dtype");
+  }
+
+  const auto torch_dtype = in.text({"torch_dtype", "dtype"});
+  m.dtype = DType::bf16;
+  if (torch_dtype) {
+    try {
+      m.dtype = parse_dtype(*torch_dtype);
+    } catch (const InvalidArgument&) {
+      r.defaults.push_back(
+          fmt::format("dtype = bf16: torch_dtype '{}' is not a GEMM dtype", *torch_dtype));
+    }
+  } else {
+    r.defaults.push_back("dtype = bf16: no torch_dtype");
+  }
+  // Flash attention for every imported config, as for the modern presets.
+  m.attention = AttentionImpl::flash;
+  r.defaults.push_back("attention = flash (set --attention unfused for the BMM path)");
+
+  std::vector<std::string> unknown;
+  for (const auto& [key, value] : c.items()) {
+    if (in.was_used(key)) continue;
+    if (irrelevant_key(key)) {
+      r.ignored.push_back(key);
+    } else {
+      unknown.push_back(key);
+    }
+  }
+  if (!unknown.empty()) {
+    std::string list;
+    for (const auto& k : unknown)
+      list += (list.empty() ? "" : ", ") + k;
+    r.warnings.push_back(
+        fmt::format("keys not read (check they do not change the shape): {}", list));
+    r.ignored.insert(r.ignored.end(), unknown.begin(), unknown.end());
+  }
   try {
-    m.dtype = parse_dtype(torch_dtype);
-  } catch (const InvalidArgument&) {
-    m.dtype = DType::bf16;  // e.g. "auto": keep the training default
+    m.validate();
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("{}: {}", in.context(), e.what()));
   }
-  m.validate();
-  return m;
+  r.shape = std::move(m);
+  return r;
 }
 
-ModelShape load_hf_config(const std::filesystem::path& path) {
+ModelShape from_hf_config(const json& config) {
+  return import_hf_config(config).shape;
+}
+
+HfImport import_hf_config_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) throw InvalidArgument(fmt::format("--config '{}' cannot be opened", path.string()));
   try {
-    return from_hf_config(json::parse(in));
+    return import_hf_config(json::parse(in));
   } catch (const json::exception& e) {
     throw InvalidArgument(fmt::format("--config '{}': {}", path.string(), e.what()));
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(fmt::format("--config '{}': {}", path.string(), e.what()));
   }
+}
+
+ModelShape load_hf_config(const std::filesystem::path& path) {
+  return import_hf_config_file(path).shape;
 }
 
 }  // namespace mcr::codesign

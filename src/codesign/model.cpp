@@ -11,13 +11,44 @@
 #include "mcr/errors.hpp"
 
 namespace mcr::codesign {
+namespace {
+
+// "1, 2, 4, 8, 16, 32": the divisors of x up to `limit` (0 = all), for error messages.
+std::string divisor_list(std::int64_t x, std::int64_t limit = 0) {
+  std::string s;
+  for (std::int64_t d = 1; d <= x && (limit == 0 || d <= limit); ++d) {
+    if (x % d == 0) s += fmt::format("{}{}", s.empty() ? "" : ", ", d);
+  }
+  return s;
+}
+
+// The head counts dividing h closest to a (at most two, one each side).
+std::string nearest_divisors(std::int64_t h, std::int64_t a) {
+  std::int64_t below = a, above = a;
+  while (below > 1 && h % below != 0)
+    --below;
+  while (above < h && h % above != 0)
+    ++above;
+  if (below == above) return fmt::format("a = {}", below);
+  return fmt::format("a = {} (h/a = {}) or a = {} (h/a = {})", below, h / below, above, h / above);
+}
+
+}  // namespace
 
 using detail::optional;
 using detail::required;
 using nlohmann::json;
 
 std::string to_string(MlpType v) {
-  return v == MlpType::gelu ? "gelu" : "swiglu";
+  switch (v) {
+    case MlpType::gelu:
+      return "gelu";
+    case MlpType::swiglu:
+      return "swiglu";
+    case MlpType::geglu:
+      return "geglu";
+  }
+  return "unknown";
 }
 std::string to_string(AttentionImpl v) {
   return v == AttentionImpl::unfused ? "unfused" : "flash";
@@ -26,13 +57,22 @@ std::string to_string(NormType v) {
   return v == NormType::layernorm ? "layernorm" : "rmsnorm";
 }
 std::string to_string(PositionEmbedding v) {
-  return v == PositionEmbedding::learned ? "learned" : "rotary";
+  switch (v) {
+    case PositionEmbedding::learned:
+      return "learned";
+    case PositionEmbedding::rotary:
+      return "rotary";
+    case PositionEmbedding::alibi:
+      return "alibi";
+  }
+  return "unknown";
 }
 
 MlpType parse_mlp_type(const std::string& s) {
   if (s == "gelu") return MlpType::gelu;
   if (s == "swiglu") return MlpType::swiglu;
-  throw InvalidArgument(fmt::format("mlp type '{}' is not known: use gelu or swiglu", s));
+  if (s == "geglu") return MlpType::geglu;
+  throw InvalidArgument(fmt::format("mlp type '{}' is not known: use gelu, swiglu or geglu", s));
 }
 AttentionImpl parse_attention_impl(const std::string& s) {
   if (s == "unfused" || s == "bmm") return AttentionImpl::unfused;
@@ -48,8 +88,9 @@ NormType parse_norm_type(const std::string& s) {
 PositionEmbedding parse_position_embedding(const std::string& s) {
   if (s == "learned") return PositionEmbedding::learned;
   if (s == "rotary" || s == "rope" || s == "none") return PositionEmbedding::rotary;
+  if (s == "alibi") return PositionEmbedding::alibi;
   throw InvalidArgument(
-      fmt::format("position embedding '{}' is not known: use learned or rotary", s));
+      fmt::format("position embedding '{}' is not known: use learned, rotary or alibi", s));
 }
 
 void ModelShape::validate() const {
@@ -60,27 +101,68 @@ void ModelShape::validate() const {
           fmt::format("{}: {} = {} must be a positive integer", ctx, field, value));
     }
   };
-  positive("h (hidden size)", h);
-  positive("a (attention heads)", a);
-  positive("L (layers)", L);
-  positive("v (vocabulary)", v);
-  positive("s (sequence length)", s);
-  positive("b (microbatch)", b);
-  positive("d_ff (MLP width)", d_ff);
-  positive("t (tensor-parallel size)", t);
-  positive("experts", experts);
-  positive("top_k", top_k);
+  const auto non_negative = [&ctx](const char* field, std::int64_t value) {
+    if (value < 0) {
+      throw InvalidArgument(fmt::format("{}: {} = {} must be >= 0", ctx, field, value));
+    }
+  };
+  positive("h (hidden size, --hidden)", h);
+  positive("a (attention heads, --heads)", a);
+  positive("L (layers, --layers)", L);
+  positive("v (vocabulary, --vocab)", v);
+  positive("s (sequence length, --seq)", s);
+  positive("b (microbatch, --micro-batch)", b);
+  positive("d_ff (MLP width, --ffn)", d_ff);
+  positive("t (tensor-parallel size, --tp)", t);
+  positive("experts (--experts)", experts);
+  positive("top_k (--top-k)", top_k);
+  positive("norms_per_layer", norms_per_layer);
+  non_negative("head_dim", d_head);
+  non_negative("positions", positions);
+  non_negative("d_ff_expert", d_ff_expert);
+  non_negative("d_ff_shared", d_ff_shared);
+  non_negative("dense_layers", dense_layers);
   if (a_kv < 0 || kv_heads() > a) {
-    throw InvalidArgument(
-        fmt::format("{}: a_kv = {} must be between 1 and a = {} (0 means a)", ctx, a_kv, a));
+    throw InvalidArgument(fmt::format(
+        "{}: a_kv (--kv-heads) = {} must be between 1 and a = {} (0 means a)", ctx, a_kv, a));
   }
-  if (a > h) {
-    throw InvalidArgument(
-        fmt::format("{}: a = {} heads exceed h = {}: head dimension h/a < 1", ctx, a, h));
+  if (a % kv_heads() != 0) {
+    throw InvalidArgument(fmt::format(
+        "{}: a_kv (--kv-heads) = {} must divide a (--heads) = {}: each KV head serves a/a_kv "
+        "query heads (a % a_kv = {}); divisors of {}: {}",
+        ctx, a_kv, a, a % kv_heads(), a, divisor_list(a)));
+  }
+  if (d_head == 0) {
+    if (a > h) {
+      throw InvalidArgument(fmt::format(
+          "{}: a (--heads) = {} exceeds h (--hidden) = {}: head dimension h/a < 1", ctx, a, h));
+    }
+    if (h % a != 0) {
+      throw InvalidArgument(fmt::format(
+          "{}: h (--hidden) = {} is not divisible by a (--heads) = {} (h/a = {:.2f}): heads "
+          "need equal integer size; use a head count dividing h (nearest: {}) or give head_dim",
+          ctx, h, a, static_cast<double>(h) / static_cast<double>(a), nearest_divisors(h, a)));
+    }
+  }
+  if (a % t != 0) {
+    throw InvalidArgument(fmt::format(
+        "{}: t (--tp) = {} must divide a (--heads) = {}: tensor parallelism gives each rank "
+        "a/t whole heads; usable t: {}",
+        ctx, t, a, divisor_list(a, 16)));
+  }
+  if (kv_heads() % t != 0 && t % kv_heads() != 0) {
+    throw InvalidArgument(fmt::format(
+        "{}: t (--tp) = {} and a_kv (--kv-heads) = {}: one must divide the other, so KV heads "
+        "split evenly (a_kv/t) or replicate evenly (t/a_kv copies)",
+        ctx, t, kv_heads()));
   }
   if (top_k > experts) {
     throw InvalidArgument(
-        fmt::format("{}: top_k = {} must not exceed experts = {}", ctx, top_k, experts));
+        fmt::format("{}: top_k (--top-k) = {} must not exceed experts = {}", ctx, top_k, experts));
+  }
+  if (dense_layers > L) {
+    throw InvalidArgument(
+        fmt::format("{}: dense_layers = {} must not exceed L = {}", ctx, dense_layers, L));
   }
 }
 
@@ -107,7 +189,14 @@ void to_json(json& j, const ModelShape& m) {
            {"attention", to_string(m.attention)},
            {"norm", to_string(m.norm)},
            {"position", to_string(m.position)},
-           {"linear_bias", m.linear_bias}};
+           {"linear_bias", m.linear_bias},
+           {"head_dim", m.head_dim()},
+           {"qkv_bias", m.qkv_bias},
+           {"norms_per_layer", m.norms_per_layer},
+           {"positions", m.positions},
+           {"d_ff_expert", m.d_ff_expert},
+           {"d_ff_shared", m.d_ff_shared},
+           {"dense_layers", m.dense_layers}};
 }
 
 void from_json(const json& j, ModelShape& m) {
@@ -131,6 +220,13 @@ void from_json(const json& j, ModelShape& m) {
                                            "norm",
                                            "position",
                                            "linear_bias",
+                                           "head_dim",
+                                           "qkv_bias",
+                                           "norms_per_layer",
+                                           "positions",
+                                           "d_ff_expert",
+                                           "d_ff_shared",
+                                           "dense_layers",
                                            "source",
                                            "notes"};
   for (const auto& [key, value] : j.items()) {
@@ -138,7 +234,8 @@ void from_json(const json& j, ModelShape& m) {
       throw InvalidArgument(
           fmt::format("model: unknown field '{}' (known: h, a, a_kv, L, v, s, b, "
                       "d_ff, mlp, tied_embeddings, experts, top_k, t, dtype, "
-                      "attention, norm, position, linear_bias, name)",
+                      "attention, norm, position, linear_bias, head_dim, qkv_bias, "
+                      "norms_per_layer, positions, d_ff_expert, d_ff_shared, dense_layers, name)",
                       key));
     }
   }
@@ -157,6 +254,16 @@ void from_json(const json& j, ModelShape& m) {
   optional(j, "top_k", ctx, m.top_k);
   optional(j, "t", ctx, m.t);
   optional(j, "linear_bias", ctx, m.linear_bias);
+  optional(j, "qkv_bias", ctx, m.qkv_bias);
+  optional(j, "norms_per_layer", ctx, m.norms_per_layer);
+  optional(j, "positions", ctx, m.positions);
+  optional(j, "d_ff_expert", ctx, m.d_ff_expert);
+  optional(j, "d_ff_shared", ctx, m.d_ff_shared);
+  optional(j, "dense_layers", ctx, m.dense_layers);
+  // head_dim is written for every model; only a value other than h/a is an override.
+  std::int64_t head_dim = 0;
+  optional(j, "head_dim", ctx, head_dim);
+  if (head_dim > 0 && !(m.a > 0 && m.h % m.a == 0 && m.h / m.a == head_dim)) m.d_head = head_dim;
   if (j.contains("mlp")) m.mlp = parse_mlp_type(required<std::string>(j, "mlp", ctx));
   if (j.contains("dtype")) m.dtype = parse_dtype(required<std::string>(j, "dtype", ctx));
   if (j.contains("attention")) {
@@ -244,7 +351,7 @@ std::vector<Gemm> layer_gemms(const ModelShape& model, bool training) {
   const ModelShape& x = model;
   // Sharded dimensions that do not divide evenly are rounded up: the largest shard sets the time.
   const std::int64_t tokens = x.b * x.s;
-  const std::int64_t d = ceil_div(x.h, x.a);
+  const std::int64_t d = x.head_dim();
   const std::int64_t heads_per_gpu = ceil_div(x.a, x.t);
   const std::int64_t kv_per_gpu = ceil_div(x.kv_heads(), x.t);
   const DType dt = x.dtype;
@@ -265,7 +372,7 @@ std::vector<Gemm> layer_gemms(const ModelShape& model, bool training) {
 
   const std::int64_t ff = ceil_div(x.d_ff, x.t);
   if (!x.is_moe()) {
-    if (x.mlp == MlpType::swiglu) {
+    if (x.gated_mlp()) {
       add_with_backward(out, make("mlp_gate", tokens, ff, x.h, 1, dt), training);
     }
     add_with_backward(out, make("mlp_up", tokens, ff, x.h, 1, dt), training);
@@ -275,11 +382,21 @@ std::vector<Gemm> layer_gemms(const ModelShape& model, bool training) {
     // balance), and the experts run as one grouped GEMM (batch = experts).
     add_with_backward(out, make("moe_router", tokens, x.experts, x.h, 1, dt), training);
     const std::int64_t per_expert = ceil_div(tokens * x.top_k, x.experts);
-    if (x.mlp == MlpType::swiglu) {
-      add_with_backward(out, make("moe_gate", per_expert, ff, x.h, x.experts, dt), training);
+    const std::int64_t eff = ceil_div(x.expert_width(), x.t);
+    if (x.gated_mlp()) {
+      add_with_backward(out, make("moe_gate", per_expert, eff, x.h, x.experts, dt), training);
     }
-    add_with_backward(out, make("moe_up", per_expert, ff, x.h, x.experts, dt), training);
-    add_with_backward(out, make("moe_down", per_expert, x.h, ff, x.experts, dt), training);
+    add_with_backward(out, make("moe_up", per_expert, eff, x.h, x.experts, dt), training);
+    add_with_backward(out, make("moe_down", per_expert, x.h, eff, x.experts, dt), training);
+    // Shared experts see every token: one dense MLP of their summed width.
+    if (x.d_ff_shared > 0) {
+      const std::int64_t sff = ceil_div(x.d_ff_shared, x.t);
+      if (x.gated_mlp()) {
+        add_with_backward(out, make("shared_gate", tokens, sff, x.h, 1, dt), training);
+      }
+      add_with_backward(out, make("shared_up", tokens, sff, x.h, 1, dt), training);
+      add_with_backward(out, make("shared_down", tokens, x.h, sff, 1, dt), training);
+    }
   }
   return out;
 }

@@ -182,12 +182,14 @@ json advice_json(const Advice& advice) {
                      {"model_speedup", c.model_speedup},
                      {"totals", totals_json(c.totals)},
                      {"fixes", c.fixes},
-                     {"changes", c.changes}});
+                     {"changes", c.changes},
+                     {"fields_changed", c.fields_changed},
+                     {"significant", c.significant}});
   }
-  return json{{"input_params", advice.input_params},
-              {"input_totals", totals_json(advice.input_totals)},
-              {"evaluated", advice.evaluated},
-              {"candidates", cands}};
+  return json{
+      {"input_params", advice.input_params}, {"input_totals", totals_json(advice.input_totals)},
+      {"evaluated", advice.evaluated},       {"tp_sizes", advice.tp_sizes},
+      {"uncertainty", advice.uncertainty},   {"candidates", cands}};
 }
 
 json params_json(const ParamCount& p) {

@@ -56,31 +56,48 @@ struct SweepOptions {
   std::string plot_format = "png";
 };
 
+json inputs_json(const BuiltModel& b) {
+  return {{"source", b.source},
+          {"defaults", b.defaults},
+          {"warnings", b.warnings},
+          {"config_keys_used", b.used},
+          {"config_keys_ignored", b.ignored}};
+}
+
 void run_analysis(const ShapeOptions& o) {
-  const ModelShape model = build_model(o.model);
+  const BuiltModel built = build_model_noted(o.model);
+  const ModelShape& model = built.shape;
   const DeviceSpec device = resolve_device(o.device);
-  const ModelAnalysis analysis = analyze(model, device, o.training);
-  const auto findings = check_guidelines(model, device, analysis);
-  const ParamCount params = count_parameters(model);
-  const FlopCount flops = count_flops(model);
-  const MemoryEstimate train_mem = training_memory(model, o.layout);
-  const MemoryEstimate infer_mem = inference_memory(model, o.layout);
+  for (const auto& w : built.warnings)
+    fmt::print(stderr, "mcr shape: warning: {}\n", w);
   Advice advice;
   if (!o.no_advise) {
     AdvisorOptions ao = o.advisor;
     ao.training = o.training;
     advice = advise(model, device, ao);
   }
+  // The advisor analyses the input first; reuse that analysis instead of repeating it.
+  const ModelAnalysis analysis =
+      o.no_advise ? analyze(model, device, o.training) : advice.input_analysis;
+  auto findings = check_guidelines(model, device, analysis);
+  for (auto& f : check_memory(model, device, o.layout, o.training))
+    findings.push_back(std::move(f));
+  const ParamCount params = count_parameters(model);
+  const FlopCount flops = count_flops(model);
+  const MemoryEstimate train_mem = training_memory(model, o.layout);
+  const MemoryEstimate infer_mem = inference_memory(model, o.layout);
   if (o.csv_out) {
     fmt::print("{}", analysis_csv(analysis));
     return;
   }
   if (o.json_out) {
     json j = analysis_json(analysis);
+    j["inputs"] = inputs_json(built);
     j["params"] = params_json(params);
     j["flops"] = flops_json(flops);
     j["memory"] = {{"training", memory_json(train_mem)},
                    {"inference", memory_json(infer_mem)},
+                   {"device_memory_gb", device.memory_gb},
                    {"layout",
                     {{"t", model.t},
                      {"pp", o.layout.pp},
@@ -95,6 +112,7 @@ void run_analysis(const ShapeOptions& o) {
     return;
   }
   fmt::print("Model {}\n", describe_model(model));
+  fmt::print("{}", describe_inputs(built));
   fmt::print("{}", format_device(device, model.dtype));
   fmt::print("{}\n", format_calculators(params, flops, train_mem, infer_mem));
   fmt::print("GEMMs per layer per GPU (C[MxN] = A[MxK] B[KxN]):\n{}\n",
@@ -104,26 +122,9 @@ void run_analysis(const ShapeOptions& o) {
   if (!o.no_advise) {
     fmt::print("{}", format_advice(advice));
     if (!advice.candidates.empty()) {
-      const Candidate& best = advice.candidates.front();
-      const ModelAnalysis better = analyze(best.shape, device, o.training);
-      fmt::print("\nWhy #1 is faster (GEMMs whose prediction changed):\n");
-      for (std::size_t i = 0; i < analysis.layer.size() && i < better.layer.size(); ++i) {
-        const auto& x = analysis.layer[i];
-        const auto& y = better.layer[i];
-        if (x.gemm.pass != Pass::forward) continue;
-        if (std::abs(y.prediction.tflops / x.prediction.tflops - 1.0) < 0.01) continue;
-        fmt::print("  {}: {:.1f} -> {:.1f} TFLOP/s\n    before: {}\n    after:  {}\n", x.gemm.role,
-                   x.prediction.tflops, y.prediction.tflops, x.prediction.explanation,
-                   y.prediction.explanation);
-      }
-      if (!analysis.logits.empty() && !better.logits.empty() &&
-          std::abs(better.logits[0].prediction.tflops / analysis.logits[0].prediction.tflops -
-                   1.0) >= 0.01) {
-        fmt::print("  logits: {:.1f} -> {:.1f} TFLOP/s\n    before: {}\n    after:  {}\n",
-                   analysis.logits[0].prediction.tflops, better.logits[0].prediction.tflops,
-                   analysis.logits[0].prediction.explanation,
-                   better.logits[0].prediction.explanation);
-      }
+      const Candidate& first = advice.candidates.front();
+      fmt::print("\nWhy #1 ({}) is faster, per GEMM:\n{}", first.changes,
+                 format_why_faster(analysis, first.analysis));
     }
   }
 }
@@ -183,7 +184,8 @@ void run_sweep(const SweepOptions& o) {
         fmt::format("--plot-format '{}' is not supported: use png or svg", o.plot_format));
   }
   if (!on_path("gnuplot")) {
-    fmt::print("gnuplot is not on PATH: no plot rendered (the CSV above has the curve)\n");
+    fmt::print("{}gnuplot is not on PATH: text plot above; the CSV has the curve\n",
+               ascii_plot(o.field, points));
     return;
   }
   const std::string plot_path = prefix + "." + o.plot_format;
@@ -228,6 +230,13 @@ void add_shape_command(CLI::App& app) {
   cmd->add_option("--min-head-dim", opts->advisor.min_head_dim, "advisor: smallest h/a to consider")
       ->capture_default_str();
   cmd->add_option("--top", opts->advisor.top, "advisor: candidates to show")->capture_default_str();
+  cmd->add_option("--tp-sizes", opts->advisor.tp_sizes,
+                  "advisor: tensor-parallel sizes every candidate must allow (default: t and "
+                  "those of 2, 4, 8 the input allows)")
+      ->delimiter(',');
+  cmd->add_option("--uncertainty", opts->advisor.uncertainty,
+                  "advisor: speedups below this are marked as not significant")
+      ->capture_default_str();
   cmd->add_option("--pp", opts->layout.pp, "memory: pipeline stages")->capture_default_str();
   cmd->add_option("--dp", opts->layout.dp, "memory: data-parallel size")->capture_default_str();
   cmd->add_option("--zero", opts->layout.zero_stage, "memory: ZeRO stage 0-3")

@@ -22,29 +22,45 @@ void add_model_options(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("--seq,--s", f.s, "sequence length s");
   cmd->add_option("--micro-batch,--b", f.b, "microbatch size b");
   cmd->add_option("--ffn,--d-ff", f.d_ff, "MLP width d_ff (default 4h)");
-  cmd->add_option("--mlp", f.mlp, "MLP type: gelu or swiglu");
+  cmd->add_option("--mlp", f.mlp, "MLP type: gelu, swiglu or geglu");
   cmd->add_option("--experts", f.experts, "MoE experts (1 = dense)");
   cmd->add_option("--top-k", f.top_k, "MoE experts per token");
   cmd->add_option("--tp,--t", f.t, "tensor-parallel size t");
   cmd->add_option("--dtype", f.dtype, "fp32, tf32, fp16, bf16, fp8");
   cmd->add_option("--attention", f.attention, "attention implementation: unfused (bmm) or flash");
   cmd->add_option("--norm", f.norm, "layernorm or rmsnorm (parameter count only)");
-  cmd->add_option("--position", f.position, "learned or rotary (parameter count only)");
+  cmd->add_option("--position", f.position, "learned, rotary or alibi (parameter count only)");
   cmd->add_option("--tied", f.tied, "tied input/output embeddings (true/false)");
   cmd->add_option("--bias", f.bias, "linear layers have biases (true/false)");
 }
 
-codesign::ModelShape build_model(const ModelFlags& f) {
+codesign::ModelShape build_model(const ModelFlags& flags) {
+  return build_model_noted(flags).shape;
+}
+
+BuiltModel build_model_noted(const ModelFlags& f) {
   using namespace codesign;
   const int sources = !f.preset.empty() + !f.hf_config.empty() + !f.model_file.empty();
   if (sources > 1) {
     throw InvalidArgument("give at most one of --preset, --config and --model");
   }
-  ModelShape m;
+  BuiltModel built;
+  ModelShape& m = built.shape;
   if (!f.preset.empty()) {
     m = load_preset(f.preset);
+    built.source = fmt::format("preset {} (data/models/{}.json)", f.preset, f.preset);
+    built.defaults.push_back(
+        fmt::format("s = {}, b = {}, dtype = {}, attention = {}: the preset's values", m.s, m.b,
+                    to_string(m.dtype), to_string(m.attention)));
   } else if (!f.hf_config.empty()) {
-    m = load_hf_config(f.hf_config);
+    HfImport r = import_hf_config_file(f.hf_config);
+    m = r.shape;
+    built.source = fmt::format("config {} (model_type '{}'{})", f.hf_config, r.model_type,
+                               r.known_type ? "" : ", not a known family");
+    built.defaults = std::move(r.defaults);
+    built.warnings = std::move(r.warnings);
+    built.ignored = std::move(r.ignored);
+    built.used = std::move(r.used);
   } else if (!f.model_file.empty()) {
     std::ifstream in(f.model_file);
     if (!in) throw InvalidArgument(fmt::format("--model '{}' cannot be opened", f.model_file));
@@ -52,9 +68,18 @@ codesign::ModelShape build_model(const ModelFlags& f) {
       m = nlohmann::json::parse(in).get<ModelShape>();
     } catch (const nlohmann::json::exception& e) {
       throw InvalidArgument(fmt::format("--model '{}': {}", f.model_file, e.what()));
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("--model '{}': {}", f.model_file, e.what()));
     }
+    built.source = fmt::format("model file {}", f.model_file);
   } else {
     m.name = "custom";
+    built.source = "flags";
+    // The same defaults as a config import: training length and flash attention.
+    m.s = kDefaultConfigSeq;
+    m.attention = AttentionImpl::flash;
+    if (!f.s) built.defaults.push_back(fmt::format("s = {} (default; set --seq)", m.s));
+    if (!f.attention) built.defaults.push_back("attention = flash (default; set --attention)");
   }
   const bool custom = sources == 0;
   const auto set = [](std::int64_t& field, const std::optional<std::int64_t>& value) {
@@ -99,7 +124,29 @@ codesign::ModelShape build_model(const ModelFlags& f) {
     m.name += "*";
   }
   m.validate();
-  return m;
+  return built;
+}
+
+std::string describe_inputs(const BuiltModel& b) {
+  std::string out = fmt::format("Inputs: {}\n", b.source);
+  for (const auto& d : b.defaults)
+    out += fmt::format("  default: {}\n", d);
+  if (!b.used.empty()) {
+    std::string used;
+    for (const auto& k : b.used)
+      used += (used.empty() ? "" : ", ") + k;
+    out += fmt::format("  config keys read: {}\n", used);
+  }
+  if (!b.ignored.empty()) {
+    std::string ignored;
+    for (const auto& k : b.ignored)
+      ignored += (ignored.empty() ? "" : ", ") + k;
+    out += fmt::format("  config keys ignored (no effect on GEMMs or parameter counts): {}\n",
+                       ignored);
+  }
+  for (const auto& w : b.warnings)
+    out += fmt::format("  warning: {}\n", w);
+  return out;
 }
 
 std::string describe_model(const codesign::ModelShape& m) {
@@ -107,11 +154,18 @@ std::string describe_model(const codesign::ModelShape& m) {
   std::string head =
       m.h % m.a == 0 ? fmt::format("{}", m.h / m.a)
                      : fmt::format("{:.2f}", static_cast<double>(m.h) / static_cast<double>(m.a));
+  if (m.d_head > 0) head = fmt::format("{} given", m.d_head);
   std::string s = fmt::format(
-      "{}: h={} a={} (h/a={}) a_kv={} L={} v={} s={} b={} d_ff={} {} t={} {} attention={}", m.name,
-      m.h, m.a, head, m.kv_heads(), m.L, m.v, m.s, m.b, m.d_ff, to_string(m.mlp), m.t,
+      "{}: h={} a={} (head dim {}) a_kv={} L={} v={} s={} b={} d_ff={} {} t={} {} attention={}",
+      m.name, m.h, m.a, head, m.kv_heads(), m.L, m.v, m.s, m.b, m.d_ff, to_string(m.mlp), m.t,
       to_string(m.dtype), to_string(m.attention));
-  if (m.is_moe()) s += fmt::format(" experts={} top_k={}", m.experts, m.top_k);
+  if (m.is_moe()) {
+    s += fmt::format(" experts={} top_k={}", m.experts, m.top_k);
+    if (m.d_ff_expert > 0) s += fmt::format(" expert d_ff={}", m.d_ff_expert);
+    if (m.d_ff_shared > 0) s += fmt::format(" shared d_ff={}", m.d_ff_shared);
+    if (m.dense_layers > 0) s += fmt::format(" dense layers={}", m.dense_layers);
+  }
+  s += fmt::format(" {} positions={}", to_string(m.norm), to_string(m.position));
   s += m.tied_embeddings ? " tied" : " untied";
   return s;
 }

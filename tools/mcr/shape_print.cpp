@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace mcr::cli {
@@ -32,37 +33,50 @@ std::string format_device(const DeviceSpec& d, DType dtype) {
       d.alignment_elements(dtype));
 }
 
+namespace {
+
+// "ok" when every dimension reaches the device's alignment rule, else the dimensions that miss it:
+// "n=50257: 2 B, x0.42" (largest power-of-two divisor in bytes, and the tier factor it costs).
+std::string alignment_words(const Gemm& g, const GemmPrediction& p, const DeviceSpec& d) {
+  const char* names[3] = {"m", "n", "k"};
+  const std::int64_t dims[3] = {g.m, g.n, g.k};
+  std::string s;
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (p.alignment_bytes[i] >= d.alignment_bytes) continue;
+    s += fmt::format("{}{}={}: {} B, x{:.2f}", s.empty() ? "" : "; ", names[i], dims[i],
+                     p.alignment_bytes[i], p.alignment_factors[i]);
+  }
+  return s.empty() ? "ok" : s;
+}
+
+}  // namespace
+
 std::string format_gemm_table(const ModelAnalysis& a, const DeviceSpec& d) {
   std::string out = fmt::format(
-      "{:<16} {:<7} {:>7} {:>7} {:>7} {:>6} {:>9} {:>7} {:>9} {:>6} {:>6} {:>13} {:>10} {:>8} "
-      "{}\n",
-      "role", "pass", "M", "N", "K", "batch", "GFLOP", "FLOP/B", "tile", "waves", "wave%",
-      "align m/n/k B", "time us", "TFLOP/s", "bound");
-  const auto row = [&out, &d](const GemmResult& r) {
+      "{:<15} {:<7} {:>7} {:>7} {:>7} {:>6} {:>9} {:>9} {:>6} {:>6} {:>10} {:>8} {:>6}  {:<8} {}\n",
+      "role", "pass", "M", "N", "K", "batch", "GFLOP", "tile", "waves", "wave%", "time us",
+      "TFLOP/s", "share", "bound", fmt::format("alignment (rule {} B)", d.alignment_bytes));
+  const auto row = [&out, &d](const GemmResult& r, double whole) {
     const Gemm& g = r.gemm;
     const GemmPrediction& p = r.prediction;
-    const auto cap = [&d](std::int64_t bytes) {
-      return bytes >= d.alignment_bytes ? fmt::format("{}+", d.alignment_bytes)
-                                        : fmt::format("{}", bytes);
-    };
     out += fmt::format(
-        "{:<16} {:<7} {:>7} {:>7} {:>7} {:>6} {:>9.2f} {:>7.0f} {:>9} {:>6} {:>5.0f}% {:>13} "
-        "{:>10.1f} {:>8.1f} {}\n",
+        "{:<15} {:<7} {:>7} {:>7} {:>7} {:>6} {:>9.2f} {:>9} {:>6} {:>5.0f}% {:>10.1f} {:>8.1f} "
+        "{:>5.1f}%  {:<8} {}\n",
         g.role, to_string(g.pass), g.m, g.n, g.k, g.batch, g.flops() / 1e9,
-        g.arithmetic_intensity(),
         fmt::format("{}x{}{}", p.tile.m, p.tile.n,
                     p.split_k > 1 ? fmt::format("/{}", p.split_k) : ""),
-        p.waves, 100 * p.wave_efficiency,
-        fmt::format("{}/{}/{}", cap(p.alignment_bytes[0]), cap(p.alignment_bytes[1]),
-                    cap(p.alignment_bytes[2])),
-        p.time_s * 1e6, p.tflops,
-        p.latency_bound ? "latency" : (p.memory_bound ? "memory" : "compute"));
+        p.waves, 100 * p.wave_efficiency, p.time_s * 1e6, p.tflops, 100 * p.time_s / whole,
+        p.latency_bound ? "latency" : (p.memory_bound ? "memory" : "compute"),
+        alignment_words(g, p, d));
   };
   for (const auto& r : a.layer)
-    row(r);
-  out += "-- once per model:\n";
+    row(r, a.totals.time_per_layer_s);
+  out += "-- once per model (share of the whole step):\n";
   for (const auto& r : a.logits)
-    row(r);
+    row(r, a.totals.step_time_s);
+  out +=
+      "share: of one layer's GEMM time (logits: of the step). alignment: dimensions below the "
+      "rule, with their power-of-two alignment and the tier factor it costs.\n";
   return out;
 }
 
@@ -91,25 +105,97 @@ std::string format_findings(const std::vector<Finding>& findings) {
 std::string format_advice(const Advice& advice) {
   std::string out = fmt::format(
       "Advisor: {} shapes within the parameter budget analysed; input {} params, layer {:.1f} "
-      "TFLOP/s, model {:.1f} TFLOP/s\n",
+      "TFLOP/s, model {:.1f} TFLOP/s; candidates allow t in {{{}}}\n",
       advice.evaluated, human_count(advice.input_params), advice.input_totals.tflops,
-      advice.input_totals.model_tflops);
+      advice.input_totals.model_tflops, [&advice] {
+        std::string s;
+        for (const auto t : advice.tp_sizes)
+          s += fmt::format("{}{}", s.empty() ? "" : ", ", t);
+        return s;
+      }());
   if (advice.candidates.empty()) {
     out += "  no faster shape found within the budget: this shape is already on a good tier.\n";
     return out;
   }
+  const auto row = [](int rank, const std::string& changes, double params, double delta,
+                      double layer, double model, double speedup, const std::string& note) {
+    return fmt::format("  {:>3} {:>8.3f}x {:>9.1f} {:>9.1f} {:>9} {:>+7.2f}%  {}{}\n",
+                       rank > 0 ? fmt::format("#{}", rank) : "", speedup, model, layer,
+                       human_count(params), 100 * delta, changes,
+                       note.empty() ? "" : fmt::format("  [{}]", note));
+  };
+  out += fmt::format("  {:>3} {:>9} {:>9} {:>9} {:>9} {:>8}  {}\n", "", "speedup", "model TF",
+                     "layer TF", "params", "delta", "change  [what it fixes]");
+  out += row(0, "(input)", advice.input_params, 0, advice.input_totals.tflops,
+             advice.input_totals.model_tflops, 1.0, "");
   int rank = 1;
+  bool in_bundles = false;
   for (const auto& c : advice.candidates) {
+    if (rank == 1 && c.fields_changed == 1) out += "  one-field changes (try these first):\n";
+    if (!in_bundles && c.fields_changed != 1) {
+      out += "  bundled changes:\n";
+      in_bundles = true;
+    }
     std::string fixes;
     for (const auto& f : c.fixes)
-      fixes += (fixes.empty() ? "" : ", ") + f;
+      fixes += (fixes.empty() ? "fixes " : ", ") + f;
+    if (fixes.empty()) fixes = "wave/tile fit";
+    const std::string note = c.significant
+                                 ? fixes
+                                 : fmt::format("{}; gain < {:.0f}%: within the model's uncertainty",
+                                               fixes, 100 * advice.uncertainty);
+    out += row(rank++, c.changes, c.params, c.param_delta, c.totals.tflops, c.totals.model_tflops,
+               c.model_speedup, note);
+  }
+  if (std::none_of(advice.candidates.begin(), advice.candidates.end(),
+                   [](const Candidate& c) { return c.significant; })) {
     out += fmt::format(
-        "  #{} {:<40} params {} ({:+.2f}%)  layer {:.1f} TFLOP/s ({:.3f}x)  model {:.1f} "
-        "TFLOP/s ({:.3f}x)\n      fixes: {}\n",
-        rank++, c.changes, human_count(c.params), 100 * c.param_delta, c.totals.tflops, c.speedup,
-        c.totals.model_tflops, c.model_speedup, fixes.empty() ? "(wave/tile fit only)" : fixes);
+        "  No gain reaches the model's uncertainty ({:.0f}%): the shape is already on a good tier; "
+        "measure before changing it.\n",
+        100 * advice.uncertainty);
   }
   return out;
+}
+
+namespace {
+
+// The factors of the efficiency model that moved between two predictions of the same GEMM role.
+std::string causes(const GemmPrediction& x, const GemmPrediction& y) {
+  std::string s;
+  const auto moved = [&s](const char* what, double a, double b) {
+    if (std::abs(b / a - 1.0) >= 0.01) {
+      s += fmt::format("{}{} {:.0f}% -> {:.0f}%", s.empty() ? "" : ", ", what, 100 * a, 100 * b);
+    }
+  };
+  moved("alignment", x.alignment_factor, y.alignment_factor);
+  moved("wave fill", x.wave_efficiency, y.wave_efficiency);
+  moved("tile fill", x.tile_efficiency, y.tile_efficiency);
+  moved("K depth", x.k_efficiency, y.k_efficiency);
+  if (x.tile.m != y.tile.m || x.tile.n != y.tile.n) {
+    s += fmt::format("{}tile {}x{} -> {}x{}", s.empty() ? "" : ", ", x.tile.m, x.tile.n, y.tile.m,
+                     y.tile.n);
+  }
+  return s.empty() ? "smaller or larger GEMM, same efficiency" : s;
+}
+
+}  // namespace
+
+std::string format_why_faster(const ModelAnalysis& before, const ModelAnalysis& after) {
+  std::string out;
+  const auto line = [&out](const GemmResult& x, const GemmResult& y) {
+    if (x.gemm.pass != Pass::forward) return;
+    if (std::abs(y.prediction.tflops / x.prediction.tflops - 1.0) < 0.01) return;
+    out += fmt::format("  {:<15} {:>7.1f} -> {:>7.1f} TFLOP/s  ({}x{}x{} -> {}x{}x{}): {}\n",
+                       x.gemm.role, x.prediction.tflops, y.prediction.tflops, x.gemm.m, x.gemm.n,
+                       x.gemm.k, y.gemm.m, y.gemm.n, y.gemm.k, causes(x.prediction, y.prediction));
+  };
+  for (std::size_t i = 0; i < before.layer.size() && i < after.layer.size(); ++i) {
+    if (before.layer[i].gemm.role == after.layer[i].gemm.role)
+      line(before.layer[i], after.layer[i]);
+  }
+  for (std::size_t i = 0; i < before.logits.size() && i < after.logits.size(); ++i)
+    line(before.logits[i], after.logits[i]);
+  return out.empty() ? "  no single GEMM changed by 1% or more\n" : out;
 }
 
 std::string format_calculators(const ParamCount& p, const FlopCount& f, const MemoryEstimate& train,
@@ -147,6 +233,54 @@ std::string format_sweep(const std::string& field, const std::vector<SweepPoint>
       out += fmt::format("{:>8} invalid: {}\n", p.value, p.reason);
     }
   }
+  return out;
+}
+
+std::string ascii_plot(const std::string& field, const std::vector<SweepPoint>& pts, int width,
+                       int height) {
+  double lo = 0, hi = 0;
+  bool any = false;
+  for (const auto& p : pts) {
+    if (!p.valid) continue;
+    lo = any ? std::min(lo, p.totals.model_tflops) : p.totals.model_tflops;
+    hi = any ? std::max(hi, p.totals.model_tflops) : p.totals.model_tflops;
+    any = true;
+  }
+  if (!any || pts.size() < 2) return "";
+  if (hi - lo < 1e-9) hi = lo + 1;
+  // One column per point when they fit, else points share columns (the column keeps the best).
+  const int cols = std::min<int>(width, static_cast<int>(pts.size()));
+  std::vector<double> best(static_cast<std::size_t>(cols), -1);
+  std::vector<bool> invalid(static_cast<std::size_t>(cols), false);
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    const auto c = static_cast<std::size_t>(i * static_cast<std::size_t>(cols) / pts.size());
+    if (!pts[i].valid) {
+      invalid[c] = true;
+      continue;
+    }
+    best[c] = std::max(best[c], pts[i].totals.model_tflops);
+  }
+  std::vector<std::string> grid(static_cast<std::size_t>(height),
+                                std::string(static_cast<std::size_t>(cols), ' '));
+  for (std::size_t c = 0; c < best.size(); ++c) {
+    if (best[c] < 0) {
+      if (invalid[c]) grid.back()[c] = 'x';
+      continue;
+    }
+    const int row = static_cast<int>(std::lround((best[c] - lo) / (hi - lo) * (height - 1)));
+    grid[static_cast<std::size_t>(height - 1 - row)][c] = '*';
+  }
+  std::string out = fmt::format("model TFLOP/s vs {} (* = point, x = invalid shape)\n", field);
+  for (int r = 0; r < height; ++r) {
+    const double value = hi - (hi - lo) * r / (height - 1);
+    out += fmt::format("{:>8.1f} |{}\n", value, grid[static_cast<std::size_t>(r)]);
+  }
+  out += fmt::format("         +{}\n", std::string(static_cast<std::size_t>(cols), '-'));
+  const std::string first = fmt::format("{}", pts.front().value);
+  const std::string last = fmt::format("{}", pts.back().value);
+  const int gap = std::max(1, cols - static_cast<int>(first.size() + last.size()));
+  out += fmt::format("          {}{}{}\n", first, std::string(static_cast<std::size_t>(gap), ' '),
+                     last);
   return out;
 }
 

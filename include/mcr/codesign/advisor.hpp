@@ -21,10 +21,18 @@ struct AdvisorOptions {
   std::int64_t min_head_dim = 32;
   std::int64_t max_head_dim = 128;  ///< larger head dims are faster but change the model more
   bool training = false;
+  /// Tensor-parallel sizes every candidate must allow (t | a, and t and a_kv dividing one way).
+  /// Empty: the model's t and those of 2, 4 and 8 that the input's head counts allow.
+  std::vector<std::int64_t> tp_sizes;
+  /// Relative speedups below this are within the model's error and shown as not significant:
+  /// the median |error| of the uncalibrated catalog entries is 5-13% per GEMM on measured sweeps
+  /// (docs/performance.md), and most of it is shared by two shapes of the same model.
+  double uncertainty = 0.03;
 };
 
 struct Candidate {
   ModelShape shape;
+  ModelAnalysis analysis;  ///< the candidate's analysis (the advisor's own, not recomputed)
   double params = 0;
   double param_delta = 0;  ///< relative to the input: P'/P - 1
   AnalysisTotals totals;
@@ -32,18 +40,27 @@ struct Candidate {
   double model_speedup = 0;        ///< predicted model TFLOP/s (layers + logits) over the input's
   std::vector<std::string> fixes;  ///< guideline ids the input has and this shape does not
   std::string changes;             ///< e.g. "a 32->20, v 50257->50304"
+  int fields_changed = 0;          ///< how many of h, a, a_kv, L, d_ff, v differ from the input
+  bool significant = true;         ///< model_speedup - 1 >= AdvisorOptions::uncertainty
 };
 
 struct Advice {
   ModelShape input;
   double input_params = 0;
   AnalysisTotals input_totals;
-  std::vector<Candidate> candidates;  ///< best first; only shapes faster than the input
-  std::int64_t evaluated = 0;         ///< shapes analysed
+  ModelAnalysis input_analysis;  ///< the input's analysis, for before/after comparisons
+  /// Faster shapes. Single-field changes come first (the fastest per field, best first), then
+  /// bundled changes best first; one candidate per (h, a) among the bundled ones.
+  std::vector<Candidate> candidates;
+  std::int64_t evaluated = 0;          ///< shapes analysed
+  std::vector<std::int64_t> tp_sizes;  ///< the tensor-parallel sizes candidates allow
+  double uncertainty = 0;              ///< AdvisorOptions::uncertainty used
 };
 
 /// Candidates keep h % a == 0, a_kv | a, h/a in [min_head_dim, max_head_dim], the MLP type and the
-/// d_ff/h ratio (within ffn_steps), and a vocabulary >= the input's (padding only).
+/// d_ff/h ratio (within ffn_steps), a vocabulary >= the input's (padding only), multi-query
+/// attention (a_kv = 1) or else the GQA group size a/a_kv, and every tensor-parallel size in
+/// tp_sizes. An explicit head_dim is dropped: candidates use h/a.
 Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOptions& options);
 
 struct SweepPoint {

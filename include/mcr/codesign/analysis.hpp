@@ -36,8 +36,14 @@ struct ModelAnalysis {
   bool training = false;
   std::vector<GemmResult> layer;   ///< one layer
   std::vector<GemmResult> logits;  ///< once per model
+  /// One of the model's leading dense layers (MoE models with dense_layers > 0, e.g. DeepSeekMoE);
+  /// empty otherwise. The totals count dense_layers of these and L - dense_layers of `layer`.
+  std::vector<GemmResult> dense_layer;
   AnalysisTotals totals;
 };
+
+/// The shape of an MoE model's leading dense layers: the same model with a dense d_ff MLP.
+ModelShape dense_layer_of(const ModelShape& model);
 
 /// Throws mcr::InvalidArgument for an invalid shape or a dtype the device lacks.
 ModelAnalysis analyze(const ModelShape& model, const DeviceSpec& device, bool training);

@@ -13,19 +13,22 @@
 
 namespace mcr::codesign {
 
-enum class MlpType { gelu, swiglu };
+/// gelu: two matrices (up, down) with any pointwise activation (GeLU, ReLU); swiglu and geglu:
+/// gated, three matrices (gate, up, down), SiLU or GeLU on the gate.
+enum class MlpType { gelu, swiglu, geglu };
 enum class AttentionImpl { unfused, flash };
 enum class NormType { layernorm, rmsnorm };
-enum class PositionEmbedding { learned, rotary };
+/// learned: a table of positions x h parameters; rotary and alibi have no parameters.
+enum class PositionEmbedding { learned, rotary, alibi };
 
 std::string to_string(MlpType v);
 std::string to_string(AttentionImpl v);
 std::string to_string(NormType v);
 std::string to_string(PositionEmbedding v);
-MlpType parse_mlp_type(const std::string& s);                      ///< gelu | swiglu
+MlpType parse_mlp_type(const std::string& s);                      ///< gelu | swiglu | geglu
 AttentionImpl parse_attention_impl(const std::string& s);          ///< unfused | bmm | flash
 NormType parse_norm_type(const std::string& s);                    ///< layernorm | rmsnorm
-PositionEmbedding parse_position_embedding(const std::string& s);  ///< learned | rotary
+PositionEmbedding parse_position_embedding(const std::string& s);  ///< learned | rotary | alibi
 
 /// Symbols follow the co-design paper: h hidden, a heads, a_kv key/value heads (GQA), L layers,
 /// v vocabulary, s sequence length, b microbatch, d_ff MLP width, t tensor-parallel size.
@@ -50,15 +53,26 @@ struct ModelShape {
   NormType norm = NormType::layernorm;
   PositionEmbedding position = PositionEmbedding::learned;
   bool linear_bias = true;
+  // Fields added for architectures beyond GPT/Llama; each default keeps the older behaviour.
+  std::int64_t d_head = 0;  ///< head dimension when it is not h/a (Gemma: 256); 0 means h/a
+  bool qkv_bias = false;    ///< biases on Q, K and V only (Qwen2) when linear_bias is false
+  std::int64_t norms_per_layer = 2;  ///< 1 for parallel blocks with one norm (GPT-J, Falcon-7B)
+  std::int64_t positions = 0;     ///< learned position rows; 0 means s (OPT keeps 2 extra: s + 2)
+  std::int64_t d_ff_expert = 0;   ///< MoE: width of one routed expert; 0 means d_ff
+  std::int64_t d_ff_shared = 0;   ///< MoE: total width of the shared experts every token uses
+  std::int64_t dense_layers = 0;  ///< MoE: leading layers with a dense d_ff MLP (DeepSeek-MoE)
 
   std::int64_t kv_heads() const { return a_kv > 0 ? a_kv : a; }
-  /// h / a (exact division is a guideline, not a requirement: integer part).
-  std::int64_t head_dim() const { return a > 0 ? h / a : 0; }
+  /// d_head when given, else h / a (integer part; validate() requires h % a == 0 then).
+  std::int64_t head_dim() const { return d_head > 0 ? d_head : (a > 0 ? h / a : 0); }
   bool is_moe() const { return experts > 1; }
+  bool gated_mlp() const { return mlp != MlpType::gelu; }
+  std::int64_t expert_width() const { return d_ff_expert > 0 ? d_ff_expert : d_ff; }
 
-  /// Throws mcr::InvalidArgument naming the field, the value and the rule, for values no model can
-  /// have (non-positive sizes, a_kv > a, top_k > experts, ...). Shapes that are legal but slow are
-  /// the guideline checker's business, not this one's.
+  /// Throws mcr::InvalidArgument naming the field (and its flag), the value and the rule, for
+  /// shapes no model can have or Megatron cannot shard: non-positive sizes, a_kv not dividing a,
+  /// h % a != 0 without an explicit head_dim, t not dividing a, t and a_kv neither dividing the
+  /// other, top_k > experts. Shapes that are legal but slow are the guideline checker's business.
   void validate() const;
 };
 bool operator==(const ModelShape& x, const ModelShape& y);
@@ -71,9 +85,28 @@ void from_json(const nlohmann::json& j, ModelShape& m);
 ModelShape load_preset(const std::string& name);
 std::vector<std::string> preset_names();
 
-/// Reads a Hugging Face config.json (Llama, Mistral, Mixtral, GPT-NeoX, GPT-2, GPT-J, Qwen2
-/// fields).
+/// What a Hugging Face config.json import read, assumed and left out, for the user to check.
+struct HfImport {
+  ModelShape shape;
+  std::string model_type;             ///< as written, or "llama" when absent
+  bool known_type = true;             ///< false: read with the generic (Llama-like) mapping
+  std::vector<std::string> used;      ///< config keys that set a field
+  std::vector<std::string> ignored;   ///< keys present but not used (none changes the GEMMs)
+  std::vector<std::string> defaults;  ///< "s = 4096: min(max_position_embeddings 32768, 4096)"
+  std::vector<std::string> warnings;  ///< unknown model_type, keys the analyser cannot model
+};
+
+/// Longest sequence a config import analyses by default: min(max_position_embeddings, this). The
+/// presets use the same training length (docs/codesign.md "Defaults").
+inline constexpr std::int64_t kDefaultConfigSeq = 4096;
+
+/// Reads a Hugging Face config.json: llama, mistral, mixtral, qwen2, qwen2_moe, gemma, gemma2,
+/// falcon (and the older RefinedWeb schema), phi, gpt2, gptj, gpt_neox, opt, bloom, mpt, deepseek
+/// (MoE with shared experts). Malformed values throw mcr::InvalidArgument naming key and value.
+HfImport import_hf_config(const nlohmann::json& config);
+/// import_hf_config(config).shape.
 ModelShape from_hf_config(const nlohmann::json& config);
+HfImport import_hf_config_file(const std::filesystem::path& path);
 ModelShape load_hf_config(const std::filesystem::path& path);
 
 /// The GEMMs of one transformer layer on one GPU, forward first; with `training` also the dgrad and

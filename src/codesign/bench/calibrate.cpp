@@ -23,9 +23,32 @@ double logit(double p) {
   return std::log(p / (1.0 - p));
 }
 
-// Every parameter is optimised in an unconstrained coordinate: fractions in (0, 1) through a
-// logistic map, positive quantities through log. This keeps the simplex from stepping outside the
-// legal range without clamping, which would flatten the objective.
+// Every parameter is optimised in an unconstrained coordinate mapped onto a physical range:
+// value = lo + (hi - lo) * sigmoid(x), on a log scale for times and the K overhead. The ranges keep
+// the fit physical (a tile running at 1e-6 of the best one, or a 5e-14 s kernel floor, is no
+// device) and the simplex never leaves them, so no clamping flattens the objective.
+struct Range {
+  double lo, hi;
+  bool log_scale;
+};
+constexpr Range kFraction{0.2, 1.0, false};  // tiers, tiles, memory efficiency
+// A loaded or throttled machine (or a guessed peak) can reach only a few percent of it.
+constexpr Range kPeak{0.02, 1.0, false};
+constexpr Range kKOverhead{1.0, 2048.0, true};  // elements of K
+constexpr Range kLaunch{1e-7, 1e-4, true};      // seconds
+constexpr Range kFloor{1e-7, 1e-3, true};       // seconds
+
+double to_value(double x, const Range& r) {
+  if (!r.log_scale) return r.lo + (r.hi - r.lo) * sigmoid(x);
+  return std::exp(std::log(r.lo) + (std::log(r.hi) - std::log(r.lo)) * sigmoid(x));
+}
+double to_coordinate(double v, const Range& r) {
+  const double u = r.log_scale ? (std::log(std::max(v, r.lo)) - std::log(r.lo)) /
+                                     (std::log(r.hi) - std::log(r.lo))
+                               : (v - r.lo) / (r.hi - r.lo);
+  return logit(u);
+}
+
 /// Index of the alignment tier that `bytes` of alignment falls into (tiers sorted by min_bytes
 /// descending; below every tier means the last one), as alignment_tier_factor() decides.
 std::size_t tier_index(const std::vector<AlignmentTier>& tiers, std::int64_t bytes) {
@@ -35,68 +58,109 @@ std::size_t tier_index(const std::vector<AlignmentTier>& tiers, std::int64_t byt
   return tiers.size() - 1;
 }
 
-struct ParamMap {
-  std::vector<std::string> names;
-  // The first alignment tier and the first tile are references kept as they are: scaling either
-  // is the same as scaling peak_fraction, so fitting them too would leave the fit undetermined.
-  // Tiers that no fitted dimension falls into are left alone for the same reason.
-  std::vector<std::size_t> tiers;
-  std::size_t tile_count = 0;
-  static constexpr std::size_t kScalars = 5;
+// One fitted parameter: where it lives in the device, its range, and its name.
+struct Param {
+  std::string name;
+  Range range;
+  double* (*slot)(DeviceSpec&, std::size_t);
+  std::size_t index = 0;
+};
 
+double* peak_slot(DeviceSpec& d, std::size_t) {
+  return &d.efficiency.peak_fraction;
+}
+double* k_slot(DeviceSpec& d, std::size_t) {
+  return &d.efficiency.k_overhead;
+}
+double* launch_slot(DeviceSpec& d, std::size_t) {
+  return &d.efficiency.launch_overhead_s;
+}
+double* floor_slot(DeviceSpec& d, std::size_t) {
+  return &d.efficiency.latency_floor_s;
+}
+double* memory_slot(DeviceSpec& d, std::size_t) {
+  return &d.efficiency.memory_efficiency;
+}
+double* tier_slot(DeviceSpec& d, std::size_t i) {
+  return &d.efficiency.alignment_tiers[i].factor;
+}
+double* tile_slot(DeviceSpec& d, std::size_t i) {
+  return &d.tiles[i].efficiency;
+}
+
+struct ParamMap {
+  std::vector<Param> params;
+  std::vector<std::string> unidentified;  ///< "name: reason", left at the prior
+
+  // A parameter is fitted only if some training point exercises it under the starting device;
+  // otherwise the data cannot say anything about it and it keeps its prior. The first alignment
+  // tier and the first tile are references: scaling either is the same as scaling peak_fraction.
   ParamMap(const DeviceSpec& d, std::span<const GemmMeasurement> data) {
-    names = {"peak_fraction", "k_overhead", "launch_overhead_s", "latency_floor_s",
-             "memory_efficiency"};
-    const auto& all_tiers = d.efficiency.alignment_tiers;
-    std::vector<bool> reached(all_tiers.size(), false);
+    const auto& tiers = d.efficiency.alignment_tiers;
+    std::vector<bool> tier_used(tiers.size(), false);
+    std::vector<bool> tile_used(d.tiles.size(), false);
+    bool near_floor = false, launch_matters = false, memory_matters = false;
     for (const auto& m : data) {
       for (const auto dim : {m.gemm.m, m.gemm.n, m.gemm.k}) {
-        reached[tier_index(all_tiers, pow2_divisor(dim) * dtype_bytes(m.gemm.dtype))] = true;
+        tier_used[tier_index(tiers, pow2_divisor(dim) * dtype_bytes(m.gemm.dtype))] = true;
       }
+      const GemmPrediction p = predict(m.gemm, d);
+      for (std::size_t i = 0; i < d.tiles.size(); ++i) {
+        if (d.tiles[i].m == p.tile.m && d.tiles[i].n == p.tile.n) tile_used[i] = true;
+      }
+      near_floor = near_floor || m.timing.median_s < 3.0 * d.efficiency.latency_floor_s;
+      launch_matters = launch_matters || m.timing.median_s < 20.0 * d.efficiency.launch_overhead_s;
+      memory_matters = memory_matters || p.memory_time_s > 0.5 * p.compute_time_s;
     }
-    for (std::size_t i = 1; i < all_tiers.size(); ++i) {
-      if (!reached[i]) continue;
-      tiers.push_back(i);
-      names.push_back(fmt::format("alignment_tiers[{}B].factor", all_tiers[i].min_bytes));
+    params.push_back({"peak_fraction", kPeak, peak_slot});
+    params.push_back({"k_overhead", kKOverhead, k_slot});
+    const auto maybe = [this](bool used, Param param, const char* reason) {
+      if (used) {
+        params.push_back(std::move(param));
+      } else {
+        unidentified.push_back(param.name + ": " + reason);
+      }
+    };
+    maybe(launch_matters, {"launch_overhead_s", kLaunch, launch_slot},
+          "no measured time is within 20x of it");
+    maybe(near_floor, {"latency_floor_s", kFloor, floor_slot},
+          "no measured time is within 3x of it");
+    maybe(memory_matters, {"memory_efficiency", kFraction, memory_slot},
+          "no GEMM is near the memory roofline");
+    for (std::size_t i = 1; i < tiers.size(); ++i) {
+      maybe(
+          tier_used[i],
+          {fmt::format("alignment_tiers[{}B].factor", tiers[i].min_bytes), kFraction, tier_slot, i},
+          "no dimension falls into this tier");
     }
-    tile_count = d.tiles.empty() ? 0 : d.tiles.size() - 1;
     for (std::size_t i = 1; i < d.tiles.size(); ++i) {
-      names.push_back(fmt::format("tiles[{}x{}].efficiency", d.tiles[i].m, d.tiles[i].n));
+      maybe(tile_used[i],
+            {fmt::format("tiles[{}x{}].efficiency", d.tiles[i].m, d.tiles[i].n), kFraction,
+             tile_slot, i},
+            "no GEMM of the sweep is predicted to use this tile");
     }
   }
 
   std::vector<double> encode(const DeviceSpec& d) const {
-    const auto& e = d.efficiency;
-    // Zero overheads would sit at log(0): start them at a tiny positive value instead.
-    std::vector<double> x = {logit(e.peak_fraction), std::log(std::max(e.k_overhead, 1e-3)),
-                             std::log(std::max(e.launch_overhead_s, 1e-9)),
-                             std::log(std::max(e.latency_floor_s, 1e-9)),
-                             logit(e.memory_efficiency)};
-    for (const auto i : tiers)
-      x.push_back(logit(e.alignment_tiers[i].factor));
-    for (std::size_t i = 1; i <= tile_count; ++i)
-      x.push_back(logit(d.tiles[i].efficiency));
+    DeviceSpec copy = d;
+    std::vector<double> x;
+    for (const auto& p : params)
+      x.push_back(to_coordinate(*p.slot(copy, p.index), p.range));
     return x;
   }
 
   /// Writes the parameters in `x` into `d` (which starts as a copy of the input device).
   void decode(const std::vector<double>& x, DeviceSpec& d) const {
-    auto& e = d.efficiency;
-    e.peak_fraction = fraction(x[0]);
-    e.k_overhead = std::exp(x[1]);
-    e.launch_overhead_s = std::exp(x[2]);
-    e.latency_floor_s = std::exp(x[3]);
-    e.memory_efficiency = fraction(x[4]);
-    std::size_t at = kScalars;
-    for (const auto i : tiers)
-      e.alignment_tiers[i].factor = fraction(x[at++]);
-    for (std::size_t i = 1; i <= tile_count; ++i)
-      d.tiles[i].efficiency = fraction(x[at++]);
+    for (std::size_t i = 0; i < params.size(); ++i)
+      *params[i].slot(d, params[i].index) = to_value(x[i], params[i].range);
   }
 
-  /// A fraction in [1e-6, 1]: the logistic map can round to exactly 0 far out, which no device
-  /// file may contain.
-  static double fraction(double x) { return std::max(sigmoid(x), 1e-6); }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& p : params)
+      out.push_back(p.name);
+    return out;
+  }
 };
 
 std::vector<GemmMeasurement> pick(std::span<const GemmMeasurement> all,
@@ -241,8 +305,8 @@ CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const Dev
   result.train_before = summary_on(train, start);
   result.holdout_before = summary_on(test, start);
 
-  const ParamMap map(start, train);
-  result.parameters = map.names;
+  ParamMap map(start, train);
+  result.parameters = map.names();
   DeviceSpec trial = start;
   // Mean |log(predicted time / measured time)|: scale-free, so tiny and huge GEMMs weigh the same,
   // and an L1 loss, so a few noisy points cannot drag the fit (the target metric is a median).
@@ -256,12 +320,65 @@ CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const Dev
     return sum / static_cast<double>(train.size());
   };
   auto x = map.encode(start);
-  const std::vector<double> step(x.size(), 0.5);
+  // Initial simplex steps: 0.5 in the logistic coordinate for fractions; for log-scaled values the
+  // step that moves log(value) by 0.5, so the range's width does not set the search scale.
+  std::vector<double> step(x.size(), 0.5);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const Range& r = map.params[i].range;
+    if (!r.log_scale) continue;
+    const double s = sigmoid(x[i]);
+    step[i] = 0.5 / std::max((std::log(r.hi) - std::log(r.lo)) * s * (1.0 - s), 0.05);
+  }
   for (int run = 0; run <= options.restarts; ++run) {
     x = nelder_mead(objective, x, step, options.max_evaluations, &result.evaluations);
   }
   result.device = start;
   map.decode(x, result.device);
+  // How well the data pin each fitted value: the range over which the fit's mean |log error|
+  // rises by at most 1% (relative) when that value alone moves, within its physical range. A value
+  // the objective barely notices across its whole range is returned to its prior.
+  const double best = objective(x);
+  DeviceSpec prior = start;
+  for (std::size_t i = 0; i < map.params.size(); ++i) {
+    const Param& p = map.params[i];
+    const double value = *p.slot(result.device, p.index);
+    const auto edge = [&](double direction) {
+      double lo_step = 0, hi_step = 8;  // in the unconstrained coordinate
+      for (int it = 0; it < 30; ++it) {
+        const double mid = 0.5 * (lo_step + hi_step);
+        auto y = x;
+        y[i] += direction * mid;
+        if (objective(y) <= best * 1.01 + 1e-12) {
+          lo_step = mid;
+        } else {
+          hi_step = mid;
+        }
+      }
+      return to_value(x[i] + direction * lo_step, p.range);
+    };
+    FittedValue f{p.name, value, edge(-1.0), edge(+1.0), true, false};
+    // Within 0.1% of the range's width from an end: the data push past the physical range.
+    const double u = p.range.log_scale
+                         ? std::log(value / p.range.lo) / std::log(p.range.hi / p.range.lo)
+                         : (value - p.range.lo) / (p.range.hi - p.range.lo);
+    f.at_bound = u < 1e-3 || u > 1.0 - 1e-3;
+    const double span = p.range.log_scale
+                            ? std::log(f.high / f.low) / std::log(p.range.hi / p.range.lo)
+                            : (f.high - f.low) / (p.range.hi - p.range.lo);
+    if (span > 0.9) {
+      f.identified = false;
+      f.value = *p.slot(prior, p.index);
+      *p.slot(result.device, p.index) = f.value;
+    }
+    result.fitted.push_back(f);
+  }
+  for (const auto& u : map.unidentified)
+    result.unidentified.push_back(u);
+  for (const auto& f : result.fitted) {
+    if (!f.identified) {
+      result.unidentified.push_back(f.name + ": the fit is flat across its range");
+    }
+  }
   result.train_after = summary_on(train, result.device);
   result.holdout_after = summary_on(test, result.device);
   return result;
@@ -277,6 +394,20 @@ void to_json(nlohmann::json& j, const CalibrationResult& r) {
        {"holdout_after", r.holdout_after},
        {"evaluations", r.evaluations},
        {"parameters", r.parameters},
+       {"fitted",
+        [&r] {
+          nlohmann::json a = nlohmann::json::array();
+          for (const auto& f : r.fitted) {
+            a.push_back({{"name", f.name},
+                         {"value", f.value},
+                         {"low", f.low},
+                         {"high", f.high},
+                         {"identified", f.identified},
+                         {"at_bound", f.at_bound}});
+          }
+          return a;
+        }()},
+       {"unidentified", r.unidentified},
        {"efficiency", r.device.efficiency},
        {"tiles", r.device.tiles}};
 }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "mcr/codesign/guidelines.hpp"
+#include "mcr/errors.hpp"
 
 namespace mcr::codesign {
 namespace {
@@ -30,7 +31,7 @@ TEST(Guidelines, Gpt3_2_7BHeadDim80) {
 }
 
 TEST(Guidelines, Gpt3_13BHidden5140) {
-  // 5140 = 64*80 + 20, and 5140/40 = 128.5 is not an integer head size.
+  // 5140 = 64*80 + 20; 40 heads of the printed d_head 128 give an attention width of 5120 != h.
   const auto fs = check_guidelines(load_preset("gpt3-13b"), a100());
   const Finding* h = find(fs, "hidden_alignment");
   ASSERT_NE(h, nullptr);
@@ -38,7 +39,8 @@ TEST(Guidelines, Gpt3_13BHidden5140) {
   EXPECT_NE(h->fix.find("5184"), std::string::npos) << h->fix;
   const Finding* heads = find(fs, "heads_divide_hidden");
   ASSERT_NE(heads, nullptr);
-  EXPECT_EQ(heads->severity, Severity::error);
+  EXPECT_EQ(heads->severity, Severity::warning);
+  EXPECT_NE(heads->message.find("5120"), std::string::npos) << heads->message;
 }
 
 TEST(Guidelines, Vocab50257) {
@@ -79,11 +81,11 @@ TEST(Guidelines, Llama2_7BAlignedShapePasses) {
 
 TEST(Guidelines, TensorParallelChecks) {
   ModelShape m = load_preset("gpt3-2.7b");
-  m.t = 3;  // (1 * 32) / 3 is not an integer; 2560/3 is not either
-  const auto fs = check_guidelines(m, a100());
-  ASSERT_NE(find(fs, "batch_heads_per_tp"), nullptr);
-  EXPECT_EQ(find(fs, "batch_heads_per_tp")->severity, Severity::error);
-  EXPECT_NE(find(fs, "tp_shard_alignment"), nullptr);
+  m.t = 3;  // 32 heads cannot be split over 3 ranks: not a shape, rejected before any check
+  EXPECT_THROW(check_guidelines(m, a100()), InvalidArgument);
+  m.t = 8;
+  m.d_ff = 10280;  // d_ff/t = 1285 is not a multiple of 64
+  EXPECT_NE(find(check_guidelines(m, a100()), "tp_shard_alignment"), nullptr);
   m.t = 16;  // h/t = 160 and t > 8
   EXPECT_NE(find(check_guidelines(m, a100()), "tp_size"), nullptr);
 }
@@ -110,6 +112,42 @@ TEST(Guidelines, WaveTail) {
   for (const auto& f : fs)
     found |= f.id == "wave_tail";
   EXPECT_TRUE(found);
+}
+
+TEST(Guidelines, SequenceAndTokensAlignment) {
+  ModelShape m = load_preset("llama-2-7b");
+  const DeviceSpec h100 = device_from_catalog("h100-sxm");
+  m.s = 2047;
+  const auto fs = check_guidelines(m, h100);
+  const Finding* seq = find(fs, "seq_alignment");
+  ASSERT_NE(seq, nullptr);
+  EXPECT_NE(seq->fix.find("s = 2048"), std::string::npos) << seq->fix;
+  EXPECT_NE(seq->message.find("at s = 2048"), std::string::npos) << seq->message;
+  // 1000 is a multiple of 8 but not 64; 3 x 1000 = 3000 = 8 x 375: 16-byte aligned M, which the
+  // a100-80gb tiers price at x0.87 (h100/h200 at x0.97 since the H200 sweep).
+  m.s = 1000;
+  m.b = 3;
+  const auto fs2 = check_guidelines(m, a100());
+  const Finding* tokens = find(fs2, "tokens_alignment");
+  ASSERT_NE(tokens, nullptr);
+  EXPECT_NE(tokens->message.find("16-byte"), std::string::npos) << tokens->message;
+  EXPECT_NE(tokens->message.find("x0.87"), std::string::npos) << tokens->message;
+  EXPECT_NE(tokens->fix.find("s = 1024 (b*s = 3072)"), std::string::npos) << tokens->fix;
+  m.s = 4096;
+  m.b = 1;
+  EXPECT_EQ(find(check_guidelines(m, h100), "tokens_alignment"), nullptr);
+}
+
+TEST(Guidelines, MemoryFitNamesTheSizesAndALayoutThatFits) {
+  const ModelShape m = load_preset("mixtral-8x7b");
+  const DeviceSpec h100 = device_from_catalog("h100-sxm");
+  const auto fs = check_memory(m, h100, ParallelLayout{}, true);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].id, "memory_fit");
+  EXPECT_NE(fs[0].message.find("80 GB"), std::string::npos) << fs[0].message;
+  EXPECT_NE(fs[0].fix.find("--zero 3"), std::string::npos) << fs[0].fix;
+  // Llama-2-7B inference fits on one 80 GB device.
+  EXPECT_TRUE(check_memory(load_preset("llama-2-7b"), h100, ParallelLayout{}, false).empty());
 }
 
 }  // namespace

@@ -26,6 +26,20 @@ struct CalibrationOptions {
   int restarts = 2;            ///< extra Nelder-Mead runs from the best point (escapes stalls)
 };
 
+/// One fitted value with the interval the data support: moving the value alone anywhere in
+/// [low, high] raises the fit's mean |log error| by at most 1%. identified = false: the objective
+/// is flat across (almost) the whole physical range, so the value was returned to its prior.
+struct FittedValue {
+  std::string name;
+  double value = 0;
+  double low = 0;
+  double high = 0;
+  bool identified = true;
+  /// The value sits at an end of its physical range: the data ask for more than the model can
+  /// represent (a wrong peak, a loaded machine), so treat the fit with suspicion.
+  bool at_bound = false;
+};
+
 struct CalibrationResult {
   DeviceSpec device;  ///< the input device with fitted efficiency parameters
   std::uint64_t seed = 0;
@@ -35,6 +49,10 @@ struct CalibrationResult {
   ComparisonSummary holdout_before, holdout_after;  ///< count 0 when nothing was held out
   int evaluations = 0;
   std::vector<std::string> parameters;  ///< names of the fitted parameters
+  std::vector<FittedValue> fitted;      ///< each fitted parameter with its supported interval
+  /// Parameters left at their prior, "name: reason" (no training point exercises them, or the
+  /// fit is flat across their physical range).
+  std::vector<std::string> unidentified;
 };
 
 /// A small, dependency-free Nelder-Mead minimizer (standard coefficients 1, 2, 0.5, 0.5).
@@ -50,7 +68,10 @@ std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std:
                                                                             std::uint64_t seed);
 
 /// Fits `start.efficiency` and the efficiency of every tile but the first to `measured` (which must
-/// all be dtypes the device has).
+/// all be dtypes the device has), each within a physical range (peak fraction in [0.02, 1], other
+/// fractions in [0.2, 1], K overhead
+/// in [1, 2048] elements, launch overhead in [1e-7, 1e-4] s, latency floor in [1e-7, 1e-3] s).
+/// Parameters no training point exercises keep their prior and are listed in `unidentified`.
 CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const DeviceSpec& start,
                             const CalibrationOptions& options);
 

@@ -1,0 +1,218 @@
+// Hugging Face config.json import against published parameter counts. The fixtures in hf_configs/
+// copy the published config.json of each model (keys and values as released on the Hugging Face
+// hub; nested blocks such as task_specific_params shortened). Each expected count cites where it
+// is published; the tolerance is the issue's 0.5% unless a comment says why not.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "mcr/codesign/analysis.hpp"
+#include "mcr/codesign/calculators.hpp"
+#include "mcr/codesign/model.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::codesign {
+namespace {
+
+using nlohmann::json;
+
+HfImport load(const std::string& name) {
+  return import_hf_config_file(std::string(MCR_HF_FIXTURES) + "/" + name + ".json");
+}
+
+ParamCount params(const std::string& name) {
+  return count_parameters(load(name).shape);
+}
+
+double rel(double got, double want) {
+  return std::abs(got / want - 1.0);
+}
+
+struct Published {
+  const char* config;
+  double total;
+  const char* source;
+};
+
+// Totals as published; where only a rounded figure exists it is the rounded figure.
+const Published kPublished[] = {
+    {"llama-2-7b", 6738415616.0, "Llama-2-7b-hf safetensors index (transformers num_parameters)"},
+    {"llama-3-8b", 8.03e9, "Meta-Llama-3-8B model page: 8.03B params"},
+    {"mistral-7b", 7.24e9, "Mistral-7B-v0.1 model page: 7.24B params"},
+    {"mixtral-8x7b", 46.7e9, "Jiang et al. 2024 (arXiv 2401.04088): 46.7B total"},
+    {"qwen1.5-moe-a2.7b", 14.3e9, "Qwen1.5-MoE-A2.7B model card: 14.3B parameters in total"},
+    {"gemma-7b", 8.54e9, "gemma-7b model page: 8.54B params (vocabulary 256000)"},
+    {"gemma-2b", 2.51e9, "gemma-2b model page: 2.51B params"},
+    {"gemma2-9b", 917504000.0 + 8324201984.0,
+     "Gemma 2 report (arXiv 2408.00118) Table: 917,504,000 embedding + 8,324,201,984 other"},
+    {"falcon-7b", 6.92e9,
+     "tiiuae/falcon-7b module shapes (transformers FalconForCausalLM print): 6.92B, tied head"},
+    {"falcon-7b-rw", 6.92e9, "same checkpoint, older RefinedWebModel config schema"},
+    {"opt-1.3b", 1315758080.0, "facebook/opt-1.3b: 1.3158B (positions table 2050 x 2048, tied)"},
+    {"gpt2", 124439808.0, "openai-community/gpt2: 124,439,808 (transformers num_parameters)"},
+    {"gpt-neox-20b", 20554567680.0, "Black et al. 2022, Table 1: 20,554,567,680"},
+    {"pythia-1.4b", 1414647808.0, "Biderman et al. 2023, Table 1: 1,414,647,808"},
+    {"phi-2", 2.78e9, "microsoft/phi-2 model page: 2.78B params"},
+    {"bloom-560m", 559214592.0, "bigscience/bloom-560m model card: 559,214,592 parameters"},
+    {"mpt-7b", 6.65e9, "mosaicml/mpt-7b model page: 6.65B params"},
+    {"deepseek-moe-16b", 16.4e9,
+     "Dai et al. 2024 (arXiv 2401.06066): DeepSeekMoE 16B, 16.4B total"},
+};
+
+TEST(HfConfig, PublishedTotalsWithinHalfAPercent) {
+  for (const auto& p : kPublished) {
+    SCOPED_TRACE(p.config);
+    const HfImport r = load(p.config);
+    EXPECT_TRUE(r.known_type) << r.model_type;
+    const double total = count_parameters(r.shape).total;
+    EXPECT_LT(rel(total, p.total), 0.005)
+        << p.config << ": " << total << " vs " << p.total << " (" << p.source << ")";
+  }
+}
+
+TEST(HfConfig, ExactCountsWhereTheArchitectureIsFullyModelled) {
+  // Sums of the published tensor shapes, computed by hand from the configs:
+  // OPT-1.3B: 50272*2048 (tied) + 2050*2048 + 24*(4*2048^2 + 4*2048 + 2*2048*8192 + 8192 + 2048 +
+  // 2*2*2048) + 2*2048.
+  EXPECT_DOUBLE_EQ(params("opt-1.3b").total, 1315758080.0);
+  // Falcon-7B: 65024*4544 (tied) + 32*(4544*4672 + 4544^2 + 2*4544*18176 + 2*4544) + 2*4544.
+  EXPECT_DOUBLE_EQ(params("falcon-7b").total, 6921720704.0);
+  EXPECT_DOUBLE_EQ(params("falcon-7b-rw").total, 6921720704.0);
+  // Gemma (Mesnard et al. 2024, arXiv 2403.08295, Table 2): non-embedding 7,751,248,896 (7B) and
+  // 1,981,884,416 (2B), exactly.
+  EXPECT_DOUBLE_EQ(params("gemma-7b").non_embedding, 7751248896.0);
+  EXPECT_DOUBLE_EQ(params("gemma-2b").non_embedding, 1981884416.0);
+  EXPECT_DOUBLE_EQ(params("gemma2-9b").embedding, 917504000.0);
+  EXPECT_DOUBLE_EQ(params("gemma2-9b").non_embedding, 8324201984.0);
+  EXPECT_DOUBLE_EQ(params("gpt2").total, 124439808.0);
+  EXPECT_DOUBLE_EQ(params("llama-3-8b").total, 8030261248.0);
+}
+
+TEST(HfConfig, ActiveParametersOfMoE) {
+  // Qwen1.5-MoE-A2.7B model card: 2.7B activated (4 of 60 routed experts plus the shared one).
+  EXPECT_LT(rel(params("qwen1.5-moe-a2.7b").active, 2.7e9), 0.005);
+  // DeepSeekMoE 16B: 2.8B activated, a figure rounded to 0.1B (2.83B here: 1% tolerance).
+  EXPECT_LT(rel(params("deepseek-moe-16b").active, 2.8e9), 0.015);
+  EXPECT_LT(rel(params("mixtral-8x7b").active, 12.9e9), 0.005);
+}
+
+TEST(HfConfig, FamilyDetailsReachTheShape) {
+  const ModelShape falcon = load("falcon-7b").shape;
+  EXPECT_EQ(falcon.kv_heads(), 1);  // multi_query
+  EXPECT_TRUE(falcon.tied_embeddings);
+  EXPECT_FALSE(falcon.linear_bias);
+  EXPECT_EQ(falcon.norms_per_layer, 1);
+  const auto gemms = layer_gemms(falcon, false);
+  EXPECT_EQ(gemms.front().role, "qkv");
+  EXPECT_EQ(gemms.front().n, 4672);  // (71 + 2) heads x 64, not 3 x 4544
+
+  const ModelShape gemma = load("gemma-7b").shape;
+  EXPECT_EQ(gemma.head_dim(), 256);  // not h/a = 192
+  EXPECT_EQ(gemma.mlp, MlpType::geglu);
+  EXPECT_TRUE(gemma.tied_embeddings);
+
+  const ModelShape opt = load("opt-1.3b").shape;
+  EXPECT_EQ(opt.position, PositionEmbedding::learned);
+  EXPECT_EQ(opt.positions, 2050);
+  EXPECT_TRUE(opt.tied_embeddings);
+
+  const ModelShape qwen = load("qwen1.5-moe-a2.7b").shape;
+  EXPECT_EQ(qwen.experts, 60);
+  EXPECT_EQ(qwen.top_k, 4);
+  EXPECT_EQ(qwen.expert_width(), 1408);
+  EXPECT_EQ(qwen.d_ff_shared, 5632);
+
+  EXPECT_EQ(load("bloom-560m").shape.position, PositionEmbedding::alibi);
+  EXPECT_EQ(load("mpt-7b").shape.position, PositionEmbedding::alibi);
+  EXPECT_EQ(load("deepseek-moe-16b").shape.dense_layers, 1);
+}
+
+TEST(HfConfig, LeadingDenseLayersAreTimedAsDense) {
+  // DeepSeekMoE 16B: layer 0 has a dense 10944-wide MLP, layers 1-27 the experts.
+  const ModelShape m = load("deepseek-moe-16b").shape;
+  const auto sum = [](const std::vector<Gemm>& gs) {
+    double f = 0;
+    for (const auto& g : gs)
+      f += g.flops();
+    return f;
+  };
+  const double moe = sum(layer_gemms(m, false));
+  const double dense = sum(layer_gemms(dense_layer_of(m), false));
+  const double logits = sum(logit_gemms(m, false));
+  EXPECT_NE(moe, dense);
+  EXPECT_DOUBLE_EQ(count_flops(m).forward_per_step, 27 * moe + dense + logits);
+  const ModelAnalysis a = analyze(m, device_from_catalog("h100-sxm"), false);
+  ASSERT_FALSE(a.dense_layer.empty());
+  EXPECT_DOUBLE_EQ(a.totals.step_flops, 27 * moe + dense + logits);
+}
+
+TEST(HfConfig, DefaultsMatchThePresetsAndSaySo) {
+  // Mistral's max_position_embeddings is 32768; the preset analyses s = 4096 with flash attention.
+  const HfImport r = load("mistral-7b");
+  const ModelShape preset = load_preset("mistral-7b");
+  EXPECT_EQ(r.shape.s, preset.s);
+  EXPECT_EQ(r.shape.attention, preset.attention);
+  bool said = false;
+  for (const auto& d : r.defaults)
+    said = said || d.find("32768") != std::string::npos;
+  EXPECT_TRUE(said);
+  // Every preset that has a config fixture analyses the same s and attention as the config.
+  for (const char* name :
+       {"llama-2-7b", "llama-3-8b", "mixtral-8x7b", "pythia-1.4b", "gpt-neox-20b"}) {
+    const ModelShape c = load(name).shape;
+    const ModelShape p = load_preset(name);
+    EXPECT_EQ(c.s, p.s) << name;
+    if (p.attention == AttentionImpl::flash) {
+      EXPECT_EQ(c.attention, p.attention) << name;
+    }
+  }
+}
+
+TEST(HfConfig, EveryKeyOfTheFixturesIsAccountedFor) {
+  for (const auto& p : kPublished) {
+    const HfImport r = load(p.config);
+    for (const auto& w : r.warnings) {
+      // OPT-1.3B and the others have nothing the importer cannot model.
+      ADD_FAILURE() << p.config << ": " << w;
+    }
+  }
+}
+
+TEST(HfConfig, UnknownTypeAndKeysAreReported) {
+  const HfImport r = import_hf_config(json::parse(R"({
+    "model_type": "newarch", "hidden_size": 1024, "num_attention_heads": 16,
+    "num_hidden_layers": 4, "vocab_size": 32000, "intermediate_size": 2816,
+    "hidden_act": "silu", "fancy_mixer_width": 77, "rms_norm_eps": 1e-5})"));
+  EXPECT_FALSE(r.known_type);
+  ASSERT_GE(r.warnings.size(), 2u);
+  EXPECT_NE(r.warnings[0].find("newarch"), std::string::npos);
+  EXPECT_NE(r.warnings.back().find("fancy_mixer_width"), std::string::npos);
+  // rms_norm_eps is known not to matter: ignored, not warned about.
+  EXPECT_EQ(r.warnings.back().find("rms_norm_eps"), std::string::npos);
+}
+
+TEST(HfConfig, MalformedValuesNameTheKeyAndValue) {
+  const auto message = [](const char* text) {
+    try {
+      from_hf_config(json::parse(text));
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string negative = message(R"({"model_type": "llama", "hidden_size": -4096,
+      "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000})");
+  EXPECT_NE(negative.find("hidden_size = -4096 must be a positive integer"), std::string::npos)
+      << negative;
+  const std::string real = message(R"({"model_type": "llama", "hidden_size": 4096.0,
+      "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000})");
+  EXPECT_NE(real.find("hidden_size = 4096.0 must be an integer"), std::string::npos) << real;
+  const std::string bad_kv = message(R"({"model_type": "llama", "hidden_size": 4096,
+      "num_attention_heads": 32, "num_key_value_heads": 5, "num_hidden_layers": 32,
+      "vocab_size": 32000})");
+  EXPECT_NE(bad_kv.find("must divide a"), std::string::npos) << bad_kv;
+}
+
+}  // namespace
+}  // namespace mcr::codesign
