@@ -9,7 +9,9 @@
 
 namespace mcr::codesign {
 namespace {
-constexpr std::array<std::pair<std::string_view, DType>, 14> kNames{{
+// One vocabulary across mcr: the runtime's spellings (f64, f32, f16, i8, double) are accepted here
+// as they are there (src/comm/types.cpp), so one --dtype value means the same in every command.
+constexpr std::array<std::pair<std::string_view, DType>, 19> kNames{{
     {"fp64", DType::fp64},
     {"fp32", DType::fp32},
     {"tf32", DType::tf32},
@@ -24,6 +26,11 @@ constexpr std::array<std::pair<std::string_view, DType>, 14> kNames{{
     {"half", DType::fp16},
     {"bfloat16", DType::bf16},
     {"float8", DType::fp8},
+    {"f64", DType::fp64},
+    {"double", DType::fp64},
+    {"f32", DType::fp32},
+    {"f16", DType::fp16},
+    {"i8", DType::int8},
 }};
 }  // namespace
 

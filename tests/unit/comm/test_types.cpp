@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "local_reduce.hpp"
+#include "mcr/codesign/dtype.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/tensor.hpp"
 #include "mcr/types.hpp"
@@ -101,4 +102,19 @@ TEST(LocalReduce, HalfPrecisionThroughFloat) {
   detail::divide_in_place(DType::f16, h.data(), 1, 4);
   EXPECT_EQ(static_cast<float>(h[0]), 1.5f);
   EXPECT_EQ(detail::reduce_function(ReduceOp::band, DType::f32), nullptr);
+}
+
+// One dtype vocabulary: every name the runtime prints for a type the analyser also models parses
+// there to the same type of the same size, and the analyser's own names parse in the runtime.
+TEST(DtypeVocabulary, RuntimeAndAnalyserNamesMeanTheSameType) {
+  const std::pair<DType, codesign::DType> same[] = {{DType::f64, codesign::DType::fp64},
+                                                    {DType::f32, codesign::DType::fp32},
+                                                    {DType::f16, codesign::DType::fp16},
+                                                    {DType::bf16, codesign::DType::bf16},
+                                                    {DType::i8, codesign::DType::int8}};
+  for (const auto& [comm, analyser] : same) {
+    EXPECT_EQ(codesign::parse_dtype(to_string(comm)), analyser) << to_string(comm);
+    EXPECT_EQ(parse_dtype(codesign::to_string(analyser)), comm) << codesign::to_string(analyser);
+    EXPECT_EQ(static_cast<int>(dtype_size(comm)), codesign::dtype_bytes(analyser));
+  }
 }
