@@ -91,6 +91,9 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   b.pp_comm = mb * p2p;
   b.logits_embedding = mb * std::max(first_extra, last_extra);
   b.bubble = fill * t_avg;
+  r.embedding_s = ends.embedding;
+  r.logits_gemm_s = ends.logits_gemm;
+  r.cross_entropy_s = ends.cross_entropy;
 
   // Data parallelism. Parameters on the larger stage, not sharded over dp.
   codesign::ModelShape whole = m;
