@@ -18,10 +18,10 @@ namespace ts {
 
 using Vec = std::vector<float>;
 
-/// Seconds inside GEMMs and inside the gradient all_reduce, by the wall clock and by the
+/// Seconds inside GEMMs, the gradient all_reduce and the optimizer, by the wall clock and by the
 /// process's CPU time (which leaves out time other jobs held the core), and the GEMM FLOPs.
 struct Clock {
-  double gemm = 0, comm = 0, gemm_cpu = 0, comm_cpu = 0, flops = 0;
+  double gemm = 0, comm = 0, opt = 0, gemm_cpu = 0, comm_cpu = 0, opt_cpu = 0, flops = 0;
 };
 
 inline double wall_now() {
