@@ -44,6 +44,9 @@ nlohmann::json to_json(const PlanResult& r) {
                     {"bubble_s", b.bubble},
                     {"dp_comm_s", b.dp_comm},
                     {"optimizer_s", b.optimizer}};
+  j["ends_per_microbatch"] = {{"embedding_s", r.embedding_s},
+                              {"logits_gemm_s", r.logits_gemm_s},
+                              {"cross_entropy_s", r.cross_entropy_s}};
   j["memory_per_gpu_bytes"] = m.total;
   j["memory"] = {{"weights_bytes", m.weights},     {"gradients_bytes", m.gradients},
                  {"optimizer_bytes", m.optimizer}, {"activations_bytes", m.activations},

@@ -91,6 +91,9 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   b.pp_comm = mb * p2p;
   b.logits_embedding = mb * std::max(first_extra, last_extra);
   b.bubble = fill * t_avg;
+  r.embedding_s = ends.embedding;
+  r.logits_gemm_s = ends.logits_gemm;
+  r.cross_entropy_s = ends.cross_entropy;
 
   // Data parallelism. Parameters on the larger stage, not sharded over dp.
   codesign::ModelShape whole = m;
@@ -136,7 +139,7 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   // Adam on the local shard: read grad, master, m, v; write master, m, v and the low-precision
   // weights.
   const double local = stage_params / (l.zero >= 1 ? l.dp : 1);
-  b.optimizer = detail::memory_time(local * (2 * e + 24), 4, device);
+  b.optimizer = detail::memory_time(local * (2 * e + 24), 4, device, comm.system());
 
   r.step_time_s = b.total();
   r.bubble_fraction = bubble_fraction(l.pp, l.microbatches(), l.interleave);

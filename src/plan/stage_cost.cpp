@@ -36,8 +36,11 @@ DType comm_dtype(codesign::DType d) {
   return DType::f32;
 }
 
-double memory_time(double bytes, int kernels, const codesign::DeviceSpec& device) {
-  const double bw = device.memory_bandwidth_gbs * 1e9 * device.efficiency.memory_efficiency;
+double memory_time(double bytes, int kernels, const codesign::DeviceSpec& device,
+                   const SystemSpec& system) {
+  const double eff =
+      system.stream_efficiency > 0 ? system.stream_efficiency : device.efficiency.memory_efficiency;
+  const double bw = device.memory_bandwidth_gbs * 1e9 * eff;
   return bytes / bw + kernels * device.efficiency.launch_overhead_s;
 }
 
@@ -73,13 +76,13 @@ LayerCost layer_cost(const codesign::ModelShape& m, const codesign::DeviceSpec& 
     const double scores = as_double(m.b * m.a * m.s) * as_double(m.s) / t;
     const double attn = (4 * e + 1) * scores;  // softmax read+write, dropout read+write+mask
     bytes += attn;
-    c.attn_mem_fwd = memory_time(attn, 2, device);
+    c.attn_mem_fwd = memory_time(attn, 2, device, comm.system());
     kernels += 2;
   }
-  c.fwd_mem = memory_time(bytes, kernels, device);
+  c.fwd_mem = memory_time(bytes, kernels, device, comm.system());
   // The backward of an element-wise kernel reads the output gradient and the saved input and
   // writes the input gradient: about twice the forward traffic.
-  c.bwd_mem = memory_time(2 * bytes, kernels, device);
+  c.bwd_mem = memory_time(2 * bytes, kernels, device, comm.system());
 
   // Megatron tensor parallelism: two all-reduces of the b*s*h activations per layer and pass;
   // with sequence parallelism each becomes an all-gather plus a reduce-scatter, and the backward
@@ -112,7 +115,7 @@ EndsCost ends_cost(const codesign::ModelShape& m, const codesign::DeviceSpec& de
   const DType dt = comm_dtype(m.dtype);
   // Embedding: gather rows (write b*s*h), a vocabulary-parallel all-reduce when tp > 1, and the
   // backward scatter-add of the same size.
-  c.embedding = memory_time(3 * sbh * e, 2, device);
+  c.embedding = memory_time(3 * sbh * e, 2, device, comm.system());
   if (layout.tp > 1) c.embedding += comm.cost(Collective::all_reduce, sbh * e, tp, dt).time_s;
   for (const auto& g : codesign::logit_gemms(m, true)) {
     c.logits_gemm += codesign::predict(g, device).time_s;
@@ -121,7 +124,7 @@ EndsCost ends_cost(const codesign::ModelShape& m, const codesign::DeviceSpec& de
   // backward writes their gradient: about five fp32 passes over b*s*v/t values, plus three small
   // all-reduces of b*s floats across the TP group.
   const double logits = tokens * as_double(m.v) / layout.tp;
-  c.cross_entropy = memory_time(5 * 4 * logits, 4, device);
+  c.cross_entropy = memory_time(5 * 4 * logits, 4, device, comm.system());
   if (layout.tp > 1) {
     c.cross_entropy += 3 * comm.cost(Collective::all_reduce, tokens * 4, tp, DType::f32).time_s;
   }

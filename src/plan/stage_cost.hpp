@@ -30,8 +30,10 @@ struct EndsCost {
   double cross_entropy = 0;  ///< memory-bound loss kernels and their TP all-reduces
 };
 
-/// Bytes of a memory-bound kernel at the device's achievable bandwidth, plus one launch each.
-double memory_time(double bytes, int kernels, const codesign::DeviceSpec& device);
+/// Bytes of a memory-bound kernel at the device's achievable bandwidth (the system's
+/// stream_efficiency where it gives one), plus one launch each.
+double memory_time(double bytes, int kernels, const codesign::DeviceSpec& device,
+                   const SystemSpec& system);
 
 /// `model` has t = tp and b = micro_batch already.
 LayerCost layer_cost(const codesign::ModelShape& model, const codesign::DeviceSpec& device,

@@ -65,6 +65,12 @@ void SystemSpec::validate() const {
         fmt::format("system '{}': field 'compute_efficiency' is {}: it must be in (0, 1]", name,
                     compute_efficiency));
   }
+  if (!(stream_efficiency >= 0 && stream_efficiency <= 1)) {
+    throw InvalidArgument(
+        fmt::format("system '{}': field 'stream_efficiency' is {}: it must be in (0, 1], or 0 for "
+                    "the device's memory efficiency",
+                    name, stream_efficiency));
+  }
   check_link(intra, "intra");
   check_link(inter, "inter");
 }
@@ -78,9 +84,11 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
        {"device", s.device},
        {"nodes", s.nodes},
        {"gpus_per_node", s.gpus_per_node},
+       {"compute_efficiency", s.compute_efficiency},
        {"intra", intra},
        {"inter", inter},
        {"sources", s.sources}};
+  if (s.stream_efficiency > 0) j["stream_efficiency"] = s.stream_efficiency;
 }
 
 void from_json(const nlohmann::json& j, SystemSpec& s) {
@@ -90,6 +98,7 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
   s.nodes = j.value("nodes", 1);
   s.gpus_per_node = j.value("gpus_per_node", 1);
   s.compute_efficiency = j.value("compute_efficiency", 1.0);
+  s.stream_efficiency = j.value("stream_efficiency", 0.0);
   if (j.contains("intra")) s.intra = link_from_json(j.at("intra"), "intra");
   if (j.contains("inter")) s.inter = link_from_json(j.at("inter"), "inter");
   if (j.contains("sources")) s.sources = j.at("sources").get<std::map<std::string, std::string>>();

@@ -68,6 +68,9 @@ struct PlanResult {
   double bubble_fraction = 0;  ///< (p - 1) / (m * v)
   double params = 0;           ///< whole model
   Breakdown breakdown;
+  /// The model's ends on the stage(s) that run them, per microbatch (parts of logits_embedding),
+  /// so that a measurement can put the logits GEMMs with the other GEMMs.
+  double embedding_s = 0, logits_gemm_s = 0, cross_entropy_s = 0;
   MemoryBreakdown memory;
   std::vector<std::string> notes;  ///< communication sources, assumptions that applied
 };

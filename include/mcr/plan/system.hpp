@@ -35,6 +35,11 @@ struct SystemSpec {
   /// whole training step on this system (clocks under sustained power, interference from
   /// concurrent communication kernels). Fitted, see docs/planner.md; 1 = the GEMM model as is.
   double compute_efficiency = 1.0;
+  /// Fraction of the device's memory_bandwidth_gbs that the step's memory-bound kernels (norms,
+  /// activations, softmax, optimizer) reach; 0 = the device's efficiency.memory_efficiency. A
+  /// calibrated CPU device needs it: calibration fits memory_efficiency to GEMMs, where it prices
+  /// the memory side of small GEMMs, while the detected bandwidth is already a measured copy rate.
+  double stream_efficiency = 0;
   Link intra;  ///< between GPUs of one node
   Link inter;  ///< between nodes
   std::map<std::string, std::string> sources;

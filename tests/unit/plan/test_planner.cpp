@@ -104,6 +104,26 @@ TEST(PlanStep, DataParallelAllReduceOfTheGradients) {
   EXPECT_LT(plan_step(m, a100(), CommModel(sys), l).breakdown.dp_comm, r.breakdown.dp_comm);
 }
 
+TEST(PlanStep, StreamEfficiencyOfTheSystemPricesMemoryBoundKernelsNotGemms) {
+  // Adam moves 2e + 24 bytes per parameter; with stream_efficiency the bandwidth is the device's
+  // memory_bandwidth_gbs times that fraction instead of times its (GEMM) memory_efficiency.
+  const auto m = gpt();
+  SystemSpec sys = round_system();
+  const Layout l = layout(1, 1, 1, 1, 1, Recompute::none, m, sys);
+  const auto base = plan_step(m, a100(), CommModel(sys), l);
+  sys.stream_efficiency = 1.0;
+  const auto full = plan_step(m, a100(), CommModel(sys), l);
+  const double launch = 4 * a100().efficiency.launch_overhead_s;
+  const double bw = a100().memory_bandwidth_gbs * 1e9;
+  EXPECT_NEAR((full.breakdown.optimizer - launch) * bw,
+              (base.breakdown.optimizer - launch) * bw * a100().efficiency.memory_efficiency,
+              1e-3 * base.breakdown.optimizer * bw);
+  EXPECT_LT(full.breakdown.memory_bound, base.breakdown.memory_bound);
+  EXPECT_DOUBLE_EQ(full.breakdown.forward_gemm, base.breakdown.forward_gemm);
+  sys.stream_efficiency = 1.5;
+  EXPECT_THROW(sys.validate(), InvalidArgument);
+}
+
 TEST(PlanStep, BreakdownAddsUpAndBubbleShrinksWithInterleaving) {
   const auto m = gpt();
   const SystemSpec sys = round_system();

@@ -1,0 +1,23 @@
+# A data-parallel GPT training step (real CBLAS GEMMs, real mcr all_reduce), the measured side of
+# the planner's end-to-end check (scripts/plan-check, docs/planner.md).
+if(MCR_WITH_BLAS AND MCR_WITH_MPI)
+  add_executable(train_step ${CMAKE_CURRENT_LIST_DIR}/train_step.cpp)
+  target_include_directories(train_step SYSTEM PRIVATE ${CBLAS_INCLUDE_DIR})
+  target_link_libraries(train_step PRIVATE mcr::comm MPI::MPI_C BLAS::BLAS
+                                           nlohmann_json::nlohmann_json fmt::fmt mcr_warnings)
+  target_compile_definitions(train_step PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+  # sqrt, exp and tanh without errno, so that the element-wise loops can vectorise.
+  if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(train_step PRIVATE -fno-math-errno)
+  endif()
+  set_target_properties(train_step PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+endif()
+# A few small steps as a test, so the program and its all_reduce check keep working.
+if(TARGET train_step AND MCR_BUILD_TESTS)
+  add_test(NAME bench.train_step.np2
+           COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE}
+                   -DTRAIN_STEP=$<TARGET_FILE:train_step>
+                   -P ${PROJECT_SOURCE_DIR}/tests/cli/check_train_step.cmake)
+  set_tests_properties(bench.train_step.np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
+                                                       LABELS "plan;mpi;bench")
+endif()
