@@ -31,6 +31,7 @@ void CommThread::post(PostedOp op) {
       return;
     }
     queue_.push_back(Item{std::move(op), {}});
+    queued_.store(true, std::memory_order_release);
   }
   cv_.notify_one();
 }
@@ -40,6 +41,7 @@ bool CommThread::post_task(std::function<void()> task) {
     std::lock_guard lock(mu_);
     if (stopping_) return false;
     queue_.push_back(Item{{}, std::move(task)});
+    queued_.store(true, std::memory_order_release);
   }
   cv_.notify_one();
   return true;
@@ -53,6 +55,7 @@ void CommThread::run_task(std::function<void()> task) {
     std::lock_guard lock(mu_);
     if (stopping_) throw mcr::Error("mcr: the communication thread has shut down");
     queue_.push_back(Item{{}, std::move(task)});
+    queued_.store(true, std::memory_order_release);
   }
   cv_.notify_one();
 }
@@ -135,9 +138,18 @@ void CommThread::loop() {
   auto idle_since = std::chrono::steady_clock::now();
   for (;;) {
     std::deque<Item> batch;
+    if (in_flight_.empty()) {
+      // Training issues operations back to back: watch the queue for a short while before
+      // sleeping, since a condition-variable wake-up costs more than a small all_reduce.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+      while (!queued_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();
+      }
+    }
     {
       std::unique_lock lock(mu_);
       if (in_flight_.empty()) cv_.wait(lock, [this] { return !queue_.empty() || stopping_; });
+      queued_.store(false, std::memory_order_relaxed);
       if (stopping_ && queue_.empty() && in_flight_.empty()) return;
       batch.swap(queue_);
     }
@@ -157,12 +169,13 @@ void CommThread::loop() {
       idle_since = std::chrono::steady_clock::now();
       continue;
     }
-    // Nothing moved: spin (yielding) for a short while for latency, then back off so that ranks
-    // oversubscribing cores do not starve the peer they wait for.
-    if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(2)) {
+    // Nothing moved. Every test() is also what drives MPI's nonblocking collectives forward (a
+    // large all_reduce advances one segment per call), so keep polling, yielding the core to
+    // whatever else is runnable; only a long quiet stretch (a peer computing) backs off to sleeps.
+    if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(100)) {
       std::this_thread::yield();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 }

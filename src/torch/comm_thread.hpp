@@ -8,6 +8,7 @@
 // rank must agree on), polls every operation in flight and completes it even when nobody waits.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -91,6 +92,7 @@ class CommThread {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
+  std::atomic<bool> queued_{false};  // queue_ non-empty; read without the lock while spinning
   bool stopping_ = false;
   bool stopped_ = false;
   std::deque<InFlight> in_flight_;  // touched by the communication thread only
