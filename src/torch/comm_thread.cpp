@@ -141,7 +141,7 @@ void CommThread::loop() {
     if (in_flight_.empty()) {
       // Training issues operations back to back: watch the queue for a short while before
       // sleeping, since a condition-variable wake-up costs more than a small all_reduce.
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
       while (!queued_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
         std::this_thread::yield();
       }
@@ -169,10 +169,11 @@ void CommThread::loop() {
       idle_since = std::chrono::steady_clock::now();
       continue;
     }
-    // Nothing moved. Every test() is also what drives MPI's nonblocking collectives forward (a
-    // large all_reduce advances one segment per call), so keep polling, yielding the core to
-    // whatever else is runnable; only a long quiet stretch (a peer computing) backs off to sleeps.
-    if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(100)) {
+    // Nothing moved. Every test() also drives MPI's nonblocking collectives (a large all_reduce
+    // advances a segment per call), so poll on, yielding the core; after a quiet millisecond (a
+    // peer still computing, or DDP's buckets waiting on the backward pass) back off to short
+    // sleeps, or this thread takes the cores the computation needs.
+    if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(1)) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));

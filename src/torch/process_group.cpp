@@ -32,7 +32,7 @@ WorkMCR::WorkMCR(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
 bool WorkMCR::wait(std::chrono::milliseconds timeout) {
   // Small messages finish within microseconds: poll briefly before sleeping on the condition
   // variable, whose wake-up alone costs more than a small all_reduce.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
   while (!isCompleted() && std::chrono::steady_clock::now() < until)
     std::this_thread::yield();
   return c10d::Work::wait(timeout);
