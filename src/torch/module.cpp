@@ -40,8 +40,8 @@ void release(mcr::Communicator* c) {
   CommThread& t = CommThread::instance();
   if (t.on_thread()) {
     delete c;
-  } else if (!t.post_task([c] { delete c; })) {
-    // deliberately leaked: the runtime is gone
+  } else {
+    t.post_task([c] { delete c; });  // dropped (leaked) once the runtime has shut down
   }
 }
 

@@ -60,7 +60,7 @@ def ensure_runtime(store=None, rank=None, size=None):
         return _C.init_runtime(env)
 
 
-def _timedelta_ms(t):
+def _as_timedelta(t):
     if isinstance(t, timedelta):
         return t
     return timedelta(seconds=float(t))
@@ -70,8 +70,8 @@ def _create(opts, pg_options=None):
     """c10d creator (extended API): gets the group's global ranks."""
     ranks = list(opts.global_ranks_in_group)
     world = ensure_runtime(opts.store, opts.group_rank, opts.group_size)
-    if not ranks or ranks == list(range(world.size)) and not _pending_groups.get(tuple(ranks)):
-        handle = world  # the default group
+    if not ranks or (ranks == list(range(world.size)) and not _pending_groups.get(tuple(ranks))):
+        handle = world  # the default group (torch passes no ranks), or a whole-world group
     else:
         queue = _pending_groups.get(tuple(ranks))
         if not queue:
@@ -80,7 +80,7 @@ def _create(opts, pg_options=None):
                 "torch.distributed.new_group after importing mcr.torch (it wraps new_group so that "
                 "every rank joins the collective group formation)")
         handle = queue.pop(0)
-    return _C.ProcessGroupMCR(handle, opts.group_rank, opts.group_size, _timedelta_ms(opts.timeout))
+    return _C.ProcessGroupMCR(handle, opts.group_rank, opts.group_size, _as_timedelta(opts.timeout))
 
 
 def _wrap_new_group(original):
