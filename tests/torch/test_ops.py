@@ -156,6 +156,26 @@ def run_case(rank, ws, n, dtype, contig, gloo):
         dist.all_gather_into_tensor(a, mine)
         dist.all_gather(list(b.chunk(ws)), mine, group=gloo)
         same(a, b, f"all_gather vs gloo {tag}")
+        a, b = layout(mine.clone(), contig), mine.clone()
+        dist.broadcast(a, src=ws - 1)
+        dist.broadcast(b, src=ws - 1, group=gloo)
+        same(a, b, f"broadcast vs gloo {tag}")
+        a, b = layout(mine.clone(), contig), mine.clone()
+        dist.reduce(a, dst=0, op=R.MAX)
+        dist.reduce(b, dst=0, op=R.MAX, group=gloo)
+        if rank == 0:
+            same(a, b, f"reduce vs gloo {tag}")
+        ga = [torch.zeros(n, dtype=dtype) for _ in range(ws)] if rank == 0 else None
+        gb = [torch.zeros(n, dtype=dtype) for _ in range(ws)] if rank == 0 else None
+        dist.gather(layout(mine, contig), ga, dst=0)
+        dist.gather(mine, gb, dst=0, group=gloo)
+        if rank == 0:
+            for r in range(ws):
+                same(ga[r], gb[r], f"gather vs gloo slot {r} {tag}")
+        a, b = torch.zeros(n, dtype=dtype), torch.zeros(n, dtype=dtype)
+        dist.scatter(a, src_list if rank == 0 else None, src=0)
+        dist.scatter(b, src_list if rank == 0 else None, src=0, group=gloo)
+        same(a, b, f"scatter vs gloo {tag}")
 
 
 def main():
