@@ -171,7 +171,15 @@ PYBIND11_MODULE(_mcr_torch, m) {
       .def_readonly("global_ranks", &CommHandle::global_ranks);
 
   m.def("init_runtime", &init_runtime, py::arg("env") = std::map<std::string, std::string>{});
-  m.def("is_initialized", [] { return mcr::is_initialized(); });
+  m.def("is_initialized", [] {
+    // Asked of the communication thread, which owns the runtime; false once it has shut down.
+    py::gil_scoped_release no_gil;
+    try {
+      return CommThread::instance().call([] { return world_slot().has_value(); });
+    } catch (const mcr::Error&) {
+      return false;
+    }
+  });
   m.def("world", &world);
   m.def("new_group", &new_group, py::arg("parent"), py::arg("ranks"));
   m.def("broadcast_string", &broadcast_string);
