@@ -25,9 +25,7 @@ std::string& override_slot() {
 WorkMCR::WorkMCR(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
-}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
 
 bool WorkMCR::wait(std::chrono::milliseconds timeout) {
   // Small messages finish within microseconds: poll briefly before sleeping on the condition
