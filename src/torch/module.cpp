@@ -57,27 +57,41 @@ CommHandle describe(mcr::Communicator c) {  // on the communication thread
   return h;
 }
 
+// Environment variables set for one scope and restored after it (setenv is process-wide: the
+// Python thread is blocked in init_runtime meanwhile, and torch reads none of these then).
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::map<std::string, std::string>& env) {
+    for (const auto& [k, v] : env) {
+      const char* old = std::getenv(k.c_str());
+      saved_[k] = old ? std::optional<std::string>(old) : std::nullopt;
+      setenv(k.c_str(), v.c_str(), 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : saved_) {
+      if (v) {
+        setenv(k.c_str(), v->c_str(), 1);
+      } else {
+        unsetenv(k.c_str());
+      }
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
 // Brings the runtime up with `env` set for the duration of mcr::init() only: the torchrun path
 // passes the port agreed through torch's store (MASTER_PORT itself is taken by torch's store).
 CommHandle init_runtime(const std::map<std::string, std::string>& env) {
   py::gil_scoped_release no_gil;
   return CommThread::instance().call([&env] {
     if (!world_slot()) {
-      std::map<std::string, std::optional<std::string>> saved;
-      for (const auto& [k, v] : env) {
-        const char* old = std::getenv(k.c_str());
-        saved[k] = old ? std::optional<std::string>(old) : std::nullopt;
-        setenv(k.c_str(), v.c_str(), 1);
-      }
-      try {
-        world_slot() = mcr::init();
-      } catch (...) {
-        for (const auto& [k, v] : saved)
-          v ? setenv(k.c_str(), v->c_str(), 1) : unsetenv(k.c_str());
-        throw;
-      }
-      for (const auto& [k, v] : saved)
-        v ? setenv(k.c_str(), v->c_str(), 1) : unsetenv(k.c_str());
+      ScopedEnv scoped(env);
+      world_slot() = mcr::init();
     }
     return describe(*world_slot());
   });
