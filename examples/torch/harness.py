@@ -1,0 +1,93 @@
+"""Shared by the torch workloads: which communication stack to run on, step timing, and the time
+spent in communication (explicit all_to_all calls plus DDP's gradient all_reduces).
+
+--dist torch-gloo   torch.distributed's own gloo backend (the baseline)
+--dist mcr-mpi      backend "mcr", every operation forced to MPI
+--dist mcr-gloo     backend "mcr", every operation forced to Gloo
+--dist mcr-auto     backend "mcr", mcr's selection (rules / MCR_TUNING table / defaults)
+"""
+
+import argparse
+import contextlib
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import mcr.torch as mt
+
+DISTS = ("torch-gloo", "mcr-mpi", "mcr-gloo", "mcr-auto")
+
+
+def parse(description, steps=20):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--dist", choices=DISTS, default="mcr-auto")
+    p.add_argument("--steps", type=int, default=steps)
+    p.add_argument("--warmup", type=int, default=2, help="steps left out of the timing")
+    return p.parse_args()
+
+
+class Run:
+    """Sets the stack up and accounts time: `with run.comm():` around explicit operations."""
+
+    def __init__(self, args):
+        self.args = args
+        mt.init_processes("gloo" if args.dist == "torch-gloo" else "mcr")
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        forced = {"mcr-mpi": "mpi", "mcr-gloo": "gloo"}.get(args.dist)
+        # The override covers every mcr operation issued in the run, DDP's included.
+        self._override = mt.backend(forced) if forced else contextlib.nullcontext()
+        self._override.__enter__()
+        self.comm_s = 0.0
+        self.losses = []
+        self.step_s = []
+
+    @contextlib.contextmanager
+    def comm(self):
+        t = time.perf_counter()
+        yield
+        self.comm_s += time.perf_counter() - t
+
+    def ddp(self, module):
+        """DDP over the default group, with a hook that times each bucket's all_reduce from issue
+        to completion (overlapping the backward pass, so this is an upper bound)."""
+        model = DDP(module)
+
+        def timed_allreduce(_, bucket):
+            began = time.perf_counter()
+            buf = bucket.buffer().div_(self.world)
+            fut = dist.all_reduce(buf, async_op=True).get_future()
+
+            def done(f):
+                self.comm_s += time.perf_counter() - began
+                return f.value()[0]
+
+            return fut.then(done)
+
+        model.register_comm_hook(None, timed_allreduce)
+        return model
+
+    def step(self, i, fn):
+        if i == self.args.warmup:
+            self.comm_s = 0.0
+        dist.barrier()
+        t = time.perf_counter()
+        loss = fn()
+        if i >= self.args.warmup:
+            self.step_s.append(time.perf_counter() - t)
+        # The mean loss over ranks, so every stack reports the same curve.
+        v = torch.tensor([float(loss)], dtype=torch.float64)
+        dist.all_reduce(v)
+        self.losses.append(v.item() / self.world)
+
+    def report(self, name):
+        timed = len(self.step_s)
+        mean = sum(self.step_s) / max(timed, 1)
+        share = self.comm_s / max(sum(self.step_s), 1e-12)
+        if self.rank == 0:
+            curve = " ".join(f"{x:.5f}" for x in self.losses[:: max(1, len(self.losses) // 5)])
+            print(f"{name} dist={self.args.dist} ranks={self.world} steps={len(self.losses)} "
+                  f"step_ms={mean * 1e3:.2f} comm_share={share:.2f} final_loss={self.losses[-1]:.6f}"
+                  f" curve=[{curve}]", flush=True)
+        self._override.__exit__(None, None, None)

@@ -1,0 +1,1 @@
+"""mcr: a mix-and-match communication runtime. The PyTorch integration is ``mcr.torch``."""

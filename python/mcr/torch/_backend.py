@@ -1,0 +1,122 @@
+"""Registers the c10d backend "mcr" and brings the mcr runtime up once per process.
+
+The world is formed once. Under mpirun/srun mcr forms it through MPI; under torchrun-style variables
+mcr runs its own rendezvous on a port agreed through torch's store (MASTER_PORT itself is torch's
+store). All mcr calls happen on one communication thread inside the extension.
+"""
+
+import atexit
+import os
+import socket
+import threading
+from datetime import timedelta
+
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as c10d
+
+from . import _mcr_torch as _C
+
+_lock = threading.Lock()
+# Communicators formed by new_group() on every rank, waiting for torch to call the creator on the
+# members: {tuple(global ranks): [handle, ...]} in creation order.
+_pending_groups = {}
+
+
+def launched_by_mpi():
+    """Whether an MPI launcher (Open MPI's mpirun, Slurm with PMI) started this process."""
+    env = os.environ
+    if "OMPI_COMM_WORLD_SIZE" in env:
+        return True
+    return "SLURM_PROCID" in env and "RANK" not in env and (
+        "PMIX_RANK" in env or "PMI_RANK" in env or "SLURM_MPI_TYPE" in env)
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def ensure_runtime(store=None, rank=None, size=None):
+    """Initialises mcr unless it already is; returns the world communicator handle.
+
+    Without an MPI launcher, rank 0 picks a free port for mcr's rendezvous and publishes it (with
+    its address) through torch's `store`; every rank waits for it there.
+    """
+    with _lock:
+        if _C.is_initialized():
+            return _C.world()
+        if launched_by_mpi() or store is None:
+            return _C.init_runtime({})
+        env = {}
+        if rank is not None and "RANK" not in os.environ:  # launched by hand with init_method=tcp://
+            env["RANK"], env["WORLD_SIZE"] = str(rank), str(size)
+        if rank == 0:
+            host = os.environ.get("MASTER_ADDR") or socket.gethostname()
+            store.set("mcr/runtime_addr", f"{host}:{_free_port()}")
+        addr = store.get("mcr/runtime_addr").decode()
+        host, port = addr.rsplit(":", 1)
+        env["MASTER_ADDR"], env["MASTER_PORT"] = host, port
+        return _C.init_runtime(env)
+
+
+def _as_timedelta(t):
+    if isinstance(t, timedelta):
+        return t
+    return timedelta(seconds=float(t))
+
+
+def _create(opts, pg_options=None):
+    """c10d creator (extended API): gets the group's global ranks."""
+    ranks = list(opts.global_ranks_in_group)
+    world = ensure_runtime(opts.store, opts.group_rank, opts.group_size)
+    if not ranks or (ranks == list(range(world.size)) and not _pending_groups.get(tuple(ranks))):
+        handle = world  # the default group (torch passes no ranks), or a whole-world group
+    else:
+        queue = _pending_groups.get(tuple(ranks))
+        if not queue:
+            raise RuntimeError(
+                f"mcr: no communicator was formed for group {ranks}; create mcr groups with "
+                "torch.distributed.new_group after importing mcr.torch (it wraps new_group so that "
+                "every rank joins the collective group formation)")
+        handle = queue.pop(0)
+    return _C.ProcessGroupMCR(handle, opts.group_rank, opts.group_size, _as_timedelta(opts.timeout))
+
+
+def _wrap_new_group(original):
+    def new_group(ranks=None, timeout=c10d.default_pg_timeout, backend=None, pg_options=None):
+        chosen = backend if backend is not None else (dist.get_backend() if dist.is_initialized() else None)
+        if chosen is not None and str(chosen).lower() == "mcr":
+            # Forming an mcr communicator is collective over the world on every rank, members or
+            # not; torch calls the creator on members only, so form it here first.
+            world = ensure_runtime(c10d._get_default_store(), dist.get_rank(), dist.get_world_size())
+            members = sorted(ranks) if ranks is not None else list(range(world.size))
+            handle = _C.new_group(world, members)
+            if handle.valid:
+                _pending_groups.setdefault(tuple(members), []).append(handle)
+        return original(ranks=ranks, timeout=timeout, backend=backend, pg_options=pg_options)
+
+    new_group.__doc__ = original.__doc__
+    new_group.__wrapped__ = original
+    return new_group
+
+
+def _shutdown():
+    # Drop torch's process groups first so their communicators are released on the thread.
+    try:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - exiting anyway; the runtime still finalizes below
+        pass
+    _pending_groups.clear()
+    _C.shutdown()
+
+
+def register():
+    if "MCR" in getattr(dist.Backend, "_plugins", {}):
+        return
+    dist.Backend.register_backend("mcr", _create, extended_api=True)
+    if not hasattr(c10d.new_group, "__wrapped__"):
+        c10d.new_group = _wrap_new_group(c10d.new_group)
+        dist.new_group = c10d.new_group
+    atexit.register(_shutdown)

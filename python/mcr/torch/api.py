@@ -1,0 +1,257 @@
+"""The MCR-DL / deepspeed.comm-style API: torch.distributed's signatures plus a per-call backend.
+
+Every operation takes ``backend=None`` (mcr's selection: rules, tuning table, defaults) or a
+backend name ("mpi", "gloo", "nccl"). The choice must be the same on every rank, like the other
+arguments. ``with mcr.torch.backend("gloo"):`` forces a backend for a whole block, including the
+operations DDP issues inside it. Groups default to the world group; use ``new_group`` for others.
+"""
+
+import contextlib
+import os
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as c10d
+
+from . import _backend
+from . import _mcr_torch as _C
+
+__all__ = [
+    "ReduceOp", "backend", "init_processes", "is_initialized", "destroy_process_group", "get_rank",
+    "get_world_size", "get_local_rank", "get_world_group", "get_global_rank",
+    "get_all_ranks_from_group", "new_group", "broadcast", "all_reduce", "all_reduce_coalesced",
+    "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+    "all_to_all_single", "all_to_all", "gather", "scatter", "send", "recv", "isend", "irecv",
+    "barrier", "explain", "has_all_gather_into_tensor", "has_reduce_scatter_tensor",
+    "has_all_reduce_coalesced",
+]
+
+ReduceOp = dist.ReduceOp
+
+_OP_NAMES = {
+    "all_reduce": "all_reduce", "allreduce": "all_reduce", "broadcast": "broadcast",
+    "reduce": "reduce", "all_gather": "all_gather", "all_gather_into_tensor": "all_gather",
+    "gather": "gather", "scatter": "scatter", "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter", "all_to_all": "all_to_all_v",
+    "all_to_all_single": "all_to_all", "send": "send", "recv": "recv", "barrier": "barrier",
+}
+_DTYPES = {
+    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.int8: "i8", torch.uint8: "u8", torch.bool: "u8", torch.int32: "i32", torch.int64: "i64",
+}
+_REDUCE = {
+    ReduceOp.SUM: "sum", ReduceOp.PRODUCT: "prod", ReduceOp.MIN: "min", ReduceOp.MAX: "max",
+    ReduceOp.BAND: "band", ReduceOp.BOR: "bor", ReduceOp.BXOR: "bxor", ReduceOp.AVG: "avg",
+}
+
+
+@contextlib.contextmanager
+def backend(name):
+    """Runs every mcr operation issued inside the block on backend `name` (None: automatic)."""
+    previous = _C.backend_override()
+    _C.set_backend_override(name or "")
+    try:
+        yield
+    finally:
+        _C.set_backend_override(previous)
+
+
+def _run(name, fn):
+    if name is None:
+        return fn()
+    with backend(name):
+        return fn()
+
+
+def _launcher_env():
+    """RANK/WORLD_SIZE/LOCAL_RANK from Open MPI or Slurm variables when torchrun's are absent."""
+    env = os.environ
+    for src, dst in (("OMPI_COMM_WORLD_RANK", "RANK"), ("OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"),
+                     ("OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"), ("SLURM_PROCID", "RANK"),
+                     ("SLURM_NTASKS", "WORLD_SIZE"), ("SLURM_LOCALID", "LOCAL_RANK")):
+        if src in env and dst not in env:
+            env[dst] = env[src]
+
+
+def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_method=None):
+    """Forms the world once and initialises torch.distributed's default group on `dist_backend`.
+
+    Launchers: mpirun/srun (mcr forms the world through MPI; rank 0's address for torch's store
+    travels through mcr), torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or by hand with the
+    same variables. `dist_backend` may be "gloo" to run torch's own backend for comparison.
+    """
+    if dist.is_initialized():
+        return
+    _launcher_env()
+    if init_method is None and _backend.launched_by_mpi() and "MASTER_PORT" not in os.environ:
+        world = _backend.ensure_runtime()
+        mine = f"127.0.0.1:{_backend._free_port()}" if world.rank == 0 else ""
+        host, port = _C.broadcast_string(world, mine).rsplit(":", 1)
+        if _same_host(world):
+            os.environ["MASTER_ADDR"] = host
+        else:
+            os.environ["MASTER_ADDR"] = os.environ.get("MCR_STORE_HOST") or _C.broadcast_string(
+                world, os.uname().nodename)
+        os.environ["MASTER_PORT"] = port
+    dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method)
+
+
+def _same_host(world):
+    local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("SLURM_NTASKS_PER_NODE")
+    return local is not None and local.isdigit() and int(local) == world.size
+
+
+def is_initialized():
+    return dist.is_initialized()
+
+
+def destroy_process_group(group=None):
+    dist.destroy_process_group(group)
+
+
+def get_rank(group=None):
+    return dist.get_rank(group)
+
+
+def get_world_size(group=None):
+    return dist.get_world_size(group)
+
+
+def get_local_rank():
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
+
+
+def get_world_group():
+    return c10d.GroupMember.WORLD
+
+
+def get_global_rank(group, group_rank):
+    return c10d._get_global_rank(group, group_rank) if group is not None else group_rank
+
+
+def get_all_ranks_from_group(group=None):
+    if group is None:
+        return list(range(dist.get_world_size()))
+    return c10d.get_process_group_ranks(group)
+
+
+def new_group(ranks=None, timeout=c10d.default_pg_timeout):
+    """A group of `ranks` (global ranks) on mcr; call it on every rank, members or not."""
+    return dist.new_group(ranks, timeout=timeout, backend="mcr")
+
+
+def broadcast(tensor, src, group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.broadcast(tensor, src, group=group, async_op=async_op))
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.all_reduce(tensor, op=op, group=group, async_op=async_op))
+
+
+def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.all_reduce_coalesced(tensors, op=op, group=group,
+                                                           async_op=async_op))
+
+
+def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.reduce(tensor, dst, op=op, group=group, async_op=async_op))
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.all_gather(tensor_list, tensor, group=group, async_op=async_op))
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.all_gather_into_tensor(output_tensor, input_tensor,
+                                                             group=group, async_op=async_op))
+
+
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.reduce_scatter(output, input_list, op=op, group=group,
+                                                     async_op=async_op))
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False,
+                          backend=None):
+    return _run(backend, lambda: dist.reduce_scatter_tensor(output, input, op=op, group=group,
+                                                            async_op=async_op))
+
+
+def all_to_all_single(output, tensor, output_split_sizes=None, input_split_sizes=None,
+                      group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.all_to_all_single(
+        output, tensor, output_split_sizes, input_split_sizes, group=group, async_op=async_op))
+
+
+def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.all_to_all(output_tensor_list, input_tensor_list,
+                                                 group=group, async_op=async_op))
+
+
+def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.gather(tensor, gather_list, dst, group=group,
+                                             async_op=async_op))
+
+
+def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.scatter(tensor, scatter_list, src, group=group,
+                                              async_op=async_op))
+
+
+def send(tensor, dst, group=None, tag=0, backend=None):
+    return _run(backend, lambda: dist.send(tensor, dst, group=group, tag=tag))
+
+
+def recv(tensor, src=None, group=None, tag=0, backend=None):
+    if src is None:
+        raise ValueError("mcr recv needs src: receiving from any source is not supported")
+    return _run(backend, lambda: dist.recv(tensor, src, group=group, tag=tag))
+
+
+def isend(tensor, dst, group=None, tag=0, backend=None):
+    return _run(backend, lambda: dist.isend(tensor, dst, group=group, tag=tag))
+
+
+def irecv(tensor, src=None, group=None, tag=0, backend=None):
+    if src is None:
+        raise ValueError("mcr irecv needs src: receiving from any source is not supported")
+    return _run(backend, lambda: dist.irecv(tensor, src, group=group, tag=tag))
+
+
+def barrier(group=None, async_op=False, backend=None):
+    return _run(backend, lambda: dist.barrier(group=group, async_op=async_op))
+
+
+def has_all_gather_into_tensor():
+    return True
+
+
+def has_reduce_scatter_tensor():
+    return True
+
+
+def has_all_reduce_coalesced():
+    return True
+
+
+def _mcr_group(group):
+    pg = c10d._get_default_group() if group is None else group
+    if not isinstance(pg, _C.ProcessGroupMCR):
+        raise ValueError(f"mcr.torch.explain: the group runs on '{dist.get_backend(group)}', not mcr")
+    return pg
+
+
+def explain(op, nbytes=None, dtype=torch.float32, reduce_op=ReduceOp.SUM, group=None, tensor=None):
+    """Which backend mcr picks for `op` on a message of `nbytes` (the op's global size, as in
+    nccl-tests: the full output of all_gather) and why. Pass `tensor` instead of nbytes/dtype to use
+    its size and type. Returns {"backend", "source", "steps": [(backend, chosen, reason), ...]}."""
+    if tensor is not None:
+        dtype = tensor.dtype
+        nbytes = tensor.numel() * tensor.element_size()
+    if op not in _OP_NAMES:
+        raise ValueError(f"mcr.torch.explain: unknown operation '{op}' (one of {sorted(_OP_NAMES)})")
+    if dtype not in _DTYPES:
+        raise ValueError(f"mcr.torch.explain: dtype {dtype} is not carried by mcr")
+    return _C.explain(_mcr_group(group), _OP_NAMES[op], _DTYPES[dtype], int(nbytes or 0),
+                      _REDUCE.get(reduce_op, "sum"))

@@ -1,0 +1,216 @@
+// The Python extension mcr.torch._mcr_torch: runtime bring-up on the communication thread,
+// communicator handles, the ProcessGroupMCR class, explain() and the backend override switch.
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <mcr/comm.hpp>
+
+#include "comm_thread.hpp"
+#include "process_group.hpp"
+
+namespace py = pybind11;
+
+namespace mcr::torch_ext {
+namespace {
+
+/// A communicator as Python holds it: opaque, only ever used on the communication thread.
+struct CommHandle {
+  std::shared_ptr<mcr::Communicator> comm;
+  int rank = -1;
+  int size = 0;
+  std::vector<int> global_ranks;
+};
+
+std::optional<mcr::Communicator>& world_slot() {  // communication thread only
+  static std::optional<mcr::Communicator> w;
+  return w;
+}
+
+// Python may drop the last reference on any thread; the communicator's state is destroyed on the
+// communication thread (or leaked once the runtime has shut down).
+void release(mcr::Communicator* c) {
+  CommThread& t = CommThread::instance();
+  if (t.on_thread()) {
+    delete c;
+  } else {
+    t.post_task([c] { delete c; });  // dropped (leaked) once the runtime has shut down
+  }
+}
+
+CommHandle describe(mcr::Communicator c) {  // on the communication thread
+  CommHandle h{
+      std::shared_ptr<mcr::Communicator>(new mcr::Communicator(std::move(c)), release), -1, 0, {}};
+  if (h.comm->valid()) {
+    h.rank = h.comm->rank();
+    h.size = h.comm->size();
+    for (int r = 0; r < h.size; ++r)
+      h.global_ranks.push_back(h.comm->global_rank(r));
+  }
+  return h;
+}
+
+// Environment variables set for one scope and restored after it (setenv is process-wide: the
+// Python thread is blocked in init_runtime meanwhile, and torch reads none of these then).
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::map<std::string, std::string>& env) {
+    for (const auto& [k, v] : env) {
+      const char* old = std::getenv(k.c_str());
+      saved_[k] = old ? std::optional<std::string>(old) : std::nullopt;
+      setenv(k.c_str(), v.c_str(), 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : saved_) {
+      if (v) {
+        setenv(k.c_str(), v->c_str(), 1);
+      } else {
+        unsetenv(k.c_str());
+      }
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+// Brings the runtime up with `env` set for the duration of mcr::init() only: the torchrun path
+// passes the port agreed through torch's store (MASTER_PORT itself is taken by torch's store).
+CommHandle init_runtime(const std::map<std::string, std::string>& env) {
+  py::gil_scoped_release no_gil;
+  return CommThread::instance().call([&env] {
+    if (!world_slot()) {
+      ScopedEnv scoped(env);
+      world_slot() = mcr::init();
+    }
+    return describe(*world_slot());
+  });
+}
+
+CommHandle world() {
+  py::gil_scoped_release no_gil;
+  return CommThread::instance().call([] {
+    if (!world_slot())
+      throw mcr::Error("mcr runtime is not initialised (mcr.torch.init_processes)");
+    return describe(*world_slot());
+  });
+}
+
+// Collective over the world communicator, on every rank (members and non-members alike): torch
+// never calls a backend's creator on ranks outside a new group, so mcr.torch runs this from its
+// new_group wrapper first and hands the result to the creator.
+CommHandle new_group(const CommHandle& parent, std::vector<int> ranks) {
+  py::gil_scoped_release no_gil;
+  return CommThread::instance().call([&] { return describe(parent.comm->new_group(ranks)); });
+}
+
+// Rank 0's string on every rank of `h` (used to agree on a rendezvous address under mpirun).
+std::string broadcast_string(const CommHandle& h, const std::string& s) {
+  py::gil_scoped_release no_gil;
+  return CommThread::instance().call([&] {
+    std::vector<char> buf(1024, '\0');
+    if (h.rank == 0)
+      std::copy_n(s.begin(), std::min<std::size_t>(s.size(), buf.size() - 1), buf.begin());
+    mcr::Communicator c = *h.comm;
+    c.broadcast(mcr::Tensor(buf.data(), buf.size(), mcr::DType::u8), 0);
+    return std::string(buf.data());
+  });
+}
+
+py::dict explain(const ProcessGroupMCR& pg, const std::string& op, const std::string& dtype,
+                 std::size_t bytes, const std::string& reduce) {
+  auto o = mcr::parse_op(op);
+  if (!o) throw mcr::InvalidArgument("explain: unknown operation '" + op + "'");
+  auto d = mcr::parse_dtype(dtype);
+  if (!d) throw mcr::InvalidArgument("explain: unknown dtype '" + dtype + "'");
+  auto r = mcr::parse_reduce_op(reduce);
+  if (!r) throw mcr::InvalidArgument("explain: unknown reduce op '" + reduce + "'");
+  mcr::Selection sel;
+  {
+    py::gil_scoped_release no_gil;
+    sel = CommThread::instance().call([&] { return pg.communicator().explain(*o, *d, bytes, *r); });
+  }
+  py::dict out;
+  out["backend"] = sel.backend;
+  out["source"] = sel.source;
+  py::list steps;
+  for (const auto& s : sel.steps)
+    steps.append(py::make_tuple(s.backend, s.chosen, s.reason));
+  out["steps"] = steps;
+  return out;
+}
+
+void shutdown_runtime() {
+  py::gil_scoped_release no_gil;
+  CommThread::instance().shutdown([] {
+    world_slot().reset();
+    mcr::finalize();
+  });
+}
+
+}  // namespace
+}  // namespace mcr::torch_ext
+
+PYBIND11_MODULE(_mcr_torch, m) {
+  using namespace mcr::torch_ext;
+  m.doc() = "mcr's c10d backend (ProcessGroupMCR) and runtime helpers; use the mcr.torch package";
+
+  // mcr's exceptions reach Python as RuntimeError subclasses with the runtime's message.
+  static py::exception<mcr::Error> error(m, "Error", PyExc_RuntimeError);
+  static py::exception<mcr::TimeoutError> timeout_error(m, "TimeoutError", error.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const mcr::TimeoutError& e) {
+      timeout_error(e.what());
+    } catch (const mcr::Error& e) {
+      error(e.what());
+    }
+  });
+
+  py::class_<CommHandle>(m, "Communicator")
+      .def_property_readonly("valid", [](const CommHandle& h) { return h.comm->valid(); })
+      .def_readonly("rank", &CommHandle::rank)
+      .def_readonly("size", &CommHandle::size)
+      .def_readonly("global_ranks", &CommHandle::global_ranks);
+
+  m.def("init_runtime", &init_runtime, py::arg("env") = std::map<std::string, std::string>{});
+  m.def("is_initialized", [] {
+    // Asked of the communication thread, which owns the runtime; false once it has shut down.
+    py::gil_scoped_release no_gil;
+    try {
+      return CommThread::instance().call([] { return world_slot().has_value(); });
+    } catch (const mcr::Error&) {
+      return false;
+    }
+  });
+  m.def("world", &world);
+  m.def("new_group", &new_group, py::arg("parent"), py::arg("ranks"));
+  m.def("broadcast_string", &broadcast_string);
+  m.def("explain", &explain, py::arg("group"), py::arg("op"), py::arg("dtype"), py::arg("bytes"),
+        py::arg("reduce") = "sum");
+  m.def("shutdown", &shutdown_runtime);
+  m.def("set_backend_override", &ProcessGroupMCR::set_backend_override);
+  m.def("backend_override", &ProcessGroupMCR::backend_override);
+
+  py::class_<ProcessGroupMCR, ProcessGroupBase, c10::intrusive_ptr<ProcessGroupMCR>>(
+      m, "ProcessGroupMCR")
+      .def(py::init([](const CommHandle& h, int rank, int size, std::chrono::milliseconds timeout) {
+             TORCH_CHECK(h.comm->valid(), "mcr: this rank is not a member of the communicator");
+             TORCH_CHECK(h.rank == rank && h.size == size, "mcr: torch sees rank ", rank, " of ",
+                         size, ", the mcr communicator rank ", h.rank, " of ", h.size);
+             return c10::make_intrusive<ProcessGroupMCR>(*h.comm, rank, size, timeout);
+           }),
+           py::arg("comm"), py::arg("rank"), py::arg("size"), py::arg("timeout"))
+      .def_property_readonly("timeout", &ProcessGroupMCR::timeout);
+}

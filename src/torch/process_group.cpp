@@ -1,0 +1,108 @@
+// ProcessGroupMCR: work handles, the hand-off to the communication thread, the override switch.
+#include "process_group.hpp"
+
+#include <mutex>
+#include <thread>
+
+#include <ATen/core/jit_type.h>
+
+#include "comm_thread.hpp"
+
+namespace mcr::torch_ext {
+namespace {
+
+std::mutex& override_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::string& override_slot() {
+  static std::string s;
+  return s;
+}
+
+}  // namespace
+
+WorkMCR::WorkMCR(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
+
+bool WorkMCR::wait(std::chrono::milliseconds timeout) {
+  // Small messages finish within microseconds: poll briefly before sleeping on the condition
+  // variable, whose wake-up alone costs more than a small all_reduce.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (!isCompleted() && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  return c10d::Work::wait(timeout);
+}
+
+void WorkMCR::complete(std::exception_ptr error) {
+  // The future first: a waiter woken by finish() may read the future at once.
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  finish(error);
+}
+
+ProcessGroupMCR::ProcessGroupMCR(mcr::Communicator comm, int rank, int size,
+                                 std::chrono::milliseconds timeout)
+    : ProcessGroupBase(rank, size), comm_(std::move(comm)), timeout_(timeout) {}
+
+ProcessGroupMCR::~ProcessGroupMCR() {
+  // The communicator's state must be destroyed on the communication thread (it drains its
+  // operations through mcr). Once the runtime has shut down it is deliberately leaked instead.
+  auto* held = new mcr::Communicator(std::move(comm_));
+  CommThread::instance().post_task([held] { delete held; });
+}
+
+void ProcessGroupMCR::set_backend_override(std::string backend) {
+  std::lock_guard lock(override_mutex());
+  override_slot() = std::move(backend);
+}
+
+std::string ProcessGroupMCR::backend_override() {
+  std::lock_guard lock(override_mutex());
+  return override_slot();
+}
+
+std::chrono::milliseconds ProcessGroupMCR::pick_timeout(
+    std::chrono::milliseconds op_timeout) const {
+  return op_timeout.count() > 0 ? op_timeout : timeout_;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
+                                                        std::vector<at::Tensor> outputs,
+                                                        std::chrono::milliseconds op_timeout,
+                                                        Start start, std::function<void()> after,
+                                                        int tag) {
+  auto work = c10::make_intrusive<WorkMCR>(rank_, type, std::move(outputs));
+  const auto limit = pick_timeout(op_timeout);
+  PostedOp op;
+  op.timeout = limit;
+  op.issue = [comm = comm_, backend = backend_override(), limit, tag,
+              start = std::move(start)]() mutable {
+    mcr::CallOptions o;
+    o.backend = backend;
+    o.timeout = limit;
+    o.tag = tag;
+    return start(comm, o);
+  };
+  op.complete = [work, after = std::move(after)](std::exception_ptr error) {
+    if (!error && after) {
+      try {
+        // Copy-back writes into user tensors that may require grad; this thread's grad mode is on.
+        at::NoGradGuard no_grad;
+        after();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    work->complete(error);
+  };
+  CommThread::instance().post(std::move(op));
+  return work;
+}
+
+}  // namespace mcr::torch_ext

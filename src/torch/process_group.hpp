@@ -1,0 +1,118 @@
+// ProcessGroupMCR: the c10d backend "mcr". Every operation is staged on the caller's thread
+// (contiguous buffers, argument checks torch can do locally) and issued on the communication thread
+// (comm_thread.hpp), where mcr chooses the backend per operation and message size.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/api/include/torch/version.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <mcr/communicator.hpp>
+
+namespace mcr::torch_ext {
+
+// torch 2.x splits the process group into a front (c10d::ProcessGroup, which dispatches) and a
+// per-device c10d::Backend holding these same virtuals; the ops' signatures are unchanged. Deriving
+// from the alias below is the whole shim on the C++ side (docs/torch.md lists the Python side).
+#if TORCH_VERSION_MAJOR >= 2
+using ProcessGroupBase = c10d::Backend;
+#else
+using ProcessGroupBase = c10d::ProcessGroup;
+#endif
+
+/// The handle torch gets back: completed on the communication thread, with a future (DDP and comm
+/// hooks chain on it) holding the operation's output tensors.
+class WorkMCR : public c10d::Work {
+ public:
+  WorkMCR(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
+
+  bool wait(std::chrono::milliseconds timeout) override;
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  /// Called once, on the communication thread: fills the future and wakes waiters.
+  void complete(std::exception_ptr error);
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupMCR : public ProcessGroupBase {
+ public:
+  /// `comm` must have been created on the communication thread; rank and size are torch's view of
+  /// the group and must equal the communicator's.
+  ProcessGroupMCR(mcr::Communicator comm, int rank, int size, std::chrono::milliseconds timeout);
+  ~ProcessGroupMCR() override;
+
+  const std::string getBackendName() const override { return "mcr"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  /// The backend every following operation (of every mcr group) is forced to, "" for automatic
+  /// selection. Process-wide so that operations DDP issues from autograd threads see it too; must
+  /// be set alike on every rank.
+  static void set_backend_override(std::string backend);
+  static std::string backend_override();
+
+  const mcr::Communicator& communicator() const { return comm_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  using Start = std::function<mcr::Work(mcr::Communicator&, const mcr::CallOptions&)>;
+  /// Posts `start` to the communication thread; `after` (copy-back into the user's tensors) runs
+  /// there once the operation completed, before the work and its future complete.
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                         std::chrono::milliseconds op_timeout, Start start,
+                                         std::function<void()> after, int tag = 0);
+  std::chrono::milliseconds pick_timeout(std::chrono::milliseconds op_timeout) const;
+
+  mcr::Communicator comm_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace mcr::torch_ext

@@ -1,0 +1,121 @@
+// Conversions between torch and mcr.
+#include "tensors.hpp"
+
+#include <c10/util/Exception.h>
+
+namespace mcr::torch_ext {
+
+std::optional<mcr::DType> to_mcr_dtype(at::ScalarType t) noexcept {
+  switch (t) {
+    case at::kFloat:
+      return mcr::DType::f32;
+    case at::kDouble:
+      return mcr::DType::f64;
+    case at::kHalf:
+      return mcr::DType::f16;
+    case at::kBFloat16:
+      return mcr::DType::bf16;
+    case at::kChar:
+      return mcr::DType::i8;
+    case at::kByte:
+      return mcr::DType::u8;
+    case at::kBool:
+      return mcr::DType::u8;
+    case at::kInt:
+      return mcr::DType::i32;
+    case at::kLong:
+      return mcr::DType::i64;
+    default:
+      return std::nullopt;
+  }
+}
+
+mcr::DType checked_dtype(const at::Tensor& t, const char* op) {
+  auto d = to_mcr_dtype(t.scalar_type());
+  TORCH_CHECK(d.has_value(), "mcr ", op, ": dtype ", t.scalar_type(),
+              " is not supported (mcr carries float32, float64, float16, bfloat16, int8, uint8, "
+              "bool, int32, int64)");
+  return *d;
+}
+
+void check_tensor(const at::Tensor& t, const char* op) {
+  TORCH_CHECK(t.defined(), "mcr ", op, ": undefined tensor");
+  TORCH_CHECK(t.layout() == at::kStrided, "mcr ", op, ": only dense (strided) tensors, got ",
+              t.layout());
+  TORCH_CHECK(t.device().is_cpu(), "mcr ", op,
+              ": only CPU tensors are supported by this build, got ", t.device());
+  checked_dtype(t, op);
+}
+
+mcr::ReduceOp to_mcr_op(const c10d::ReduceOp& op, at::ScalarType dtype, const char* op_name) {
+  mcr::ReduceOp out = mcr::ReduceOp::sum;
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      out = mcr::ReduceOp::sum;
+      break;
+    case c10d::ReduceOp::AVG:
+      out = mcr::ReduceOp::avg;
+      break;
+    case c10d::ReduceOp::PRODUCT:
+      out = mcr::ReduceOp::prod;
+      break;
+    case c10d::ReduceOp::MIN:
+      out = mcr::ReduceOp::min;
+      break;
+    case c10d::ReduceOp::MAX:
+      out = mcr::ReduceOp::max;
+      break;
+    case c10d::ReduceOp::BAND:
+      out = mcr::ReduceOp::band;
+      break;
+    case c10d::ReduceOp::BOR:
+      out = mcr::ReduceOp::bor;
+      break;
+    case c10d::ReduceOp::BXOR:
+      out = mcr::ReduceOp::bxor;
+      break;
+    default:
+      TORCH_CHECK(false, "mcr ", op_name, ": reduce op ", static_cast<int>(op.op_),
+                  " (PREMUL_SUM or unknown) is not supported");
+  }
+  // bool travels as bytes 0/1: sum and avg would leave values other than 0 and 1.
+  TORCH_CHECK(dtype != at::kBool || (out != mcr::ReduceOp::sum && out != mcr::ReduceOp::avg),
+              "mcr ", op_name,
+              ": SUM and AVG of bool tensors are not supported; use MAX (logical "
+              "or) or MIN (logical and)");
+  return out;
+}
+
+mcr::Tensor view(const at::Tensor& t) {
+  return mcr::Tensor(t.data_ptr(), static_cast<std::size_t>(t.numel()),
+                     *to_mcr_dtype(t.scalar_type()));
+}
+
+void Staged::finish() const {
+  if (copy_back) user.copy_(buffer.view(user.sizes()));
+}
+
+Staged stage(const at::Tensor& t, bool copy_in) {
+  if (t.is_contiguous()) return Staged{t, t, false};
+  at::Tensor buf = copy_in ? t.contiguous() : at::empty(t.sizes(), t.options());
+  return Staged{t, buf, true};
+}
+
+at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const auto& t : tensors)
+    flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+void unflatten_into(const at::Tensor& flat, const std::vector<at::Tensor>& tensors) {
+  std::int64_t offset = 0;
+  for (const auto& t : tensors) {
+    const auto n = t.numel();
+    t.copy_(flat.narrow(0, offset, n).view(t.sizes()));
+    offset += n;
+  }
+}
+
+}  // namespace mcr::torch_ext

@@ -1,0 +1,127 @@
+"""Futures and hooks, subgroups (strided, non-members), torch.distributed.nn autograd operations,
+the MCR-DL-style API with per-call backends and explain(), and argument errors surfacing as Python
+exceptions with the runtime's message."""
+
+import time
+
+import torch
+import torch.distributed as dist
+import torch.distributed.nn as dnn
+
+import mcr.torch as mt
+from common import check, finish, same, setup
+
+
+def futures(rank, ws):
+    # A future completes although nobody waits on the work; then() callbacks run and chain.
+    t = torch.full((5,), float(rank + 1))
+    work = dist.all_reduce(t, async_op=True)
+    fut = work.get_future().then(lambda f: f.value()[0] * 2)
+    deadline = time.time() + 30
+    while not work.is_completed() and time.time() < deadline:
+        time.sleep(0.001)
+    check(work.is_completed(), "async all_reduce never completed without a wait")
+    total = ws * (ws + 1) / 2
+    same(t, torch.full((5,), total), "async all_reduce result")
+    same(fut.wait(), torch.full((5,), 2 * total), "chained future")
+    # Many in flight at once, waited in reverse order.
+    ts = [torch.full((3,), float(rank + k)) for k in range(16)]
+    works = [dist.all_reduce(x, async_op=True) for x in ts]
+    for w in reversed(works):
+        w.wait()
+    for k, x in enumerate(ts):
+        same(x, torch.full((3,), float(sum(r + k for r in range(ws)))), f"in-flight all_reduce {k}")
+
+
+def subgroups(rank, ws):
+    evens = list(range(0, ws, 2))
+    g = dist.new_group(evens, backend="mcr")  # every rank calls it; odd ranks are not members
+    if rank in evens:
+        t = torch.tensor([float(rank)])
+        dist.all_reduce(t, group=g)
+        same(t, torch.tensor([float(sum(evens))]), "all_reduce on the even ranks")
+        check(dist.get_rank(g) == evens.index(rank), "group rank")
+        # Roots are global ranks in torch's API: broadcast from the last even rank.
+        b = torch.tensor([float(rank)])
+        dist.broadcast(b, src=evens[-1], group=g)
+        same(b, torch.tensor([float(evens[-1])]), "broadcast in the strided group")
+    else:
+        check(g == dist.GroupMember.NON_GROUP_MEMBER, "a non-member got a group")
+    if ws >= 3:
+        tail = list(range(1, ws))
+        h = mt.new_group(tail)
+        if rank in tail:
+            out = [torch.zeros(2) for _ in tail]
+            dist.all_gather(out, torch.full((2,), float(rank)), group=h)
+            for i, r in enumerate(tail):
+                same(out[i], torch.full((2,), float(r)), f"all_gather in group {tail}")
+    dist.barrier()
+
+
+def autograd_ops(rank, ws):
+    x = torch.full((4,), float(rank + 1), requires_grad=True)
+    y = dnn.all_reduce(x)
+    y.sum().backward()
+    same(x.grad, torch.full((4,), float(ws)), "torch.distributed.nn.all_reduce backward")
+    x = torch.full((2,), float(rank + 1), requires_grad=True)
+    parts = dnn.all_gather(x)
+    (sum((i + 1) * p.sum() for i, p in enumerate(parts))).backward()
+    # d/dx of sum_i (i+1) * sum(x_i) summed over ranks: rank r's slot weight is (r+1), times ws.
+    same(x.grad, torch.full((2,), float((rank + 1) * ws)), "torch.distributed.nn.all_gather backward")
+
+
+def mcr_api(rank, ws):
+    # Under torchrun-style variables MPI is not initialised: mcr runs on Gloo alone.
+    usable = ["mpi", "gloo"] if mt._backend.launched_by_mpi() else ["gloo"]
+    for be in [None] + usable:
+        t = torch.ones(6)
+        mt.all_reduce(t, backend=be)
+        same(t, torch.full((6,), float(ws)), f"mcr.torch.all_reduce backend={be}")
+    out = torch.zeros(3 * ws)
+    mt.all_gather_into_tensor(out, torch.full((3,), float(rank)), backend="gloo")
+    same(out, torch.arange(ws).repeat_interleave(3).float(), "all_gather_into_tensor on gloo")
+    with mt.backend(usable[0]):
+        t = torch.ones(2)
+        mt.all_reduce(t)
+    same(t, torch.full((2,), float(ws)), "backend() context")
+    check(mt.explain("all_reduce", 4, torch.float32)["backend"] == usable[0], "explain")
+    forced = mt.explain("all_reduce", tensor=torch.ones(1))
+    check(len(forced["steps"]) >= 1 and forced["source"], f"explain steps: {forced}")
+    if rank == 0:
+        print("explain(all_reduce, 4 B):", mt.explain("all_reduce", 4), flush=True)
+
+
+def errors(rank, ws):
+    # A root outside the group: raised on every rank with mcr's message, nothing sent.
+    try:
+        dist.broadcast(torch.ones(2), src=ws + 5)
+        check(False, "broadcast with a bad root did not raise")
+    except (RuntimeError, ValueError) as e:
+        check("root" in str(e).lower() or "rank" in str(e).lower(), f"bad-root message: {e}")
+    # A dtype mcr lacks: refused before anything is sent.
+    try:
+        dist.all_reduce(torch.ones(2, dtype=torch.int16))
+        check(False, "int16 all_reduce did not raise")
+    except RuntimeError as e:
+        check("int16" in str(e).lower() or "short" in str(e).lower(), f"dtype message: {e}")
+    # An unknown backend override.
+    try:
+        mt.all_reduce(torch.ones(2), backend="nonexistent")
+        check(False, "unknown backend did not raise")
+    except RuntimeError as e:
+        check("nonexistent" in str(e), f"unknown backend message: {e}")
+    dist.barrier()  # the world communicator is still usable after argument errors
+
+
+def main():
+    rank, ws = setup()
+    futures(rank, ws)
+    subgroups(rank, ws)
+    autograd_ops(rank, ws)
+    mcr_api(rank, ws)
+    errors(rank, ws)
+    finish("test_groups")
+
+
+if __name__ == "__main__":
+    main()

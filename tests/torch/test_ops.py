@@ -1,0 +1,207 @@
+"""Every c10d operation x dtype x size (0, odd, large) x contiguity on the "mcr" backend, checked
+against values computed from every rank's input here, and (where gloo supports the dtype) against
+torch's gloo backend on the same processes. Run under mpirun or torchrun with 2-4 ranks."""
+
+import torch
+import torch.distributed as dist
+
+from common import DTYPES, FLOATS, check, data, finish, noncontiguous, same, setup
+
+R = dist.ReduceOp
+
+
+def reduce_all(inputs, op, dtype):
+    acc = inputs[0].to(torch.float64 if dtype in FLOATS else torch.int64)
+    for t in inputs[1:]:
+        t = t.to(acc.dtype)
+        if op == R.SUM or op == R.AVG:
+            acc = acc + t
+        elif op == R.PRODUCT:
+            acc = acc * t
+        elif op == R.MAX:
+            acc = torch.maximum(acc, t)
+        elif op == R.MIN:
+            acc = torch.minimum(acc, t)
+        elif op == R.BAND:
+            acc = acc & t
+        elif op == R.BOR:
+            acc = acc | t
+        elif op == R.BXOR:
+            acc = acc ^ t
+    if op == R.AVG:
+        acc = acc / len(inputs)
+    return acc.to(dtype)
+
+
+def layout(t, contiguous):
+    return t if contiguous else noncontiguous(t)
+
+
+def ops_for(dtype):
+    ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX]
+    if dtype in FLOATS:
+        ops.append(R.AVG)
+    else:
+        ops += [R.BAND, R.BOR, R.BXOR]
+    return ops
+
+
+def run_case(rank, ws, n, dtype, contig, gloo):
+    tag = f"n={n} {dtype} {'contig' if contig else 'strided'}"
+    mine = data(rank, n, dtype)
+    every = [data(r, n, dtype) for r in range(ws)]
+
+    for op in ops_for(dtype):
+        small = (lambda r: data(r, n, dtype) % 2 + 1) if op == R.PRODUCT else (lambda r: data(r, n, dtype))
+        t = layout(small(rank), contig)
+        dist.all_reduce(t, op=op)
+        want = reduce_all([small(r) for r in range(ws)], op, dtype)
+        if op == R.AVG:
+            check(torch.allclose(t.double(), want.double(), rtol=1e-2), f"all_reduce AVG {tag}")
+        else:
+            same(t.reshape(-1), want, f"all_reduce {op} {tag}")
+
+    t = layout(mine.clone(), contig)
+    dist.broadcast(t, src=ws - 1)
+    same(t, every[ws - 1], f"broadcast {tag}")
+
+    t = layout(mine.clone(), contig)
+    dist.reduce(t, dst=0, op=R.MAX)
+    if rank == 0:
+        same(t, reduce_all(every, R.MAX, dtype), f"reduce {tag}")
+
+    outs = [layout(torch.zeros(n, dtype=dtype), contig) for _ in range(ws)]
+    dist.all_gather(outs, layout(mine, contig))
+    for r in range(ws):
+        same(outs[r], every[r], f"all_gather slot {r} {tag}")
+
+    flat = layout(torch.zeros(n * ws, dtype=dtype), contig)
+    dist.all_gather_into_tensor(flat, layout(mine, contig))
+    same(flat, torch.cat(every), f"all_gather_into_tensor {tag}")
+
+    gl = [layout(torch.zeros(n, dtype=dtype), contig) for _ in range(ws)] if rank == 1 % ws else None
+    dist.gather(layout(mine, contig), gl, dst=1 % ws)
+    if gl is not None:
+        for r in range(ws):
+            same(gl[r], every[r], f"gather slot {r} {tag}")
+
+    out = layout(torch.zeros(n, dtype=dtype), contig)
+    src_list = [data(100 + r, n, dtype) for r in range(ws)]
+    dist.scatter(out, [layout(x, contig) for x in src_list] if rank == 0 else None, src=0)
+    same(out, src_list[rank], f"scatter {tag}")
+
+    pieces = [[data(r * ws + j, n, dtype) for j in range(ws)] for r in range(ws)]
+    out = layout(torch.zeros(n, dtype=dtype), contig)
+    dist.reduce_scatter(out, [layout(x, contig) for x in pieces[rank]], op=R.SUM)
+    same(out, reduce_all([pieces[r][rank] for r in range(ws)], R.SUM, dtype), f"reduce_scatter {tag}")
+
+    out = layout(torch.zeros(n, dtype=dtype), contig)
+    dist.reduce_scatter_tensor(out, layout(torch.cat(pieces[rank]), contig), op=R.SUM)
+    same(out, reduce_all([pieces[r][rank] for r in range(ws)], R.SUM, dtype),
+         f"reduce_scatter_tensor {tag}")
+
+    # all_to_all_single, equal splits: slot j of rank r's input goes to rank j.
+    out = layout(torch.zeros(n * ws, dtype=dtype), contig)
+    dist.all_to_all_single(out, layout(torch.cat(pieces[rank]), contig))
+    same(out, torch.cat([pieces[r][rank] for r in range(ws)]), f"all_to_all_single {tag}")
+
+    # Uneven splits: rank r sends (r + j) % 3 rows of width 2 to rank j.
+    rows = lambda r, j: (r + j + n) % 3  # noqa: E731
+    send = [data(10 * rank + j, rows(rank, j) * 2, dtype).reshape(-1, 2) for j in range(ws)]
+    recv_rows = [rows(j, rank) for j in range(ws)]
+    out = torch.zeros(sum(recv_rows), 2, dtype=dtype)
+    dist.all_to_all_single(out, torch.cat(send), recv_rows, [rows(rank, j) for j in range(ws)])
+    want = torch.cat([data(10 * j + rank, rows(j, rank) * 2, dtype).reshape(-1, 2) for j in range(ws)])
+    same(out, want, f"all_to_all_single uneven {tag}")
+
+    outs = [layout(torch.zeros(rows(j, rank) * 2 + n, dtype=dtype), contig) for j in range(ws)]
+    ins = [layout(data(10 * rank + j, rows(rank, j) * 2 + n, dtype), contig) for j in range(ws)]
+    dist.all_to_all(outs, ins)
+    for j in range(ws):
+        same(outs[j], data(10 * j + rank, rows(j, rank) * 2 + n, dtype), f"all_to_all from {j} {tag}")
+
+    ts = [layout(data(rank, n + k, dtype, salt=k), contig) for k in range(3)]
+    dist.all_reduce_coalesced(ts, op=R.SUM)
+    for k in range(3):
+        same(ts[k], reduce_all([data(r, n + k, dtype, salt=k) for r in range(ws)], R.SUM, dtype),
+             f"all_reduce_coalesced {k} {tag}")
+
+    # Ring: send to the right, receive from the left; blocking pairs ordered to avoid a cycle.
+    right, left = (rank + 1) % ws, (rank - 1) % ws
+    got = layout(torch.zeros(n, dtype=dtype), contig)
+    reqs = [dist.isend(layout(mine, contig), right, tag=3), dist.irecv(got, left, tag=3)]
+    for q in reqs:
+        q.wait()
+    same(got, every[left], f"isend/irecv {tag}")
+    got = layout(torch.zeros(n, dtype=dtype), contig)
+    if rank % 2 == 0:
+        dist.send(mine, right)
+        dist.recv(got, left)
+    else:
+        dist.recv(got, left)
+        dist.send(mine, right)
+    same(got, every[left], f"send/recv {tag}")
+
+    dist.barrier()
+
+    # torch's gloo backend on the same processes, for the dtypes it supports (its all_gather
+    # divides by zero on empty tensors, so n=0 is left to the checks above).
+    if n > 0 and dtype in (torch.float32, torch.float64, torch.int32, torch.int64, torch.uint8):
+        a, b = layout(mine.clone(), contig), mine.clone()
+        dist.all_reduce(a)
+        dist.all_reduce(b, group=gloo)
+        same(a, b, f"all_reduce vs gloo {tag}")
+        a = torch.zeros(n * ws, dtype=dtype)
+        b = torch.zeros(n * ws, dtype=dtype)
+        dist.all_gather_into_tensor(a, mine)
+        dist.all_gather(list(b.chunk(ws)), mine, group=gloo)
+        same(a, b, f"all_gather vs gloo {tag}")
+        a, b = layout(mine.clone(), contig), mine.clone()
+        dist.broadcast(a, src=ws - 1)
+        dist.broadcast(b, src=ws - 1, group=gloo)
+        same(a, b, f"broadcast vs gloo {tag}")
+        a, b = layout(mine.clone(), contig), mine.clone()
+        dist.reduce(a, dst=0, op=R.MAX)
+        dist.reduce(b, dst=0, op=R.MAX, group=gloo)
+        if rank == 0:
+            same(a, b, f"reduce vs gloo {tag}")
+        ga = [torch.zeros(n, dtype=dtype) for _ in range(ws)] if rank == 0 else None
+        gb = [torch.zeros(n, dtype=dtype) for _ in range(ws)] if rank == 0 else None
+        dist.gather(layout(mine, contig), ga, dst=0)
+        dist.gather(mine, gb, dst=0, group=gloo)
+        if rank == 0:
+            for r in range(ws):
+                same(ga[r], gb[r], f"gather vs gloo slot {r} {tag}")
+        a, b = torch.zeros(n, dtype=dtype), torch.zeros(n, dtype=dtype)
+        dist.scatter(a, src_list if rank == 0 else None, src=0)
+        dist.scatter(b, src_list if rank == 0 else None, src=0, group=gloo)
+        same(a, b, f"scatter vs gloo {tag}")
+
+
+def main():
+    rank, ws = setup()
+    check(dist.get_backend() == "mcr", f"default backend is {dist.get_backend()}")
+    gloo = dist.new_group(backend="gloo")
+    sizes = [0, 7, 65537]
+    count = 0
+    for n in sizes:
+        for dtype in DTYPES:
+            for contig in (True, False):
+                if n == 0 and not contig:
+                    continue
+                run_case(rank, ws, n, dtype, contig, gloo)
+                count += 1
+    # bool travels as bytes: data movement and logical reductions.
+    b = torch.tensor([rank % 2 == 0, True, False])
+    dist.all_reduce(b, op=R.MAX)
+    same(b, torch.tensor([True, True, False]) if ws > 1 else b, "all_reduce MAX bool")
+    bl = [torch.zeros(3, dtype=torch.bool) for _ in range(ws)]
+    dist.all_gather(bl, b)
+    same(bl[ws - 1], b, "all_gather bool")
+    if rank == 0:
+        print(f"{count} (size, dtype, layout) cases at {ws} ranks", flush=True)
+    finish("test_ops")
+
+
+if __name__ == "__main__":
+    main()
