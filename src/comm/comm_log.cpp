@@ -10,9 +10,9 @@
 #include <new>
 #include <thread>
 
-#include "mcr/info.hpp"
-#include "mcr/bench.hpp"
+#include "mcr/bandwidth.hpp"
 #include "mcr/comm_log.hpp"
+#include "mcr/info.hpp"
 
 namespace mcr {
 namespace {
@@ -73,10 +73,10 @@ constexpr std::size_t kBlockRecords = kBlockBytes / kPackedBytes;
 }  // namespace
 
 double LogRecord::algbw_gbps() const noexcept {
-  return bench::algbw_gbps(bytes, seconds());
+  return mcr::algbw_gbps(bytes, seconds());
 }
 double LogRecord::busbw_gbps() const noexcept {
-  return bench::busbw_gbps(op, bytes, seconds(), group_size);
+  return mcr::busbw_gbps(op, bytes, seconds(), group_size);
 }
 
 CommLog::CommLog(std::size_t max_records) : max_records_(max_records) {

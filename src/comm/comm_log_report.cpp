@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "mcr/info.hpp"
-#include "mcr/bench.hpp"
+#include "mcr/bandwidth.hpp"
 #include "mcr/comm_log.hpp"
+#include "mcr/info.hpp"
 #include "mcr/selection.hpp"
 
 namespace mcr {
@@ -84,9 +84,9 @@ LogSummary summarize(const GatheredLog& log) {
     for (double v : lat)
       row.total_us += v, row.max_us = std::max(row.max_us, v);
     row.avg_us = row.total_us / static_cast<double>(row.count);
-    row.p50_us = bench::median(lat);
-    row.algbw_gbps = bench::algbw_gbps(row.bytes, row.avg_us * 1e-6);
-    row.busbw_gbps = bench::busbw_gbps(row.op, row.bytes, row.avg_us * 1e-6, row.group_size);
+    row.p50_us = median(lat);
+    row.algbw_gbps = algbw_gbps(row.bytes, row.avg_us * 1e-6);
+    row.busbw_gbps = busbw_gbps(row.op, row.bytes, row.avg_us * 1e-6, row.group_size);
     out.rows.push_back(std::move(row));
   }
   out.stragglers = std::move(per_rank);

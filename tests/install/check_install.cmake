@@ -18,8 +18,9 @@ file(MAKE_DIRECTORY ${WORK_DIR}/elsewhere)
 
 run(WHAT "cmake --install" WORKING_DIRECTORY ${WORK_DIR}
     COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-foreach(f include/mcr/comm.hpp include/mcr/codesign/model.hpp bin/mcr share/mcr/devices/h100-sxm.json
-          share/mcr/models/gpt3-2.7b.json lib/cmake/mcr/mcrConfig.cmake lib/pkgconfig/mcr.pc)
+foreach(f include/mcr/comm.hpp include/mcr/bench/compare.hpp include/mcr/codesign/model.hpp bin/mcr
+          share/mcr/devices/h100-sxm.json share/mcr/models/gpt3-2.7b.json
+          lib/cmake/mcr/mcrConfig.cmake lib/pkgconfig/mcr.pc)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "not installed: ${prefix}/${f}")
   endif()

@@ -2,8 +2,6 @@
 #include "bench_cli.hpp"
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -72,26 +70,6 @@ std::vector<DType> resolve_dtypes(const SweepFlags& f) {
     if (std::find(out.begin(), out.end(), *t) == out.end()) out.push_back(*t);
   }
   if (out.empty()) throw InvalidArgument("--dtype: at least one element type is required");
-  return out;
-}
-
-bool skip_single_rank_p2p(const Communicator& world, OpType op) {
-  return (op == OpType::send || op == OpType::recv) && world.size() < 2;
-}
-
-std::string command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string out;
-  std::size_t pos = 0;
-  while (pos < raw.size()) {
-    const auto end = raw.find('\0', pos);
-    const auto arg = raw.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    if (!out.empty()) out += ' ';
-    out += arg.find_first_of(" \t\"'") == std::string::npos ? arg : fmt::format("'{}'", arg);
-    if (end == std::string::npos) break;
-    pos = end + 1;
-  }
   return out;
 }
 

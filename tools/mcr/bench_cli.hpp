@@ -1,11 +1,11 @@
-// Flags shared by `mcr bench` and `mcr tune` (ops, sizes, dtypes) and their resolution.
+// Flags shared by `mcr bench` and `mcr tune` (ops, sizes, dtypes) and their resolution into the
+// typed values of the mcr::bench options.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <vector>
 
-#include "mcr/communicator.hpp"
 #include "mcr/types.hpp"
 
 namespace CLI {
@@ -29,10 +29,5 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& flags);
 std::vector<OpType> resolve_ops(const SweepFlags& flags, const std::vector<OpType>& when_empty);
 std::vector<std::size_t> resolve_sizes(const SweepFlags& flags);
 std::vector<DType> resolve_dtypes(const SweepFlags& flags);
-/// Whether to leave out `op` on this communicator: send/recv needs a peer, so it is not run on
-/// 1 rank (a self-exchange is not a message, and NCCL rejects a self-receive posted on its own).
-bool skip_single_rank_p2p(const Communicator& world, OpType op);
-/// The command line of this process (for provenance), from /proc/self/cmdline when available.
-std::string command_line();
 
 }  // namespace mcr::cli

@@ -1,7 +1,9 @@
-// Text, CSV and JSON output of `mcr bench`.
+// Text, CSV and JSON output of `mcr bench` and `mcr bench --compare-auto`.
 #include "bench_output.hpp"
 
-#include <fmt/core.h>
+#include <algorithm>
+
+#include <fmt/format.h>
 
 namespace mcr::cli {
 
@@ -68,6 +70,56 @@ void RowPrinter::finish() {
   if (format_ == Format::json)
     fmt::print(out_, "{}\n",
                nlohmann::json{{"ranks", ranks_}, {"time", time_reduce_}, {"rows", rows_}}.dump(2));
+}
+
+std::string compare_header(const bench::CompareOptions& o, int ranks,
+                           const std::vector<std::string>& backends) {
+  std::string out = fmt::format(
+      "# auto vs every backend, {} ranks, {}-{} rounds interleaved, then auto and the best "
+      "until the ratio is within {:.1f}% (95%) or {} s more; ratio = median over rounds of "
+      "best/auto, times max-across-ranks\n",
+      ranks, o.repetitions, std::max(o.repetitions, bench::kCompareMaxRepetitions),
+      o.precision * 100, o.extra_budget_s);
+  std::string head =
+      fmt::format("# {:<15} {:>5} {:>10} {:<6} {:>10}", "op", "type", "size", "auto", "auto_us");
+  for (const auto& b : backends)
+    head += fmt::format(" {:>10}", b + "_us");
+  out += fmt::format("{} {:<6} {:>7} {:>15} {:>5} {:>6}\n", head, "best", "ratio", "ci95", "pairs",
+                     ">=" + fmt::format("{:.2f}", o.min_ratio));
+  return out;
+}
+
+std::string compare_line(const bench::ComparePoint& p) {
+  const auto& t = p.timings;
+  std::string line =
+      fmt::format("  {:<15} {:>5} {:>10} {:<6} {:>10.2f}", to_string(p.op), to_string(p.dtype),
+                  p.bytes, p.auto_backend, t.empty() ? 0.0 : t[0].seconds * 1e6);
+  for (std::size_t v = 1; v < t.size(); ++v) {
+    line += t[v].supported ? fmt::format(" {:>10.2f}", t[v].seconds * 1e6)
+                           : fmt::format(" {:>10}", "-");
+  }
+  return fmt::format("{} {:<6} {:>7.3f} {:>15} {:>5} {:>6}\n", line, p.best_backend(),
+                     p.ratio.median, fmt::format("[{:.3f},{:.3f}]", p.ratio.low, p.ratio.high),
+                     p.ratio.pairs, p.met ? "yes" : "NO");
+}
+
+nlohmann::json to_json(const bench::ComparePoint& p, const std::vector<std::string>& backends) {
+  const auto& t = p.timings;
+  nlohmann::json j{{"op", std::string(to_string(p.op))},
+                   {"dtype", std::string(to_string(p.dtype))},
+                   {"bytes", p.bytes},
+                   {"auto_backend", p.auto_backend},
+                   {"auto_us", t.empty() ? 0.0 : t[0].seconds * 1e6},
+                   {"best_backend", p.best_backend()},
+                   {"best_us", p.best_seconds() * 1e6},
+                   {"ratio", p.ratio.median},
+                   {"ratio_ci95", {p.ratio.low, p.ratio.high}},
+                   {"pairs", p.ratio.pairs}};
+  for (std::size_t v = 1; v < t.size() && v <= backends.size(); ++v) {
+    j[backends[v - 1] + "_us"] =
+        t[v].supported ? nlohmann::json(t[v].seconds * 1e6) : nlohmann::json(nullptr);
+  }
+  return j;
 }
 
 }  // namespace mcr::cli

@@ -1,34 +1,19 @@
-// Result rows of `mcr bench` and their text (nccl-tests style), CSV and JSON forms.
+// Output of `mcr bench`: the sweep's rows (bench::SweepRow) as text (nccl-tests style), CSV and
+// JSON, and the --compare-auto table and JSON rows (bench::ComparePoint).
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "mcr/types.hpp"
+#include "mcr/bench/compare.hpp"
+#include "mcr/bench/sweep.hpp"
 
 namespace mcr::cli {
 
-struct BenchRow {
-  OpType op = OpType::all_reduce;
-  DType dtype = DType::f32;
-  std::size_t bytes = 0;
-  std::size_t count = 0;  ///< elements of the op's message (per-rank chunk for chunked ops)
-  int root = -1;          ///< -1 when the op has none
-  bool in_place = false;
-  bool async = false;
-  std::string requested;  ///< the --backend value ("auto" or a name)
-  std::string backend;    ///< the backend that ran
-  int iterations = 0;
-  double time_us = 0;
-  double algbw_gbps = 0;
-  double busbw_gbps = 0;
-  std::uint64_t wrong = 0;
-};
+using BenchRow = bench::SweepRow;
 
 enum class Format { text, csv, json };
 
@@ -50,5 +35,14 @@ class RowPrinter {
 };
 
 nlohmann::json to_json(const BenchRow& row);
+
+/// The two comment lines that open the --compare-auto table, for `ranks` ranks and the single
+/// `backends` compared (in the order of ComparePoint::timings after auto).
+std::string compare_header(const bench::CompareOptions& options, int ranks,
+                           const std::vector<std::string>& backends);
+/// One line of the --compare-auto table (with its newline); "yes"/"NO" from ComparePoint::met.
+std::string compare_line(const bench::ComparePoint& point);
+/// One --compare-auto JSON row.
+nlohmann::json to_json(const bench::ComparePoint& point, const std::vector<std::string>& backends);
 
 }  // namespace mcr::cli

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "mcr/bench.hpp"
 #include "mcr/comm.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/info.hpp"

@@ -1,9 +1,9 @@
 // `mcr tune`: measures every usable backend for each op and size, writes a tuning table (winner per
-// size with hysteresis, adjacent sizes merged, raw latencies kept), validates and plots tables.
+// size with hysteresis, adjacent sizes merged, raw latencies kept), validates and plots tables. The
+// measuring and the table are mcr::bench's (run_tune); this file maps flags, prints and writes.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -19,7 +19,7 @@
 namespace mcr::cli {
 namespace {
 
-struct TuneOptions {
+struct TuneFlags {
   SweepFlags sweep{{}, "4", "64M", 2.0, {}, {"f32"}};
   std::string output = "mcr_tuning.json";
   std::vector<std::string> backends;
@@ -66,108 +66,72 @@ void print_entries(const TuningTable& t) {
   }
 }
 
-void run_tune(Communicator& world, const TuneOptions& o) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto ops = resolve_ops(o.sweep, bench::benchmark_ops());
-  const auto sizes = resolve_sizes(o.sweep);
-  const auto dtypes = resolve_dtypes(o.sweep);
-  std::vector<std::string> backends = o.backends.empty() ? world.backends() : o.backends;
-  const auto usable = world.backends();
-  for (const auto& b : backends) {
-    if (std::find(usable.begin(), usable.end(), b) == usable.end()) {
-      throw InvalidArgument(
-          fmt::format("--backends '{}': not usable here (usable: {})", b, fmt::join(usable, ", ")));
-    }
-  }
-  if (o.repetitions < 1)
-    throw InvalidArgument(fmt::format("--reps {}: must be >= 1", o.repetitions));
-  const bool root = world.rank() == 0;
-  bench::InterleavedOptions io;
-  io.repetitions = o.repetitions;
-  io.repetition_budget_s = o.budget_ms * 1e-3;
-  io.max_iterations = 1000;
+bench::TuneOptions tune_options(const TuneFlags& f) {
+  bench::TuneOptions o;
+  o.ops = resolve_ops(f.sweep, o.ops);
+  o.sizes = resolve_sizes(f.sweep);
+  o.dtypes = resolve_dtypes(f.sweep);
+  o.backends = f.backends;
+  o.hysteresis = f.hysteresis;
+  o.repetitions = f.repetitions;
+  o.budget_ms = f.budget_ms;
+  o.command = bench::command_line();
+  return o;
+}
 
-  TuningTable table;
-  table.provenance = bench::provenance(world, command_line());
-  table.provenance["hysteresis"] = fmt::format("{}", o.hysteresis);
-  table.provenance["method"] = fmt::format(
-      "median over {} interleaved repetitions of the max-across-ranks mean time per iteration; "
-      "~{} ms per repetition",
-      o.repetitions, o.budget_ms);
-  std::size_t total = 0;
-  for (OpType op : ops) {
-    if (skip_single_rank_p2p(world, op)) continue;
-    total += (is_reduction(op) ? dtypes.size() : 1) *
-             bench::distinct_sizes(op, sizes, dtypes.front(), world.size()).size();
-  }
-  std::size_t done = 0;
-  std::uint64_t wrong = 0;
-  for (OpType op : ops) {
-    if (skip_single_rank_p2p(world, op)) continue;
-    // Data movement does not depend on the element type: one "any" entry. Reductions per class.
-    std::vector<DType> types = is_reduction(op) ? dtypes : std::vector<DType>{dtypes.front()};
-    for (DType dtype : types) {
-      const std::string klass = is_reduction(op) ? std::string(dtype_class(dtype)) : "any";
-      for (std::size_t size : bench::distinct_sizes(op, sizes, dtype, world.size())) {
-        bench::Point point(world, {op, dtype, size, false, 0, ReduceOp::sum, false, 1});
-        const auto res = bench::measure_interleaved(point, backends, io);
-        ++done;
-        std::string line;
-        for (const auto& r : res) {
-          if (!r.supported) continue;
-          if (r.wrong > 0) {
-            wrong += r.wrong;
-            if (root)
-              fmt::print(stderr, "mcr tune: {} on {} at {} bytes: {} wrong values; not used\n",
-                         to_string(op), r.backend, point.layout().bytes, r.wrong);
-            continue;
-          }
-          table.samples.push_back(TuningSample{op, klass, world.size(), point.layout().bytes,
-                                               r.backend, r.seconds * 1e6});
-          line += fmt::format(" {}={:.2f}us", r.backend, r.seconds * 1e6);
-        }
-        if (root && !o.quiet) {
-          const double el =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          fmt::print(stderr, "[{:>4}/{}] {:>6.1f}s {:<15} {:<5} {:>10} B:{}\n", done, total, el,
-                     to_string(op), klass, point.layout().bytes, line);
-        }
-        if (op == OpType::barrier) break;
-      }
+// Rank 0: a backend that gave wrong values (always), then the point's timings (unless quiet).
+void print_point(const bench::TunePoint& p, bool quiet) {
+  std::string line;
+  for (const auto& r : p.timings) {
+    if (!r.supported) continue;
+    if (r.wrong > 0) {
+      fmt::print(stderr, "mcr tune: {} on {} at {} bytes: {} wrong values; not used\n",
+                 to_string(p.op), r.backend, p.bytes, r.wrong);
+      continue;
     }
+    line += fmt::format(" {}={:.2f}us", r.backend, r.seconds * 1e6);
   }
-  table.entries = bench::build_entries(table.samples, o.hysteresis);
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  table.provenance["wall_seconds"] = fmt::format("{:.1f}", wall);
+  if (!quiet) {
+    fmt::print(stderr, "[{:>4}/{}] {:>6.1f}s {:<15} {:<5} {:>10} B:{}\n", p.index, p.total,
+               p.elapsed_s, to_string(p.op), p.dtype_class, p.bytes, line);
+  }
+}
+
+void tune(Communicator& world, const TuneFlags& f) {
+  const bench::TuneOptions o = tune_options(f);
+  const bool root = world.rank() == 0;
+  bench::TuneCallbacks cb;
+  if (root) cb.on_point = [quiet = f.quiet](const bench::TunePoint& p) { print_point(p, quiet); };
+  const bench::TuneResult result = bench::run_tune(world, o, cb);
+  const TuningTable& table = result.table;
   if (root) {
-    table.save(o.output);
+    table.save(f.output);
     const auto problems = table.validate(backend_names());
     print_entries(table);
-    fmt::print("mcr tune: wrote {} ({} entries, {} samples) in {:.1f} s{}\n", o.output,
-               table.entries.size(), table.samples.size(), wall,
+    fmt::print("mcr tune: wrote {} ({} entries, {} samples) in {:.1f} s{}\n", f.output,
+               table.entries.size(), table.samples.size(), result.wall_seconds,
                problems.empty() ? "" : "; INVALID:");
     for (const auto& p : problems)
       fmt::print("  {}\n", p);
-    if (o.plot) {
-      const auto prefix = o.output.size() > 5 && o.output.ends_with(".json")
-                              ? o.output.substr(0, o.output.size() - 5)
-                              : o.output;
+    if (f.plot) {
+      const auto prefix = f.output.size() > 5 && f.output.ends_with(".json")
+                              ? f.output.substr(0, f.output.size() - 5)
+                              : f.output;
       try {
-        for (const auto& img : plot_table(table, prefix, o.plot_format))
+        for (const auto& img : plot_table(table, prefix, f.plot_format))
           fmt::print("mcr tune: plot {}\n", img);
       } catch (const Error& e) {
         fmt::print(stderr, "mcr tune: {}\n", e.what());
       }
     }
   }
-  if (wrong > 0) exit_code() = 1;
+  if (result.wrong > 0) exit_code() = 1;
 }
 
 }  // namespace
 
 void add_tune_command(CLI::App& app) {
-  auto opts = std::make_shared<TuneOptions>();
+  auto opts = std::make_shared<TuneFlags>();
   auto* cmd = app.add_subcommand(
       "tune", "Measure every backend per op and size and write a tuning table (run under mpirun)");
   add_sweep_flags(cmd, opts->sweep);
@@ -196,7 +160,7 @@ void add_tune_command(CLI::App& app) {
     }
     Communicator world = init();
     try {
-      run_tune(world, *opts);
+      tune(world, *opts);
     } catch (...) {
       finalize();
       throw;

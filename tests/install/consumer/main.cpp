@@ -1,8 +1,10 @@
 // Uses an installed mcr: an all_reduce across the ranks it was started with, checked against the
-// closed form, and a preset read from the installed data directory.
+// closed form, a one-point verified sweep of the benchmark library, and a preset read from the
+// installed data directory.
 #include <cstdio>
 #include <vector>
 
+#include <mcr/bench.hpp>
 #include <mcr/codesign/model.hpp>
 #include <mcr/comm.hpp>
 
@@ -10,14 +12,22 @@ int main() {
   auto comm = mcr::init();
   const int n = comm.size();
   std::vector<double> v(1000);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(comm.rank() + 1) * i;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<double>(comm.rank() + 1) * i;
   comm.all_reduce(v, mcr::ReduceOp::sum);
   // sum over ranks r of (r + 1) * i = i * n (n + 1) / 2
   int wrong = 0;
-  for (std::size_t i = 0; i < v.size(); ++i) wrong += v[i] != i * n * (n + 1) / 2.0;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    wrong += v[i] != i * n * (n + 1) / 2.0;
+  mcr::bench::SweepOptions sweep;  // all_reduce on automatic selection, checked element by element
+  sweep.sizes = {4096};
+  sweep.iterations = 2;
+  sweep.warmup = 1;
+  const auto swept = mcr::bench::run_sweep(comm, sweep);
+  wrong += swept.rows.size() == 1 && swept.wrong == 0 ? 0 : 1;
   const auto model = mcr::codesign::load_preset("gpt3-2.7b");
-  std::printf("rank %d of %d: all_reduce %s; preset gpt3-2.7b has hidden size %lld\n", comm.rank(), n,
-              wrong == 0 ? "correct" : "WRONG", static_cast<long long>(model.h));
+  std::printf("rank %d of %d: all_reduce %s; preset gpt3-2.7b has hidden size %lld\n", comm.rank(),
+              n, wrong == 0 ? "correct" : "WRONG", static_cast<long long>(model.h));
   mcr::finalize();
   return wrong == 0 && model.h == 2560 ? 0 : 1;
 }

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "mcr/bench.hpp"
+#include "mcr/bench/point.hpp"
 #include "mcr/device_buffer.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/work.hpp"
@@ -177,7 +177,8 @@ Device bench_device(std::string_view kind) {
     throw InvalidArgument(fmt::format("--device '{}': must be cpu or cuda", kind));
   const int count = device_count(Device::Kind::cuda);
   if (count < 1) {
-    throw InvalidArgument("--device cuda: no CUDA device is present (or this build has no CUDA support)");
+    throw InvalidArgument(
+        "--device cuda: no CUDA device is present (or this build has no CUDA support)");
   }
   int local = 0;
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"}) {
@@ -416,25 +417,6 @@ std::size_t Point::count_wrong() const {
     }
     return wrong;
   });
-}
-
-std::vector<double> reduce_across(Communicator& comm, std::vector<double> values, TimeReduce how) {
-  if (values.empty()) return values;
-  const ReduceOp op = how == TimeReduce::max   ? ReduceOp::max
-                      : how == TimeReduce::min ? ReduceOp::min
-                                               : ReduceOp::sum;
-  comm.all_reduce(values, op);
-  if (how == TimeReduce::avg) {
-    for (auto& v : values)
-      v /= comm.size();
-  }
-  return values;
-}
-
-std::uint64_t sum_across(Communicator& comm, std::uint64_t value) {
-  std::vector<std::int64_t> v{static_cast<std::int64_t>(value)};
-  comm.all_reduce(v, ReduceOp::sum);
-  return static_cast<std::uint64_t>(v[0]);
 }
 
 }  // namespace mcr::bench

@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "mcr/info.hpp"
-#include "mcr/bench.hpp"
+#include "mcr/bench/table.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/info.hpp"
 
 namespace mcr::bench {
 namespace {

@@ -1,9 +1,11 @@
-// Interleaved, repeated timing of several backends at one benchmark point (used by `mcr tune` and
-// `mcr bench --compare-auto`).
+// Timing across ranks: reductions of per-rank times, paired ratios, and the interleaved, repeated
+// timing of several backends at one benchmark point (used by tuning and the auto comparison).
 #include <algorithm>
 #include <cmath>
 
-#include "mcr/bench.hpp"
+#include <fmt/format.h>
+
+#include "mcr/bench/measure.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::bench {
@@ -34,6 +36,52 @@ double probe_seconds(Point& point, const std::string& backend, const Interleaved
 }
 
 }  // namespace
+
+RatioEstimate paired_ratio(const std::vector<double>& numerators,
+                           const std::vector<double>& denominators) {
+  std::vector<double> r;
+  const std::size_t n = std::min(numerators.size(), denominators.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (denominators[i] > 0) r.push_back(numerators[i] / denominators[i]);
+  }
+  RatioEstimate e;
+  e.pairs = r.size();
+  if (r.empty()) return e;
+  e.median = median(r);
+  std::sort(r.begin(), r.end());
+  const double m = static_cast<double>(r.size());
+  const double below = std::floor(m / 2 - 0.98 * std::sqrt(m)) - 1;  // 0-based rank
+  const auto k = r.size() < 6 || below < 0 ? std::size_t{0} : static_cast<std::size_t>(below);
+  e.low = r[k];
+  e.high = r[r.size() - 1 - k];
+  return e;
+}
+
+TimeReduce parse_time_reduce(std::string_view name) {
+  if (name == "max") return TimeReduce::max;
+  if (name == "min") return TimeReduce::min;
+  if (name == "avg") return TimeReduce::avg;
+  throw InvalidArgument(fmt::format("--time '{}': must be one of max, min, avg", name));
+}
+
+std::vector<double> reduce_across(Communicator& comm, std::vector<double> values, TimeReduce how) {
+  if (values.empty()) return values;
+  const ReduceOp op = how == TimeReduce::max   ? ReduceOp::max
+                      : how == TimeReduce::min ? ReduceOp::min
+                                               : ReduceOp::sum;
+  comm.all_reduce(values, op);
+  if (how == TimeReduce::avg) {
+    for (auto& v : values)
+      v /= comm.size();
+  }
+  return values;
+}
+
+std::uint64_t sum_across(Communicator& comm, std::uint64_t value) {
+  std::vector<std::int64_t> v{static_cast<std::int64_t>(value)};
+  comm.all_reduce(v, ReduceOp::sum);
+  return static_cast<std::uint64_t>(v[0]);
+}
 
 std::vector<BackendTiming> measure_interleaved(Point& point,
                                                const std::vector<std::string>& backends,

@@ -6,11 +6,12 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include <fmt/format.h>
 
-#include "mcr/bench.hpp"
+#include "mcr/bench/provenance.hpp"
 #include "mcr/info.hpp"
 
 namespace mcr::bench {
@@ -31,11 +32,28 @@ std::string cpu_model() {
 // mcr's version, then each compiled backend's library as its factory reports it.
 std::string library_versions() {
   std::string out = fmt::format("mcr {}", version());
-  for (const auto& b : runtime_info().backends) out += "; " + b.library;
+  for (const auto& b : runtime_info().backends)
+    out += "; " + b.library;
   return out;
 }
 
 }  // namespace
+
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < raw.size()) {
+    const auto end = raw.find('\0', pos);
+    const auto arg = raw.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    if (!out.empty()) out += ' ';
+    out += arg.find_first_of(" \t\"'") == std::string::npos ? arg : fmt::format("'{}'", arg);
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return out;
+}
 
 std::map<std::string, std::string> provenance(Communicator& comm, const std::string& command) {
   // Host names travel as fixed-size records so one all_gather serves every rank.

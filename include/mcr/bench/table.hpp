@@ -1,0 +1,26 @@
+// Tuning-table construction from measured samples and full validation of a table file's text.
+// See docs/bench.md and docs/tuning-format.md.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mcr/selection.hpp"
+
+namespace mcr::bench {
+
+/// Winner per measured size, switching away from the current winner (walking sizes upwards) only
+/// when another backend is faster by more than `hysteresis` (0.03 = 3%); then adjacent sizes with
+/// the same winner are merged. A byte count between two measured sizes goes to the backend of the
+/// nearer one on a log scale (boundary at the geometric mean). The first range starts at 0 and the
+/// last is unbounded. The `send` entry is copied to `recv`: both ends of a message must agree.
+/// Throws InvalidArgument naming --hysteresis when it is outside [0, 1).
+std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples, double hysteresis);
+
+/// Every problem of a tuning table file's text: JSON structure, unknown ops, backends and dtype
+/// classes (all of them, not only the first), then TuningTable::validate() (gaps, overlaps,
+/// duplicates). Empty when the table is valid.
+std::vector<std::string> validate_table_text(std::string_view json_text);
+
+}  // namespace mcr::bench

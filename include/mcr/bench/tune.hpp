@@ -1,0 +1,70 @@
+// Tuning (`mcr tune`): every usable backend timed interleaved for each op, dtype class and size,
+// then a tuning table built from the samples (winner per size with hysteresis, adjacent sizes
+// merged, raw latencies and provenance kept). Progress is reported through a callback; writing
+// the table is the caller's. See docs/bench.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mcr/bench/measure.hpp"
+#include "mcr/bench/point.hpp"
+#include "mcr/communicator.hpp"
+#include "mcr/selection.hpp"
+#include "mcr/types.hpp"
+
+namespace mcr::bench {
+
+/// Upper bound of iterations per repetition while tuning.
+inline constexpr int kTuneMaxIterations = 1000;
+
+/// Each field mirrors the `mcr tune` flag named in its comment; errors name it.
+struct TuneOptions {
+  std::vector<OpType> ops = benchmark_ops();  ///< --op
+  std::vector<std::size_t> sizes;             ///< nominal sizes in bytes (-b/-e/-f or --sizes)
+  /// --dtype: reductions get one entry per dtype class; other ops one "any" entry (first dtype).
+  std::vector<DType> dtypes{DType::f32};
+  std::vector<std::string> backends;  ///< --backends: empty = every usable backend
+  double hysteresis = 0.03;           ///< --hysteresis (see build_entries())
+  int repetitions = 5;                ///< --reps: interleaved repetitions per point (median)
+  double budget_ms = 10.0;            ///< --budget-ms: target time of one repetition
+  std::string command;                ///< the provenance's "command" (see command_line())
+};
+
+/// One measured point, reported as it completes. Identical on every rank.
+struct TunePoint {
+  OpType op = OpType::all_reduce;
+  std::string dtype_class;  ///< "float", "int" (reductions) or "any"
+  std::size_t bytes = 0;
+  /// Every backend's timing; a supported one with wrong > 0 gave wrong values and is not used.
+  std::vector<BackendTiming> timings;
+  std::size_t index = 0;  ///< 1-based
+  std::size_t total = 0;  ///< points in the whole run
+  double elapsed_s = 0;   ///< since run_tune() started
+};
+
+struct TuneCallbacks {
+  std::function<void(const TunePoint&)> on_point;  ///< called on every rank; may be empty
+};
+
+struct TuneResult {
+  /// Entries, samples (the correct timings) and provenance (with hysteresis, method and wall
+  /// time). Not yet validated or saved.
+  TuningTable table;
+  std::uint64_t wrong = 0;  ///< wrong elements over every backend and point
+  double wall_seconds = 0;
+};
+
+/// Throws InvalidArgument naming the flag, the value and the rule for: no op, size or dtype,
+/// --reps < 1, --budget-ms <= 0, --hysteresis outside [0, 1), a --backends name not in `usable`.
+void check_tune_options(const TuneOptions& options, const std::vector<std::string>& usable);
+
+/// Measures and builds the table on `world` (collective: every rank calls it with the same
+/// options). send/recv is left out on 1 rank.
+TuneResult run_tune(Communicator& world, const TuneOptions& options,
+                    const TuneCallbacks& callbacks = {});
+
+}  // namespace mcr::bench

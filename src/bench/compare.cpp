@@ -1,0 +1,107 @@
+// Automatic selection against every single backend, interleaved at each point.
+#include "mcr/bench/compare.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "checks.hpp"
+#include "mcr/bench/point.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::bench {
+
+std::string ComparePoint::best_backend() const {
+  return best == 0 || best >= timings.size() ? std::string("-") : timings[best].backend;
+}
+
+double ComparePoint::best_seconds() const noexcept {
+  return best == 0 || best >= timings.size() ? 0.0 : timings[best].seconds;
+}
+
+std::size_t best_single(const std::vector<BackendTiming>& res) {
+  std::size_t best = 0;
+  for (std::size_t v = 1; v < res.size(); ++v) {
+    if (res[v].supported && (best == 0 || res[v].seconds < res[best].seconds)) best = v;
+  }
+  return best;
+}
+
+InterleavedOptions compare_interleaved_options(const CompareOptions& o) {
+  InterleavedOptions io;
+  io.repetitions = o.repetitions;
+  io.warmup = std::max(o.warmup, 1);
+  io.repetition_budget_s = kCompareRepetitionBudgetS;
+  io.max_iterations = kCompareMaxIterations;
+  io.point_budget_s = kComparePointBudgetS;
+  io.max_repetitions = kCompareMaxRepetitions;
+  // Then only auto and the contenders for best, until the ratio is known to within
+  // `precision` (95% confidence) or the extra budget is spent.
+  io.extra_budget_s = o.extra_budget_s;
+  io.extra_batch = kCompareExtraBatch;
+  io.more_rounds = [precision = o.precision](const std::vector<BackendTiming>& res) {
+    const std::size_t best = best_single(res);
+    if (best == 0) return std::vector<std::size_t>{};
+    const auto ratio = paired_ratio(res[best].repetitions, res[0].repetitions);
+    if (ratio.relative_half_width() <= precision) return std::vector<std::size_t>{};
+    std::vector<std::size_t> keep{0};
+    for (std::size_t v = 1; v < res.size(); ++v) {  // near enough that it might still be best
+      if (res[v].supported && res[v].seconds <= res[best].seconds * kCompareContenderMargin)
+        keep.push_back(v);
+    }
+    return keep;
+  };
+  return io;
+}
+
+void check_compare_options(const CompareOptions& o) {
+  detail::require_points(o.ops, o.sizes, o.dtypes);
+  if (o.repetitions < 1)
+    throw InvalidArgument(
+        fmt::format("--reps {}: at least one repetition is required", o.repetitions));
+  if (!(o.precision >= 0))
+    throw InvalidArgument(fmt::format("--precision {}: must be >= 0", o.precision));
+  if (!(o.extra_budget_s >= 0))
+    throw InvalidArgument(fmt::format("--extra-budget {}: must be >= 0 seconds", o.extra_budget_s));
+}
+
+CompareResult run_compare(Communicator& world, const CompareOptions& o,
+                          const CompareCallbacks& cb) {
+  check_compare_options(o);
+  CompareResult result;
+  result.backends = world.backends();
+  std::vector<std::string> variants{""};  // "" = automatic selection
+  variants.insert(variants.end(), result.backends.begin(), result.backends.end());
+  const InterleavedOptions io = compare_interleaved_options(o);
+  for (OpType op : o.ops) {
+    if (skip_single_rank_p2p(world.size(), op)) continue;
+    for (DType dtype : o.dtypes) {
+      if (cb.on_group) cb.on_group(op, dtype);
+      for (std::size_t size : distinct_sizes(op, o.sizes, dtype, world.size())) {
+        Point point(world, {op, dtype, size, false, o.root, o.reduce, false, o.seed, o.device});
+        ComparePoint p;
+        p.op = op;
+        p.dtype = dtype;
+        p.timings = measure_interleaved(point, variants, io);
+        p.bytes = point.layout().bytes;
+        p.auto_backend =
+            world.explain(op, dtype, p.bytes, is_reduction(op) ? o.reduce : ReduceOp::sum, o.device)
+                .backend;
+        p.best = best_single(p.timings);
+        for (const auto& r : p.timings)
+          result.wrong += r.wrong;
+        // Paired per round: the two runs of a round are adjacent in time, so load that drifts
+        // between rounds cancels out of their ratio.
+        if (p.best != 0)
+          p.ratio = paired_ratio(p.timings[p.best].repetitions, p.timings[0].repetitions);
+        p.met = p.ratio.median >= o.min_ratio;
+        if (p.met) ++result.met;
+        result.points.push_back(std::move(p));
+        if (cb.on_point) cb.on_point(result.points.back());
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace mcr::bench

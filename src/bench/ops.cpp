@@ -1,0 +1,75 @@
+// What can be benchmarked: op lists and names, root and in-place forms, and size sweeps.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "mcr/bench/point.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::bench {
+
+std::vector<OpType> benchmark_ops() {
+  std::vector<OpType> ops;
+  for (OpType op : kAllOpTypes) {
+    if (op != OpType::recv) ops.push_back(op);
+  }
+  return ops;
+}
+
+OpType parse_bench_op(std::string_view name, std::string_view argument) {
+  if (name == "send_recv" || name == "sendrecv" || name == "recv") return OpType::send;
+  auto op = parse_op(name);
+  if (!op) {
+    std::string known;
+    for (OpType o : benchmark_ops())
+      known += fmt::format("{}{}", known.empty() ? "" : ", ", to_string(o));
+    throw InvalidArgument(
+        fmt::format("{} '{}': unknown operation (known: {}, or 'all')", argument, name, known));
+  }
+  return *op;
+}
+
+bool has_root(OpType op) noexcept {
+  return op == OpType::broadcast || op == OpType::reduce || op == OpType::gather ||
+         op == OpType::scatter;
+}
+
+bool has_in_place(OpType op) noexcept {
+  return op != OpType::send && op != OpType::recv && op != OpType::barrier;
+}
+
+bool skip_single_rank_p2p(int ranks, OpType op) noexcept {
+  return (op == OpType::send || op == OpType::recv) && ranks < 2;
+}
+
+std::vector<std::size_t> geometric_sizes(std::size_t begin, std::size_t end, double factor) {
+  if (begin > end) {
+    throw InvalidArgument(fmt::format(
+        "-b {} is larger than -e {}: the first size must not exceed the last", begin, end));
+  }
+  if (!(factor > 1.0))
+    throw InvalidArgument(fmt::format("-f {}: the step factor must be > 1", factor));
+  std::vector<std::size_t> sizes;
+  double s = static_cast<double>(begin);
+  for (std::size_t cur = begin; cur <= end;) {
+    sizes.push_back(cur);
+    if (cur == 0) {
+      if (end == 0) break;
+      cur = 1;
+      s = 1;
+      continue;
+    }
+    s *= factor;
+    const auto next = static_cast<std::size_t>(std::llround(s));
+    if (next <= cur) {  // a factor close to 1 must still make progress
+      cur += 1;
+      s = static_cast<double>(cur);
+    } else {
+      cur = next;
+    }
+  }
+  return sizes;
+}
+
+}  // namespace mcr::bench

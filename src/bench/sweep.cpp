@@ -1,0 +1,104 @@
+// The nccl-tests-style sweep behind `mcr bench`.
+#include "mcr/bench/sweep.hpp"
+
+#include <fmt/format.h>
+
+#include "checks.hpp"
+#include "mcr/bench/point.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::bench {
+namespace {
+
+std::vector<bool> in_place_forms(Placement place) {
+  switch (place) {
+    case Placement::in:
+      return {true};
+    case Placement::both:
+      return {false, true};
+    default:
+      return {false};
+  }
+}
+
+}  // namespace
+
+Placement parse_placement(std::string_view name) {
+  if (name == "out") return Placement::out;
+  if (name == "in") return Placement::in;
+  if (name == "both") return Placement::both;
+  throw InvalidArgument(fmt::format("--place '{}': must be out, in or both", name));
+}
+
+void check_sweep_options(const SweepOptions& o, const std::vector<std::string>& usable) {
+  detail::require_points(o.ops, o.sizes, o.dtypes);
+  if (o.iterations < 1)
+    throw InvalidArgument(fmt::format("-n {}: at least one iteration is required", o.iterations));
+  if (o.warmup < 0) throw InvalidArgument(fmt::format("-w {}: must be >= 0", o.warmup));
+  if (o.backends.empty())
+    throw InvalidArgument("--backend: at least one backend (or auto) is required");
+  detail::require_usable("--backend", o.backends, usable, true);
+}
+
+SweepResult run_sweep(Communicator& world, const SweepOptions& o, const SweepCallbacks& cb) {
+  check_sweep_options(o, world.backends());
+  SweepResult result;
+  for (OpType op : o.ops) {
+    if (skip_single_rank_p2p(world.size(), op)) continue;
+    for (DType dtype : o.dtypes) {
+      for (bool in_place : in_place_forms(o.place)) {
+        if (in_place && !has_in_place(op)) continue;
+        for (const auto& requested : o.backends) {
+          const SweepGroup group{op, dtype, in_place, requested,
+                                 op == OpType::barrier ? 1 : o.sizes.size()};
+          if (cb.on_group) cb.on_group(group);
+          const std::string_view backend =
+              requested == "auto" ? std::string_view() : std::string_view(requested);
+          for (std::size_t size : distinct_sizes(op, o.sizes, dtype, world.size())) {
+            Point point(world,
+                        {op, dtype, size, in_place, o.root, o.reduce, o.async, o.seed, o.device});
+            const auto& l = point.layout();
+            // An unsupported combination fails in the warmup, before anything is sent and
+            // identically on every rank, so skipping the group keeps the ranks in step.
+            try {
+              if (o.warmup > 0) point.time(backend, o.warmup);
+            } catch (const UnsupportedError& e) {
+              if (cb.on_skipped) cb.on_skipped(group, e.what());
+              break;
+            }
+            world.barrier();
+            const double mine = point.time(backend, o.iterations);
+            const double t = reduce_across(world, {mine}, o.time)[0];
+            SweepRow row;
+            row.op = op;
+            row.dtype = dtype;
+            row.bytes = l.bytes;
+            row.count = l.chunk;
+            row.root = has_root(op) ? o.root : -1;
+            row.in_place = in_place;
+            row.async = o.async;
+            row.requested = requested;
+            row.backend = requested == "auto"
+                              ? world
+                                    .explain(op, dtype, l.bytes,
+                                             is_reduction(op) ? o.reduce : ReduceOp::sum, o.device)
+                                    .backend
+                              : requested;
+            row.iterations = o.iterations;
+            row.time_us = t * 1e6;
+            row.algbw_gbps = algbw_gbps(l.bytes, t);
+            row.busbw_gbps = busbw_gbps(op, l.bytes, t, world.size());
+            row.wrong = sum_across(world, point.verify(backend));
+            result.wrong += row.wrong;
+            result.rows.push_back(std::move(row));
+            if (cb.on_row) cb.on_row(result.rows.back());
+            if (op == OpType::barrier) break;  // no size
+          }
+        }
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace mcr::bench

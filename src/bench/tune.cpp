@@ -1,0 +1,95 @@
+// Tuning: every backend timed interleaved per op, dtype class and size, then the table built.
+#include "mcr/bench/tune.hpp"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "checks.hpp"
+#include "mcr/bench/provenance.hpp"
+#include "mcr/bench/table.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::bench {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+void check_tune_options(const TuneOptions& o, const std::vector<std::string>& usable) {
+  detail::require_points(o.ops, o.sizes, o.dtypes);
+  detail::require_usable("--backends", o.backends, usable, false);
+  if (o.repetitions < 1)
+    throw InvalidArgument(fmt::format("--reps {}: must be >= 1", o.repetitions));
+  if (!(o.budget_ms > 0))
+    throw InvalidArgument(fmt::format("--budget-ms {}: must be > 0 milliseconds", o.budget_ms));
+  // Checked again by build_entries(); here so that a bad value fails before the measurements.
+  if (!(o.hysteresis >= 0 && o.hysteresis < 1))
+    throw InvalidArgument(fmt::format("--hysteresis {}: must be in [0, 1)", o.hysteresis));
+}
+
+TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbacks& cb) {
+  const auto start = std::chrono::steady_clock::now();
+  check_tune_options(o, world.backends());
+  const std::vector<std::string> backends = o.backends.empty() ? world.backends() : o.backends;
+  InterleavedOptions io;
+  io.repetitions = o.repetitions;
+  io.repetition_budget_s = o.budget_ms * 1e-3;
+  io.max_iterations = kTuneMaxIterations;
+
+  TuneResult result;
+  TuningTable& table = result.table;
+  table.provenance = provenance(world, o.command);
+  table.provenance["hysteresis"] = fmt::format("{}", o.hysteresis);
+  table.provenance["method"] = fmt::format(
+      "median over {} interleaved repetitions of the max-across-ranks mean time per iteration; "
+      "~{} ms per repetition",
+      o.repetitions, o.budget_ms);
+  std::size_t total = 0;
+  for (OpType op : o.ops) {
+    if (skip_single_rank_p2p(world.size(), op)) continue;
+    total += (is_reduction(op) ? o.dtypes.size() : 1) *
+             distinct_sizes(op, o.sizes, o.dtypes.front(), world.size()).size();
+  }
+  std::size_t done = 0;
+  for (OpType op : o.ops) {
+    if (skip_single_rank_p2p(world.size(), op)) continue;
+    // Data movement does not depend on the element type: one "any" entry. Reductions per class.
+    const std::vector<DType> types =
+        is_reduction(op) ? o.dtypes : std::vector<DType>{o.dtypes.front()};
+    for (DType dtype : types) {
+      const std::string klass = is_reduction(op) ? std::string(dtype_class(dtype)) : "any";
+      for (std::size_t size : distinct_sizes(op, o.sizes, dtype, world.size())) {
+        Point point(world, {op, dtype, size, false, 0, ReduceOp::sum, false, 1});
+        TunePoint p;
+        p.op = op;
+        p.dtype_class = klass;
+        p.bytes = point.layout().bytes;
+        p.timings = measure_interleaved(point, backends, io);
+        p.index = ++done;
+        p.total = total;
+        for (const auto& r : p.timings) {
+          if (!r.supported) continue;
+          if (r.wrong > 0) {  // a backend that computed wrong values must not win a range
+            result.wrong += r.wrong;
+            continue;
+          }
+          table.samples.push_back(
+              TuningSample{op, klass, world.size(), p.bytes, r.backend, r.seconds * 1e6});
+        }
+        p.elapsed_s = seconds_since(start);
+        if (cb.on_point) cb.on_point(p);
+        if (op == OpType::barrier) break;
+      }
+    }
+  }
+  table.entries = build_entries(table.samples, o.hysteresis);
+  result.wall_seconds = seconds_since(start);
+  table.provenance["wall_seconds"] = fmt::format("{:.1f}", result.wall_seconds);
+  return result;
+}
+
+}  // namespace mcr::bench

@@ -1,0 +1,131 @@
+// The benchmark library called directly, as a program other than the CLI would: a sweep, the
+// comparison of automatic selection with every backend, and tuning, each on tiny sizes. Checks the
+// results' structure and that the callbacks report every result as it completes (2 ranks).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "mcr/bench.hpp"
+#include "mcr/comm.hpp"
+#include "mcr/errors.hpp"
+#include "mcr/info.hpp"
+
+using namespace mcr;
+
+namespace {
+
+Communicator g_world;
+
+TEST(Library, SweepReportsEveryRowThroughItsCallback) {
+  bench::SweepOptions o;
+  o.ops = {OpType::all_reduce, OpType::all_gather, OpType::barrier};
+  o.sizes = {64, 4096};
+  o.place = bench::Placement::both;
+  o.iterations = 2;
+  o.warmup = 1;
+  std::size_t groups = 0;
+  std::vector<bench::SweepRow> seen;
+  bench::SweepCallbacks cb;
+  cb.on_group = [&](const bench::SweepGroup&) { ++groups; };
+  cb.on_row = [&](const bench::SweepRow& r) { seen.push_back(r); };
+  const auto result = bench::run_sweep(g_world, o, cb);
+  // all_reduce and all_gather in and out of place (2 sizes each), barrier out of place (1 row).
+  EXPECT_EQ(groups, 5u);
+  ASSERT_EQ(result.rows.size(), 9u);
+  ASSERT_EQ(seen.size(), result.rows.size());
+  EXPECT_EQ(result.wrong, 0u);
+  for (const auto& r : result.rows) {
+    EXPECT_EQ(r.requested, "auto");
+    EXPECT_FALSE(r.backend.empty());
+    EXPECT_GT(r.time_us, 0);
+    EXPECT_EQ(r.iterations, 2);
+    if (r.op != OpType::barrier) {
+      EXPECT_DOUBLE_EQ(r.algbw_gbps, bench::algbw_gbps(r.bytes, r.time_us * 1e-6));
+    }
+  }
+  EXPECT_EQ(result.rows.back().op, OpType::barrier);
+}
+
+TEST(Library, SweepRejectsAnUnusableBackendBeforeMeasuring) {
+  bench::SweepOptions o;
+  o.sizes = {64};
+  o.backends = {"no_such_backend"};
+  EXPECT_THROW(bench::run_sweep(g_world, o), InvalidArgument);
+}
+
+TEST(Library, CompareGivesEveryBackendAndARatioWithItsInterval) {
+  bench::CompareOptions o;
+  o.ops = {OpType::all_reduce};
+  o.sizes = {64, 4096};
+  o.repetitions = 3;
+  o.extra_budget_s = 0;
+  std::size_t reported = 0;
+  bench::CompareCallbacks cb;
+  cb.on_point = [&](const bench::ComparePoint&) { ++reported; };
+  const auto result = bench::run_compare(g_world, o, cb);
+  EXPECT_EQ(result.backends, g_world.backends());
+  ASSERT_EQ(result.points.size(), 2u);
+  EXPECT_EQ(reported, 2u);
+  EXPECT_EQ(result.wrong, 0u);
+  std::size_t met = 0;
+  for (const auto& p : result.points) {
+    ASSERT_EQ(p.timings.size(), result.backends.size() + 1);  // auto first
+    EXPECT_EQ(p.timings[0].backend, "");
+    EXPECT_FALSE(p.auto_backend.empty());
+    ASSERT_GE(p.best, 1u);
+    EXPECT_EQ(p.best, bench::best_single(p.timings));
+    EXPECT_GE(p.ratio.pairs, 3u);
+    EXPECT_LE(p.ratio.low, p.ratio.median);
+    EXPECT_LE(p.ratio.median, p.ratio.high);
+    EXPECT_EQ(p.met, p.ratio.median >= o.min_ratio);
+    met += p.met ? 1 : 0;
+  }
+  EXPECT_EQ(result.met, met);
+}
+
+TEST(Library, TuneBuildsATableFromItsSamples) {
+  bench::TuneOptions o;
+  o.ops = {OpType::all_reduce, OpType::send};
+  o.sizes = {64, 4096};
+  o.repetitions = 2;
+  o.budget_ms = 1;
+  o.command = "library_test";
+  std::vector<std::size_t> indices;
+  std::size_t usable_timings = 0;  // supported and correct: each becomes a sample
+  bench::TuneCallbacks cb;
+  cb.on_point = [&](const bench::TunePoint& p) {
+    indices.push_back(p.index);
+    for (const auto& r : p.timings)
+      usable_timings += r.supported && r.wrong == 0 ? 1 : 0;
+    EXPECT_EQ(p.total, 4u);
+    EXPECT_EQ(p.timings.size(), g_world.backends().size());
+  };
+  const auto result = bench::run_tune(g_world, o, cb);
+  EXPECT_EQ(indices, (std::vector<std::size_t>{1, 2, 3, 4}));
+  EXPECT_EQ(result.wrong, 0u);
+  const TuningTable& t = result.table;
+  EXPECT_EQ(t.samples.size(), usable_timings);
+  EXPECT_GE(t.samples.size(), 4u);
+  EXPECT_TRUE(t.validate(backend_names()).empty());
+  // all_reduce, send, and recv copied from send.
+  EXPECT_EQ(t.entries.size(), 3u);
+  EXPECT_EQ(t.provenance.at("command"), "library_test");
+  EXPECT_EQ(t.provenance.at("ranks"), std::to_string(g_world.size()));
+  EXPECT_GT(result.wall_seconds, 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  g_world = init();
+  const int rank = g_world.rank();
+  if (rank != 0) ::testing::GTEST_FLAG(print_time) = false;
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  std::vector<std::int32_t> verdict{failed};
+  g_world.all_reduce(verdict, ReduceOp::max);
+  g_world = Communicator();
+  finalize();
+  return verdict[0];
+}

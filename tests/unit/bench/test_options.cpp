@@ -1,0 +1,210 @@
+// Options of the sweep, the auto comparison and tuning (their checks name flag, value and rule),
+// and the comparison's choice of the best backend and of its extra rounds.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "mcr/bench.hpp"
+#include "mcr/errors.hpp"
+
+using namespace mcr;
+using namespace mcr::bench;
+
+namespace {
+
+// Runs `fn`, which must throw InvalidArgument, and returns its message.
+template <class Fn>
+std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected InvalidArgument";
+  return {};
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+SweepOptions valid_sweep() {
+  SweepOptions o;
+  o.sizes = {4, 64};
+  return o;
+}
+
+BackendTiming timing(std::string backend, double seconds, std::vector<double> reps = {}) {
+  BackendTiming t;
+  t.backend = std::move(backend);
+  t.seconds = seconds;
+  t.repetitions = std::move(reps);
+  return t;
+}
+
+}  // namespace
+
+TEST(Options, PlacementNamesTheFlag) {
+  EXPECT_EQ(parse_placement("out"), Placement::out);
+  EXPECT_EQ(parse_placement("in"), Placement::in);
+  EXPECT_EQ(parse_placement("both"), Placement::both);
+  const auto m = message_of([] { parse_placement("sideways"); });
+  EXPECT_TRUE(contains(m, "--place 'sideways': must be out, in or both")) << m;
+}
+
+TEST(Options, SweepChecksNameFlagValueAndRule) {
+  const std::vector<std::string> usable{"mpi", "gloo"};
+  EXPECT_NO_THROW(check_sweep_options(valid_sweep(), usable));
+  auto o = valid_sweep();
+  o.iterations = 0;
+  auto m = message_of([&] { check_sweep_options(o, usable); });
+  EXPECT_TRUE(contains(m, "-n 0: at least one iteration is required")) << m;
+  o = valid_sweep();
+  o.warmup = -1;
+  m = message_of([&] { check_sweep_options(o, usable); });
+  EXPECT_TRUE(contains(m, "-w -1: must be >= 0")) << m;
+  o = valid_sweep();
+  o.backends = {"auto", "ucx"};
+  m = message_of([&] { check_sweep_options(o, usable); });
+  EXPECT_TRUE(contains(m, "--backend 'ucx': not usable here (usable: auto, mpi, gloo)")) << m;
+  o = valid_sweep();
+  o.sizes.clear();
+  m = message_of([&] { check_sweep_options(o, usable); });
+  EXPECT_TRUE(contains(m, "at least one message size is required")) << m;
+  o = valid_sweep();
+  o.ops.clear();
+  m = message_of([&] { check_sweep_options(o, usable); });
+  EXPECT_TRUE(contains(m, "--op: at least one operation is required")) << m;
+  o = valid_sweep();
+  o.dtypes.clear();
+  m = message_of([&] { check_sweep_options(o, usable); });
+  EXPECT_TRUE(contains(m, "--dtype: at least one element type is required")) << m;
+}
+
+TEST(Options, CompareChecksNameFlagValueAndRule) {
+  CompareOptions o;
+  o.sizes = {64};
+  EXPECT_NO_THROW(check_compare_options(o));
+  auto bad = o;
+  bad.repetitions = 0;
+  auto m = message_of([&] { check_compare_options(bad); });
+  EXPECT_TRUE(contains(m, "--reps 0: at least one repetition is required")) << m;
+  bad = o;
+  bad.precision = -0.5;
+  m = message_of([&] { check_compare_options(bad); });
+  EXPECT_TRUE(contains(m, "--precision -0.5: must be >= 0")) << m;
+  bad = o;
+  bad.extra_budget_s = -1;
+  m = message_of([&] { check_compare_options(bad); });
+  EXPECT_TRUE(contains(m, "--extra-budget -1: must be >= 0 seconds")) << m;
+}
+
+TEST(Options, TuneChecksNameFlagValueAndRule) {
+  const std::vector<std::string> usable{"mpi", "gloo"};
+  TuneOptions o;
+  o.sizes = {64};
+  EXPECT_NO_THROW(check_tune_options(o, usable));
+  auto bad = o;
+  bad.backends = {"auto"};  // tuning compares backends: automatic selection is not one
+  auto m = message_of([&] { check_tune_options(bad, usable); });
+  EXPECT_TRUE(contains(m, "--backends 'auto': not usable here (usable: mpi, gloo)")) << m;
+  bad = o;
+  bad.repetitions = 0;
+  m = message_of([&] { check_tune_options(bad, usable); });
+  EXPECT_TRUE(contains(m, "--reps 0: must be >= 1")) << m;
+  bad = o;
+  bad.budget_ms = 0;
+  m = message_of([&] { check_tune_options(bad, usable); });
+  EXPECT_TRUE(contains(m, "--budget-ms 0: must be > 0")) << m;
+  bad = o;
+  bad.hysteresis = 1;
+  m = message_of([&] { check_tune_options(bad, usable); });
+  EXPECT_TRUE(contains(m, "--hysteresis 1: must be in [0, 1)")) << m;
+}
+
+TEST(Options, DefaultsMatchTheCommandLine) {
+  // The documented defaults of `mcr bench`, `--compare-auto` and `mcr tune` (docs/bench.md).
+  const SweepOptions s;
+  EXPECT_EQ(s.ops, std::vector<OpType>{OpType::all_reduce});
+  EXPECT_EQ(s.backends, std::vector<std::string>{"auto"});
+  EXPECT_EQ(s.iterations, 20);
+  EXPECT_EQ(s.warmup, 5);
+  const CompareOptions c;
+  EXPECT_EQ(c.ops.size(), 5u);
+  EXPECT_EQ(c.repetitions, 9);
+  EXPECT_DOUBLE_EQ(c.min_ratio, 0.95);
+  EXPECT_DOUBLE_EQ(c.precision, 0.015);
+  EXPECT_DOUBLE_EQ(c.extra_budget_s, 4.0);
+  const TuneOptions t;
+  EXPECT_EQ(t.ops, benchmark_ops());
+  EXPECT_DOUBLE_EQ(t.hysteresis, 0.03);
+  EXPECT_EQ(t.repetitions, 5);
+  EXPECT_DOUBLE_EQ(t.budget_ms, 10.0);
+}
+
+TEST(Ops, SendRecvNeedsTwoRanks) {
+  EXPECT_TRUE(skip_single_rank_p2p(1, OpType::send));
+  EXPECT_TRUE(skip_single_rank_p2p(1, OpType::recv));
+  EXPECT_FALSE(skip_single_rank_p2p(2, OpType::send));
+  EXPECT_FALSE(skip_single_rank_p2p(1, OpType::all_reduce));
+}
+
+TEST(Compare, BestSingleIgnoresAutoAndUnsupportedBackends) {
+  std::vector<BackendTiming> res{timing("", 1.0), timing("mpi", 3.0), timing("gloo", 2.0),
+                                 timing("nccl", 0.5)};
+  res[3].supported = false;
+  EXPECT_EQ(best_single(res), 2u);  // auto (index 0) is never a single backend
+  res[1].supported = res[2].supported = false;
+  EXPECT_EQ(best_single(res), 0u);
+  EXPECT_EQ(best_single({timing("", 1.0)}), 0u);
+}
+
+TEST(Compare, PointNamesItsBestBackend) {
+  ComparePoint p;
+  p.timings = {timing("", 1e-6), timing("mpi", 2e-6)};
+  EXPECT_EQ(p.best_backend(), "-");
+  EXPECT_DOUBLE_EQ(p.best_seconds(), 0.0);
+  p.best = 1;
+  EXPECT_EQ(p.best_backend(), "mpi");
+  EXPECT_DOUBLE_EQ(p.best_seconds(), 2e-6);
+}
+
+TEST(Compare, InterleavingUsesTheDocumentedBudgets) {
+  CompareOptions o;
+  o.warmup = 0;  // at least one warmup iteration: the probe must not time first-call costs
+  o.repetitions = 3;
+  o.extra_budget_s = 2.5;
+  const auto io = compare_interleaved_options(o);
+  EXPECT_EQ(io.warmup, 1);
+  EXPECT_EQ(io.repetitions, 3);
+  EXPECT_DOUBLE_EQ(io.repetition_budget_s, kCompareRepetitionBudgetS);
+  EXPECT_EQ(io.max_iterations, kCompareMaxIterations);
+  EXPECT_DOUBLE_EQ(io.point_budget_s, kComparePointBudgetS);
+  EXPECT_EQ(io.max_repetitions, kCompareMaxRepetitions);
+  EXPECT_DOUBLE_EQ(io.extra_budget_s, 2.5);
+  EXPECT_EQ(io.extra_batch, kCompareExtraBatch);
+  ASSERT_TRUE(io.more_rounds);
+}
+
+TEST(Compare, ExtraRoundsForAutoAndTheContendersUntilTheRatioIsPrecise) {
+  CompareOptions o;
+  o.precision = 0.015;
+  const auto more = compare_interleaved_options(o).more_rounds;
+  // Noisy pairs: best/auto varies by +-20%, so the interval is wide. gloo (within 10% of mpi, the
+  // best) may still be best and keeps going; nccl (50% slower) does not.
+  const std::vector<double> noisy{1.0, 1.2, 0.8, 1.1, 0.9, 1.15, 0.85};
+  std::vector<BackendTiming> res{timing("", 1.0, noisy), timing("mpi", 1.0, {1, 1, 1, 1, 1, 1, 1}),
+                                 timing("gloo", 1.05), timing("nccl", 1.5)};
+  EXPECT_EQ(more(res), (std::vector<std::size_t>{0, 1, 2}));
+  // Equal ratios in every round: known exactly, no more rounds.
+  res[0].repetitions = {1, 1, 1, 1, 1, 1, 1};
+  EXPECT_TRUE(more(res).empty());
+  // No single backend ran: nothing to compare with.
+  res[1].supported = res[2].supported = res[3].supported = false;
+  EXPECT_TRUE(more(res).empty());
+}
+
+TEST(Provenance, CommandLineNamesThisProgram) {
+  EXPECT_TRUE(contains(command_line(), "bench_unit_tests")) << command_line();
+}
