@@ -26,11 +26,13 @@ int main(int argc, char** argv) {
   mcr::Communicator comm = mcr::init();
   const mcr::CallOptions on_mpi{.backend = "mpi"};
   if (comm.rank() == 0) {
-    fmt::print("# mcr dispatch overhead, {} ranks, all_reduce sum f32, median of {} blocks\n", comm.size(), reps);
-    fmt::print("{:>10} {:>8} {:>14} {:>14} {:>8}\n", "bytes", "iters", "raw MPI us", "mcr us", "ratio");
+    fmt::print("# mcr dispatch overhead, {} ranks, all_reduce sum f32, median of {} blocks\n",
+               comm.size(), reps);
+    fmt::print("{:>10} {:>8} {:>14} {:>14} {:>8}\n", "bytes", "iters", "raw MPI us", "mcr us",
+               "ratio");
   }
-  for (std::size_t bytes : {std::size_t{4}, std::size_t{1024}, std::size_t{64} << 10, std::size_t{1} << 20,
-                            std::size_t{4} << 20}) {
+  for (std::size_t bytes : {std::size_t{4}, std::size_t{1024}, std::size_t{64} << 10,
+                            std::size_t{1} << 20, std::size_t{4} << 20}) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<float> in(count, 1.0f), out(count, 0.0f);
     const int iters = std::max(10, static_cast<int>(iters_small / (1 + bytes / 4096)));
@@ -39,12 +41,14 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = MPI_Wtime();
       for (int i = 0; i < iters; ++i) {
-        MPI_Allreduce(in.data(), out.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(in.data(), out.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
       }
       double t1 = MPI_Wtime();
       MPI_Barrier(MPI_COMM_WORLD);
       double t2 = MPI_Wtime();
-      for (int i = 0; i < iters; ++i) comm.all_reduce(in, out, mcr::ReduceOp::sum, on_mpi);
+      for (int i = 0; i < iters; ++i)
+        comm.all_reduce(in, out, mcr::ReduceOp::sum, on_mpi);
       double t3 = MPI_Wtime();
       // The slowest rank defines a collective's time.
       double local[2] = {t1 - t0, t3 - t2}, global[2];
@@ -59,7 +63,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     const double mr = mcr::bench::median(raw), mv = mcr::bench::median(via);
-    if (comm.rank() == 0) fmt::print("{:>10} {:>8} {:>14.3f} {:>14.3f} {:>8.3f}\n", bytes, iters, mr, mv, mv / mr);
+    if (comm.rank() == 0)
+      fmt::print("{:>10} {:>8} {:>14.3f} {:>14.3f} {:>8.3f}\n", bytes, iters, mr, mv, mv / mr);
   }
   mcr::finalize();
   return 0;

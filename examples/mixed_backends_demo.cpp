@@ -20,8 +20,9 @@ class PrintOps final : public mcr::OpObserver {
   void on_complete(const mcr::OpRecord& r) noexcept override {
     if (r.global_rank != 0) return;
     const double us = std::chrono::duration<double, std::micro>(r.end - r.start).count();
-    fmt::print("  #{:<3} {:<15} {:<5} {:>9} B  {:<5} on {:<5} {:>9.1f} us\n", r.sequence, mcr::to_string(r.op),
-               r.async ? "async" : "sync", r.bytes, mcr::to_string(r.dtype), r.backend, us);
+    fmt::print("  #{:<3} {:<15} {:<5} {:>9} B  {:<5} on {:<5} {:>9.1f} us\n", r.sequence,
+               mcr::to_string(r.op), r.async ? "async" : "sync", r.bytes, mcr::to_string(r.dtype),
+               r.backend, us);
   }
 };
 
@@ -38,11 +39,14 @@ void expect(bool ok, const char* what, int rank) {
 int main() {
   mcr::InitOptions opts;
   // Small all_reduce on MPI, large on Gloo; gathers on Gloo; everything else by default priority.
-  if (std::getenv("MCR_RULES") == nullptr) opts.rules = "all_reduce:0-64K=mpi;all_reduce:64K-=gloo;all_gather:*=gloo";
+  if (std::getenv("MCR_RULES") == nullptr)
+    opts.rules = "all_reduce:0-64K=mpi;all_reduce:64K-=gloo;all_gather:*=gloo";
   auto comm = mcr::init(opts);
   const int rank = comm.rank(), n = comm.size();
   comm.set_observer(std::make_shared<PrintOps>());
-  if (rank == 0) fmt::print("mcr mixed-backend demonstration on {} ranks, backends: {}\n", n, fmt::join(comm.backends(), ", "));
+  if (rank == 0)
+    fmt::print("mcr mixed-backend demonstration on {} ranks, backends: {}\n", n,
+               fmt::join(comm.backends(), ", "));
 
   for (std::size_t count : {std::size_t{16}, std::size_t{1} << 18}) {
     std::vector<float> x(count, static_cast<float>(rank + 1));
@@ -54,13 +58,16 @@ int main() {
   std::vector<double> b(1000, rank == n - 1 ? 3.5 : 0.0);
   comm.broadcast(b, n - 1);
   gathered.wait();
-  for (int r = 0; r < n; ++r) expect(all[static_cast<std::size_t>(4 * r)] == r, "all_gather", rank);
+  for (int r = 0; r < n; ++r)
+    expect(all[static_cast<std::size_t>(4 * r)] == r, "all_gather", rank);
   expect(b[999] == 3.5, "broadcast from the last rank", rank);
 
   std::vector<std::int64_t> send(static_cast<std::size_t>(n)), recv(static_cast<std::size_t>(n));
-  for (int j = 0; j < n; ++j) send[static_cast<std::size_t>(j)] = rank * 100 + j;
+  for (int j = 0; j < n; ++j)
+    send[static_cast<std::size_t>(j)] = rank * 100 + j;
   comm.all_to_all(send, recv, {.backend = "gloo"});
-  for (int j = 0; j < n; ++j) expect(recv[static_cast<std::size_t>(j)] == j * 100 + rank, "all_to_all", rank);
+  for (int j = 0; j < n; ++j)
+    expect(recv[static_cast<std::size_t>(j)] == j * 100 + rank, "all_to_all", rank);
 
   if (n > 1) {
     std::vector<float> token(8, 0.0f);

@@ -107,8 +107,8 @@ class Communicator {
   /// In place when input is output's slot rank().
   void all_gather_v(const Tensor& input, const Tensor& output, std::span<const std::size_t> counts,
                     const CallOptions& opts = {});
-  Work iall_gather_v(const Tensor& input, const Tensor& output,
-                     std::span<const std::size_t> counts, const CallOptions& opts = {});
+  Work iall_gather_v(const Tensor& input, const Tensor& output, std::span<const std::size_t> counts,
+                     const CallOptions& opts = {});
 
   /// On root, output.count() == size() * input.count() (output ignored elsewhere). In place on
   /// root when input is output's slot root.
@@ -160,10 +160,11 @@ class Communicator {
 
 /// How init() sets the runtime up. Empty fields fall back to the environment variable named.
 struct InitOptions {
-  std::string rules;        ///< selection rules, e.g. "all_reduce:0-64K=mpi;all_to_all:*=gloo" (MCR_RULES)
-  std::string rules_file;   ///< JSON rules file (MCR_RULES_FILE)
-  std::string tuning_file;  ///< tuning table (MCR_TUNING)
-  std::vector<std::string> backends;  ///< backends to bring up, in priority order (MCR_BACKENDS)
+  std::string
+      rules;  ///< selection rules, e.g. "all_reduce:0-64K=mpi;all_to_all:*=gloo" (MCR_RULES)
+  std::string rules_file;                ///< JSON rules file (MCR_RULES_FILE)
+  std::string tuning_file;               ///< tuning table (MCR_TUNING)
+  std::vector<std::string> backends;     ///< backends to bring up, in priority order (MCR_BACKENDS)
   std::chrono::milliseconds timeout{0};  ///< default per-operation timeout (MCR_TIMEOUT, seconds)
 };
 

@@ -1,5 +1,5 @@
-// Exceptions raised by mcr. Every message names what went wrong precisely: the argument and its value,
-// or the library call with file:line, rank and the library's own message.
+// Exceptions raised by mcr. Every message names what went wrong precisely: the argument and its
+// value, or the library call with file:line, rank and the library's own message.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,8 @@ class UnsupportedError : public Error {
   using Error::Error;
 };
 
-/// Ranks disagree on something that must be identical everywhere (rules, tuning table, group layout).
+/// Ranks disagree on something that must be identical everywhere (rules, tuning table, group
+/// layout).
 class MismatchError : public Error {
  public:
   using Error::Error;

@@ -23,20 +23,21 @@ struct BackendInfo {
   std::string name;
   std::string library;  ///< the library and its version ("Open MPI v4.1.4", "NCCL 2.28.3")
   bool usable = false;
-  std::string reason;  ///< why it is unusable, when it is
+  std::string reason;                    ///< why it is unusable, when it is
   std::vector<Capability> capabilities;  ///< empty when unusable
 };
 
 struct RuntimeInfo {
   std::string version;
-  std::map<std::string, std::string> build;  ///< build options: type, compiler, backends compiled in
+  std::map<std::string, std::string>
+      build;  ///< build options: type, compiler, backends compiled in
   std::string launcher;
   int rank = 0;
   int size = 1;
   std::vector<BackendInfo> backends;  ///< every backend compiled in, in default priority order
   std::string rules;                  ///< resolved rules, canonical form
   std::string rules_source;
-  std::string tuning_source;          ///< tuning table path, or empty
+  std::string tuning_source;  ///< tuning table path, or empty
   std::chrono::milliseconds timeout{0};
 };
 

@@ -12,14 +12,14 @@ namespace mcr {
 
 /// One completed operation as seen by the calling rank.
 struct OpRecord {
-  std::uint64_t sequence = 0;      ///< per-communicator sequence number (equal on every rank)
+  std::uint64_t sequence = 0;  ///< per-communicator sequence number (equal on every rank)
   OpType op = OpType::barrier;
   bool async = false;
-  std::string_view backend;        ///< static storage; valid for the life of the process
+  std::string_view backend;  ///< static storage; valid for the life of the process
   DType dtype = DType::f32;
-  std::size_t count = 0;           ///< elements as passed (per-rank message for all_gather, etc.)
-  std::size_t bytes = 0;           ///< the nccl-tests "size" of this op: see docs/design.md
-  std::uint64_t group_id = 0;      ///< equal on every member of a communicator
+  std::size_t count = 0;       ///< elements as passed (per-rank message for all_gather, etc.)
+  std::size_t bytes = 0;       ///< the nccl-tests "size" of this op: see docs/design.md
+  std::uint64_t group_id = 0;  ///< equal on every member of a communicator
   int group_rank = 0;
   int group_size = 1;
   int global_rank = 0;

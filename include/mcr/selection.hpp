@@ -1,5 +1,6 @@
 // Backend selection: its inputs (user rules and tuning tables, pure data identical on every rank,
-// architecture invariant 2, checked by hash when a communicator is created) and its explained result.
+// architecture invariant 2, checked by hash when a communicator is created) and its explained
+// result.
 #pragma once
 
 #include <cstddef>
@@ -29,7 +30,8 @@ struct Selection {
 
 inline constexpr std::size_t kMaxBytes = std::numeric_limits<std::size_t>::max();
 
-/// "Run `op` messages of [min_bytes, max_bytes] (inclusive) on `backend`". Empty op / dtype match all.
+/// "Run `op` messages of [min_bytes, max_bytes] (inclusive) on `backend`". Empty op / dtype match
+/// all.
 struct Rule {
   std::optional<OpType> op;
   std::optional<DType> dtype;
@@ -96,9 +98,10 @@ struct TuningSample {
 struct TuningTable {
   static constexpr int kFormatVersion = 1;
   int version = kFormatVersion;
-  std::map<std::string, std::string> provenance;  ///< hosts, ranks, cpu, library versions, date, command
+  std::map<std::string, std::string>
+      provenance;  ///< hosts, ranks, cpu, library versions, date, command
   std::vector<TuningEntry> entries;
-  std::vector<TuningSample> samples;              ///< the raw latency matrix
+  std::vector<TuningSample> samples;  ///< the raw latency matrix
 
   static TuningTable parse_json(std::string_view json_text);
   static TuningTable load(const std::string& path);

@@ -19,13 +19,17 @@ inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType
 constexpr std::size_t dtype_size(DType t) noexcept {
   switch (t) {
     case DType::f64:
-    case DType::i64: return 8;
+    case DType::i64:
+      return 8;
     case DType::f32:
-    case DType::i32: return 4;
+    case DType::i32:
+      return 4;
     case DType::f16:
-    case DType::bf16: return 2;
+    case DType::bf16:
+      return 2;
     case DType::i8:
-    case DType::u8: return 1;
+    case DType::u8:
+      return 1;
   }
   return 1;
 }
@@ -35,7 +39,9 @@ std::optional<DType> parse_dtype(std::string_view name) noexcept;
 constexpr bool is_integer(DType t) noexcept {
   return t == DType::i8 || t == DType::u8 || t == DType::i32 || t == DType::i64;
 }
-constexpr bool is_floating(DType t) noexcept { return !is_integer(t); }
+constexpr bool is_floating(DType t) noexcept {
+  return !is_integer(t);
+}
 
 /// Reduction operator. Bitwise operators (band, bor, bxor) apply to integer types only; avg to
 /// floating types only (an integer average would silently truncate).
@@ -77,9 +83,9 @@ enum class OpType : std::uint8_t {
 };
 inline constexpr int kNumOpTypes = 13;
 inline constexpr OpType kAllOpTypes[] = {
-    OpType::send,         OpType::recv,           OpType::broadcast,  OpType::reduce,
-    OpType::all_reduce,   OpType::all_gather,     OpType::all_gather_v, OpType::gather,
-    OpType::scatter,      OpType::reduce_scatter, OpType::all_to_all, OpType::all_to_all_v,
+    OpType::send,       OpType::recv,           OpType::broadcast,    OpType::reduce,
+    OpType::all_reduce, OpType::all_gather,     OpType::all_gather_v, OpType::gather,
+    OpType::scatter,    OpType::reduce_scatter, OpType::all_to_all,   OpType::all_to_all_v,
     OpType::barrier};
 std::string_view to_string(OpType op) noexcept;
 std::optional<OpType> parse_op(std::string_view name) noexcept;
@@ -133,14 +139,38 @@ struct BFloat16 {
 /// Maps a C++ element type to its DType (used by Tensor's typed constructors).
 template <class T>
 struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
-template <> struct dtype_of<Half> { static constexpr DType value = DType::f16; };
-template <> struct dtype_of<BFloat16> { static constexpr DType value = DType::bf16; };
-template <> struct dtype_of<std::int8_t> { static constexpr DType value = DType::i8; };
-template <> struct dtype_of<std::uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::i32; };
-template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::i64; };
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct dtype_of<Half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct dtype_of<BFloat16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct dtype_of<std::int8_t> {
+  static constexpr DType value = DType::i8;
+};
+template <>
+struct dtype_of<std::uint8_t> {
+  static constexpr DType value = DType::u8;
+};
+template <>
+struct dtype_of<std::int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct dtype_of<std::int64_t> {
+  static constexpr DType value = DType::i64;
+};
 template <class T>
 inline constexpr DType dtype_of_v = dtype_of<std::remove_cv_t<T>>::value;
 

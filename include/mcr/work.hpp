@@ -21,16 +21,18 @@ class Work {
   explicit Work(std::shared_ptr<detail::WorkState> state) noexcept : state_(std::move(state)) {}
 
   /// Non-blocking: true once the operation has completed (outputs readable on the host, or, for a
-  /// stream-ordered device operation, enqueued work finished). Raises the operation's error, if any.
+  /// stream-ordered device operation, enqueued work finished). Raises the operation's error, if
+  /// any.
   bool test();
   /// Blocks until completion, at most the operation's timeout (the per-call timeout, else the
   /// communicator's). While waiting, every backend with pending work is progressed, so waiting on
-  /// one operation never starves another. Raises TimeoutError naming op, sequence number and backend.
+  /// one operation never starves another. Raises TimeoutError naming op, sequence number and
+  /// backend.
   void wait();
   /// As wait(), with an explicit timeout for this wait.
   void wait(std::chrono::milliseconds timeout);
-  /// Makes `stream` (a cudaStream_t) wait for the operation on the device, without blocking the host.
-  /// For host-completed operations this is a host wait.
+  /// Makes `stream` (a cudaStream_t) wait for the operation on the device, without blocking the
+  /// host. For host-completed operations this is a host wait.
   void synchronize(void* stream);
 
   bool valid() const noexcept { return state_ != nullptr; }

@@ -12,24 +12,12 @@ namespace {
 // One vocabulary across mcr: the runtime's spellings (f64, f32, f16, i8, double) are accepted here
 // as they are there (src/comm/types.cpp), so one --dtype value means the same in every command.
 constexpr std::array<std::pair<std::string_view, DType>, 19> kNames{{
-    {"fp64", DType::fp64},
-    {"fp32", DType::fp32},
-    {"tf32", DType::tf32},
-    {"fp16", DType::fp16},
-    {"bf16", DType::bf16},
-    {"fp8", DType::fp8},
-    {"int8", DType::int8},
-    {"float64", DType::fp64},
-    {"float32", DType::fp32},
-    {"float", DType::fp32},
-    {"float16", DType::fp16},
-    {"half", DType::fp16},
-    {"bfloat16", DType::bf16},
-    {"float8", DType::fp8},
-    {"f64", DType::fp64},
-    {"double", DType::fp64},
-    {"f32", DType::fp32},
-    {"f16", DType::fp16},
+    {"fp64", DType::fp64},     {"fp32", DType::fp32},    {"tf32", DType::tf32},
+    {"fp16", DType::fp16},     {"bf16", DType::bf16},    {"fp8", DType::fp8},
+    {"int8", DType::int8},     {"float64", DType::fp64}, {"float32", DType::fp32},
+    {"float", DType::fp32},    {"float16", DType::fp16}, {"half", DType::fp16},
+    {"bfloat16", DType::bf16}, {"float8", DType::fp8},   {"f64", DType::fp64},
+    {"double", DType::fp64},   {"f32", DType::fp32},     {"f16", DType::fp16},
     {"i8", DType::int8},
 }};
 }  // namespace

@@ -73,7 +73,10 @@ class PendingOp {
   virtual void abandon() noexcept {}
   /// Makes `stream` wait for this operation on the device without blocking the host. Returns false
   /// when the backend has no device-side completion (then the caller waits on the host).
-  virtual bool stream_wait(void* stream) { (void)stream; return false; }
+  virtual bool stream_wait(void* stream) {
+    (void)stream;
+    return false;
+  }
 };
 
 /// A backend instance bound to one group of ranks.
@@ -116,7 +119,8 @@ class Backend {
   /// Collective over this backend's group: every rank calls it. Returns the backend of the new
   /// group formed by `members` (ranks of this group, in new-rank order), or nullptr on ranks not in
   /// `members`. `group_id` is equal on all ranks and unique per group (used for rendezvous keys).
-  virtual std::unique_ptr<Backend> split(const std::vector<int>& members, std::uint64_t group_id) = 0;
+  virtual std::unique_ptr<Backend> split(const std::vector<int>& members,
+                                         std::uint64_t group_id) = 0;
 };
 
 class Exchange;

@@ -38,8 +38,8 @@ Communicator do_split(detail::CommState& s, int color, int key) {
   s.check_usable();
   detail::Runtime& rt = detail::runtime();
   const std::uint64_t index = s.splits++;
-  auto all = rt.bootstrap->group_all_gather(s.world_ranks, fmt::format("mcr/split/{}/{}", s.id, index),
-                                            encode({color, key}));
+  auto all = rt.bootstrap->group_all_gather(
+      s.world_ranks, fmt::format("mcr/split/{}/{}", s.id, index), encode({color, key}));
   // Members of my group, ordered by (key, parent rank): the new rank is the position in this list.
   std::vector<std::tuple<int, int>> order;
   for (int r = 0; r < s.size; ++r) {
@@ -48,7 +48,8 @@ Communicator do_split(detail::CommState& s, int color, int key) {
   }
   std::sort(order.begin(), order.end());
   std::vector<int> members;
-  for (auto& [k, r] : order) members.push_back(r);
+  for (auto& [k, r] : order)
+    members.push_back(r);
   // An id equal on every member and distinct from every other group of the job.
   const std::uint64_t group_id =
       fnv1a(fmt::format("{}/{}/{}", s.id, index, members.empty() ? -1 : members.front())) | 1u;
@@ -66,8 +67,8 @@ Communicator do_split(detail::CommState& s, int color, int key) {
     world.push_back(s.world_ranks[static_cast<std::size_t>(members[i])]);
     if (members[i] == s.rank) my_rank = static_cast<int>(i);
   }
-  auto child = detail::make_comm_state(my_rank, static_cast<int>(members.size()), group_id, std::move(world),
-                                       std::move(children), s.timeout);
+  auto child = detail::make_comm_state(my_rank, static_cast<int>(members.size()), group_id,
+                                       std::move(world), std::move(children), s.timeout);
   child->observer = s.observer;
   return Communicator(std::move(child));
 }
@@ -87,8 +88,8 @@ Communicator Communicator::new_group(std::span<const int> ranks) const {
   std::vector<int> seen;
   for (int r : ranks) {
     if (r < 0 || r >= s.size) {
-      throw InvalidArgument(
-          fmt::format("new_group: rank {} in ranks is out of range for a communicator of size {}", r, s.size));
+      throw InvalidArgument(fmt::format(
+          "new_group: rank {} in ranks is out of range for a communicator of size {}", r, s.size));
     }
     if (std::find(seen.begin(), seen.end(), r) != seen.end()) {
       throw InvalidArgument(fmt::format("new_group: rank {} appears twice in ranks", r));
@@ -98,7 +99,8 @@ Communicator Communicator::new_group(std::span<const int> ranks) const {
   if (ranks.empty()) throw InvalidArgument("new_group: ranks is empty");
   auto it = std::find(ranks.begin(), ranks.end(), s.rank);
   const bool member = it != ranks.end();
-  return do_split(s, member ? 0 : kUndefinedColor, member ? static_cast<int>(it - ranks.begin()) : 0);
+  return do_split(s, member ? 0 : kUndefinedColor,
+                  member ? static_cast<int>(it - ranks.begin()) : 0);
 }
 
 }  // namespace mcr

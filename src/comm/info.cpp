@@ -1,15 +1,17 @@
 #include "mcr/info.hpp"
 
-#include "mcr_build_config.hpp"
 #include "backend.hpp"
-#include "runtime.hpp"
 #include "mcr/errors.hpp"
+#include "mcr_build_config.hpp"
+#include "runtime.hpp"
 
 #include <fmt/format.h>
 
 namespace mcr {
 
-std::string version() { return MCR_VERSION_STRING; }
+std::string version() {
+  return MCR_VERSION_STRING;
+}
 
 RuntimeInfo runtime_info() {
   detail::Runtime& rt = detail::runtime();
@@ -19,7 +21,8 @@ RuntimeInfo runtime_info() {
   info.build["compiler"] = MCR_CXX_COMPILER;
   for (const std::string& name : backend_names()) {
     bool compiled = false;
-    for (const auto& f : detail::compiled_backends()) compiled = compiled || f.name == name;
+    for (const auto& f : detail::compiled_backends())
+      compiled = compiled || f.name == name;
     info.build[name] = compiled ? "on" : "off";
   }
   info.build["cuda"] = MCR_HAVE_CUDA ? "on" : "off";
@@ -52,8 +55,7 @@ RuntimeInfo runtime_info() {
               if (!is_reduction(op) && r != ReduceOp::sum) continue;
               if (is_reduction(op) && !reduce_op_valid_for(r, t)) continue;
               auto s = inst->supports(op, t, r, kind);
-              b.capabilities.push_back(
-                  {op, t, r, kind, s.ok, std::string(s.ok ? s.how : s.why)});
+              b.capabilities.push_back({op, t, r, kind, s.ok, std::string(s.ok ? s.how : s.why)});
             }
           }
         }
@@ -71,7 +73,8 @@ Selection explain_selection(OpType op, DType dtype, std::size_t bytes, int ranks
     throw InvalidArgument(fmt::format("explain_selection: ranks {} must be >= 1", ranks));
   }
   std::vector<detail::Backend*> raw;
-  for (auto& b : rt.world->backends) raw.push_back(b.get());
+  for (auto& b : rt.world->backends)
+    raw.push_back(b.get());
   detail::Selector selector(rt.rules, rt.table, raw, rt.unusable, ranks);
   return selector.explain(op, dtype, reduce, device.kind, bytes);
 }

@@ -53,14 +53,22 @@ void combine(void* inout_v, const void* in_v, std::size_t count) {
 template <class T>
 ReduceFn pick(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return &combine<T, ReduceOp::sum>;
-    case ReduceOp::avg: return &combine<T, ReduceOp::avg>;
-    case ReduceOp::prod: return &combine<T, ReduceOp::prod>;
-    case ReduceOp::min: return &combine<T, ReduceOp::min>;
-    case ReduceOp::max: return &combine<T, ReduceOp::max>;
-    case ReduceOp::band: return std::is_integral_v<T> ? &combine<T, ReduceOp::band> : nullptr;
-    case ReduceOp::bor: return std::is_integral_v<T> ? &combine<T, ReduceOp::bor> : nullptr;
-    case ReduceOp::bxor: return std::is_integral_v<T> ? &combine<T, ReduceOp::bxor> : nullptr;
+    case ReduceOp::sum:
+      return &combine<T, ReduceOp::sum>;
+    case ReduceOp::avg:
+      return &combine<T, ReduceOp::avg>;
+    case ReduceOp::prod:
+      return &combine<T, ReduceOp::prod>;
+    case ReduceOp::min:
+      return &combine<T, ReduceOp::min>;
+    case ReduceOp::max:
+      return &combine<T, ReduceOp::max>;
+    case ReduceOp::band:
+      return std::is_integral_v<T> ? &combine<T, ReduceOp::band> : nullptr;
+    case ReduceOp::bor:
+      return std::is_integral_v<T> ? &combine<T, ReduceOp::bor> : nullptr;
+    case ReduceOp::bxor:
+      return std::is_integral_v<T> ? &combine<T, ReduceOp::bxor> : nullptr;
   }
   return nullptr;
 }
@@ -78,29 +86,43 @@ void divide(void* data, std::size_t count, int divisor) {
 
 ReduceFn reduce_function(ReduceOp op, DType dtype) noexcept {
   switch (dtype) {
-    case DType::f32: return pick<float>(op);
-    case DType::f64: return pick<double>(op);
-    case DType::f16: return pick<Half>(op);
-    case DType::bf16: return pick<BFloat16>(op);
-    case DType::i8: return pick<std::int8_t>(op);
-    case DType::u8: return pick<std::uint8_t>(op);
-    case DType::i32: return pick<std::int32_t>(op);
-    case DType::i64: return pick<std::int64_t>(op);
+    case DType::f32:
+      return pick<float>(op);
+    case DType::f64:
+      return pick<double>(op);
+    case DType::f16:
+      return pick<Half>(op);
+    case DType::bf16:
+      return pick<BFloat16>(op);
+    case DType::i8:
+      return pick<std::int8_t>(op);
+    case DType::u8:
+      return pick<std::uint8_t>(op);
+    case DType::i32:
+      return pick<std::int32_t>(op);
+    case DType::i64:
+      return pick<std::int64_t>(op);
   }
   return nullptr;
 }
 
-void local_reduce(ReduceOp op, DType dtype, void* inout, const void* in, std::size_t count) noexcept {
+void local_reduce(ReduceOp op, DType dtype, void* inout, const void* in,
+                  std::size_t count) noexcept {
   if (auto fn = reduce_function(op, dtype)) fn(inout, in, count);
 }
 
 void divide_in_place(DType dtype, void* data, std::size_t count, int divisor) noexcept {
   switch (dtype) {
-    case DType::f32: return divide<float>(data, count, divisor);
-    case DType::f64: return divide<double>(data, count, divisor);
-    case DType::f16: return divide<Half>(data, count, divisor);
-    case DType::bf16: return divide<BFloat16>(data, count, divisor);
-    default: return;  // avg is rejected for integer types before any backend runs
+    case DType::f32:
+      return divide<float>(data, count, divisor);
+    case DType::f64:
+      return divide<double>(data, count, divisor);
+    case DType::f16:
+      return divide<Half>(data, count, divisor);
+    case DType::bf16:
+      return divide<BFloat16>(data, count, divisor);
+    default:
+      return;  // avg is rejected for integer types before any backend runs
   }
 }
 

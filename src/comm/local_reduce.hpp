@@ -8,8 +8,10 @@
 
 namespace mcr::detail {
 
-/// inout[i] = inout[i] (op) in[i] for i < count. `op` must be valid for `dtype`; avg combines as sum.
-void local_reduce(ReduceOp op, DType dtype, void* inout, const void* in, std::size_t count) noexcept;
+/// inout[i] = inout[i] (op) in[i] for i < count. `op` must be valid for `dtype`; avg combines as
+/// sum.
+void local_reduce(ReduceOp op, DType dtype, void* inout, const void* in,
+                  std::size_t count) noexcept;
 
 /// data[i] /= divisor, for the floating types (the second half of avg = sum / group size).
 void divide_in_place(DType dtype, void* data, std::size_t count, int divisor) noexcept;

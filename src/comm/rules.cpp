@@ -12,8 +12,10 @@ namespace mcr {
 namespace {
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -22,13 +24,15 @@ Rule parse_rule(std::string_view text) {
   const auto eq = text.rfind('=');
   if (colon == std::string_view::npos || eq == std::string_view::npos || eq < colon) {
     throw InvalidArgument(fmt::format(
-        "rules: '{}' is not of the form OP[/DTYPE]:RANGE=BACKEND (e.g. all_reduce:0-64K=mpi)", text));
+        "rules: '{}' is not of the form OP[/DTYPE]:RANGE=BACKEND (e.g. all_reduce:0-64K=mpi)",
+        text));
   }
   Rule r;
   std::string_view lhs = trim(text.substr(0, colon));
   std::string_view range = trim(text.substr(colon + 1, eq - colon - 1));
   r.backend = std::string(trim(text.substr(eq + 1)));
-  if (r.backend.empty()) throw InvalidArgument(fmt::format("rules: '{}' names no backend after '='", text));
+  if (r.backend.empty())
+    throw InvalidArgument(fmt::format("rules: '{}' names no backend after '='", text));
   if (auto slash = lhs.find('/'); slash != std::string_view::npos) {
     auto dt = trim(lhs.substr(slash + 1));
     r.dtype = parse_dtype(dt);
@@ -37,7 +41,8 @@ Rule parse_rule(std::string_view text) {
   }
   if (lhs != "*") {
     r.op = parse_op(lhs);
-    if (!r.op) throw InvalidArgument(fmt::format("rules: unknown operation '{}' in '{}'", lhs, text));
+    if (!r.op)
+      throw InvalidArgument(fmt::format("rules: unknown operation '{}' in '{}'", lhs, text));
   }
   if (range.empty()) throw InvalidArgument(fmt::format("rules: empty byte range in '{}'", text));
   if (range != "*") {
@@ -51,8 +56,8 @@ Rule parse_rule(std::string_view text) {
       r.max_bytes = hi.empty() ? kMaxBytes : parse_size(hi);
     }
     if (r.min_bytes > r.max_bytes) {
-      throw InvalidArgument(fmt::format("rules: range '{}' in '{}' has its lower bound above its upper bound",
-                                        range, text));
+      throw InvalidArgument(fmt::format(
+          "rules: range '{}' in '{}' has its lower bound above its upper bound", range, text));
     }
   }
   return r;
@@ -65,7 +70,8 @@ std::size_t parse_size(std::string_view text) {
   std::size_t value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr == text.data()) {
-    throw InvalidArgument(fmt::format("size '{}' is not a byte count (e.g. 64, 64K, 1M, 2G)", text));
+    throw InvalidArgument(
+        fmt::format("size '{}' is not a byte count (e.g. 64, 64K, 1M, 2G)", text));
   }
   std::string_view suffix(ptr, static_cast<std::size_t>(text.data() + text.size() - ptr));
   std::size_t mult = 1;
@@ -78,7 +84,8 @@ std::size_t parse_size(std::string_view text) {
   } else if (suffix == "G" || suffix == "GB" || suffix == "GiB") {
     mult = std::size_t{1} << 30;
   } else {
-    throw InvalidArgument(fmt::format("size '{}' has an unknown suffix '{}' (use K, M or G)", text, suffix));
+    throw InvalidArgument(
+        fmt::format("size '{}' has an unknown suffix '{}' (use K, M or G)", text, suffix));
   }
   if (value > kMaxBytes / mult) throw InvalidArgument(fmt::format("size '{}' overflows", text));
   return value * mult;
@@ -116,7 +123,8 @@ RuleSet RuleSet::parse_json(std::string_view json_text) {
   }
   const auto& rules = doc["rules"];
   if (rules.is_string()) return parse(rules.get<std::string>());
-  if (!rules.is_array()) throw InvalidArgument("rules file: \"rules\" must be an array or a string");
+  if (!rules.is_array())
+    throw InvalidArgument("rules file: \"rules\" must be an array or a string");
   RuleSet set;
   for (std::size_t i = 0; i < rules.size(); ++i) {
     const auto& j = rules[i];
@@ -180,6 +188,8 @@ std::uint64_t fnv1a(std::string_view data, std::uint64_t seed) noexcept {
   return h;
 }
 
-std::string_view dtype_class(DType t) noexcept { return is_floating(t) ? "float" : "int"; }
+std::string_view dtype_class(DType t) noexcept {
+  return is_floating(t) ? "float" : "int";
+}
 
 }  // namespace mcr

@@ -11,10 +11,10 @@
 #include <fmt/format.h>
 
 #include "backend.hpp"
-#include "device/device_runtime.hpp"
-#include "launch_hooks.hpp"
 #include "bootstrap/store_exchange.hpp"
 #include "comm_log_hooks.hpp"
+#include "device/device_runtime.hpp"
+#include "launch_hooks.hpp"
 #include "log.hpp"
 #include "mcr/errors.hpp"
 #include "watchdog.hpp"
@@ -59,8 +59,12 @@ std::string hostname() {
   return buf;
 }
 
-Bytes to_bytes(std::string_view s) { return Bytes(s.begin(), s.end()); }
-std::string from_bytes(const Bytes& b) { return std::string(b.begin(), b.end()); }
+Bytes to_bytes(std::string_view s) {
+  return Bytes(s.begin(), s.end());
+}
+std::string from_bytes(const Bytes& b) {
+  return std::string(b.begin(), b.end());
+}
 
 // The rendezvous store: a server on world rank 0; its address comes from MASTER_ADDR/MASTER_PORT
 // (torchrun) or is published through the MPI exchange (mpirun, srun).
@@ -72,14 +76,16 @@ void start_store(Runtime& rt, std::unique_ptr<Exchange> mpi, std::chrono::millis
     host = l.launcher == Launcher::torchrun ? l.master_addr : "127.0.0.1";
     port = l.launcher == Launcher::torchrun ? l.master_port : 0;
     if (l.rank == 0) {
-      rt.store_server = std::make_unique<TcpStoreServer>(l.size == 1 ? "127.0.0.1" : "0.0.0.0", port);
+      rt.store_server =
+          std::make_unique<TcpStoreServer>(l.size == 1 ? "127.0.0.1" : "0.0.0.0", port);
       port = rt.store_server->port();
     }
   } else {
     const std::string me = hostname();
     auto hosts = mpi->all_gather(to_bytes(me));
     bool one_host = true;
-    for (const auto& h : hosts) one_host = one_host && from_bytes(h) == me;
+    for (const auto& h : hosts)
+      one_host = one_host && from_bytes(h) == me;
     if (l.rank == 0) {
       rt.store_server = std::make_unique<TcpStoreServer>(one_host ? "127.0.0.1" : "0.0.0.0", 0);
       const char* advertised = env("MCR_STORE_HOST");
@@ -118,7 +124,9 @@ Runtime& runtime() {
   return *r;
 }
 
-bool runtime_exists() noexcept { return runtime_slot() != nullptr; }
+bool runtime_exists() noexcept {
+  return runtime_slot() != nullptr;
+}
 
 bool debug_enabled() noexcept {
   static const bool on = env("MCR_DEBUG") != nullptr;
@@ -130,7 +138,8 @@ void log_line(const std::string& line) {
   fmt::print(stderr, "mcr[{}]: {}\n", rank, line);
 }
 
-std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id, std::vector<int> world_ranks,
+std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
+                                           std::vector<int> world_ranks,
                                            std::vector<std::unique_ptr<Backend>> backends,
                                            std::chrono::milliseconds timeout) {
   Runtime& rt = runtime();
@@ -151,9 +160,11 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
 
   // Cross-rank consistency (invariant 2): same rules, same table, same backends, everywhere.
   std::string names;
-  for (Backend* b : raw) names += fmt::format("{},", b->name());
+  for (Backend* b : raw)
+    names += fmt::format("{},", b->name());
   const std::string mine = fmt::format("{:016x}|{}", s->selector->config_hash(), names);
-  auto all = rt.bootstrap->group_all_gather(s->world_ranks, fmt::format("mcr/hash/{}", id), to_bytes(mine));
+  auto all = rt.bootstrap->group_all_gather(s->world_ranks, fmt::format("mcr/hash/{}", id),
+                                            to_bytes(mine));
   std::string differ;
   const std::string first = from_bytes(all[0]);
   for (std::size_t r = 1; r < all.size(); ++r) {
@@ -161,7 +172,8 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   }
   if (!differ.empty()) {
     throw MismatchError(fmt::format(
-        "communicator {}: ranks {} loaded different selection rules, tuning table or backends than rank 0 "
+        "communicator {}: ranks {} loaded different selection rules, tuning table or backends than "
+        "rank 0 "
         "(hash|backends: rank 0 '{}', this rank {} '{}'); every rank must load the same MCR_RULES, "
         "MCR_RULES_FILE, MCR_TUNING and MCR_BACKENDS",
         id, differ, first, rank, mine));
@@ -182,9 +194,11 @@ Communicator init(const InitOptions& options) {
   const auto timeout = resolve_timeout(options);
 
   // Selection inputs are parsed before anything blocks, so bad input fails on every rank alike.
-  std::string rules_text = !options.rules.empty() ? options.rules : (env("MCR_RULES") ? env("MCR_RULES") : "");
-  std::string rules_file =
-      !options.rules_file.empty() ? options.rules_file : (env("MCR_RULES_FILE") ? env("MCR_RULES_FILE") : "");
+  std::string rules_text =
+      !options.rules.empty() ? options.rules : (env("MCR_RULES") ? env("MCR_RULES") : "");
+  std::string rules_file = !options.rules_file.empty()
+                               ? options.rules_file
+                               : (env("MCR_RULES_FILE") ? env("MCR_RULES_FILE") : "");
   auto rules = std::make_shared<RuleSet>(RuleSet::parse(rules_text));
   if (!rules_file.empty()) {
     auto from_file = RuleSet::parse_json(read_file(rules_file, "rules file"));
@@ -195,8 +209,9 @@ Communicator init(const InitOptions& options) {
                          : fmt::format("{}{}", rules_text.empty() ? "" : "string",
                                        rules_file.empty() ? "" : " file " + rules_file);
   rt->rules = rules;
-  std::string table_file =
-      !options.tuning_file.empty() ? options.tuning_file : (env("MCR_TUNING") ? env("MCR_TUNING") : "");
+  std::string table_file = !options.tuning_file.empty()
+                               ? options.tuning_file
+                               : (env("MCR_TUNING") ? env("MCR_TUNING") : "");
   if (!table_file.empty()) {
     rt->table = std::make_shared<TuningTable>(TuningTable::load(table_file));
     rt->table_source = table_file;
@@ -205,12 +220,16 @@ Communicator init(const InitOptions& options) {
   if (wanted.empty() && env("MCR_BACKENDS")) wanted = split_list(env("MCR_BACKENDS"));
   for (const auto& w : wanted) {
     bool known = false;
-    for (const auto& f : compiled_backends()) known = known || f.name == w;
+    for (const auto& f : compiled_backends())
+      known = known || f.name == w;
     if (!known) {
       std::string names;
-      for (const auto& f : compiled_backends()) names += fmt::format("{}{}", names.empty() ? "" : ", ", f.name);
-      throw InvalidArgument(fmt::format("backend '{}' (MCR_BACKENDS / InitOptions::backends) is not compiled "
-                                        "in; available: {}", w, names));
+      for (const auto& f : compiled_backends())
+        names += fmt::format("{}{}", names.empty() ? "" : ", ", f.name);
+      throw InvalidArgument(
+          fmt::format("backend '{}' (MCR_BACKENDS / InitOptions::backends) is not compiled "
+                      "in; available: {}",
+                      w, names));
     }
   }
 
@@ -222,7 +241,8 @@ Communicator init(const InitOptions& options) {
   const auto& factories = compiled_backends();
   auto order = wanted;
   if (order.empty()) {
-    for (const auto& f : factories) order.emplace_back(f.name);
+    for (const auto& f : factories)
+      order.emplace_back(f.name);
   }
   for (const auto& name : order) {
     for (const auto& f : factories) {
@@ -243,15 +263,19 @@ Communicator init(const InitOptions& options) {
   }
   if (backends.empty()) throw Error("no communication backend is usable in this process");
   std::vector<int> world(static_cast<std::size_t>(r.launch.size));
-  for (int i = 0; i < r.launch.size; ++i) world[static_cast<std::size_t>(i)] = i;
-  r.world = make_comm_state(r.launch.rank, r.launch.size, 0, std::move(world), std::move(backends), timeout);
+  for (int i = 0; i < r.launch.size; ++i)
+    world[static_cast<std::size_t>(i)] = i;
+  r.world = make_comm_state(r.launch.rank, r.launch.size, 0, std::move(world), std::move(backends),
+                            timeout);
   Watchdog::instance().start();
   Communicator world_comm(r.world);
   attach_env_comm_log(world_comm);
   return world_comm;
 }
 
-bool is_initialized() noexcept { return runtime_exists(); }
+bool is_initialized() noexcept {
+  return runtime_exists();
+}
 
 namespace detail {
 namespace {

@@ -1,4 +1,5 @@
-// The process-wide runtime that init() creates: bootstrap, selection inputs, the world communicator.
+// The process-wide runtime that init() creates: bootstrap, selection inputs, the world
+// communicator.
 #pragma once
 
 #include <memory>
@@ -31,7 +32,8 @@ bool runtime_exists() noexcept;
 
 /// Creates the state of a communicator over `backends`, checking across its members that they
 /// loaded the same rules, tuning table and backend set (throws MismatchError naming the ranks).
-std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id, std::vector<int> world_ranks,
+std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
+                                           std::vector<int> world_ranks,
                                            std::vector<std::unique_ptr<Backend>> backends,
                                            std::chrono::milliseconds timeout);
 

@@ -20,9 +20,12 @@ Selector::Selector(std::shared_ptr<const RuleSet> rules, std::shared_ptr<const T
       plans_(static_cast<std::size_t>(kNumOpTypes) * 8 * 8 * 2),
       can_run_(backends_.size(), std::vector<signed char>(plans_.size(), -1)) {}
 
-std::size_t Selector::plan_index(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) noexcept {
+std::size_t Selector::plan_index(OpType op, DType dtype, ReduceOp reduce,
+                                 Device::Kind device) noexcept {
   return ((static_cast<std::size_t>(op) * 8 + static_cast<std::size_t>(dtype)) * 8 +
-          static_cast<std::size_t>(reduce)) * 2 + static_cast<std::size_t>(device);
+          static_cast<std::size_t>(reduce)) *
+             2 +
+         static_cast<std::size_t>(device);
 }
 
 Backend* Selector::find(std::string_view name) const noexcept {
@@ -39,17 +42,19 @@ std::uint64_t Selector::config_hash() const noexcept {
 
 std::string Selector::why_unsupported(const Backend& b, OpType op, DType dtype, ReduceOp reduce,
                                       Device::Kind device, std::size_t bytes) const {
-  // Reduce ops are meaningless for non-reductions; ask about sum so they don't disqualify a backend.
+  // Reduce ops are meaningless for non-reductions; ask about sum so they don't disqualify a
+  // backend.
   const ReduceOp r = is_reduction(op) ? reduce : ReduceOp::sum;
   Support s = b.supports(op, dtype, r, device);
   if (!s.ok) {
-    return fmt::format("cannot run {} on {}{} ({}): {}", to_string(op), to_string(dtype),
-                       is_reduction(op) ? fmt::format(" with {}", to_string(reduce)) : std::string(),
-                       to_string(device), s.why);
+    return fmt::format(
+        "cannot run {} on {}{} ({}): {}", to_string(op), to_string(dtype),
+        is_reduction(op) ? fmt::format(" with {}", to_string(reduce)) : std::string(),
+        to_string(device), s.why);
   }
   if (bytes / dtype_size(dtype) > b.max_count()) {
-    return fmt::format("message of {} bytes exceeds its largest count per call ({} elements)", bytes,
-                       b.max_count());
+    return fmt::format("message of {} bytes exceeds its largest count per call ({} elements)",
+                       bytes, b.max_count());
   }
   return {};
 }
@@ -68,14 +73,15 @@ Backend& Selector::pick_override(std::string_view name, OpType op, DType dtype, 
   if (b == nullptr) {
     for (const auto& [n, reason] : unusable_) {
       if (n == name) {
-        throw UnsupportedError(fmt::format("backend '{}' requested for {} is not usable here: {}", name,
-                                           to_string(op), reason));
+        throw UnsupportedError(fmt::format("backend '{}' requested for {} is not usable here: {}",
+                                           name, to_string(op), reason));
       }
     }
     std::string names;
-    for (Backend* x : backends_) names += fmt::format("{}{}", names.empty() ? "" : ", ", x->name());
-    throw InvalidArgument(fmt::format("backend '{}' (CallOptions::backend) is unknown; available: {}", name,
-                                      names));
+    for (Backend* x : backends_)
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", x->name());
+    throw InvalidArgument(
+        fmt::format("backend '{}' (CallOptions::backend) is unknown; available: {}", name, names));
   }
   if (auto why = why_unsupported(*b, op, dtype, reduce, device, bytes); !why.empty()) {
     throw UnsupportedError(fmt::format("backend '{}' {}", name, why));
@@ -125,8 +131,12 @@ std::vector<Candidate> Selector::consider(OpType op, DType dtype, ReduceOp reduc
       if (add(*name, Candidate::Source::tuning, 0)) {
         for (Backend* b : backends_) {  // the measured alternatives lost to it
           if (b->name() == *name) continue;
-          out.push_back({std::string(b->name()), b, Candidate::Source::tuning, 0,
-                         Candidate::Verdict::slower, {}});
+          out.push_back({std::string(b->name()),
+                         b,
+                         Candidate::Source::tuning,
+                         0,
+                         Candidate::Verdict::slower,
+                         {}});
         }
         return out;
       }
@@ -157,11 +167,13 @@ Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kin
         break;
       case Candidate::Source::rule:
         sel.source = "rule";
-        why = fmt::format("rule #{} ({})", c.index + 1, RuleSet{{rules_->rules[c.index]}}.canonical());
+        why = fmt::format("rule #{} ({})", c.index + 1,
+                          RuleSet{{rules_->rules[c.index]}}.canonical());
         break;
       case Candidate::Source::tuning:
         sel.source = "tuning";
-        why = fmt::format("tuning table: fastest measured at {} bytes, {} ranks", bytes, group_size_);
+        why =
+            fmt::format("tuning table: fastest measured at {} bytes, {} ranks", bytes, group_size_);
         break;
       case Candidate::Source::fallback:
         sel.source = "default";
@@ -188,7 +200,8 @@ Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kin
   return sel;
 }
 
-Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const {
+Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce,
+                                    Device::Kind device) const {
   // Every byte count where the answer may change: rule bounds and tuning-range bounds.
   std::vector<std::size_t> cuts{0};
   auto cut_after = [&](std::size_t hi) {
@@ -237,7 +250,8 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce, Dev
   return plan;
 }
 
-Backend& Selector::pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes) {
+Backend& Selector::pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
+                        std::size_t bytes) {
   auto& slot = plans_[plan_index(op, dtype, reduce, device)];
   if (!slot) slot = build_plan(op, dtype, reduce, device);
   const Plan& plan = *slot;
@@ -247,9 +261,11 @@ Backend& Selector::pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind de
   if (b == nullptr) {
     Selection s = explain(op, dtype, reduce, device, bytes);
     std::string reasons;
-    for (const auto& step : s.steps) reasons += fmt::format("; {}: {}", step.backend, step.reason);
-    throw UnsupportedError(fmt::format("no backend can run {} on {} ({}, {} bytes){}", to_string(op),
-                                       to_string(dtype), to_string(device), bytes, reasons));
+    for (const auto& step : s.steps)
+      reasons += fmt::format("; {}: {}", step.backend, step.reason);
+    throw UnsupportedError(fmt::format("no backend can run {} on {} ({}, {} bytes){}",
+                                       to_string(op), to_string(dtype), to_string(device), bytes,
+                                       reasons));
   }
   return *b;
 }

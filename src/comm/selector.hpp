@@ -41,8 +41,8 @@ class Selector {
   /// `backends`: this communicator's instances in default priority order. `unusable`: backends
   /// compiled in but not usable in this process, with the reason (for explanations).
   Selector(std::shared_ptr<const RuleSet> rules, std::shared_ptr<const TuningTable> table,
-           std::vector<Backend*> backends, std::vector<std::pair<std::string, std::string>> unusable,
-           int group_size);
+           std::vector<Backend*> backends,
+           std::vector<std::pair<std::string, std::string>> unusable, int group_size);
 
   /// The backend for this operation. `bytes` is the op's global message size.
   Backend& pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes);
@@ -73,7 +73,8 @@ class Selector {
   std::string why_unsupported(const Backend& b, OpType op, DType dtype, ReduceOp reduce,
                               Device::Kind device, std::size_t bytes) const;
   Plan build_plan(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const;
-  static std::size_t plan_index(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) noexcept;
+  static std::size_t plan_index(OpType op, DType dtype, ReduceOp reduce,
+                                Device::Kind device) noexcept;
 
   std::shared_ptr<const RuleSet> rules_;
   std::shared_ptr<const TuningTable> table_;
@@ -83,8 +84,8 @@ class Selector {
   // Lazily built selection plans, one per (op, dtype, reduce, device kind): a sorted list of byte
   // intervals and their backend, so the hot path is a short binary search with no allocation.
   std::vector<std::optional<Plan>> plans_;
-  // Per backend, whether it can run each (op, dtype, reduce, device): -1 unknown, 0 no, 1 yes. Lets a
-  // per-call override skip the capability query on repeated calls.
+  // Per backend, whether it can run each (op, dtype, reduce, device): -1 unknown, 0 no, 1 yes. Lets
+  // a per-call override skip the capability query on repeated calls.
   mutable std::vector<std::vector<signed char>> can_run_;
 };
 

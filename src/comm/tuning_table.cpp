@@ -21,8 +21,12 @@ OpType op_from(const json& j, std::string_view where) {
   return *op;
 }
 
-json bytes_json(std::size_t b) { return b == kMaxBytes ? json(nullptr) : json(b); }
-std::size_t bytes_from(const json& j) { return j.is_null() ? kMaxBytes : j.get<std::size_t>(); }
+json bytes_json(std::size_t b) {
+  return b == kMaxBytes ? json(nullptr) : json(b);
+}
+std::size_t bytes_from(const json& j) {
+  return j.is_null() ? kMaxBytes : j.get<std::size_t>();
+}
 
 }  // namespace
 
@@ -40,8 +44,9 @@ TuningTable TuningTable::parse_json(std::string_view text) {
     }
     t.version = doc.at("version").get<int>();
     if (t.version != kFormatVersion) {
-      throw InvalidArgument(fmt::format("tuning table: version {} is not supported (this build reads {})",
-                                        t.version, kFormatVersion));
+      throw InvalidArgument(
+          fmt::format("tuning table: version {} is not supported (this build reads {})", t.version,
+                      kFormatVersion));
     }
     if (doc.contains("provenance")) {
       for (auto& [k, v] : doc["provenance"].items()) {
@@ -54,16 +59,18 @@ TuningTable TuningTable::parse_json(std::string_view text) {
       entry.dtype_class = e.value("dtype_class", "any");
       entry.group_size = e.value("group_size", 0);
       for (const auto& r : e.at("ranges")) {
-        entry.ranges.push_back(TuningRange{r.value("min_bytes", std::size_t{0}),
-                                           r.contains("max_bytes") ? bytes_from(r["max_bytes"]) : kMaxBytes,
-                                           r.at("backend").get<std::string>()});
+        entry.ranges.push_back(
+            TuningRange{r.value("min_bytes", std::size_t{0}),
+                        r.contains("max_bytes") ? bytes_from(r["max_bytes"]) : kMaxBytes,
+                        r.at("backend").get<std::string>()});
       }
       t.entries.push_back(std::move(entry));
     }
     for (const auto& s : doc.value("samples", json::array())) {
-      t.samples.push_back(TuningSample{op_from(s.at("op"), "samples"), s.value("dtype_class", "float"),
-                                       s.value("group_size", 0), s.at("bytes").get<std::size_t>(),
-                                       s.at("backend").get<std::string>(), s.at("time_us").get<double>()});
+      t.samples.push_back(
+          TuningSample{op_from(s.at("op"), "samples"), s.value("dtype_class", "float"),
+                       s.value("group_size", 0), s.at("bytes").get<std::size_t>(),
+                       s.at("backend").get<std::string>(), s.at("time_us").get<double>()});
     }
   } catch (const json::exception& e) {
     throw InvalidArgument(fmt::format("tuning table: malformed: {}", e.what()));
@@ -88,14 +95,16 @@ std::string TuningTable::to_json(int indent) const {
   doc["format"] = "mcr-tuning";
   doc["version"] = version;
   doc["provenance"] = json::object();
-  for (const auto& [k, v] : provenance) doc["provenance"][k] = v;
+  for (const auto& [k, v] : provenance)
+    doc["provenance"][k] = v;
   doc["entries"] = json::array();
   for (const auto& e : entries) {
     json je{{"op", to_string(e.op)}, {"dtype_class", e.dtype_class}, {"group_size", e.group_size}};
     je["ranges"] = json::array();
     for (const auto& r : e.ranges) {
-      je["ranges"].push_back(
-          {{"min_bytes", r.min_bytes}, {"max_bytes", bytes_json(r.max_bytes)}, {"backend", r.backend}});
+      je["ranges"].push_back({{"min_bytes", r.min_bytes},
+                              {"max_bytes", bytes_json(r.max_bytes)},
+                              {"backend", r.backend}});
     }
     doc["entries"].push_back(std::move(je));
   }
@@ -141,8 +150,8 @@ const std::string* TuningTable::lookup(OpType op, DType dtype, int group_size,
 std::vector<std::string> TuningTable::validate(const std::vector<std::string>& known) const {
   std::vector<std::string> problems;
   for (const auto& e : entries) {
-    const auto where = fmt::format("{} (dtype_class {}, group_size {})", to_string(e.op), e.dtype_class,
-                                   e.group_size);
+    const auto where = fmt::format("{} (dtype_class {}, group_size {})", to_string(e.op),
+                                   e.dtype_class, e.group_size);
     if (e.dtype_class != "any" && e.dtype_class != "float" && e.dtype_class != "int") {
       problems.push_back(fmt::format("{}: unknown dtype_class '{}'", where, e.dtype_class));
     }
@@ -150,27 +159,30 @@ std::vector<std::string> TuningTable::validate(const std::vector<std::string>& k
     for (std::size_t i = 0; i < e.ranges.size(); ++i) {
       const auto& r = e.ranges[i];
       if (r.min_bytes > r.max_bytes) {
-        problems.push_back(fmt::format("{}: range #{} [{}, {}] is reversed", where, i, r.min_bytes,
-                                       r.max_bytes));
+        problems.push_back(
+            fmt::format("{}: range #{} [{}, {}] is reversed", where, i, r.min_bytes, r.max_bytes));
       }
       if (!known.empty() && std::find(known.begin(), known.end(), r.backend) == known.end()) {
-        problems.push_back(fmt::format("{}: range #{} names unknown backend '{}'", where, i, r.backend));
+        problems.push_back(
+            fmt::format("{}: range #{} names unknown backend '{}'", where, i, r.backend));
       }
       if (i == 0 && r.min_bytes != 0) {
-        problems.push_back(fmt::format("{}: gap: bytes [0, {}] are not covered", where, r.min_bytes - 1));
+        problems.push_back(
+            fmt::format("{}: gap: bytes [0, {}] are not covered", where, r.min_bytes - 1));
       }
       if (i > 0) {
         const auto& p = e.ranges[i - 1];
         if (r.min_bytes <= p.max_bytes) {
-          problems.push_back(fmt::format("{}: overlap: range #{} starts at {} but #{} ends at {}", where, i,
-                                         r.min_bytes, i - 1, p.max_bytes));
+          problems.push_back(fmt::format("{}: overlap: range #{} starts at {} but #{} ends at {}",
+                                         where, i, r.min_bytes, i - 1, p.max_bytes));
         } else if (r.min_bytes != p.max_bytes + 1) {
-          problems.push_back(fmt::format("{}: gap: bytes [{}, {}] are not covered", where, p.max_bytes + 1,
-                                         r.min_bytes - 1));
+          problems.push_back(fmt::format("{}: gap: bytes [{}, {}] are not covered", where,
+                                         p.max_bytes + 1, r.min_bytes - 1));
         }
       }
       if (i + 1 == e.ranges.size() && r.max_bytes != kMaxBytes) {
-        problems.push_back(fmt::format("{}: gap: bytes above {} are not covered", where, r.max_bytes));
+        problems.push_back(
+            fmt::format("{}: gap: bytes above {} are not covered", where, r.max_bytes));
       }
     }
   }
@@ -179,8 +191,8 @@ std::vector<std::string> TuningTable::validate(const std::vector<std::string>& k
       const auto& a = entries[i];
       const auto& b = entries[j];
       if (a.op == b.op && a.dtype_class == b.dtype_class && a.group_size == b.group_size) {
-        problems.push_back(fmt::format("{} (dtype_class {}, group_size {}): duplicate entry", to_string(a.op),
-                                       a.dtype_class, a.group_size));
+        problems.push_back(fmt::format("{} (dtype_class {}, group_size {}): duplicate entry",
+                                       to_string(a.op), a.dtype_class, a.group_size));
       }
     }
   }
@@ -191,7 +203,8 @@ std::uint64_t TuningTable::selection_hash() const {
   std::string canon;
   for (const auto& e : entries) {
     canon += fmt::format("{}|{}|{}", to_string(e.op), e.dtype_class, e.group_size);
-    for (const auto& r : e.ranges) canon += fmt::format("|{}-{}={}", r.min_bytes, r.max_bytes, r.backend);
+    for (const auto& r : e.ranges)
+      canon += fmt::format("|{}-{}={}", r.min_bytes, r.max_bytes, r.backend);
     canon += ';';
   }
   return fnv1a(canon);

@@ -10,7 +10,8 @@
 namespace mcr {
 
 std::string_view to_string(DType t) noexcept {
-  static constexpr std::array<std::string_view, 8> names{"f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"};
+  static constexpr std::array<std::string_view, 8> names{"f32", "f64", "f16", "bf16",
+                                                         "i8",  "u8",  "i32", "i64"};
   return names[static_cast<std::size_t>(t)];
 }
 
@@ -20,13 +21,14 @@ std::optional<DType> parse_dtype(std::string_view n) noexcept {
     DType type;
   };
   static constexpr Alias aliases[] = {
-      {"f32", DType::f32},   {"float32", DType::f32}, {"float", DType::f32},  {"fp32", DType::f32},
-      {"f64", DType::f64},   {"float64", DType::f64}, {"double", DType::f64}, {"fp64", DType::f64},
-      {"f16", DType::f16},   {"float16", DType::f16}, {"half", DType::f16},   {"fp16", DType::f16},
-      {"bf16", DType::bf16}, {"bfloat16", DType::bf16},
-      {"i8", DType::i8},     {"int8", DType::i8},     {"u8", DType::u8},      {"uint8", DType::u8},
-      {"i32", DType::i32},   {"int32", DType::i32},   {"int", DType::i32},    {"i64", DType::i64},
-      {"int64", DType::i64}, {"long", DType::i64}};
+      {"f32", DType::f32},     {"float32", DType::f32},   {"float", DType::f32},
+      {"fp32", DType::f32},    {"f64", DType::f64},       {"float64", DType::f64},
+      {"double", DType::f64},  {"fp64", DType::f64},      {"f16", DType::f16},
+      {"float16", DType::f16}, {"half", DType::f16},      {"fp16", DType::f16},
+      {"bf16", DType::bf16},   {"bfloat16", DType::bf16}, {"i8", DType::i8},
+      {"int8", DType::i8},     {"u8", DType::u8},         {"uint8", DType::u8},
+      {"i32", DType::i32},     {"int32", DType::i32},     {"int", DType::i32},
+      {"i64", DType::i64},     {"int64", DType::i64},     {"long", DType::i64}};
   for (const auto& a : aliases) {
     if (a.name == n) return a.type;
   }
@@ -35,7 +37,7 @@ std::optional<DType> parse_dtype(std::string_view n) noexcept {
 
 std::string_view to_string(ReduceOp op) noexcept {
   static constexpr std::array<std::string_view, 8> names{"sum", "prod", "min", "max",
-                                                  "avg", "band", "bor", "bxor"};
+                                                         "avg", "band", "bor", "bxor"};
   return names[static_cast<std::size_t>(op)];
 }
 
@@ -50,9 +52,9 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view n) noexcept {
 
 std::string_view to_string(OpType op) noexcept {
   static constexpr std::array<std::string_view, kNumOpTypes> names{
-      "send",         "recv",   "broadcast", "reduce",         "all_reduce", "all_gather",
-      "all_gather_v", "gather", "scatter",   "reduce_scatter", "all_to_all", "all_to_all_v",
-      "barrier"};
+      "send",       "recv",         "broadcast", "reduce",  "all_reduce",
+      "all_gather", "all_gather_v", "gather",    "scatter", "reduce_scatter",
+      "all_to_all", "all_to_all_v", "barrier"};
   return names[static_cast<std::size_t>(op)];
 }
 
@@ -71,7 +73,9 @@ std::optional<OpType> parse_op(std::string_view n) noexcept {
   return std::nullopt;
 }
 
-std::string_view to_string(Device::Kind k) noexcept { return k == Device::Kind::cpu ? "cpu" : "cuda"; }
+std::string_view to_string(Device::Kind k) noexcept {
+  return k == Device::Kind::cpu ? "cpu" : "cuda";
+}
 
 std::string to_string(Device d) {
   return d.is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", d.index);
@@ -115,8 +119,9 @@ Half::operator float() const noexcept {
 
 Tensor Tensor::slice(std::size_t offset, std::size_t count) const {
   if (offset > count_ || count > count_ - offset) {
-    throw InvalidArgument(fmt::format("Tensor::slice: offset {} + count {} exceeds the tensor's {} elements",
-                                      offset, count, count_));
+    throw InvalidArgument(
+        fmt::format("Tensor::slice: offset {} + count {} exceeds the tensor's {} elements", offset,
+                    count, count_));
   }
   auto* base = static_cast<std::byte*>(data_);
   return Tensor(base ? base + offset * element_size() : nullptr, count, dtype_, device_, stream_);

@@ -12,7 +12,8 @@ namespace {
 // catchable TimeoutError first.
 constexpr std::int64_t kGraceNs = 2'000'000'000;
 std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
 }
 }  // namespace
 
@@ -56,12 +57,13 @@ void Watchdog::run() {
       continue;
     }
     if (now_ns() - seen_since_ns < timeout_ms_ * 1'000'000 + kGraceNs) continue;
-    std::fprintf(stderr,
-                 "mcr: TimeoutError: %.*s (sequence #%llu) on backend '%.*s' blocked for more than its "
-                 "timeout of %lld ms inside the library; a blocked library call cannot be interrupted, so "
-                 "the job is aborted\n",
-                 static_cast<int>(op_.size()), op_.data(), static_cast<unsigned long long>(sequence_),
-                 static_cast<int>(backend_.size()), backend_.data(), static_cast<long long>(timeout_ms_));
+    std::fprintf(
+        stderr,
+        "mcr: TimeoutError: %.*s (sequence #%llu) on backend '%.*s' blocked for more than its "
+        "timeout of %lld ms inside the library; a blocked library call cannot be interrupted, so "
+        "the job is aborted\n",
+        static_cast<int>(op_.size()), op_.data(), static_cast<unsigned long long>(sequence_),
+        static_cast<int>(backend_.size()), backend_.data(), static_cast<long long>(timeout_ms_));
     std::fflush(stderr);
     abort_job(124);
   }

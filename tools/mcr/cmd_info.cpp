@@ -1,6 +1,6 @@
 // `mcr info`: version, build options, backends (compiled in, usable here), capabilities, rules.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -19,15 +19,18 @@ nlohmann::json to_json(const RuntimeInfo& info) {
   j["size"] = info.size;
   j["timeout_ms"] = info.timeout.count();
   j["rules"] = {{"resolved", info.rules}, {"source", info.rules_source}};
-  j["tuning"] = info.tuning_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.tuning_source);
+  j["tuning"] =
+      info.tuning_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.tuning_source);
   j["backends"] = nlohmann::json::array();
   for (const auto& b : info.backends) {
     nlohmann::json jb{{"name", b.name}, {"library", b.library}, {"usable", b.usable}};
     if (!b.usable) jb["reason"] = b.reason;
     jb["capabilities"] = nlohmann::json::array();
     for (const auto& c : b.capabilities) {
-      nlohmann::json jc{{"op", to_string(c.op)},       {"dtype", to_string(c.dtype)},
-                        {"device", to_string(c.device)}, {"supported", c.supported},
+      nlohmann::json jc{{"op", to_string(c.op)},
+                        {"dtype", to_string(c.dtype)},
+                        {"device", to_string(c.device)},
+                        {"supported", c.supported},
                         {c.supported ? "how" : "why", c.detail}};
       if (is_reduction(c.op)) jc["reduce_op"] = to_string(c.reduce);
       jb["capabilities"].push_back(std::move(jc));
@@ -50,14 +53,16 @@ std::string short_code(const std::string& how) {
 // One row per op: which dtypes run (sum for reductions), per device kind.
 void print_table(const BackendInfo& b, Device::Kind kind) {
   fmt::print("    {:<15}", to_string(kind));
-  for (DType t : kAllDTypes) fmt::print(" {:>5}", to_string(t));
+  for (DType t : kAllDTypes)
+    fmt::print(" {:>5}", to_string(t));
   fmt::print("\n");
   for (OpType op : kAllOpTypes) {
     fmt::print("    {:<15}", to_string(op));
     for (DType t : kAllDTypes) {
       std::string cell = "-";
       for (const auto& c : b.capabilities) {
-        if (c.op == op && c.dtype == t && c.device == kind && c.reduce == ReduceOp::sum && c.supported) {
+        if (c.op == op && c.dtype == t && c.device == kind && c.reduce == ReduceOp::sum &&
+            c.supported) {
           cell = short_code(c.detail);
         }
       }
@@ -70,21 +75,25 @@ void print_table(const BackendInfo& b, Device::Kind kind) {
 void print_text(const RuntimeInfo& info) {
   fmt::print("mcr {}\n", info.version);
   fmt::print("build:");
-  for (const auto& [k, v] : info.build) fmt::print(" {}={}", k, v);
-  fmt::print("\nlauncher: {} (rank {} of {}), default timeout {} s\n", info.launcher, info.rank, info.size,
-             info.timeout.count() / 1000.0);
-  fmt::print("rules: {} (source: {})\n", info.rules.empty() ? "(none)" : info.rules, info.rules_source);
+  for (const auto& [k, v] : info.build)
+    fmt::print(" {}={}", k, v);
+  fmt::print("\nlauncher: {} (rank {} of {}), default timeout {} s\n", info.launcher, info.rank,
+             info.size, info.timeout.count() / 1000.0);
+  fmt::print("rules: {} (source: {})\n", info.rules.empty() ? "(none)" : info.rules,
+             info.rules_source);
   fmt::print("tuning table: {}\n", info.tuning_source.empty() ? "(none)" : info.tuning_source);
   fmt::print("backends (default priority order):\n");
   for (const auto& b : info.backends) {
     fmt::print("  {:<6} {} ({})\n", b.name,
                b.usable ? "usable" : fmt::format("unusable: {}", b.reason), b.library);
     if (!b.usable) continue;
-    fmt::print("    capabilities, sum for reductions (y native, U user-defined op, E emulated, S staged "
-               "through host memory, C CUDA-aware; - unsupported):\n");
+    fmt::print(
+        "    capabilities, sum for reductions (y native, U user-defined op, E emulated, S staged "
+        "through host memory, C CUDA-aware; - unsupported):\n");
     print_table(b, Device::Kind::cpu);
     bool any_cuda = false;
-    for (const auto& c : b.capabilities) any_cuda = any_cuda || (c.device == Device::Kind::cuda && c.supported);
+    for (const auto& c : b.capabilities)
+      any_cuda = any_cuda || (c.device == Device::Kind::cuda && c.supported);
     if (any_cuda) print_table(b, Device::Kind::cuda);
     std::vector<std::string> notes;
     for (const auto& c : b.capabilities) {
@@ -93,14 +102,16 @@ void print_text(const RuntimeInfo& info) {
                               is_reduction(c.op) ? to_string(c.reduce) : "", c.detail);
       if (notes.size() < 8) notes.push_back(note);
     }
-    for (const auto& n : notes) fmt::print("    unsupported: {}\n", n);
+    for (const auto& n : notes)
+      fmt::print("    unsupported: {}\n", n);
   }
 }
 
 }  // namespace
 
 void add_info_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("info", "Version, build options, backends and their capabilities, rules");
+  auto* cmd =
+      app.add_subcommand("info", "Version, build options, backends and their capabilities, rules");
   static bool json = false;
   cmd->add_flag("--json", json, "Print JSON");
   cmd->callback([] {

@@ -18,7 +18,6 @@ const std::vector<BackendFactory>& compiled_backends() {
   return list;
 }
 
-
 std::unique_ptr<Exchange> launcher_world_exchange(const LaunchInfo& launch) {
   for (const auto& f : compiled_backends()) {
     if (f.launch_support == nullptr) continue;

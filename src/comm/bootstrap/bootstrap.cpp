@@ -8,11 +8,12 @@
 
 namespace mcr::detail {
 
-std::vector<Bytes> Bootstrap::group_all_gather(const std::vector<int>& members, const std::string& tag,
-                                               const Bytes& mine) {
+std::vector<Bytes> Bootstrap::group_all_gather(const std::vector<int>& members,
+                                               const std::string& tag, const Bytes& mine) {
   auto it = std::find(members.begin(), members.end(), rank());
   if (it == members.end()) {
-    throw InvalidArgument(fmt::format("group_all_gather '{}': rank {} is not a member", tag, rank()));
+    throw InvalidArgument(
+        fmt::format("group_all_gather '{}': rank {} is not a member", tag, rank()));
   }
   store().set(fmt::format("{}/{}", tag, rank()), mine);
   std::vector<Bytes> out;

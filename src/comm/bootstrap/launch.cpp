@@ -25,8 +25,8 @@ int env_int(const char* name, int fallback, int min_value) {
   std::string_view s(v);
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   if (ec != std::errc() || ptr != s.data() + s.size() || out < min_value) {
-    throw InvalidArgument(fmt::format("environment variable {}='{}' is not an integer >= {}", name, v,
-                                      min_value));
+    throw InvalidArgument(
+        fmt::format("environment variable {}='{}' is not an integer >= {}", name, v, min_value));
   }
   return out;
 }
@@ -35,10 +35,14 @@ int env_int(const char* name, int fallback, int min_value) {
 
 const char* to_string(Launcher l) noexcept {
   switch (l) {
-    case Launcher::single: return "single";
-    case Launcher::mpi: return "mpirun";
-    case Launcher::slurm: return "srun";
-    case Launcher::torchrun: return "torchrun";
+    case Launcher::single:
+      return "single";
+    case Launcher::mpi:
+      return "mpirun";
+    case Launcher::slurm:
+      return "srun";
+    case Launcher::torchrun:
+      return "torchrun";
   }
   return "?";
 }
@@ -90,7 +94,8 @@ LaunchInfo detect_launch() {
       throw InvalidArgument("RANK/WORLD_SIZE are set but MASTER_PORT is not");
     }
     if (info.master_port > 65535) {
-      throw InvalidArgument(fmt::format("MASTER_PORT={} is not a TCP port (0-65535)", info.master_port));
+      throw InvalidArgument(
+          fmt::format("MASTER_PORT={} is not a TCP port (0-65535)", info.master_port));
     }
   }
   if (info.rank >= info.size) {

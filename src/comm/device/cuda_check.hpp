@@ -28,10 +28,11 @@ std::string format_call_error(std::string_view call, std::string_view file, int 
 }  // namespace mcr::detail::device
 
 /// Evaluates a CUDA runtime call once; throws BackendError describing it when it fails.
-#define MCR_CUDA_CHECK(site, call)                                                                 \
-  do {                                                                                             \
-    const cudaError_t mcr_cuda_status_ = (call);                                                   \
-    if (mcr_cuda_status_ != cudaSuccess) {                                                         \
-      ::mcr::detail::device::throw_cuda_error(#call, __FILE__, __LINE__, (site), mcr_cuda_status_); \
-    }                                                                                              \
+#define MCR_CUDA_CHECK(site, call)                                               \
+  do {                                                                           \
+    const cudaError_t mcr_cuda_status_ = (call);                                 \
+    if (mcr_cuda_status_ != cudaSuccess) {                                       \
+      ::mcr::detail::device::throw_cuda_error(#call, __FILE__, __LINE__, (site), \
+                                              mcr_cuda_status_);                 \
+    }                                                                            \
   } while (false)

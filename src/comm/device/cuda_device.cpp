@@ -43,7 +43,8 @@ void release(Device device, void* data) noexcept {
   try {
     DeviceGuard guard(device.index, kSite);
     (void)cudaFree(data);
-  } catch (...) {  // NOLINT(bugprone-empty-catch): freeing must not throw; the device is lost anyway
+  } catch (
+      ...) {  // NOLINT(bugprone-empty-catch): freeing must not throw; the device is lost anyway
   }
 }
 

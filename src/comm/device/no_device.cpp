@@ -13,17 +13,29 @@ namespace {
 }
 }  // namespace
 
-int count(Device::Kind) noexcept { return 0; }
+int count(Device::Kind) noexcept {
+  return 0;
+}
 void require(Device device) {
   if (device.is_cuda()) unsupported();
 }
-void* allocate(Device, std::size_t) { unsupported(); }
+void* allocate(Device, std::size_t) {
+  unsupported();
+}
 void release(Device, void*) noexcept {}
-void copy_to_device(Device, void*, const void*, std::size_t) { unsupported(); }
-void copy_to_host(Device, void*, const void*, std::size_t) { unsupported(); }
-void synchronize(Device) { unsupported(); }
+void copy_to_device(Device, void*, const void*, std::size_t) {
+  unsupported();
+}
+void copy_to_host(Device, void*, const void*, std::size_t) {
+  unsupported();
+}
+void synchronize(Device) {
+  unsupported();
+}
 
-std::unique_ptr<Backend> with_staging(std::unique_ptr<Backend> backend) { return backend; }
+std::unique_ptr<Backend> with_staging(std::unique_ptr<Backend> backend) {
+  return backend;
+}
 std::unique_ptr<Backend> with_staging_if_device(std::unique_ptr<Backend> backend) {
   return backend;
 }

@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "device/device_runtime.hpp"
-#include "device/device_queue.hpp"
 #include "device/cuda_check.hpp"
+#include "device/device_queue.hpp"
+#include "device/device_runtime.hpp"
 #include "device/staging_plan.hpp"
 #include "mcr/errors.hpp"
 

@@ -15,7 +15,9 @@ std::string no_device_reason() {
   return device_count() > 0 ? "" : "no CUDA device (or this build has no CUDA support)";
 }
 
-int device_count() { return mcr::device_count(Device::Kind::cuda); }
+int device_count() {
+  return mcr::device_count(Device::Kind::cuda);
+}
 
 DeviceMirror::DeviceMirror(PreparedCase& c, int index)
     : case_(c),

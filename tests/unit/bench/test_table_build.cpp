@@ -1,9 +1,9 @@
 // Tuning-table construction: winner per size, hysteresis, merging, boundaries, round trip.
 #include <gtest/gtest.h>
 
-#include "mcr/info.hpp"
 #include "mcr/bench.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/info.hpp"
 
 using namespace mcr;
 using namespace mcr::bench;

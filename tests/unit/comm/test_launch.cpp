@@ -11,10 +11,11 @@ namespace {
 // Clears every launcher variable for the duration of a test.
 struct CleanEnv {
   CleanEnv() {
-    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                          "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                          "SLURM_NTASKS_PER_NODE", "PMIX_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                          "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+    for (const char* v :
+         {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+          "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+          "SLURM_NTASKS_PER_NODE", "PMIX_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+          "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
       unsetenv(v);
     }
   }

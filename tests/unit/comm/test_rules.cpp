@@ -51,7 +51,8 @@ TEST(Rules, MalformedInputNamesTheToken) {
 }
 
 TEST(Rules, JsonForms) {
-  auto a = RuleSet::parse_json(R"({"rules": [{"op": "all_reduce", "min_bytes": 0, "max_bytes": "64K",
+  auto a =
+      RuleSet::parse_json(R"({"rules": [{"op": "all_reduce", "min_bytes": 0, "max_bytes": "64K",
                                                "backend": "mpi"}, {"op": "*", "backend": "gloo"}]})");
   EXPECT_EQ(a.canonical(), "all_reduce:0-64K=mpi;*:*=gloo");
   auto b = RuleSet::parse_json(R"({"rules": "all_gather:*=gloo"})");

@@ -22,7 +22,9 @@ class FakeBackend final : public Backend {
     return Support::yes();
   }
   std::unique_ptr<PendingOp> start(const OpArgs&) override { return nullptr; }
-  std::unique_ptr<Backend> split(const std::vector<int>&, std::uint64_t) override { return nullptr; }
+  std::unique_ptr<Backend> split(const std::vector<int>&, std::uint64_t) override {
+    return nullptr;
+  }
 
  private:
   std::string_view name_;
@@ -33,8 +35,8 @@ struct Fixture {
   FakeBackend mpi{"mpi", false};
   FakeBackend gloo{"gloo", true};
   Selector make(std::string_view rules, std::shared_ptr<TuningTable> table = nullptr) {
-    return Selector(std::make_shared<RuleSet>(RuleSet::parse(rules)), std::move(table), {&mpi, &gloo},
-                    {{"nccl", "no CUDA device"}}, 2);
+    return Selector(std::make_shared<RuleSet>(RuleSet::parse(rules)), std::move(table),
+                    {&mpi, &gloo}, {{"nccl", "no CUDA device"}}, 2);
   }
 };
 
@@ -43,26 +45,34 @@ struct Fixture {
 TEST(Selector, DefaultPriorityThenSkipsUnsupported) {
   Fixture f;
   auto s = f.make("");
-  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4).name(), "mpi");
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4).name(),
+            "mpi");
   // bf16: mpi cannot, so the next in priority order runs it.
-  EXPECT_EQ(s.pick(OpType::all_reduce, DType::bf16, ReduceOp::sum, Device::Kind::cpu, 4).name(), "gloo");
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::bf16, ReduceOp::sum, Device::Kind::cpu, 4).name(),
+            "gloo");
   auto why = s.explain(OpType::all_reduce, DType::bf16, ReduceOp::sum, Device::Kind::cpu, 4);
   ASSERT_EQ(why.steps.size(), 2u);
   EXPECT_NE(why.steps[0].reason.find("no bf16 here"), std::string::npos);
   EXPECT_EQ(why.source, "default");
-  EXPECT_THROW(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cuda, 4), UnsupportedError);
+  EXPECT_THROW(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cuda, 4),
+               UnsupportedError);
 }
 
 TEST(Selector, RulesBySizeAndTheirRangeEdges) {
   Fixture f;
   auto s = f.make("all_reduce:0-64K=gloo;all_reduce:64K-=mpi");
-  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 0).name(), "gloo");
-  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 65536).name(), "gloo");
-  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 65537).name(), "mpi");
-  EXPECT_EQ(s.pick(OpType::broadcast, DType::f32, ReduceOp::sum, Device::Kind::cpu, 65537).name(), "mpi");
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 0).name(),
+            "gloo");
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 65536).name(),
+            "gloo");
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 65537).name(),
+            "mpi");
+  EXPECT_EQ(s.pick(OpType::broadcast, DType::f32, ReduceOp::sum, Device::Kind::cpu, 65537).name(),
+            "mpi");
   // A rule naming a backend that cannot run the dtype is skipped, with the reason recorded.
   auto skip = f.make("*:*=mpi");
-  EXPECT_EQ(skip.pick(OpType::all_gather, DType::bf16, ReduceOp::sum, Device::Kind::cpu, 8).name(), "gloo");
+  EXPECT_EQ(skip.pick(OpType::all_gather, DType::bf16, ReduceOp::sum, Device::Kind::cpu, 8).name(),
+            "gloo");
   auto e = skip.explain(OpType::all_gather, DType::bf16, ReduceOp::sum, Device::Kind::cpu, 8);
   EXPECT_NE(e.steps[0].reason.find("skipped"), std::string::npos);
 }
@@ -70,20 +80,28 @@ TEST(Selector, RulesBySizeAndTheirRangeEdges) {
 TEST(Selector, TuningTableBelowRulesAboveDefault) {
   Fixture f;
   auto table = std::make_shared<TuningTable>();
-  table->entries.push_back({OpType::all_reduce, "float", 2, {{0, 1023, "gloo"}, {1024, kMaxBytes, "mpi"}}});
+  table->entries.push_back(
+      {OpType::all_reduce, "float", 2, {{0, 1023, "gloo"}, {1024, kMaxBytes, "mpi"}}});
   auto s = f.make("", table);
-  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 100).name(), "gloo");
-  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4096).name(), "mpi");
-  EXPECT_EQ(s.explain(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 100).source, "tuning");
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 100).name(),
+            "gloo");
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4096).name(),
+            "mpi");
+  EXPECT_EQ(s.explain(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 100).source,
+            "tuning");
   auto ruled = f.make("all_reduce:*=mpi", table);
-  EXPECT_EQ(ruled.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 100).name(), "mpi");
+  EXPECT_EQ(
+      ruled.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 100).name(),
+      "mpi");
   EXPECT_NE(s.config_hash(), ruled.config_hash());
 }
 
 TEST(Selector, OverrideErrorsNameBackendOpAndDtype) {
   Fixture f;
   auto s = f.make("");
-  EXPECT_EQ(s.pick_override("gloo", OpType::gather, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4).name(), "gloo");
+  EXPECT_EQ(s.pick_override("gloo", OpType::gather, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4)
+                .name(),
+            "gloo");
   try {
     s.pick_override("mpi", OpType::all_reduce, DType::bf16, ReduceOp::sum, Device::Kind::cpu, 4);
     FAIL();
@@ -93,8 +111,10 @@ TEST(Selector, OverrideErrorsNameBackendOpAndDtype) {
     EXPECT_NE(m.find("all_reduce"), std::string::npos);
     EXPECT_NE(m.find("bf16"), std::string::npos);
   }
-  EXPECT_THROW(s.pick_override("ucc", OpType::gather, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4),
-               InvalidArgument);
-  EXPECT_THROW(s.pick_override("nccl", OpType::gather, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4),
-               UnsupportedError);
+  EXPECT_THROW(
+      s.pick_override("ucc", OpType::gather, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4),
+      InvalidArgument);
+  EXPECT_THROW(
+      s.pick_override("nccl", OpType::gather, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4),
+      UnsupportedError);
 }

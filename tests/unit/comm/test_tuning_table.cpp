@@ -9,8 +9,11 @@ namespace {
 TuningTable sample_table() {
   TuningTable t;
   t.provenance["hosts"] = "1";
-  t.entries.push_back({OpType::all_reduce, "float", 2,
-                       {{0, 65535, "mpi"}, {65536, (1u << 20) - 1, "gloo"}, {1u << 20, kMaxBytes, "mpi"}}});
+  t.entries.push_back(
+      {OpType::all_reduce,
+       "float",
+       2,
+       {{0, 65535, "mpi"}, {65536, (1u << 20) - 1, "gloo"}, {1u << 20, kMaxBytes, "mpi"}}});
   t.entries.push_back({OpType::all_reduce, "any", 0, {{0, kMaxBytes, "gloo"}}});
   t.samples.push_back({OpType::all_reduce, "float", 2, 4, "mpi", 1.5});
   return t;
@@ -38,7 +41,8 @@ TEST(TuningTable, LookupPrefersExactGroupSizeAndClass) {
 
 TEST(TuningTable, ValidatorReportsGapsOverlapsAndUnknowns) {
   TuningTable t;
-  t.entries.push_back({OpType::broadcast, "float", 2, {{16, 99, "mpi"}, {90, 200, "gloo"}, {300, 400, "shm"}}});
+  t.entries.push_back(
+      {OpType::broadcast, "float", 2, {{16, 99, "mpi"}, {90, 200, "gloo"}, {300, 400, "shm"}}});
   auto problems = t.validate({"mpi", "gloo"});
   auto has = [&](std::string_view s) {
     for (const auto& p : problems) {
@@ -56,7 +60,9 @@ TEST(TuningTable, ValidatorReportsGapsOverlapsAndUnknowns) {
 
 TEST(TuningTable, RejectsWrongFormatAndVersion) {
   EXPECT_THROW(TuningTable::parse_json(R"({"format": "other", "version": 1})"), InvalidArgument);
-  EXPECT_THROW(TuningTable::parse_json(R"({"format": "mcr-tuning", "version": 99})"), InvalidArgument);
+  EXPECT_THROW(TuningTable::parse_json(R"({"format": "mcr-tuning", "version": 99})"),
+               InvalidArgument);
   EXPECT_THROW(TuningTable::parse_json(R"({"format": "mcr-tuning", "version": 1,
-      "entries": [{"op": "nope", "ranges": []}]})"), InvalidArgument);
+      "entries": [{"op": "nope", "ranges": []}]})"),
+               InvalidArgument);
 }

@@ -25,7 +25,8 @@ TEST(Half, KnownBitPatterns) {
 }
 
 TEST(Half, RoundsToNearestEven) {
-  // 2049 lies halfway between 2048 and 2050 (spacing 2 at 2^11): ties go to the even mantissa, 2048.
+  // 2049 lies halfway between 2048 and 2050 (spacing 2 at 2^11): ties go to the even mantissa,
+  // 2048.
   EXPECT_EQ(static_cast<float>(Half(2049.0f)), 2048.0f);
   EXPECT_EQ(static_cast<float>(Half(2051.0f)), 2052.0f);
 }
@@ -49,9 +50,12 @@ TEST(BFloat16, KnownValuesAndRounding) {
 }
 
 TEST(Types, NamesRoundTrip) {
-  for (DType t : kAllDTypes) EXPECT_EQ(parse_dtype(to_string(t)), t);
-  for (ReduceOp r : kAllReduceOps) EXPECT_EQ(parse_reduce_op(to_string(r)), r);
-  for (OpType o : kAllOpTypes) EXPECT_EQ(parse_op(to_string(o)), o);
+  for (DType t : kAllDTypes)
+    EXPECT_EQ(parse_dtype(to_string(t)), t);
+  for (ReduceOp r : kAllReduceOps)
+    EXPECT_EQ(parse_reduce_op(to_string(r)), r);
+  for (OpType o : kAllOpTypes)
+    EXPECT_EQ(parse_op(to_string(o)), o);
   EXPECT_EQ(parse_op("allreduce"), OpType::all_reduce);
   EXPECT_FALSE(parse_dtype("f8").has_value());
   EXPECT_EQ(dtype_size(DType::bf16), 2u);

@@ -1,14 +1,18 @@
-// The GEMM benchmark's GPU entry points in a build without cuBLASLt: no device, and a runner request
-// refused with the reason.
+// The GEMM benchmark's GPU entry points in a build without cuBLASLt: no device, and a runner
+// request refused with the reason.
 #include "mcr/codesign/bench/gpu_info.hpp"
 #include "mcr/codesign/bench/runner.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::codesign::bench {
 
-bool cublaslt_available() { return false; }
+bool cublaslt_available() {
+  return false;
+}
 
-int cuda_device_count() { return 0; }
+int cuda_device_count() {
+  return 0;
+}
 
 std::unique_ptr<GemmRunner> make_cublaslt_runner(int /*device*/) {
   throw UnsupportedError(
@@ -16,6 +20,8 @@ std::unique_ptr<GemmRunner> make_cublaslt_runner(int /*device*/) {
       "(MCR_WITH_CUDA, MCR_WITH_CUBLASLT)");
 }
 
-std::optional<GpuInfo> detect_gpu(int /*index*/) { return std::nullopt; }
+std::optional<GpuInfo> detect_gpu(int /*index*/) {
+  return std::nullopt;
+}
 
 }  // namespace mcr::codesign::bench

@@ -16,8 +16,8 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "backends/factories.hpp"
-#include "backends/gloo/gloo_ops.hpp"
 #include "backends/gloo/gloo_check.hpp"
+#include "backends/gloo/gloo_ops.hpp"
 #include "backends/gloo/gloo_store.hpp"
 #include "mcr/errors.hpp"
 

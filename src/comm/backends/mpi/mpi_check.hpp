@@ -1,4 +1,5 @@
-// Checked MPI calls: a failure raises BackendError naming the call, file:line, rank and MPI's message.
+// Checked MPI calls: a failure raises BackendError naming the call, file:line, rank and MPI's
+// message.
 #pragma once
 
 #include <mpi.h>
@@ -11,10 +12,10 @@ namespace mcr::detail {
 
 }  // namespace mcr::detail
 
-#define MCR_MPI_CHECK(call)                                                            \
-  do {                                                                                 \
-    const int mcr_mpi_rc_ = (call);                                                    \
-    if (mcr_mpi_rc_ != MPI_SUCCESS) {                                                  \
-      ::mcr::detail::throw_mpi_error(#call, __FILE__, __LINE__, mcr_mpi_rc_);         \
-    }                                                                                  \
+#define MCR_MPI_CHECK(call)                                                   \
+  do {                                                                        \
+    const int mcr_mpi_rc_ = (call);                                           \
+    if (mcr_mpi_rc_ != MPI_SUCCESS) {                                         \
+      ::mcr::detail::throw_mpi_error(#call, __FILE__, __LINE__, mcr_mpi_rc_); \
+    }                                                                         \
   } while (false)

@@ -34,8 +34,8 @@ class MpiExchange final : public Exchange {
       total += lens[i];
     }
     Bytes all(static_cast<std::size_t>(total));
-    MCR_MPI_CHECK(MPI_Allgatherv(mine.data(), my_len, MPI_BYTE, all.data(), lens.data(), displs.data(),
-                                 MPI_BYTE, comm_));
+    MCR_MPI_CHECK(MPI_Allgatherv(mine.data(), my_len, MPI_BYTE, all.data(), lens.data(),
+                                 displs.data(), MPI_BYTE, comm_));
     std::vector<Bytes> out;
     for (std::size_t i = 0; i < lens.size(); ++i) {
       out.emplace_back(all.begin() + displs[i], all.begin() + displs[i] + lens[i]);
@@ -53,12 +53,13 @@ std::unique_ptr<Exchange> MpiLaunch::world_exchange(const LaunchInfo& launch) {
   int init = 0;
   MCR_MPI_CHECK(MPI_Initialized(&init));
   if (!init) {
-    // Under torchrun-style variables (or srun without PMI) MPI_Init would form a wrong world of one;
-    // a process started alone is a genuine world of one.
+    // Under torchrun-style variables (or srun without PMI) MPI_Init would form a wrong world of
+    // one; a process started alone is a genuine world of one.
     if (!launch.mpi_world && launch.launcher != Launcher::single) return nullptr;
     int provided = 0;
-    // Only the calling thread enters MPI (Gloo and NCCL progress on their own threads and never call
-    // MPI); the watchdog's MPI_Abort is the one exception, and Open MPI allows it from any thread.
+    // Only the calling thread enters MPI (Gloo and NCCL progress on their own threads and never
+    // call MPI); the watchdog's MPI_Abort is the one exception, and Open MPI allows it from any
+    // thread.
     MCR_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
     g_we_initialized = true;
   }
@@ -67,9 +68,10 @@ std::unique_ptr<Exchange> MpiLaunch::world_exchange(const LaunchInfo& launch) {
   MCR_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   MCR_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
   if ((launch.launcher != Launcher::single && (rank != launch.rank || size != launch.size))) {
-    throw MismatchError(fmt::format("MPI world (rank {} of {}) disagrees with the launcher environment ({}: rank "
-                                    "{} of {})",
-                                    rank, size, to_string(launch.launcher), launch.rank, launch.size));
+    throw MismatchError(
+        fmt::format("MPI world (rank {} of {}) disagrees with the launcher environment ({}: rank "
+                    "{} of {})",
+                    rank, size, to_string(launch.launcher), launch.rank, launch.size));
   }
   return std::make_unique<MpiExchange>();
 }

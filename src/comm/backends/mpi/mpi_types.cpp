@@ -20,18 +20,24 @@ template <DType T>
 MPI_User_function* user_fn(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return &user_reduce<ReduceOp::sum, T>;
-    case ReduceOp::prod: return &user_reduce<ReduceOp::prod, T>;
-    case ReduceOp::min: return &user_reduce<ReduceOp::min, T>;
-    case ReduceOp::max: return &user_reduce<ReduceOp::max, T>;
-    default: return nullptr;
+    case ReduceOp::avg:
+      return &user_reduce<ReduceOp::sum, T>;
+    case ReduceOp::prod:
+      return &user_reduce<ReduceOp::prod, T>;
+    case ReduceOp::min:
+      return &user_reduce<ReduceOp::min, T>;
+    case ReduceOp::max:
+      return &user_reduce<ReduceOp::max, T>;
+    default:
+      return nullptr;
   }
 }
 
 // [dtype f16/bf16][reduce op]
 std::array<std::array<MPI_Op, 8>, 2> user_ops = [] {
   std::array<std::array<MPI_Op, 8>, 2> a{};
-  for (auto& row : a) row.fill(MPI_OP_NULL);
+  for (auto& row : a)
+    row.fill(MPI_OP_NULL);
   return a;
 }();
 
@@ -39,14 +45,21 @@ std::array<std::array<MPI_Op, 8>, 2> user_ops = [] {
 
 MPI_Datatype mpi_datatype(DType t) noexcept {
   switch (t) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
     case DType::f16:
-    case DType::bf16: return MPI_UINT16_T;
-    case DType::i8: return MPI_INT8_T;
-    case DType::u8: return MPI_UINT8_T;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
+    case DType::bf16:
+      return MPI_UINT16_T;
+    case DType::i8:
+      return MPI_INT8_T;
+    case DType::u8:
+      return MPI_UINT8_T;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
   }
   return MPI_DATATYPE_NULL;
 }
@@ -64,13 +77,20 @@ MPI_Op mpi_op(ReduceOp op, DType t) {
   }
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return MPI_SUM;
-    case ReduceOp::prod: return MPI_PROD;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::band: return MPI_BAND;
-    case ReduceOp::bor: return MPI_BOR;
-    case ReduceOp::bxor: return MPI_BXOR;
+    case ReduceOp::avg:
+      return MPI_SUM;
+    case ReduceOp::prod:
+      return MPI_PROD;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::band:
+      return MPI_BAND;
+    case ReduceOp::bor:
+      return MPI_BOR;
+    case ReduceOp::bxor:
+      return MPI_BXOR;
   }
   return MPI_OP_NULL;
 }

@@ -7,18 +7,18 @@
 #include <fmt/format.h>
 
 #include "backends/factories.hpp"
-#include "device/device_queue.hpp"
 #include "backends/nccl/nccl_check.hpp"
 #include "backends/nccl/nccl_ops.hpp"
 #include "backends/nccl/nccl_types.hpp"
 #include "bootstrap/bootstrap.hpp"
+#include "device/device_queue.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail::nccl {
 
+using device::caller_stream;
 using device::DeviceGuard;
 using device::DeviceQueue;
-using device::caller_stream;
 
 namespace {
 

@@ -1,6 +1,7 @@
-// Checked calls into NCCL (CUDA runtime calls: device/cuda_check.hpp). A failure becomes mcr::BackendError whose message
-// names the call, file:line, the rank and operation, the library's own error string and, for NCCL,
-// ncclGetLastError(), which carries the detail (peer, transport, ...) the result code lacks.
+// Checked calls into NCCL (CUDA runtime calls: device/cuda_check.hpp). A failure becomes
+// mcr::BackendError whose message names the call, file:line, the rank and operation, the library's
+// own error string and, for NCCL, ncclGetLastError(), which carries the detail (peer, transport,
+// ...) the result code lacks.
 #pragma once
 
 #include <string>
