@@ -108,8 +108,18 @@ DeviceSpec local_cpu_device(const LocalCpuOptions& options) {
     spec.sources["peak_tflops"] = "estimated from CPU facts (no BLAS in this build to probe with)";
     return spec;
   }
-  auto runner = make_cblas_runner(threads);
-  apply_measured_peak(spec, probe_fp32_peak(*runner, peak_probe_plan(spec.peak_for(DType::fp32))));
+  try {
+    auto runner = make_cblas_runner(threads);
+    const auto probe = probe_fp32_peak(*runner, peak_probe_plan(spec.peak_for(DType::fp32)));
+    apply_measured_peak(spec, probe);
+  } catch (const UnsupportedError& e) {
+    // The BLAS cannot run the probe (e.g. it failed to load): the estimate is still a device.
+    spec.sources["peak_tflops"] =
+        fmt::format("estimated from CPU facts (peak probe: {})", e.what());
+  } catch (const BackendError& e) {
+    spec.sources["peak_tflops"] =
+        fmt::format("estimated from CPU facts (peak probe: {})", e.what());
+  }
   spec.validate();
   return spec;
 }

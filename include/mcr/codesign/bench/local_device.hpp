@@ -62,7 +62,8 @@ struct LocalCpuOptions {
 
 /// This machine's CPU as a device: cpu_device_spec() with measured memory bandwidth, scaled to
 /// `threads` cores, and (probe_peak) the fp32 peak measured by a quick SGEMM probe through the
-/// CBLAS runner. Throws mcr::InvalidArgument as cpu_device_spec() does.
+/// CBLAS runner. Without a BLAS, or when the probe fails, the estimate stays and
+/// sources["peak_tflops"] says why. Throws mcr::InvalidArgument as cpu_device_spec() does.
 DeviceSpec local_cpu_device(const LocalCpuOptions& options);
 
 /// The catalog device matching `gpu` (by name), with compute_units and l2_bytes replaced by what
