@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "gemm_report.hpp"
 #include "mcr/codesign/bench/calibrate.hpp"
+#include "mcr/codesign/bench/local_device.hpp"
 #include "mcr/codesign/bench/measurement.hpp"
 #include "mcr/errors.hpp"
 
@@ -24,6 +25,8 @@ struct CalibrateArgs {
   std::string device;
   std::string output;
   bool json = false;
+  int threads = 0;
+  bool no_peak_probe = false;
   cb::CalibrationOptions options;
 };
 
@@ -33,7 +36,9 @@ void run(const CalibrateArgs& a) {
     throw InvalidArgument(fmt::format("{}: contains no measurements", a.measurements));
   }
   codesign::DeviceSpec start;
-  if (!a.device.empty()) {
+  if (a.device == "local") {
+    start = cb::local_cpu_device({a.threads, !a.no_peak_probe});
+  } else if (!a.device.empty()) {
     start = codesign::resolve_device(a.device);
   } else if (set.device) {
     start = *set.device;
@@ -71,8 +76,15 @@ void add_calibrate_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--device", args->device,
-                  "device to start from: catalog name or JSON file (default: the device recorded "
-                  "in the measurements)");
+                  "device to start from: catalog name, JSON file or 'local' (this CPU, its fp32 "
+                  "peak measured by a quick SGEMM probe) (default: the device recorded in the "
+                  "measurements)");
+  cmd->add_option("--threads", args->threads,
+                  "with --device local: BLAS threads the measurements used (default: all usable "
+                  "cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-peak-probe", args->no_peak_probe,
+                "with --device local: keep the fp32 peak estimated from CPU facts");
   cmd->add_option("-o,--output", args->output, "write the calibrated device JSON here");
   cmd->add_option("--holdout", args->options.holdout_fraction,
                   "fraction of measurements held out of the fit to judge it, in [0, 1)")

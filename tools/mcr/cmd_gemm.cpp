@@ -42,6 +42,7 @@ struct GemmArgs {
   std::string output;
   bool quiet = false;
   bool dry_run = false;
+  bool no_peak_probe = false;
   std::string input;
   std::string clock = "wall";
   cb::MeasureOptions measure;
@@ -132,20 +133,7 @@ std::optional<codesign::DeviceSpec> local_device(const GemmArgs& a, const cb::Ge
       if (!gpu) throw Error("the GPU disappeared");
       return cb::gpu_device_spec(*gpu);
     }
-    const auto cpu = cb::detect_cpu();
-    // More BLAS threads than cores add no compute units.
-    const int threads = a.threads > 0 ? std::min(a.threads, cpu.cores) : cpu.cores;
-    auto spec = cb::cpu_device_spec(
-        cpu, cb::measure_memory_bandwidth_gbs(static_cast<std::size_t>(cpu.llc_bytes()), threads));
-    if (threads != cpu.cores) {
-      // The BLAS runs on `threads` cores: the device is that share of the CPU.
-      const double share = static_cast<double>(threads) / cpu.cores;
-      spec.compute_units = threads;
-      for (auto& [dtype, peak] : spec.peak_tflops)
-        peak *= share;
-      spec.description += fmt::format(", {} of them used", threads);
-    }
-    return spec;
+    return cb::local_cpu_device({a.threads, !a.no_peak_probe && !a.dry_run});
   } catch (const InvalidArgument&) {
     if (required) throw;
     return std::nullopt;
@@ -325,6 +313,9 @@ void add_gemm_command(CLI::App& app) {
   cmd->add_option("-o,--output", args->output, "write the result here instead of stdout");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress on stderr");
   cmd->add_flag("--dry-run", args->dry_run, "list the GEMMs without running them");
+  cmd->add_flag("--no-peak-probe", args->no_peak_probe,
+                "local CPU: keep the fp32 peak estimated from CPU facts instead of measuring it "
+                "with a quick SGEMM probe (reproducible device descriptions)");
   cmd->add_option("--input", args->input,
                   "report measurements saved by --json instead of running (e.g. --compare them "
                   "against another --device)")

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -98,26 +99,54 @@ void print_calibration(std::FILE* out, const codesign::bench::CalibrationResult&
     print_summary_line(out, "  held-out after ", r.holdout_after);
   }
   const auto& a = r.device.efficiency;
-  fmt::print(out, "  {:<24} {:>12} {:>12}\n", "parameter", "before", "after");
-  fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", "peak_fraction", before.peak_fraction,
-             a.peak_fraction);
-  fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", "k_overhead", before.k_overhead, a.k_overhead);
-  fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", "launch_overhead_s", before.launch_overhead_s,
-             a.launch_overhead_s);
-  fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", "latency_floor_s", before.latency_floor_s,
-             a.latency_floor_s);
-  fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", "memory_efficiency", before.memory_efficiency,
-             a.memory_efficiency);
+  // One row per efficiency parameter, named as in --json: the value before and after, the interval
+  // the data support (moving the value alone within it costs at most 1% of the fit), and why a
+  // value was not fitted.
+  fmt::print(out, "  {:<28} {:>10} {:>10}  {:<23} {}\n", "parameter", "before", "after",
+             "supported interval", "note");
+  int at_edge = 0, at_prior = 0;
+  const auto row = [&](const std::string& name, double before_value, double after_value) {
+    std::string interval = "-", note;
+    const auto fitted = std::find_if(r.fitted.begin(), r.fitted.end(),
+                                     [&](const auto& f) { return f.name == name; });
+    if (fitted != r.fitted.end() && fitted->identified) {
+      interval = fmt::format("[{:.4g}, {:.4g}]", fitted->low, fitted->high);
+      if (fitted->at_bound) {
+        note = "AT THE EDGE of its range (the data push past it)";
+        ++at_edge;
+      }
+    } else {
+      const auto prior = std::find_if(r.unidentified.begin(), r.unidentified.end(),
+                                      [&](const auto& u) { return u.rfind(name + ": ", 0) == 0; });
+      if (prior != r.unidentified.end()) {
+        note = "left at prior: " + prior->substr(name.size() + 2);
+        ++at_prior;
+      } else {
+        note = "reference, not fitted";
+      }
+    }
+    fmt::print(out, "  {:<28} {:>10.4g} {:>10.4g}  {:<23} {}\n", name, before_value, after_value,
+               interval, note);
+  };
+  row("peak_fraction", before.peak_fraction, a.peak_fraction);
+  row("k_overhead", before.k_overhead, a.k_overhead);
+  row("launch_overhead_s", before.launch_overhead_s, a.launch_overhead_s);
+  row("latency_floor_s", before.latency_floor_s, a.latency_floor_s);
+  row("memory_efficiency", before.memory_efficiency, a.memory_efficiency);
   for (std::size_t i = 0; i < a.alignment_tiers.size() && i < before.alignment_tiers.size(); ++i) {
-    fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n",
-               fmt::format("tier >= {} B", a.alignment_tiers[i].min_bytes),
-               before.alignment_tiers[i].factor, a.alignment_tiers[i].factor);
+    row(fmt::format("alignment_tiers[{}B].factor", a.alignment_tiers[i].min_bytes),
+        before.alignment_tiers[i].factor, a.alignment_tiers[i].factor);
   }
   for (std::size_t i = 0; i < r.device.tiles.size() && i < before_device.tiles.size(); ++i) {
     const auto& t = r.device.tiles[i];
-    fmt::print(out, "  {:<24} {:>12.4g} {:>12.4g}\n", fmt::format("tile {}x{}", t.m, t.n),
-               before_device.tiles[i].efficiency, t.efficiency);
+    row(fmt::format("tiles[{}x{}].efficiency", t.m, t.n), before_device.tiles[i].efficiency,
+        t.efficiency);
   }
+  fmt::print(out, "  {} fitted ({} at the edge of their range), {} left at prior\n",
+             r.fitted.size() - static_cast<std::size_t>(
+                                   std::count_if(r.fitted.begin(), r.fitted.end(),
+                                                 [](const auto& f) { return !f.identified; })),
+             at_edge, at_prior);
 }
 
 void write_output(const std::string& path, const std::string& text) {

@@ -86,6 +86,44 @@ DeviceSpec cpu_device_spec(const CpuInfo& cpu, double memory_bandwidth_gbs) {
   return d;
 }
 
+DeviceSpec local_cpu_device(const LocalCpuOptions& options) {
+  const auto cpu = detect_cpu();
+  // More BLAS threads than cores add no compute units.
+  const int threads = options.threads > 0 ? std::min(options.threads, cpu.cores) : cpu.cores;
+  auto spec = cpu_device_spec(
+      cpu, measure_memory_bandwidth_gbs(static_cast<std::size_t>(cpu.llc_bytes()), threads));
+  if (threads != cpu.cores) {
+    // The BLAS runs on `threads` cores: the device is that share of the CPU.
+    const double share = static_cast<double>(threads) / cpu.cores;
+    spec.compute_units = threads;
+    for (auto& [dtype, peak] : spec.peak_tflops)
+      peak *= share;
+    spec.description += fmt::format(", {} of them used", threads);
+  }
+  if (!options.probe_peak) {
+    spec.sources["peak_tflops"] = "estimated from CPU facts (peak probe skipped)";
+    return spec;
+  }
+  if (!cblas_available()) {
+    spec.sources["peak_tflops"] = "estimated from CPU facts (no BLAS in this build to probe with)";
+    return spec;
+  }
+  try {
+    auto runner = make_cblas_runner(threads);
+    const auto probe = probe_fp32_peak(*runner, peak_probe_plan(spec.peak_for(DType::fp32)));
+    apply_measured_peak(spec, probe);
+  } catch (const UnsupportedError& e) {
+    // The BLAS cannot run the probe (e.g. it failed to load): the estimate is still a device.
+    spec.sources["peak_tflops"] =
+        fmt::format("estimated from CPU facts (peak probe: {})", e.what());
+  } catch (const BackendError& e) {
+    spec.sources["peak_tflops"] =
+        fmt::format("estimated from CPU facts (peak probe: {})", e.what());
+  }
+  spec.validate();
+  return spec;
+}
+
 DeviceSpec gpu_device_spec(const GpuInfo& gpu) {
   const auto name = catalog_name_for_gpu(gpu.name);
   if (name.empty()) {
