@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from harness import Run, parse
+from harness import AllToAll, Run, parse
 
 TABLES_PER_RANK, ROWS, DIM, DENSE, BATCH = 2, 20000, 32, 64, 256
 
@@ -28,25 +28,6 @@ class Dense(nn.Module):
 
     def forward(self, x, emb):
         return self.top(torch.cat([self.bottom(x), emb], dim=1))
-
-
-class AllToAll(torch.autograd.Function):
-    """Equal-split all_to_all of rows; its gradient is the same exchange in reverse."""
-
-    @staticmethod
-    def forward(ctx, x, run):
-        ctx.run = run
-        out = torch.empty_like(x)
-        with run.comm():
-            dist.all_to_all_single(out, x.contiguous())
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        out = torch.empty_like(grad)
-        with ctx.run.comm():
-            dist.all_to_all_single(out, grad.contiguous())
-        return out, None
 
 
 def main():

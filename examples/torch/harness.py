@@ -17,6 +17,25 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import mcr.torch as mt
 
+class AllToAll(torch.autograd.Function):
+    """Equal-split all_to_all of rows; its gradient is the same exchange in reverse."""
+
+    @staticmethod
+    def forward(ctx, x, run):
+        ctx.run = run
+        out = torch.empty_like(x)
+        with run.comm():
+            dist.all_to_all_single(out, x.contiguous())
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        out = torch.empty_like(grad)
+        with ctx.run.comm():
+            dist.all_to_all_single(out, grad.contiguous())
+        return out, None
+
+
 DISTS = ("torch-gloo", "mcr-mpi", "mcr-gloo", "mcr-auto")
 
 

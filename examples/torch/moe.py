@@ -8,29 +8,11 @@ Switch/DeepSpeed-MoE), so every all_to_all has equal splits.
 """
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 
-from harness import Run, parse
+from harness import AllToAll, Run, parse
 
 SEQ, BATCH, D, HEADS, FF, CAPACITY_FACTOR = 64, 8, 128, 4, 512, 1.25
-
-
-class AllToAll(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, run):
-        ctx.run = run
-        out = torch.empty_like(x)
-        with run.comm():
-            dist.all_to_all_single(out, x.contiguous())
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        out = torch.empty_like(grad)
-        with ctx.run.comm():
-            dist.all_to_all_single(out, grad.contiguous())
-        return out, None
 
 
 class Dense(nn.Module):
