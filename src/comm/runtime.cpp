@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "backend.hpp"
-#include "bootstrap/store_exchange.hpp"
+#include "bootstrap/store_setup.hpp"
 #include "comm_log_hooks.hpp"
 #include "device/device_runtime.hpp"
 #include "launch_hooks.hpp"
@@ -53,55 +53,11 @@ std::chrono::milliseconds resolve_timeout(const InitOptions& o) {
   return std::chrono::minutes(10);
 }
 
-std::string hostname() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
-}
-
 Bytes to_bytes(std::string_view s) {
   return Bytes(s.begin(), s.end());
 }
 std::string from_bytes(const Bytes& b) {
   return std::string(b.begin(), b.end());
-}
-
-// The rendezvous store: a server on world rank 0; its address comes from MASTER_ADDR/MASTER_PORT
-// (torchrun) or is published through the MPI exchange (mpirun, srun).
-void start_store(Runtime& rt, std::unique_ptr<Exchange> mpi, std::chrono::milliseconds timeout) {
-  const LaunchInfo& l = rt.launch;
-  std::string host;
-  int port = 0;
-  if (mpi == nullptr) {
-    host = l.launcher == Launcher::torchrun ? l.master_addr : "127.0.0.1";
-    port = l.launcher == Launcher::torchrun ? l.master_port : 0;
-    if (l.rank == 0) {
-      rt.store_server =
-          std::make_unique<TcpStoreServer>(l.size == 1 ? "127.0.0.1" : "0.0.0.0", port);
-      port = rt.store_server->port();
-    }
-  } else {
-    const std::string me = hostname();
-    auto hosts = mpi->all_gather(to_bytes(me));
-    bool one_host = true;
-    for (const auto& h : hosts)
-      one_host = one_host && from_bytes(h) == me;
-    if (l.rank == 0) {
-      rt.store_server = std::make_unique<TcpStoreServer>(one_host ? "127.0.0.1" : "0.0.0.0", 0);
-      const char* advertised = env("MCR_STORE_HOST");
-      host = advertised ? advertised : (one_host ? "127.0.0.1" : me);
-      port = rt.store_server->port();
-    }
-    auto addrs = mpi->all_gather(to_bytes(l.rank == 0 ? fmt::format("{}:{}", host, port) : ""));
-    const std::string addr = from_bytes(addrs[0]);
-    const auto colon = addr.rfind(':');
-    host = addr.substr(0, colon);
-    port = std::stoi(addr.substr(colon + 1));
-  }
-  auto store = connect_tcp_store(host, port, timeout);
-  std::unique_ptr<Exchange> exchange =
-      mpi ? std::move(mpi) : make_store_exchange(*store, l.rank, l.size);
-  rt.bootstrap = std::make_unique<Bootstrap>(l, std::move(exchange), std::move(store), timeout);
 }
 
 std::vector<std::string> split_list(std::string_view s) {
@@ -292,6 +248,11 @@ void wait_for_all_ranks(Runtime& r) noexcept {
     Store& store = r.bootstrap->store();
     if (store.add("mcr/finalize", 1) == r.launch.size) store.set("mcr/finalize/all", {1});
     (void)store.get("mcr/finalize/all", r.bootstrap->timeout());
+    // Rank 0's process holds the server: it stays until every other rank has let go of it.
+    if (r.store_server && !r.store_server->wait_for_ranks_to_leave(0, r.bootstrap->timeout())) {
+      log_debug("finalize: some ranks were still connected to the store after {} ms",
+                r.bootstrap->timeout().count());
+    }
   } catch (const std::exception& e) {  // finalize must not throw: say why and leave
     log_debug("finalize: not every rank checked in: {}", e.what());
   }

@@ -28,6 +28,9 @@ struct LaunchInfo {
   /// forms the real world. Under torchrun-style variables alone it is false, and the MPI backend
   /// reports itself unusable rather than forming a world of one.
   bool mpi_world = false;
+  /// Filled in by the store setup, once ranks have compared notes (bootstrap/host.hpp):
+  std::string host_id;       ///< this process's host identity (host name, boot id, network ns)
+  bool single_host = false;  ///< every rank of the world has this host identity
 };
 
 /// Reads OMPI_COMM_WORLD_*, PMIX_RANK, SLURM_PROCID/SLURM_NTASKS/..., RANK/WORLD_SIZE/LOCAL_RANK/
@@ -67,6 +70,11 @@ class Bootstrap {
   const LaunchInfo& launch() const noexcept { return launch_; }
   int rank() const noexcept { return launch_.rank; }
   int size() const noexcept { return launch_.size; }
+  /// This process's host identity: equal for two ranks exactly when they share a machine and a
+  /// network namespace (so loopback reaches one from the other).
+  const std::string& host_id() const noexcept { return launch_.host_id; }
+  /// Whether every rank of the world has this process's host identity.
+  bool single_host() const noexcept { return launch_.single_host; }
   Exchange& exchange() { return *exchange_; }
   Store& store() { return *store_; }
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }

@@ -1,6 +1,7 @@
 // The TCP store's wire format: little-endian integers and length-prefixed blobs. A request is
 // <u32 body length><body>, the body starting with a Command; a reply is <Status><blob>. Shared by
-// the server (tcp_store_server.cpp) and the client (tcp_store_client.cpp).
+// the server (tcp_store_server.cpp) and the client (tcp_store_client.cpp). The first request of
+// every connection must be a hello (tcp_store.hpp); docs/reliability.md explains the caps below.
 #pragma once
 
 #include <chrono>
@@ -17,16 +18,37 @@ namespace mcr::detail::store_wire {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Command : std::uint8_t { set = 1, get = 2, add = 3, check = 4 };
+enum class Command : std::uint8_t { set = 1, get = 2, add = 3, check = 4, hello = 5 };
 enum class Status : std::uint8_t { ok = 0, timed_out = 1, error = 2 };
 
-// A request body larger than this is a protocol error (garbage on the port), not a real value.
-inline constexpr std::uint32_t kMaxBodyBytes = 1u << 30;
+// Bumped whenever a request or reply changes shape; a hello with another version is refused.
+inline constexpr std::uint32_t kProtocolVersion = 2;
+
+// Keys are short names ("gloo/world/12", "mcr/split/0/3/17") plus the job prefix.
+inline constexpr std::size_t kMaxKeyBytes = 4096;
+// The largest value any rank stores is a Gloo address list or a world all-gather entry: a few
+// hundred bytes per rank, so 64 MiB leaves room for far more ranks than a job has, while bounding
+// what one request can make rank 0 allocate.
+inline constexpr std::size_t kMaxValueBytes = std::size_t{64} << 20;
+// A request body: command, key and value with their length fields; anything longer is not ours
+// and closes the connection before a byte of it is buffered.
+inline constexpr std::uint32_t kMaxBodyBytes =
+    static_cast<std::uint32_t>(kMaxValueBytes + kMaxKeyBytes + 64);
+// Until a connection has presented the job's token it may send only a hello, and no more than
+// this: a stranger costs rank 0 a few KiB per connection, never a large buffer.
+inline constexpr std::uint32_t kMaxHelloBytes = 4096;
+// Replies queued for a client that does not read them; past this the connection is closed.
+inline constexpr std::size_t kMaxQueuedReplyBytes = 2 * kMaxValueBytes + (std::size_t{1} << 20);
+// Everything authenticated ranks store together (keys and values).
+inline constexpr std::size_t kMaxStoredBytes = std::size_t{1} << 30;
+// Connections that have not yet completed the hello, at once; further ones are closed on accept.
+inline constexpr std::size_t kMaxPendingConnections = 64;
+// A connection that has not sent its hello within this long is closed (a real client sends it
+// right after connecting).
+inline constexpr std::chrono::seconds kHelloDeadline{10};
 // A waiting get is served in slices of at most this long, so a client connection shared by
 // several threads is never held by one of them for long.
 inline constexpr std::chrono::milliseconds kGetSlice{100};
-// A reply slower than this means the server is gone (it answers every request within a slice).
-inline constexpr int kReplyTimeoutSeconds = 60;
 
 class Writer {
  public:

@@ -1,5 +1,6 @@
 // The TCP store's client: one connection per process, shared by its threads under a mutex; every
-// request is a round trip, a waiting get is served in slices (store_wire.hpp's kGetSlice).
+// request is a round trip, a waiting get is served in slices (store_wire.hpp's kGetSlice). The
+// connection opens with a hello naming the job; every key is prefixed with the job id.
 #include "bootstrap/tcp_store.hpp"
 
 #include <fcntl.h>
@@ -44,12 +45,47 @@ namespace {
 
 class TcpStoreClient final : public Store {
  public:
-  TcpStoreClient(UniqueFd fd, std::string where) : fd_(std::move(fd)), where_(std::move(where)) {}
+  TcpStoreClient(UniqueFd fd, std::string where, std::string prefix,
+                 std::chrono::milliseconds reply_timeout)
+      : fd_(std::move(fd)),
+        where_(std::move(where)),
+        prefix_(std::move(prefix)),
+        reply_timeout_(reply_timeout) {}
+
+  // The first request of the connection. Returns false when the server closed the connection
+  // before answering (it was full: worth another try); throws when it refused this process.
+  bool hello(const StoreJob& job, int rank) {
+    Writer w;
+    w.u8(static_cast<std::uint8_t>(Command::hello));
+    w.u32(kProtocolVersion);
+    w.str(job.token);
+    w.str(job.job_id);
+    w.i64(job.world_size);
+    w.i64(rank);
+    Reply r;
+    try {
+      std::lock_guard lock(mu_);
+      r = round_trip(w.bytes());
+    } catch (const ClosedByServer&) {
+      return false;
+    }
+    if (r.status != Status::ok) {
+      throw BackendError(fmt::format("TCP store {}: the server refused this process (rank {}): {}",
+                                     where_, rank,
+                                     std::string(r.payload.begin(), r.payload.end())));
+    }
+    return true;
+  }
 
   void set(const std::string& key, const Bytes& value) override {
+    if (value.size() > kMaxValueBytes) {
+      throw InvalidArgument(fmt::format(
+          "TCP store {}: set '{}': value of {} bytes exceeds the store's limit of {} bytes", where_,
+          key, value.size(), kMaxValueBytes));
+    }
     Writer w;
     w.u8(static_cast<std::uint8_t>(Command::set));
-    w.str(key);
+    w.str(wire_key(key));
     w.blob(value.data(), value.size());
     std::lock_guard lock(mu_);
     expect_ok(round_trip(w.bytes()), "set", key);
@@ -62,7 +98,7 @@ class TcpStoreClient final : public Store {
       const auto slice = std::clamp(left, std::chrono::milliseconds(0), kGetSlice);
       Writer w;
       w.u8(static_cast<std::uint8_t>(Command::get));
-      w.str(key);
+      w.str(wire_key(key));
       w.u64(static_cast<std::uint64_t>(slice.count()));
       Reply r;
       {
@@ -82,7 +118,7 @@ class TcpStoreClient final : public Store {
   std::int64_t add(const std::string& key, std::int64_t delta) override {
     Writer w;
     w.u8(static_cast<std::uint8_t>(Command::add));
-    w.str(key);
+    w.str(wire_key(key));
     w.i64(delta);
     Reply r;
     {
@@ -99,7 +135,7 @@ class TcpStoreClient final : public Store {
     w.u8(static_cast<std::uint8_t>(Command::check));
     w.u32(static_cast<std::uint32_t>(keys.size()));
     for (const auto& k : keys)
-      w.str(k);
+      w.str(wire_key(k));
     Reply r;
     {
       std::lock_guard lock(mu_);
@@ -114,6 +150,19 @@ class TcpStoreClient final : public Store {
     Status status = Status::error;
     Bytes payload;
   };
+  struct ClosedByServer : BackendError {
+    using BackendError::BackendError;
+  };
+
+  // The key on the wire: the job id first, so that jobs can never read each other's keys.
+  std::string wire_key(const std::string& key) const {
+    if (prefix_.size() + key.size() > kMaxKeyBytes) {
+      throw InvalidArgument(fmt::format("TCP store {}: key '{:.64}...' of {} bytes exceeds the "
+                                        "store's limit of {} bytes (with the job prefix)",
+                                        where_, key, key.size(), kMaxKeyBytes - prefix_.size()));
+    }
+    return prefix_ + key;
+  }
 
   void expect_ok(const Reply& r, std::string_view op, const std::string& key) const {
     if (r.status == Status::ok) return;
@@ -135,7 +184,7 @@ class TcpStoreClient final : public Store {
     Reply r;
     r.status = static_cast<Status>(hr.u8());
     const std::uint64_t n = hr.u64();
-    if (n > kMaxBodyBytes) {
+    if (n > kMaxValueBytes + 4096) {
       throw BackendError(
           fmt::format("TCP store {}: reply of {} bytes is not our protocol", where_, n));
     }
@@ -160,13 +209,13 @@ class TcpStoreClient final : public Store {
     while (n > 0) {
       ssize_t k = ::recv(fd_.get(), p, n, 0);
       if (k == 0) {
-        throw BackendError(fmt::format("TCP store {}: the server closed the connection", where_));
+        throw ClosedByServer(fmt::format("TCP store {}: the server closed the connection", where_));
       }
       if (k < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          throw BackendError(fmt::format("TCP store {}: no reply from the server within {} s",
-                                         where_, kReplyTimeoutSeconds));
+          throw BackendError(fmt::format("TCP store {}: no reply from the server within {} ms",
+                                         where_, reply_timeout_.count()));
         }
         throw_socket_error(fmt::format("recv from {}", where_), errno);
       }
@@ -177,6 +226,8 @@ class TcpStoreClient final : public Store {
 
   UniqueFd fd_;
   std::string where_;
+  std::string prefix_;
+  std::chrono::milliseconds reply_timeout_;
   std::mutex mu_;
 };
 
@@ -188,7 +239,8 @@ bool is_retryable_connect_error(int err) {
 }  // namespace
 
 std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
-                                         std::chrono::milliseconds timeout) {
+                                         std::chrono::milliseconds timeout, const StoreJob& job,
+                                         int rank) {
   if (host.empty()) throw InvalidArgument("connect_tcp_store: host is empty");
   if (port <= 0 || port > 65535) {
     throw InvalidArgument(fmt::format("connect_tcp_store: port {} is outside [1, 65535]", port));
@@ -215,11 +267,19 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
       if (fd.get() < 0) throw_socket_error("socket", errno);
       if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
         set_nodelay(fd.get());
-        timeval tv{kReplyTimeoutSeconds, 0};
+        // The server answers every request within a get slice; a reply slower than the job's
+        // timeout means it is gone.
+        const auto reply_timeout = std::max(timeout, std::chrono::milliseconds(1000));
+        timeval tv{static_cast<time_t>(reply_timeout.count() / 1000),
+                   static_cast<suseconds_t>((reply_timeout.count() % 1000) * 1000)};
         if (::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
           throw_socket_error("setsockopt(SO_RCVTIMEO)", errno);
         }
-        return std::make_unique<TcpStoreClient>(std::move(fd), where);
+        auto client = std::make_unique<TcpStoreClient>(std::move(fd), where, job.job_id + "/",
+                                                       reply_timeout);
+        if (client->hello(job, rank)) return client;
+        last_error = "the server closed the connection before answering the hello (full?)";
+        break;
       }
       const int err = errno;
       if (!is_retryable_connect_error(err))

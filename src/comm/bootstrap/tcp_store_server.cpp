@@ -1,5 +1,8 @@
 // The TCP store's server: one thread, poll() over a listening socket, its clients and a wake pipe;
-// waiting gets are parked and served when their key is set or their deadline passes.
+// waiting gets are parked and served when their key is set or their deadline passes. Nothing but a
+// hello with the job's token is accepted from a new connection, and every length is checked
+// against the caps of store_wire.hpp before a byte is buffered, so a stranger on the port can
+// neither use the store nor make this process allocate more than a few KiB per connection.
 #include "bootstrap/tcp_store.hpp"
 
 #include <fcntl.h>
@@ -12,12 +15,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <source_location>
 #include <string_view>
 #include <system_error>
@@ -38,13 +43,43 @@ namespace mcr::detail {
 using namespace store_wire;  // NOLINT(google-build-using-namespace): this file speaks the wire
                              // format
 
+namespace {
+
+// Compares without an early exit, so the time a refusal takes says nothing about the token.
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  const std::size_t n = std::min(a.size(), b.size());
+  for (std::size_t i = 0; i < n; ++i)
+    diff |= static_cast<unsigned>(static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]));
+  return diff == 0;
+}
+
+std::string peer_text(const sockaddr_storage& addr, socklen_t len) {
+  char host[NI_MAXHOST] = {};
+  char serv[NI_MAXSERV] = {};
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof host, serv,
+                    sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "?";
+  }
+  return addr.ss_family == AF_INET6 ? fmt::format("[{}]:{}", host, serv)
+                                    : fmt::format("{}:{}", host, serv);
+}
+
+}  // namespace
+
 struct TcpStoreServer::Impl {
   struct Client {
     UniqueFd fd;
+    std::string peer;
     Bytes in;
     Bytes out;
     std::size_t out_sent = 0;
     bool closed = false;
+    bool close_after_flush = false;  // refused: the reason is on its way, then the connection ends
+    bool hello_done = false;
+    int rank = -1;
+    Clock::time_point accepted_at;
+    std::size_t pending_out() const { return out.size() - out_sent; }
   };
   struct Waiter {
     std::uint64_t client;
@@ -52,33 +87,62 @@ struct TcpStoreServer::Impl {
     Clock::time_point deadline;
   };
 
+  StoreJob job;
   UniqueFd listen_fd;
   UniqueFd wake_read;
   UniqueFd wake_write;
   int port = 0;
   std::thread thread;
 
+  std::atomic<std::uint64_t> accepted{0}, refused{0}, rejected_hello{0}, protocol_errors{0},
+      buffered_bytes{0}, peak_buffered_bytes{0}, stored_bytes_now{0};
+  std::atomic<int> except_rank{-1};
+  std::atomic<int> other_ranks{0};  // connected ranks other than except_rank
+  std::atomic<long long> goodbye_grace_ms{2000};
+  bool closing = false;  // server thread: the owner is going away; requests get an error
+
   // Everything below is touched only by the server thread.
   std::map<std::string, Bytes> data;
+  std::size_t stored_bytes = 0;
   std::unordered_map<std::uint64_t, Client> clients;
+  std::unordered_map<int, std::uint64_t> rank_client;  // rank -> its live connection
   std::vector<Waiter> waiters;
   std::uint64_t next_client = 1;
 
+  std::size_t max_connections() const {
+    return job.world_size > 0 ? static_cast<std::size_t>(job.world_size) + kMaxPendingConnections
+                              : 1024;
+  }
   void run() noexcept;
   void accept_clients();
   void read_from(std::uint64_t id, Client& c);
+  bool take_frames(std::uint64_t id, Client& c);
   void handle(std::uint64_t id, Client& c, const std::uint8_t* body, std::size_t n);
+  void hello(std::uint64_t id, Client& c, Reader& r);
+  void refuse(Client& c, const std::string& why);
+  void drop(Client& c, std::string_view why);
   void reply(Client& c, Bytes bytes);
   void flush(Client& c);
+  void store(const std::string& key, Bytes value);
   void serve_waiters(const std::string& key);
   void expire_waiters();
+  void expire_hellos();
+  void account();
+  void say_goodbye();
   int poll_timeout_ms() const;
 };
 
-TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port) : impl_(new Impl) {
+// What ranks still connected are told while the owner's runtime is torn down outside finalize.
+constexpr std::string_view kGoodbye =
+    "the store's owner (rank 0) is going away: its runtime was torn down (init failed there, or it "
+    "left without finalize); see rank 0's error";
+
+TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port, StoreJob job)
+    : impl_(new Impl) {
   if (port < 0 || port > 65535) {
     throw InvalidArgument(fmt::format("TcpStoreServer: port {} is outside [0, 65535]", port));
   }
+  impl_->job = std::move(job);
   const bool any = bind_host.empty() || bind_host == "0.0.0.0";
   addrinfo hints{};
   hints.ai_family = any ? AF_INET : AF_UNSPEC;
@@ -135,22 +199,63 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port) : impl_(n
 }
 
 TcpStoreServer::~TcpStoreServer() {
-  const char stop = 's';
   // A failed wake-up write can only mean the pipe is full, which already wakes the thread.
+  if (impl_->other_ranks.load() > 0 && impl_->goodbye_grace_ms.load() > 0) {
+    const char goodbye = 'g';
+    [[maybe_unused]] auto written = ::write(impl_->wake_write.get(), &goodbye, 1);
+    wait_for_ranks_to_leave(impl_->except_rank.load(),
+                            std::chrono::milliseconds(impl_->goodbye_grace_ms.load()));
+  }
+  const char stop = 's';
   [[maybe_unused]] auto written = ::write(impl_->wake_write.get(), &stop, 1);
   if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+bool TcpStoreServer::wait_for_ranks_to_leave(int except_rank, std::chrono::milliseconds limit) {
+  impl_->except_rank.store(except_rank);
+  const char recount = 'r';
+  [[maybe_unused]] auto written = ::write(impl_->wake_write.get(), &recount, 1);
+  const auto deadline = Clock::now() + limit;
+  // The server thread recounts after every event; a short poll keeps this simple and cheap.
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (impl_->other_ranks.load() == 0) return true;
+    if (Clock::now() >= deadline) return false;
+  }
+}
+
+void TcpStoreServer::set_goodbye_grace(std::chrono::milliseconds grace) noexcept {
+  impl_->goodbye_grace_ms.store(grace.count());
 }
 
 int TcpStoreServer::port() const noexcept {
   return impl_->port;
 }
 
+TcpStoreServer::Stats TcpStoreServer::stats() const noexcept {
+  Stats s;
+  s.accepted = impl_->accepted.load();
+  s.refused = impl_->refused.load();
+  s.rejected_hello = impl_->rejected_hello.load();
+  s.protocol_errors = impl_->protocol_errors.load();
+  s.buffered_bytes = impl_->buffered_bytes.load();
+  s.peak_buffered_bytes = impl_->peak_buffered_bytes.load();
+  s.stored_bytes = impl_->stored_bytes_now.load();
+  return s;
+}
+
 int TcpStoreServer::Impl::poll_timeout_ms() const {
-  if (waiters.empty()) return -1;
-  auto earliest = std::min_element(waiters.begin(), waiters.end(), [](auto& a, auto& b) {
-                    return a.deadline < b.deadline;
-                  })->deadline;
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(earliest - Clock::now()).count();
+  std::optional<Clock::time_point> earliest;
+  for (const auto& w : waiters)
+    if (!earliest || w.deadline < *earliest) earliest = w.deadline;
+  for (const auto& [id, c] : clients) {
+    if (c.hello_done) continue;
+    const auto d = c.accepted_at + kHelloDeadline;
+    if (!earliest || d < *earliest) earliest = d;
+  }
+  if (!earliest) return -1;
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(*earliest - Clock::now()).count();
+  // poll() takes an int; a later deadline is simply re-armed after this wake-up.
   return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
 }
 
@@ -163,8 +268,9 @@ void TcpStoreServer::Impl::run() noexcept {
     fds.push_back({wake_read.get(), POLLIN, 0});
     fds.push_back({listen_fd.get(), POLLIN, 0});
     for (auto& [id, c] : clients) {
-      short events = POLLIN;
-      if (c.out_sent < c.out.size()) events |= POLLOUT;
+      // A client with a large backlog of unread replies is not read from until it catches up.
+      short events = c.pending_out() > kMaxValueBytes || c.close_after_flush ? 0 : POLLIN;
+      if (c.pending_out() > 0) events |= POLLOUT;
       fds.push_back({c.fd.get(), events, 0});
       ids.push_back(id);
     }
@@ -175,32 +281,71 @@ void TcpStoreServer::Impl::run() noexcept {
                    errno_text(errno).c_str());
       return;
     }
-    if (fds[0].revents != 0) return;  // destructor asked us to stop
+    if (fds[0].revents != 0) {  // the owner: 's' stop, 'g' say goodbye, 'r' recount
+      char cmds[64];
+      const ssize_t n = ::read(wake_read.get(), cmds, sizeof cmds);
+      const std::string_view got(cmds, n > 0 ? static_cast<std::size_t>(n) : 0);
+      if (n <= 0 || got.find('s') != std::string_view::npos) return;
+      if (got.find('g') != std::string_view::npos && !closing) say_goodbye();
+    }
     if (fds[1].revents & POLLIN) accept_clients();
     for (std::size_t i = 0; i < ids.size(); ++i) {
       auto it = clients.find(ids[i]);
       if (it == clients.end()) continue;
       Client& c = it->second;
       const short rev = fds[i + 2].revents;
-      if (rev & (POLLIN | POLLHUP | POLLERR)) read_from(ids[i], c);
       if ((rev & POLLOUT) && !c.closed) flush(c);
+      if ((rev & (POLLIN | POLLHUP | POLLERR)) && !c.closed) read_from(ids[i], c);
     }
     expire_waiters();
+    expire_hellos();
     for (auto it = clients.begin(); it != clients.end();) {
       if (it->second.closed) {
         const auto id = it->first;
         std::erase_if(waiters, [id](const Waiter& w) { return w.client == id; });
+        if (auto r = rank_client.find(it->second.rank); r != rank_client.end() && r->second == id) {
+          rank_client.erase(r);
+        }
         it = clients.erase(it);
       } else {
         ++it;
       }
     }
+    account();
   }
+}
+
+void TcpStoreServer::Impl::say_goodbye() {
+  closing = true;
+  for (const auto& w : waiters) {
+    auto c = clients.find(w.client);
+    if (c != clients.end() && !c->second.closed) {
+      reply(c->second, encode_reply(Status::error, kGoodbye));
+    }
+  }
+  waiters.clear();
+}
+
+void TcpStoreServer::Impl::account() {
+  std::uint64_t total = 0;
+  int others = 0;
+  const int except = except_rank.load();
+  for (const auto& [id, c] : clients) {
+    total += c.in.size() + c.pending_out();
+    if (c.hello_done && !c.closed && c.rank >= 0 && c.rank != except) ++others;
+  }
+  other_ranks.store(others);
+  buffered_bytes.store(total);
+  if (total > peak_buffered_bytes.load()) peak_buffered_bytes.store(total);
+  stored_bytes_now.store(stored_bytes);
 }
 
 void TcpStoreServer::Impl::accept_clients() {
   for (;;) {
-    int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    int fd = ::accept4(listen_fd.get(), reinterpret_cast<sockaddr*>(&addr), &len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
         return;
@@ -213,18 +358,53 @@ void TcpStoreServer::Impl::accept_clients() {
     }
     Client c;
     c.fd = UniqueFd(fd);
+    c.peer = peer_text(addr, len);
+    c.accepted_at = Clock::now();
+    const auto pending = static_cast<std::size_t>(
+        std::count_if(clients.begin(), clients.end(), [](auto& kv) { return !kv.second.hello_done; }));
+    if (clients.size() >= max_connections() || pending >= kMaxPendingConnections) {
+      // Closed at once rather than left in the backlog; a real rank retries until its timeout.
+      ++refused;
+      log_debug("TCP store server: refused a connection from {}: {} connections, {} without a hello",
+                c.peer, clients.size(), pending);
+      continue;
+    }
+    ++accepted;
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // latency only: best effort
     clients.emplace(next_client++, std::move(c));
   }
 }
 
+void TcpStoreServer::Impl::drop(Client& c, std::string_view why) {
+  if (c.hello_done) {
+    ++protocol_errors;
+  } else {
+    ++rejected_hello;
+  }
+  log_debug("TCP store server: closed the connection from {} (rank {}): {}", c.peer, c.rank, why);
+  c.closed = true;
+  c.in.clear();
+  c.in.shrink_to_fit();
+}
+
+void TcpStoreServer::Impl::refuse(Client& c, const std::string& why) {
+  ++rejected_hello;
+  log_debug("TCP store server: refused the connection from {}: {}", c.peer, why);
+  c.close_after_flush = true;
+  c.in.clear();
+  c.in.shrink_to_fit();
+  reply(c, encode_reply(Status::error, why));
+}
+
 void TcpStoreServer::Impl::read_from(std::uint64_t id, Client& c) {
   std::uint8_t chunk[64 * 1024];
-  for (;;) {
+  while (!c.closed && !c.close_after_flush && c.pending_out() <= kMaxValueBytes) {
     ssize_t n = ::recv(c.fd.get(), chunk, sizeof chunk, 0);
     if (n > 0) {
       c.in.insert(c.in.end(), chunk, chunk + n);
+      account();
+      if (!take_frames(id, c)) return;
       continue;
     }
     if (n == 0) {
@@ -235,36 +415,143 @@ void TcpStoreServer::Impl::read_from(std::uint64_t id, Client& c) {
     if (errno != EAGAIN && errno != EWOULDBLOCK) c.closed = true;
     break;
   }
+}
+
+// Handles every complete frame in c.in. The length prefix is checked against the cap of the
+// connection's state before its body is waited for, so c.in never holds more than one capped
+// frame and a read chunk. Returns false once the connection is closed or being refused.
+bool TcpStoreServer::Impl::take_frames(std::uint64_t id, Client& c) {
   std::size_t pos = 0;
-  while (!c.closed && c.in.size() - pos >= 4) {
+  while (!c.closed && !c.close_after_flush && c.in.size() - pos >= 4) {
     Reader header(c.in.data() + pos, 4);
     const std::uint32_t body_len = header.u32();
-    if (body_len == 0 || body_len > kMaxBodyBytes) {
-      c.closed = true;  // not our protocol
-      break;
+    const std::uint32_t cap = c.hello_done ? kMaxBodyBytes : kMaxHelloBytes;
+    if (body_len == 0 || body_len > cap) {
+      drop(c, fmt::format("request length {} is outside [1, {}]: not the store protocol",
+                          body_len, cap));
+      return false;
     }
     if (c.in.size() - pos - 4 < body_len) break;
     handle(id, c, c.in.data() + pos + 4, body_len);
     pos += 4 + std::size_t{body_len};
   }
+  if (c.closed || c.close_after_flush) return false;
   c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(pos));
+  return true;
+}
+
+void TcpStoreServer::Impl::hello(std::uint64_t id, Client& c, Reader& r) {
+  const std::uint32_t version = r.u32();
+  if (version != kProtocolVersion) {
+    refuse(c, fmt::format("protocol version {} is not this store's version {}", version,
+                          kProtocolVersion));
+    return;
+  }
+  const std::string token = r.str();
+  const std::string job_id = r.str();
+  const std::int64_t world_size = r.i64();
+  const std::int64_t rank = r.i64();
+  if (!same_secret(token, job.token)) {
+    refuse(c, "wrong token: this store serves another job (every rank needs the same "
+              "MCR_STORE_TOKEN)");
+    return;
+  }
+  if (job_id != job.job_id) {
+    refuse(c, fmt::format("job id '{}' is not this store's job '{}': another job uses this port",
+                          job_id, job.job_id));
+    return;
+  }
+  if (job.world_size > 0 && world_size > 0 && world_size != job.world_size) {
+    refuse(c, fmt::format("world size {} is not this store's world size {}: another job uses this "
+                          "port",
+                          world_size, job.world_size));
+    return;
+  }
+  if (rank < -1 || (job.world_size > 0 && rank >= job.world_size)) {
+    refuse(c, fmt::format("rank {} is outside this job's world of {}", rank, job.world_size));
+    return;
+  }
+  if (rank >= 0) {
+    auto [it, fresh] = rank_client.try_emplace(static_cast<int>(rank), id);
+    if (!fresh) {
+      auto other = clients.find(it->second);
+      refuse(c, fmt::format("rank {} is already connected (from {}): another job with the same "
+                            "world size uses this port, or a rank was started twice",
+                            rank, other != clients.end() ? other->second.peer : "?"));
+      return;
+    }
+  }
+  c.rank = static_cast<int>(rank);
+  c.hello_done = true;
+  reply(c, encode_reply(Status::ok));
+}
+
+void TcpStoreServer::Impl::store(const std::string& key, Bytes value) {
+  auto it = data.find(key);
+  if (it != data.end()) {
+    stored_bytes -= it->second.size();
+    stored_bytes += value.size();
+    it->second = std::move(value);
+  } else {
+    stored_bytes += key.size() + value.size();
+    data.emplace(key, std::move(value));
+  }
 }
 
 void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_t* body,
                                   std::size_t n) {
   try {
     Reader r(body, n);
-    switch (static_cast<Command>(r.u8())) {
+    const auto command = static_cast<Command>(r.u8());
+    if (!c.hello_done) {
+      if (command != Command::hello) {
+        refuse(c, "the first request must be a hello carrying the job's token");
+        return;
+      }
+      hello(id, c, r);
+      return;
+    }
+    if (closing) {
+      reply(c, encode_reply(Status::error, kGoodbye));
+      return;
+    }
+    auto key_of = [&r]() {
+      std::string key = r.str();
+      if (key.size() > kMaxKeyBytes) {
+        throw ProtocolError(fmt::format("key of {} bytes exceeds {}", key.size(), kMaxKeyBytes));
+      }
+      return key;
+    };
+    switch (command) {
+      case Command::hello:
+        reply(c, encode_reply(Status::error, "hello sent twice"));
+        return;
       case Command::set: {
-        std::string key = r.str();
-        data[key] = r.blob();
+        std::string key = key_of();
+        Bytes value = r.blob();
+        if (value.size() > kMaxValueBytes) {
+          reply(c, encode_reply(Status::error, fmt::format("value of {} bytes exceeds {}",
+                                                           value.size(), kMaxValueBytes)));
+          return;
+        }
+        const auto old = data.find(key);
+        const std::size_t after = stored_bytes + key.size() + value.size() -
+                                  (old != data.end() ? key.size() + old->second.size() : 0);
+        if (after > kMaxStoredBytes) {
+          reply(c, encode_reply(Status::error,
+                                fmt::format("store full: {} bytes held, limit {}", stored_bytes,
+                                            kMaxStoredBytes)));
+          return;
+        }
+        store(key, std::move(value));
         reply(c, encode_reply(Status::ok));
         serve_waiters(key);
         return;
       }
       case Command::get: {
-        std::string key = r.str();
-        auto timeout = std::chrono::milliseconds(r.u64());
+        std::string key = key_of();
+        auto timeout = std::chrono::milliseconds(
+            std::min<std::uint64_t>(r.u64(), std::uint64_t{24} * 3600 * 1000));
         auto it = data.find(key);
         if (it != data.end()) {
           reply(c, encode_reply(Status::ok, it->second.data(), it->second.size()));
@@ -276,7 +563,7 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
         return;
       }
       case Command::add: {
-        std::string key = r.str();
+        std::string key = key_of();
         const std::int64_t delta = r.i64();
         std::int64_t value = 0;
         auto it = data.find(key);
@@ -293,7 +580,7 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
         }
         value += delta;
         const std::string text = std::to_string(value);
-        data[key] = Bytes(text.begin(), text.end());
+        store(key, Bytes(text.begin(), text.end()));
         Writer w;
         w.i64(value);
         reply(c, encode_reply(Status::ok, w.bytes().data(), w.bytes().size()));
@@ -304,7 +591,7 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
         const std::uint32_t count = r.u32();
         bool all = true;
         for (std::uint32_t i = 0; i < count; ++i)
-          all = data.count(r.str()) != 0 && all;
+          all = data.count(key_of()) != 0 && all;
         const std::uint8_t flag = all ? 1 : 0;
         reply(c, encode_reply(Status::ok, &flag, 1));
         return;
@@ -312,6 +599,10 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
     }
     reply(c, encode_reply(Status::error, "unknown command"));
   } catch (const ProtocolError& e) {
+    if (!c.hello_done) {
+      refuse(c, fmt::format("malformed hello: {}", e.what()));
+      return;
+    }
     reply(c, encode_reply(Status::error, fmt::format("malformed request: {}", e.what())));
   }
 }
@@ -320,6 +611,11 @@ void TcpStoreServer::Impl::reply(Client& c, Bytes bytes) {
   if (c.out_sent == c.out.size()) {
     c.out.clear();
     c.out_sent = 0;
+  }
+  if (c.pending_out() + bytes.size() > kMaxQueuedReplyBytes) {
+    drop(c, fmt::format("more than {} bytes of replies are queued: the client does not read them",
+                        kMaxQueuedReplyBytes));
+    return;
   }
   c.out.insert(c.out.end(), bytes.begin(), bytes.end());
   flush(c);
@@ -340,6 +636,7 @@ void TcpStoreServer::Impl::flush(Client& c) {
   }
   c.out.clear();
   c.out_sent = 0;
+  if (c.close_after_flush) c.closed = true;
 }
 
 void TcpStoreServer::Impl::serve_waiters(const std::string& key) {
@@ -371,6 +668,13 @@ void TcpStoreServer::Impl::expire_waiters() {
   }
 }
 
-// =================================================================================================
-// Client
+void TcpStoreServer::Impl::expire_hellos() {
+  const auto now = Clock::now();
+  for (auto& [id, c] : clients) {
+    if (!c.hello_done && !c.closed && !c.close_after_flush && now - c.accepted_at >= kHelloDeadline) {
+      drop(c, fmt::format("no hello within {} s", kHelloDeadline.count()));
+    }
+  }
+}
+
 }  // namespace mcr::detail

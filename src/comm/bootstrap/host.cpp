@@ -1,0 +1,152 @@
+#include "bootstrap/host.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "mcr/errors.hpp"
+
+namespace mcr::detail {
+namespace {
+
+std::string first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line) || line.empty()) return "?";
+  return line;
+}
+
+std::string this_hostname() {
+  std::array<char, 256> buf{};
+  if (::gethostname(buf.data(), buf.size() - 1) != 0) return "?";
+  return buf.data();
+}
+
+std::string numeric(const sockaddr* sa) {
+  std::array<char, NI_MAXHOST> host{};
+  const socklen_t len =
+      sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (::getnameinfo(sa, len, host.data(), host.size(), nullptr, 0, NI_NUMERICHOST) != 0) return {};
+  return host.data();
+}
+
+struct IfAddrs {
+  ifaddrs* head = nullptr;
+  IfAddrs() {
+    if (::getifaddrs(&head) != 0) head = nullptr;
+  }
+  ~IfAddrs() {
+    if (head != nullptr) ::freeifaddrs(head);
+  }
+  IfAddrs(const IfAddrs&) = delete;
+  IfAddrs& operator=(const IfAddrs&) = delete;
+};
+
+bool is_loopback(const std::string& address) {
+  return address.starts_with("127.") || address == "::1";
+}
+
+// The interface of the IPv4 default route, from /proc/net/route (destination 00000000).
+std::string default_route_interface() {
+  std::ifstream in("/proc/net/route");
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string iface;
+    std::string destination;
+    if (fields >> iface >> destination && destination == "00000000") return iface;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string host_identity() {
+  std::string netns = "?";
+  std::array<char, 128> link{};
+  const ssize_t n = ::readlink("/proc/self/ns/net", link.data(), link.size() - 1);
+  if (n > 0) netns.assign(link.data(), static_cast<std::size_t>(n));
+  return fmt::format("{}/{}/{}", this_hostname(), first_line("/proc/sys/kernel/random/boot_id"),
+                     netns);
+}
+
+std::vector<std::string> interface_addresses(const std::string& name) {
+  IfAddrs list;
+  std::vector<std::string> v4;
+  std::vector<std::string> v6;
+  for (ifaddrs* a = list.head; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || name != a->ifa_name) continue;
+    if (a->ifa_addr->sa_family == AF_INET) v4.push_back(numeric(a->ifa_addr));
+    // Link-local IPv6 addresses need a scope id to be reached; they are no use to peers.
+    if (a->ifa_addr->sa_family == AF_INET6 &&
+        !IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr)) {
+      v6.push_back(numeric(a->ifa_addr));
+    }
+  }
+  v4.insert(v4.end(), v6.begin(), v6.end());
+  std::erase(v4, std::string());
+  return v4;
+}
+
+bool is_local_address(const std::string& address) {
+  IfAddrs list;
+  for (ifaddrs* a = list.head; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    if (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6) continue;
+    if (numeric(a->ifa_addr) == address) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> resolve_numeric(const std::string& host, const std::string& what) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* head = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &head);
+  if (rc != 0) {
+    throw InvalidArgument(
+        fmt::format("{}='{}' does not resolve to an address: {}", what, host, ::gai_strerror(rc)));
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(head, &::freeaddrinfo);
+  std::vector<std::string> out;
+  for (addrinfo* ai = head; ai != nullptr; ai = ai->ai_next) {
+    std::string a = numeric(ai->ai_addr);
+    if (!a.empty() && std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  }
+  return out;
+}
+
+std::string reachable_address() {
+  if (const std::string iface = default_route_interface(); !iface.empty()) {
+    for (const auto& a : interface_addresses(iface))
+      if (a.find(':') == std::string::npos) return a;
+  }
+  const std::string name = this_hostname();
+  try {
+    for (const auto& a : resolve_numeric(name, "the host name"))
+      if (!is_loopback(a) && is_local_address(a)) return a;
+  } catch (const InvalidArgument&) {
+    // No resolvable host name: fall through to the error below.
+  }
+  throw BackendError(fmt::format(
+      "the rendezvous store needs an address that ranks on other hosts can reach, but this host "
+      "({}) has no default route and its name resolves to no non-loopback address of its own; set "
+      "MCR_STORE_HOST to the interface to use (e.g. MCR_STORE_HOST=eth0)",
+      name));
+}
+
+}  // namespace mcr::detail

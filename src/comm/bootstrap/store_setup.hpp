@@ -1,0 +1,22 @@
+// Brings up the rendezvous store of init(): where rank 0's server binds, what it advertises, the
+// job's token and id, and the host identities of all ranks (docs/reliability.md, "The rendezvous
+// store").
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "bootstrap/bootstrap.hpp"
+
+namespace mcr::detail {
+
+struct Runtime;
+
+/// Starts the store server on world rank 0 and connects every rank to it; fills rt.store_server
+/// (rank 0), rt.bootstrap, and rt.launch's host_id and single_host. `mpi` is the launcher's world
+/// exchange (mpirun, srun) or nullptr (torchrun-style: MASTER_ADDR/MASTER_PORT). Collective; a
+/// configuration error found on rank 0 reaches every rank as the same InvalidArgument or
+/// BackendError, never as a hang.
+void start_store(Runtime& rt, std::unique_ptr<Exchange> mpi, std::chrono::milliseconds timeout);
+
+}  // namespace mcr::detail
