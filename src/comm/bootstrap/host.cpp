@@ -36,8 +36,7 @@ std::string this_hostname() {
 
 std::string numeric(const sockaddr* sa) {
   std::array<char, NI_MAXHOST> host{};
-  const socklen_t len =
-      sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  const socklen_t len = sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
   if (::getnameinfo(sa, len, host.data(), host.size(), nullptr, 0, NI_NUMERICHOST) != 0) return {};
   return host.data();
 }

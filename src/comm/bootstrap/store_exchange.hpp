@@ -11,8 +11,9 @@ namespace mcr::detail {
 /// An Exchange among the `size` ranks of the world that talks only through `store`. Every rank
 /// must call all_gather the same number of times, in the same order; call k of every rank uses
 /// the keys "mcr/exchange/<k>/<rank>". Each wait for a peer's value gives up after `timeout`
-/// (TimeoutError naming the key). `store` must outlive the exchange.
-std::unique_ptr<Exchange> make_store_exchange(
-    Store& store, int rank, int size, std::chrono::milliseconds timeout = std::chrono::minutes(5));
+/// (TimeoutError naming the key): the job's configured timeout, never a default. `store` must
+/// outlive the exchange.
+std::unique_ptr<Exchange> make_store_exchange(Store& store, int rank, int size,
+                                              std::chrono::milliseconds timeout);
 
 }  // namespace mcr::detail

@@ -115,9 +115,10 @@ StoreAddress torchrun_store(Runtime& rt) {
     a.port = rt.store_server->port();
   }
   if (!alone && a.job.token.empty()) {
-    log_debug("MCR_STORE_TOKEN is not set: any process that reaches {}:{} can join this job's "
-              "rendezvous store",
-              a.host, a.port);
+    log_debug(
+        "MCR_STORE_TOKEN is not set: any process that reaches {}:{} can join this job's "
+        "rendezvous store",
+        a.host, a.port);
   }
   return a;
 }

@@ -41,13 +41,13 @@ class TcpStoreServer {
  public:
   /// What the server has seen, for diagnostics and tests.
   struct Stats {
-    std::uint64_t accepted = 0;            ///< connections accepted
-    std::uint64_t refused = 0;             ///< closed on accept: too many connections
-    std::uint64_t rejected_hello = 0;      ///< closed: no, malformed or wrong hello
-    std::uint64_t protocol_errors = 0;     ///< closed: oversized or malformed frame after hello
-    std::uint64_t buffered_bytes = 0;      ///< request and reply bytes buffered right now
-    std::uint64_t peak_buffered_bytes = 0; ///< the most ever buffered at once, all connections
-    std::uint64_t stored_bytes = 0;        ///< keys and values held
+    std::uint64_t accepted = 0;             ///< connections accepted
+    std::uint64_t refused = 0;              ///< closed on accept: too many connections
+    std::uint64_t rejected_hello = 0;       ///< closed: no, malformed or wrong hello
+    std::uint64_t protocol_errors = 0;      ///< closed: oversized or malformed frame after hello
+    std::uint64_t buffered_bytes = 0;       ///< request and reply bytes buffered right now
+    std::uint64_t peak_buffered_bytes = 0;  ///< the most ever buffered at once, all connections
+    std::uint64_t stored_bytes = 0;         ///< keys and values held
   };
 
   TcpStoreServer(const std::string& bind_host, int port, StoreJob job = {});

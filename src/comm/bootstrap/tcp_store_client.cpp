@@ -157,9 +157,10 @@ class TcpStoreClient final : public Store {
   // The key on the wire: the job id first, so that jobs can never read each other's keys.
   std::string wire_key(const std::string& key) const {
     if (prefix_.size() + key.size() > kMaxKeyBytes) {
-      throw InvalidArgument(fmt::format("TCP store {}: key '{:.64}...' of {} bytes exceeds the "
-                                        "store's limit of {} bytes (with the job prefix)",
-                                        where_, key, key.size(), kMaxKeyBytes - prefix_.size()));
+      throw InvalidArgument(
+          fmt::format("TCP store {}: key '{:.64}...' of {} bytes exceeds the "
+                      "store's limit of {} bytes (with the job prefix)",
+                      where_, key, key.size(), kMaxKeyBytes - prefix_.size()));
     }
     return prefix_ + key;
   }
@@ -231,6 +232,18 @@ class TcpStoreClient final : public Store {
   std::mutex mu_;
 };
 
+bool connected_to_itself(int fd) {
+  sockaddr_storage local{};
+  sockaddr_storage peer{};
+  socklen_t local_len = sizeof local;
+  socklen_t peer_len = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+    return false;
+  }
+  return local_len == peer_len && std::memcmp(&local, &peer, local_len) == 0;
+}
+
 bool is_retryable_connect_error(int err) {
   return err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH || err == EHOSTUNREACH ||
          err == ECONNRESET || err == EAGAIN || err == EINTR;
@@ -266,6 +279,12 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
       UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
       if (fd.get() < 0) throw_socket_error("socket", errno);
       if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
+        if (connected_to_itself(fd.get())) {
+          // Retrying a loopback port nobody listens on yet can pick that very port as the source
+          // and "connect" to itself (TCP simultaneous open); that is not the server.
+          last_error = "connected to itself while the server was not yet listening";
+          continue;
+        }
         set_nodelay(fd.get());
         // The server answers every request within a get slice; a reply slower than the job's
         // timeout means it is gone.
@@ -275,8 +294,8 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
         if (::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
           throw_socket_error("setsockopt(SO_RCVTIMEO)", errno);
         }
-        auto client = std::make_unique<TcpStoreClient>(std::move(fd), where, job.job_id + "/",
-                                                       reply_timeout);
+        auto client =
+            std::make_unique<TcpStoreClient>(std::move(fd), where, job.job_id + "/", reply_timeout);
         if (client->hello(job, rank)) return client;
         last_error = "the server closed the connection before answering the hello (full?)";
         break;

@@ -50,7 +50,8 @@ bool same_secret(std::string_view a, std::string_view b) {
   unsigned diff = a.size() == b.size() ? 0u : 1u;
   const std::size_t n = std::min(a.size(), b.size());
   for (std::size_t i = 0; i < n; ++i)
-    diff |= static_cast<unsigned>(static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]));
+    diff |=
+        static_cast<unsigned>(static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]));
   return diff == 0;
 }
 
@@ -360,13 +361,14 @@ void TcpStoreServer::Impl::accept_clients() {
     c.fd = UniqueFd(fd);
     c.peer = peer_text(addr, len);
     c.accepted_at = Clock::now();
-    const auto pending = static_cast<std::size_t>(
-        std::count_if(clients.begin(), clients.end(), [](auto& kv) { return !kv.second.hello_done; }));
+    const auto pending = static_cast<std::size_t>(std::count_if(
+        clients.begin(), clients.end(), [](auto& kv) { return !kv.second.hello_done; }));
     if (clients.size() >= max_connections() || pending >= kMaxPendingConnections) {
       // Closed at once rather than left in the backlog; a real rank retries until its timeout.
       ++refused;
-      log_debug("TCP store server: refused a connection from {}: {} connections, {} without a hello",
-                c.peer, clients.size(), pending);
+      log_debug(
+          "TCP store server: refused a connection from {}: {} connections, {} without a hello",
+          c.peer, clients.size(), pending);
       continue;
     }
     ++accepted;
@@ -427,8 +429,8 @@ bool TcpStoreServer::Impl::take_frames(std::uint64_t id, Client& c) {
     const std::uint32_t body_len = header.u32();
     const std::uint32_t cap = c.hello_done ? kMaxBodyBytes : kMaxHelloBytes;
     if (body_len == 0 || body_len > cap) {
-      drop(c, fmt::format("request length {} is outside [1, {}]: not the store protocol",
-                          body_len, cap));
+      drop(c, fmt::format("request length {} is outside [1, {}]: not the store protocol", body_len,
+                          cap));
       return false;
     }
     if (c.in.size() - pos - 4 < body_len) break;
@@ -452,8 +454,9 @@ void TcpStoreServer::Impl::hello(std::uint64_t id, Client& c, Reader& r) {
   const std::int64_t world_size = r.i64();
   const std::int64_t rank = r.i64();
   if (!same_secret(token, job.token)) {
-    refuse(c, "wrong token: this store serves another job (every rank needs the same "
-              "MCR_STORE_TOKEN)");
+    refuse(c,
+           "wrong token: this store serves another job (every rank needs the same "
+           "MCR_STORE_TOKEN)");
     return;
   }
   if (job_id != job.job_id) {
@@ -538,9 +541,8 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
         const std::size_t after = stored_bytes + key.size() + value.size() -
                                   (old != data.end() ? key.size() + old->second.size() : 0);
         if (after > kMaxStoredBytes) {
-          reply(c, encode_reply(Status::error,
-                                fmt::format("store full: {} bytes held, limit {}", stored_bytes,
-                                            kMaxStoredBytes)));
+          reply(c, encode_reply(Status::error, fmt::format("store full: {} bytes held, limit {}",
+                                                           stored_bytes, kMaxStoredBytes)));
           return;
         }
         store(key, std::move(value));
@@ -671,7 +673,8 @@ void TcpStoreServer::Impl::expire_waiters() {
 void TcpStoreServer::Impl::expire_hellos() {
   const auto now = Clock::now();
   for (auto& [id, c] : clients) {
-    if (!c.hello_done && !c.closed && !c.close_after_flush && now - c.accepted_at >= kHelloDeadline) {
+    if (!c.hello_done && !c.closed && !c.close_after_flush &&
+        now - c.accepted_at >= kHelloDeadline) {
       drop(c, fmt::format("no hello within {} s", kHelloDeadline.count()));
     }
   }

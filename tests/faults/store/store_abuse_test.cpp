@@ -1,6 +1,7 @@
-// The rendezvous store against strangers and other jobs, on loopback against a real server: garbage,
-// huge length prefixes, no or a wrong token, a second job on the same port, too many connections,
-// and a server that goes away under a waiting rank. After each, the legitimate job still works.
+// The rendezvous store against strangers and other jobs, on loopback against a real server:
+// garbage, huge length prefixes, no or a wrong token, a second job on the same port, too many
+// connections, and a server that goes away under a waiting rank. After each, the legitimate job
+// still works.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -244,8 +245,7 @@ TEST(StoreAbuse, JobsWithoutATokenAreStillKeptApartByIdAndSize) {
 TEST(StoreAbuse, OversizedKeysAndValuesAreRefusedBeforeSending) {
   TcpStoreServer server("127.0.0.1", 0, job_a());
   auto r0 = connect_tcp_store("127.0.0.1", server.port(), 5s, job_a(), 0);
-  EXPECT_THROW(r0->set(std::string(store_wire::kMaxKeyBytes, 'k'), bytes_of("v")),
-               InvalidArgument);
+  EXPECT_THROW(r0->set(std::string(store_wire::kMaxKeyBytes, 'k'), bytes_of("v")), InvalidArgument);
   try {
     r0->set("big", Bytes(store_wire::kMaxValueBytes + 1));
     ADD_FAILURE() << "a value over the cap was sent";

@@ -269,8 +269,8 @@ TEST(StoreExchange, MissingPeerTimesOut) {
   auto store = connect_tcp_store("127.0.0.1", server.port(), 5s);
   auto exchange = make_store_exchange(*store, 0, 2, 200ms);
   EXPECT_THROW(exchange->all_gather(bytes_of("alone")), TimeoutError);
-  EXPECT_THROW(make_store_exchange(*store, 2, 2), InvalidArgument);
-  EXPECT_THROW(make_store_exchange(*store, 0, 0), InvalidArgument);
+  EXPECT_THROW(make_store_exchange(*store, 2, 2, 1s), InvalidArgument);
+  EXPECT_THROW(make_store_exchange(*store, 0, 0, 1s), InvalidArgument);
 }
 
 }  // namespace
