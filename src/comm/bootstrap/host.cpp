@@ -101,6 +101,8 @@ std::vector<std::string> interface_addresses(const std::string& name) {
 }
 
 bool is_local_address(const std::string& address) {
+  // All of 127.0.0.0/8 reaches this host (Debian names it 127.0.1.1), though lo lists only one.
+  if (is_loopback(address)) return true;
   IfAddrs list;
   for (ifaddrs* a = list.head; a != nullptr; a = a->ifa_next) {
     if (a->ifa_addr == nullptr) continue;

@@ -18,7 +18,7 @@ std::string host_identity();
 /// has no interface of that name.
 std::vector<std::string> interface_addresses(const std::string& name);
 
-/// Whether `address` (numeric) is an address of one of this host's interfaces.
+/// Whether `address` (numeric) is an address of one of this host's interfaces, or loopback.
 bool is_local_address(const std::string& address);
 
 /// The numeric addresses `host` resolves to (getaddrinfo, TCP), in resolver order. Throws

@@ -313,6 +313,7 @@ TEST(HostIdentity, NamesHostBootAndNetworkNamespace) {
   EXPECT_NE(std::find(lo.begin(), lo.end(), "127.0.0.1"), lo.end());
   EXPECT_TRUE(interface_addresses("no-such-interface0").empty());
   EXPECT_TRUE(is_local_address("127.0.0.1"));
+  EXPECT_TRUE(is_local_address("127.0.1.1"));   // what Debian maps the host name to
   EXPECT_FALSE(is_local_address("192.0.2.1"));  // TEST-NET-1, never assigned
 }
 
