@@ -257,6 +257,7 @@ std::string describe_differences(const std::vector<ConfigDigest>& digests) {
   auto who = [](const std::vector<int>& r) {
     return fmt::format("{} {}", r.size() == 1 ? "rank" : "ranks", format_ranks(r));
   };
+  if (digests.empty()) return {};
   std::vector<std::string> differences;
   const auto& first = digests.front().fields;
   for (std::size_t f = 0; f < first.size(); ++f) {
