@@ -51,17 +51,23 @@ struct RuleSet {
 
   /// Parses "OP[/DTYPE]:RANGE=BACKEND;..." where OP is an op name or '*', RANGE is '*', 'LO-HI',
   /// 'LO-' or a single size, and sizes take K/M/G (binary) suffixes, e.g.
-  /// "all_reduce:0-64K=mpi;all_to_all:*=gloo". Throws InvalidArgument naming the bad token.
+  /// "all_reduce:0-64K=mpi;all_to_all:*=gloo". BACKEND must be one of backend_names() (a backend
+  /// this build lacks is accepted: the rule is then skipped at selection). Throws InvalidArgument
+  /// naming the rule's number (from 1) and text, and the bad token.
   static RuleSet parse(std::string_view text);
   /// Parses a JSON rules document: {"rules": [{"op": "all_reduce", "dtype": "f32", "min_bytes": 0,
-  /// "max_bytes": 65536, "backend": "mpi"}, ...]} or {"rules": "<rules string>"}.
+  /// "max_bytes": 65536, "backend": "mpi"}, ...]} or {"rules": "<rules string>"}. Byte counts are
+  /// non-negative integers or size strings ("64K"); unknown keys are rejected. Same checks as
+  /// parse.
   static RuleSet parse_json(std::string_view json_text);
   /// Canonical text form; equal rule sets give equal strings (used for the cross-rank hash).
   std::string canonical() const;
   bool empty() const noexcept { return rules.empty(); }
 };
 
-/// Parses "64", "64K", "1M", "2G", "64KiB", "1MB" (all binary multiples). Throws InvalidArgument.
+/// Parses "64", "64K", "1M", "2G", "64KiB", "1MB" (all binary multiples; also "64B", "64k").
+/// Throws InvalidArgument naming the text and the rule it breaks: not a whole number, negative,
+/// unknown suffix, or more than 2^64-1 bytes.
 std::size_t parse_size(std::string_view text);
 /// 65536 -> "64K", 1048576 -> "1M", 100 -> "100".
 std::string format_size(std::size_t bytes);
@@ -103,8 +109,16 @@ struct TuningTable {
   std::vector<TuningEntry> entries;
   std::vector<TuningSample> samples;  ///< the raw latency matrix
 
+  /// Parses a table, rejecting any table that problems() finds fault with (InvalidArgument listing
+  /// every problem): a table `mcr tune --validate` rejects is never used.
   static TuningTable parse_json(std::string_view json_text);
+  /// Reads and parses a table file; errors name the file.
   static TuningTable load(const std::string& path);
+  /// Every problem of a table's JSON text, each naming where (entries[i].ranges[k], samples[i]) and
+  /// the rule it breaks: JSON structure, unknown keys, ops, dtype classes and backends, byte counts
+  /// that are not integers >= 0, then validate() (gaps, overlaps, duplicates). Empty when valid.
+  /// The one check behind both parse_json() and `mcr tune --validate`.
+  static std::vector<std::string> problems(std::string_view json_text);
   std::string to_json(int indent = 2) const;
   void save(const std::string& path) const;
 

@@ -1,5 +1,5 @@
 // Tuning-table construction from measured samples (winner per size with hysteresis, adjacent sizes
-// merged) and full validation of a table file's text.
+// merged); validation of a table file's text is the runtime's own (TuningTable::problems).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -7,11 +7,9 @@
 #include <tuple>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "mcr/bench/table.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
 
 namespace mcr::bench {
 namespace {
@@ -91,96 +89,7 @@ std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples,
 }
 
 std::vector<std::string> validate_table_text(std::string_view text) {
-  using nlohmann::json;
-  std::vector<std::string> problems;
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {
-    return {fmt::format("not valid JSON: {}", e.what())};
-  }
-  if (!doc.is_object()) return {"the top level must be a JSON object"};
-  const auto& known = backend_names();
-  auto check_common = [&](const json& item, const std::string& where) {
-    if (!item.is_object()) {
-      problems.push_back(fmt::format("{}: must be an object", where));
-      return false;
-    }
-    if (!item.contains("op") || !item["op"].is_string()) {
-      problems.push_back(fmt::format("{}: missing \"op\" string", where));
-    } else if (!parse_op(item["op"].get<std::string>())) {
-      problems.push_back(fmt::format("{}: unknown op '{}'", where, item["op"].get<std::string>()));
-    }
-    if (item.contains("dtype_class")) {
-      const auto& c = item["dtype_class"];
-      if (!c.is_string() || (c != "any" && c != "float" && c != "int")) {
-        problems.push_back(
-            fmt::format("{}: unknown dtype_class {} (use float, int or any)", where, c.dump()));
-      }
-    }
-    if (item.contains("group_size") &&
-        (!item["group_size"].is_number_integer() || item["group_size"].get<long long>() < 0)) {
-      problems.push_back(fmt::format("{}: group_size {} must be an integer >= 0", where,
-                                     item["group_size"].dump()));
-    }
-    return true;
-  };
-  auto check_backend = [&](const json& item, const std::string& where) {
-    if (!item.contains("backend") || !item["backend"].is_string()) {
-      problems.push_back(fmt::format("{}: missing \"backend\" string", where));
-    } else if (std::find(known.begin(), known.end(), item["backend"].get<std::string>()) ==
-               known.end()) {
-      problems.push_back(fmt::format("{}: unknown backend '{}' (known: mpi, gloo, nccl)", where,
-                                     item["backend"].get<std::string>()));
-    }
-  };
-  if (doc.value("format", "") != "mcr-tuning")
-    problems.emplace_back("\"format\" must be \"mcr-tuning\"");
-  if (!doc.contains("version") || doc["version"] != TuningTable::kFormatVersion) {
-    problems.push_back(fmt::format("\"version\" must be {} (found {})", TuningTable::kFormatVersion,
-                                   doc.contains("version") ? doc["version"].dump() : "none"));
-  }
-  const json entries = doc.value("entries", json::array());
-  if (!entries.is_array() || entries.empty())
-    problems.emplace_back("\"entries\" must be a non-empty array");
-  for (std::size_t i = 0; entries.is_array() && i < entries.size(); ++i) {
-    const auto where = fmt::format("entries[{}]", i);
-    if (!check_common(entries[i], where)) continue;
-    if (!entries[i].contains("ranges") || !entries[i]["ranges"].is_array()) {
-      problems.push_back(fmt::format("{}: missing \"ranges\" array", where));
-      continue;
-    }
-    const auto& ranges = entries[i]["ranges"];
-    for (std::size_t k = 0; k < ranges.size(); ++k) {
-      const auto rw = fmt::format("{}.ranges[{}]", where, k);
-      if (!ranges[k].is_object()) {
-        problems.push_back(fmt::format("{}: must be an object", rw));
-        continue;
-      }
-      check_backend(ranges[k], rw);
-      for (const char* f : {"min_bytes", "max_bytes"}) {
-        if (ranges[k].contains(f) && !ranges[k][f].is_null() &&
-            !ranges[k][f].is_number_unsigned()) {
-          problems.push_back(
-              fmt::format("{}: {} {} must be a byte count >= 0 (or null for max_bytes)", rw, f,
-                          ranges[k][f].dump()));
-        }
-      }
-    }
-  }
-  const json samples = doc.value("samples", json::array());
-  for (std::size_t i = 0; samples.is_array() && i < samples.size(); ++i) {
-    const auto where = fmt::format("samples[{}]", i);
-    if (!check_common(samples[i], where)) continue;
-    check_backend(samples[i], where);
-  }
-  if (!problems.empty()) return problems;
-  // Structurally sound: now the semantic checks (gaps, overlaps, duplicates).
-  try {
-    return TuningTable::parse_json(text).validate(known);
-  } catch (const Error& e) {
-    return {e.what()};
-  }
+  return TuningTable::problems(text);  // the same checks that loading a table applies
 }
 
 }  // namespace mcr::bench

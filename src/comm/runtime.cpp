@@ -5,8 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <exception>
 
 #include <fmt/format.h>
 
@@ -17,6 +16,7 @@
 #include "launch_hooks.hpp"
 #include "log.hpp"
 #include "mcr/errors.hpp"
+#include "selection_inputs.hpp"
 #include "watchdog.hpp"
 
 namespace mcr::detail {
@@ -32,44 +32,11 @@ const char* env(const char* name) {
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) throw InvalidArgument(fmt::format("{} '{}' cannot be opened", what, path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::chrono::milliseconds resolve_timeout(const InitOptions& o) {
-  if (o.timeout.count() > 0) return o.timeout;
-  if (const char* t = env("MCR_TIMEOUT")) {
-    char* end = nullptr;
-    const double s = std::strtod(t, &end);
-    if (end == t || *end != '\0' || !(s > 0)) {
-      throw InvalidArgument(fmt::format("MCR_TIMEOUT='{}' is not a positive number of seconds", t));
-    }
-    return std::chrono::milliseconds(static_cast<long long>(s * 1000));
-  }
-  return std::chrono::minutes(10);
-}
-
 Bytes to_bytes(std::string_view s) {
   return Bytes(s.begin(), s.end());
 }
 std::string from_bytes(const Bytes& b) {
   return std::string(b.begin(), b.end());
-}
-
-std::vector<std::string> split_list(std::string_view s) {
-  std::vector<std::string> out;
-  while (!s.empty()) {
-    auto c = s.find(',');
-    auto item = s.substr(0, c);
-    if (!item.empty()) out.emplace_back(item);
-    if (c == std::string_view::npos) break;
-    s.remove_prefix(c + 1);
-  }
-  return out;
 }
 
 }  // namespace
@@ -114,25 +81,34 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   }
   s->selector = std::make_unique<Selector>(rt.rules, rt.table, raw, rt.unusable, size);
 
-  // Cross-rank consistency (invariant 2): same rules, same table, same backends, everywhere.
+  // Cross-rank consistency (invariant 2): same rules, same table, same backends, everywhere. init()
+  // compared the inputs before any backend came up; this covers what a communicator adds: the
+  // backends its members actually hold.
+  ConfigDigest mine;
   std::string names;
   for (Backend* b : raw)
-    names += fmt::format("{},", b->name());
-  const std::string mine = fmt::format("{:016x}|{}", s->selector->config_hash(), names);
+    names += fmt::format("{}{}", names.empty() ? "" : ",", b->name());
+  mine.fields.emplace_back("hash of the selection rules and tuning table",
+                           fmt::format("{:016x}", s->selector->config_hash()));
+  mine.fields.emplace_back("backends", names);
+  const std::string text = mine.fields[0].second + "|" + names;
   auto all = rt.bootstrap->group_all_gather(s->world_ranks, fmt::format("mcr/hash/{}", id),
-                                            to_bytes(mine));
-  std::string differ;
-  const std::string first = from_bytes(all[0]);
-  for (std::size_t r = 1; r < all.size(); ++r) {
-    if (from_bytes(all[r]) != first) differ += fmt::format("{}{}", differ.empty() ? "" : ", ", r);
+                                            to_bytes(text));
+  std::vector<ConfigDigest> digests;
+  for (const auto& a : all) {
+    const std::string t = from_bytes(a);
+    const auto bar = t.find('|');
+    ConfigDigest d;
+    d.fields.emplace_back(mine.fields[0].first, t.substr(0, bar));
+    d.fields.emplace_back(mine.fields[1].first,
+                          bar == std::string::npos ? std::string() : t.substr(bar + 1));
+    digests.push_back(std::move(d));
   }
-  if (!differ.empty()) {
+  if (const std::string differ = describe_differences(digests); !differ.empty()) {
     throw MismatchError(fmt::format(
-        "communicator {}: ranks {} loaded different selection rules, tuning table or backends than "
-        "rank 0 "
-        "(hash|backends: rank 0 '{}', this rank {} '{}'); every rank must load the same MCR_RULES, "
-        "MCR_RULES_FILE, MCR_TUNING and MCR_BACKENDS",
-        id, differ, first, rank, mine));
+        "communicator {} (ranks of the communicator): {}; every rank must load the same "
+        "MCR_RULES, MCR_RULES_FILE, MCR_TUNING and MCR_BACKENDS",
+        id, differ));
   }
   return s;
 }
@@ -147,69 +123,52 @@ Communicator init(const InitOptions& options) {
   if (runtime_exists()) return Communicator(runtime().world);
   auto rt = std::make_unique<Runtime>();
   rt->launch = detect_launch();
-  const auto timeout = resolve_timeout(options);
 
-  // Selection inputs are parsed before anything blocks, so bad input fails on every rank alike.
-  std::string rules_text =
-      !options.rules.empty() ? options.rules : (env("MCR_RULES") ? env("MCR_RULES") : "");
-  std::string rules_file = !options.rules_file.empty()
-                               ? options.rules_file
-                               : (env("MCR_RULES_FILE") ? env("MCR_RULES_FILE") : "");
-  auto rules = std::make_shared<RuleSet>(RuleSet::parse(rules_text));
-  if (!rules_file.empty()) {
-    auto from_file = RuleSet::parse_json(read_file(rules_file, "rules file"));
-    rules->rules.insert(rules->rules.end(), from_file.rules.begin(), from_file.rules.end());
+  // Every input is read and checked before anything blocks. A rank whose input is rejected still
+  // joins the bootstrap and the configuration exchange below, so that its peers raise at once too
+  // instead of waiting for it inside a backend's bring-up.
+  SelectionInputs in;
+  std::exception_ptr rejected;
+  std::string rejected_what;
+  try {
+    in = read_selection_inputs(options);
+  } catch (const Error& e) {
+    rejected = std::current_exception();
+    rejected_what = e.what();
+    in = SelectionInputs{};
   }
-  rt->rules_source = rules_text.empty() && rules_file.empty()
-                         ? "none"
-                         : fmt::format("{}{}", rules_text.empty() ? "" : "string",
-                                       rules_file.empty() ? "" : " file " + rules_file);
-  rt->rules = rules;
-  std::string table_file = !options.tuning_file.empty()
-                               ? options.tuning_file
-                               : (env("MCR_TUNING") ? env("MCR_TUNING") : "");
-  if (!table_file.empty()) {
-    rt->table = std::make_shared<TuningTable>(TuningTable::load(table_file));
-    rt->table_source = table_file;
-  }
-  std::vector<std::string> wanted = options.backends;
-  if (wanted.empty() && env("MCR_BACKENDS")) wanted = split_list(env("MCR_BACKENDS"));
-  for (const auto& w : wanted) {
-    bool known = false;
-    for (const auto& f : compiled_backends())
-      known = known || f.name == w;
-    if (!known) {
-      std::string names;
-      for (const auto& f : compiled_backends())
-        names += fmt::format("{}{}", names.empty() ? "" : ", ", f.name);
-      throw InvalidArgument(
-          fmt::format("backend '{}' (MCR_BACKENDS / InitOptions::backends) is not compiled "
-                      "in; available: {}",
-                      w, names));
-    }
-  }
+  const auto timeout = in.timeout;
+  rt->rules = in.rules;
+  rt->rules_source = in.rules_source;
+  rt->table = in.table;
+  rt->table_source = in.table_source;
 
   start_store(*rt, launcher_world_exchange(rt->launch), timeout);
   runtime_slot() = std::move(rt);
   Runtime& r = runtime();
 
-  std::vector<std::unique_ptr<Backend>> backends;
+  // Which backends this rank would bring up, decided locally; then every rank compares its inputs
+  // and that list with all others before any backend exists (a backend set that differs between
+  // ranks would hang in its bring-up).
   const auto& factories = compiled_backends();
-  auto order = wanted;
+  std::vector<std::string> order = in.backends;
   if (order.empty()) {
     for (const auto& f : factories)
       order.emplace_back(f.name);
   }
+  std::vector<const BackendFactory*> bring_up;
+  std::vector<std::string> bring_up_names;
   for (const auto& name : order) {
     for (const auto& f : factories) {
-      if (f.name != name) continue;
+      if (f.name != name || rejected) continue;  // a rejected configuration brings nothing up
       std::string why = f.unusable_reason(*r.bootstrap);
       if (!why.empty()) {
         r.unusable.emplace_back(name, why);
         log_debug("backend {} unusable: {}", name, why);
         continue;
       }
-      backends.push_back(device::with_staging_if_device(f.create_world(*r.bootstrap)));
+      bring_up.push_back(&f);
+      bring_up_names.emplace_back(name);
     }
   }
   for (const auto& f : factories) {
@@ -217,6 +176,15 @@ Communicator init(const InitOptions& options) {
       r.unusable.emplace_back(f.name, "not selected by MCR_BACKENDS / InitOptions::backends");
     }
   }
+  ConfigDigest digest = make_config_digest(in, bring_up_names);
+  digest.error = rejected_what;
+  check_config_agrees(r.bootstrap->exchange(), r.launch.rank, digest);
+  if (rejected) std::rethrow_exception(rejected);
+  if (r.rules) log_skipped_rules(*r.rules, r.unusable);
+
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (const BackendFactory* f : bring_up)
+    backends.push_back(device::with_staging_if_device(f->create_world(*r.bootstrap)));
   if (backends.empty()) throw Error("no communication backend is usable in this process");
   std::vector<int> world(static_cast<std::size_t>(r.launch.size));
   for (int i = 0; i < r.launch.size; ++i)

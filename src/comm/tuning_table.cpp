@@ -1,12 +1,18 @@
-// Tuning table: JSON format (docs/tuning-format.md), lookup and validation.
+// Tuning table: JSON format (docs/tuning-format.md), lookup and validation. A table is checked in
+// full whenever it is read, with the same checks `mcr tune --validate` reports.
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <initializer_list>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "mcr/errors.hpp"
+#include "mcr/info.hpp"
 #include "mcr/selection.hpp"
 
 namespace mcr {
@@ -14,80 +20,250 @@ namespace {
 
 using nlohmann::json;
 
-OpType op_from(const json& j, std::string_view where) {
-  auto name = j.get<std::string>();
-  auto op = parse_op(name);
-  if (!op) throw InvalidArgument(fmt::format("tuning table: unknown op '{}' in {}", name, where));
-  return *op;
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (const auto& i : items)
+    out += fmt::format("{}{}", out.empty() ? "" : sep, i);
+  return out;
 }
 
 json bytes_json(std::size_t b) {
   return b == kMaxBytes ? json(nullptr) : json(b);
 }
-std::size_t bytes_from(const json& j) {
-  return j.is_null() ? kMaxBytes : j.get<std::size_t>();
-}
 
-}  // namespace
+// The structural half of problems(): every field of the document has the type and value range the
+// format allows, so that parse_checked() can read it without a conversion that wraps or truncates
+// (nlohmann turns -5 into 2^64-5 when asked for a size_t).
+class StructureCheck {
+ public:
+  explicit StructureCheck(std::vector<std::string>& problems) : problems_(problems) {}
 
-TuningTable TuningTable::parse_json(std::string_view text) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {
-    throw InvalidArgument(fmt::format("tuning table is not valid JSON: {}", e.what()));
+  void document(const json& doc) {
+    if (!doc.is_object()) {
+      add("the top level must be a JSON object");
+      return;
+    }
+    keys(doc, {"format", "version", "provenance", "entries", "samples"}, "the top level");
+    if (doc.value("format", "") != "mcr-tuning") add("\"format\" must be \"mcr-tuning\"");
+    if (!doc.contains("version") || doc["version"] != TuningTable::kFormatVersion) {
+      add(fmt::format("\"version\" must be {} (found {})", TuningTable::kFormatVersion,
+                      doc.contains("version") ? doc["version"].dump() : "none"));
+    }
+    if (doc.contains("provenance") && !doc["provenance"].is_object())
+      add("\"provenance\" must be an object");
+    const json none = json::array();
+    const json& entries = doc.contains("entries") ? doc["entries"] : none;
+    if (!entries.is_array() || entries.empty()) add("\"entries\" must be a non-empty array");
+    for (std::size_t i = 0; entries.is_array() && i < entries.size(); ++i)
+      entry(entries[i], fmt::format("entries[{}]", i));
+    const json& samples = doc.contains("samples") ? doc["samples"] : none;
+    if (!samples.is_array()) add("\"samples\" must be an array");
+    for (std::size_t i = 0; samples.is_array() && i < samples.size(); ++i)
+      sample(samples[i], fmt::format("samples[{}]", i));
   }
+
+ private:
+  void add(std::string p) { problems_.push_back(std::move(p)); }
+
+  // A misspelt key would be ignored and silently change the meaning (a lost max_bytes is
+  // "unbounded"), so every key must be one the format defines.
+  void keys(const json& item, std::initializer_list<std::string_view> allowed,
+            const std::string& where) {
+    for (const auto& [key, value] : item.items()) {
+      (void)value;
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        std::string names;
+        for (auto a : allowed)
+          names += fmt::format("{}{}", names.empty() ? "" : ", ", a);
+        add(fmt::format("{}: unknown key '{}' (known: {})", where, key, names));
+      }
+    }
+  }
+
+  void common(const json& item, const std::string& where) {
+    if (!item.contains("op") || !item["op"].is_string()) {
+      add(fmt::format("{}: missing \"op\" string", where));
+    } else if (!parse_op(item["op"].get<std::string>())) {
+      add(fmt::format("{}: unknown op '{}'", where, item["op"].get<std::string>()));
+    }
+    if (item.contains("dtype_class")) {
+      const auto& c = item["dtype_class"];
+      if (!c.is_string() || (c != "any" && c != "float" && c != "int"))
+        add(fmt::format("{}: unknown dtype_class {} (use float, int or any)", where, c.dump()));
+    }
+    if (item.contains("group_size")) {
+      const auto& g = item["group_size"];
+      if (!g.is_number_integer() || g.get<long long>() < 0 ||
+          g.get<long long>() > std::numeric_limits<int>::max()) {
+        add(fmt::format("{}: group_size {} must be an integer >= 0 (0: any size)", where,
+                        g.dump()));
+      }
+    }
+  }
+
+  void backend(const json& item, const std::string& where) {
+    const auto& known = backend_names();
+    if (!item.contains("backend") || !item["backend"].is_string()) {
+      add(fmt::format("{}: missing \"backend\" string", where));
+    } else if (std::find(known.begin(), known.end(), item["backend"].get<std::string>()) ==
+               known.end()) {
+      add(fmt::format("{}: unknown backend '{}' (known: {})", where,
+                      item["backend"].get<std::string>(), join(known, ", ")));
+    }
+  }
+
+  void bytes(const json& item, const char* field, bool required, bool null_ok,
+             const std::string& where) {
+    if (!item.contains(field)) {
+      if (required) add(fmt::format("{}: missing \"{}\"", where, field));
+      return;
+    }
+    const auto& v = item[field];
+    if (v.is_number_unsigned() || (null_ok && v.is_null())) return;
+    if (v.is_number_integer()) {
+      add(fmt::format("{}: {} {} is negative; a byte count is >= 0", where, field, v.dump()));
+    } else if (v.is_number_float()) {
+      add(fmt::format("{}: {} {} is not a whole number of bytes in [0, 2^64-1]", where, field,
+                      v.dump()));
+    } else {
+      add(fmt::format("{}: {} {} must be a byte count >= 0{}", where, field, v.dump(),
+                      null_ok ? " (or null: unbounded)" : ""));
+    }
+  }
+
+  void entry(const json& e, const std::string& where) {
+    if (!e.is_object()) {
+      add(fmt::format("{}: must be an object", where));
+      return;
+    }
+    keys(e, {"op", "dtype_class", "group_size", "ranges"}, where);
+    common(e, where);
+    if (!e.contains("ranges") || !e["ranges"].is_array()) {
+      add(fmt::format("{}: missing \"ranges\" array", where));
+      return;
+    }
+    const auto& ranges = e["ranges"];
+    for (std::size_t k = 0; k < ranges.size(); ++k) {
+      const auto rw = fmt::format("{}.ranges[{}]", where, k);
+      if (!ranges[k].is_object()) {
+        add(fmt::format("{}: must be an object", rw));
+        continue;
+      }
+      keys(ranges[k], {"min_bytes", "max_bytes", "backend"}, rw);
+      backend(ranges[k], rw);
+      bytes(ranges[k], "min_bytes", false, false, rw);
+      bytes(ranges[k], "max_bytes", false, true, rw);
+    }
+  }
+
+  void sample(const json& s, const std::string& where) {
+    if (!s.is_object()) {
+      add(fmt::format("{}: must be an object", where));
+      return;
+    }
+    keys(s, {"op", "dtype_class", "group_size", "bytes", "backend", "time_us"}, where);
+    common(s, where);
+    backend(s, where);
+    bytes(s, "bytes", true, false, where);
+    if (!s.contains("time_us") || !s["time_us"].is_number())
+      add(fmt::format("{}: \"time_us\" must be a number", where));
+  }
+
+  std::vector<std::string>& problems_;
+};
+
+// Reads a document that StructureCheck passed: every conversion below is known to be in range.
+TuningTable parse_checked(const json& doc) {
   TuningTable t;
-  try {
-    if (doc.value("format", "") != "mcr-tuning") {
-      throw InvalidArgument("tuning table: \"format\" must be \"mcr-tuning\"");
+  t.version = doc.at("version").get<int>();
+  if (doc.contains("provenance")) {
+    for (auto& [k, v] : doc["provenance"].items())
+      t.provenance[k] = v.is_string() ? v.get<std::string>() : v.dump();
+  }
+  for (const auto& e : doc.at("entries")) {
+    TuningEntry entry;
+    entry.op = *parse_op(e.at("op").get<std::string>());
+    entry.dtype_class = e.value("dtype_class", "any");
+    entry.group_size = e.value("group_size", 0);
+    for (const auto& r : e.at("ranges")) {
+      const bool bounded = r.contains("max_bytes") && !r["max_bytes"].is_null();
+      entry.ranges.push_back(TuningRange{r.value("min_bytes", std::size_t{0}),
+                                         bounded ? r["max_bytes"].get<std::size_t>() : kMaxBytes,
+                                         r.at("backend").get<std::string>()});
     }
-    t.version = doc.at("version").get<int>();
-    if (t.version != kFormatVersion) {
-      throw InvalidArgument(
-          fmt::format("tuning table: version {} is not supported (this build reads {})", t.version,
-                      kFormatVersion));
-    }
-    if (doc.contains("provenance")) {
-      for (auto& [k, v] : doc["provenance"].items()) {
-        t.provenance[k] = v.is_string() ? v.get<std::string>() : v.dump();
-      }
-    }
-    for (const auto& e : doc.value("entries", json::array())) {
-      TuningEntry entry;
-      entry.op = op_from(e.at("op"), "entries");
-      entry.dtype_class = e.value("dtype_class", "any");
-      entry.group_size = e.value("group_size", 0);
-      for (const auto& r : e.at("ranges")) {
-        entry.ranges.push_back(
-            TuningRange{r.value("min_bytes", std::size_t{0}),
-                        r.contains("max_bytes") ? bytes_from(r["max_bytes"]) : kMaxBytes,
-                        r.at("backend").get<std::string>()});
-      }
-      t.entries.push_back(std::move(entry));
-    }
-    for (const auto& s : doc.value("samples", json::array())) {
-      t.samples.push_back(
-          TuningSample{op_from(s.at("op"), "samples"), s.value("dtype_class", "float"),
-                       s.value("group_size", 0), s.at("bytes").get<std::size_t>(),
-                       s.at("backend").get<std::string>(), s.at("time_us").get<double>()});
-    }
-  } catch (const json::exception& e) {
-    throw InvalidArgument(fmt::format("tuning table: malformed: {}", e.what()));
+    t.entries.push_back(std::move(entry));
+  }
+  for (const auto& s : doc.value("samples", json::array())) {
+    t.samples.push_back(
+        TuningSample{*parse_op(s.at("op").get<std::string>()), s.value("dtype_class", "float"),
+                     s.value("group_size", 0), s.at("bytes").get<std::size_t>(),
+                     s.at("backend").get<std::string>(), s.at("time_us").get<double>()});
   }
   return t;
 }
 
+// At most this many problems go into an exception's message; `mcr tune --validate` lists all.
+constexpr std::size_t kProblemsShown = 8;
+
+[[noreturn]] void throw_invalid(const std::vector<std::string>& problems, std::string_view path) {
+  std::vector<std::string> shown(
+      problems.begin(),
+      problems.begin() + static_cast<std::ptrdiff_t>(std::min(problems.size(), kProblemsShown)));
+  const std::string more = problems.size() > kProblemsShown
+                               ? fmt::format("; and {} more", problems.size() - kProblemsShown)
+                               : std::string();
+  const std::string file = path.empty() ? std::string() : fmt::format(" '{}'", path);
+  throw InvalidArgument(fmt::format(
+      "tuning table{} is invalid ({} problem{}; `mcr tune --validate {}` lists them): {}{}", file,
+      problems.size(), problems.size() == 1 ? "" : "s",
+      path.empty() ? std::string("FILE") : std::string(path), join(shown, "; "), more));
+}
+
+TuningTable parse_or_throw(std::string_view text, std::string_view path) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    throw_invalid({fmt::format("not valid JSON: {}", e.what())}, path);
+  }
+  std::vector<std::string> problems;
+  StructureCheck(problems).document(doc);
+  if (!problems.empty()) throw_invalid(problems, path);
+  TuningTable t = parse_checked(doc);
+  problems = t.validate(backend_names());
+  if (!problems.empty()) throw_invalid(problems, path);
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::string> TuningTable::problems(std::string_view text) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    return {fmt::format("not valid JSON: {}", e.what())};
+  }
+  std::vector<std::string> found;
+  StructureCheck(found).document(doc);
+  if (!found.empty()) return found;
+  // Structurally sound: now the semantic checks (gaps, overlaps, duplicates).
+  return parse_checked(doc).validate(backend_names());
+}
+
+TuningTable TuningTable::parse_json(std::string_view text) {
+  return parse_or_throw(text, {});
+}
+
 TuningTable TuningTable::load(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw InvalidArgument(fmt::format("tuning table '{}' cannot be opened", path));
+  if (!in) {
+    throw InvalidArgument(
+        fmt::format("tuning table '{}' cannot be opened: {}", path, std::strerror(errno)));
+  }
   std::stringstream ss;
   ss << in.rdbuf();
-  try {
-    return parse_json(ss.str());
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(fmt::format("{}: {}", path, e.what()));
-  }
+  return parse_or_throw(ss.str(), path);
 }
 
 std::string TuningTable::to_json(int indent) const {
@@ -149,22 +325,30 @@ const std::string* TuningTable::lookup(OpType op, DType dtype, int group_size,
 
 std::vector<std::string> TuningTable::validate(const std::vector<std::string>& known) const {
   std::vector<std::string> problems;
-  for (const auto& e : entries) {
-    const auto where = fmt::format("{} (dtype_class {}, group_size {})", to_string(e.op),
-                                   e.dtype_class, e.group_size);
+  auto where_of = [&](std::size_t i) {
+    const auto& e = entries[i];
+    return fmt::format("entries[{}] ({}, dtype_class {}, group_size {})", i, to_string(e.op),
+                       e.dtype_class, e.group_size);
+  };
+  for (std::size_t n = 0; n < entries.size(); ++n) {
+    const auto& e = entries[n];
+    const auto where = where_of(n);
     if (e.dtype_class != "any" && e.dtype_class != "float" && e.dtype_class != "int") {
       problems.push_back(fmt::format("{}: unknown dtype_class '{}'", where, e.dtype_class));
+    }
+    if (e.group_size < 0) {
+      problems.push_back(fmt::format("{}: group_size must be >= 0 (0: any size)", where));
     }
     if (e.ranges.empty()) problems.push_back(fmt::format("{}: no ranges", where));
     for (std::size_t i = 0; i < e.ranges.size(); ++i) {
       const auto& r = e.ranges[i];
       if (r.min_bytes > r.max_bytes) {
         problems.push_back(
-            fmt::format("{}: range #{} [{}, {}] is reversed", where, i, r.min_bytes, r.max_bytes));
+            fmt::format("{}: ranges[{}] [{}, {}] is reversed", where, i, r.min_bytes, r.max_bytes));
       }
       if (!known.empty() && std::find(known.begin(), known.end(), r.backend) == known.end()) {
-        problems.push_back(
-            fmt::format("{}: range #{} names unknown backend '{}'", where, i, r.backend));
+        problems.push_back(fmt::format("{}: ranges[{}] names unknown backend '{}' (known: {})",
+                                       where, i, r.backend, join(known, ", ")));
       }
       if (i == 0 && r.min_bytes != 0) {
         problems.push_back(
@@ -173,8 +357,9 @@ std::vector<std::string> TuningTable::validate(const std::vector<std::string>& k
       if (i > 0) {
         const auto& p = e.ranges[i - 1];
         if (r.min_bytes <= p.max_bytes) {
-          problems.push_back(fmt::format("{}: overlap: range #{} starts at {} but #{} ends at {}",
-                                         where, i, r.min_bytes, i - 1, p.max_bytes));
+          problems.push_back(
+              fmt::format("{}: overlap: ranges[{}] starts at {} but ranges[{}] ends at {}", where,
+                          i, r.min_bytes, i - 1, p.max_bytes));
         } else if (r.min_bytes != p.max_bytes + 1) {
           problems.push_back(fmt::format("{}: gap: bytes [{}, {}] are not covered", where,
                                          p.max_bytes + 1, r.min_bytes - 1));
@@ -191,8 +376,10 @@ std::vector<std::string> TuningTable::validate(const std::vector<std::string>& k
       const auto& a = entries[i];
       const auto& b = entries[j];
       if (a.op == b.op && a.dtype_class == b.dtype_class && a.group_size == b.group_size) {
-        problems.push_back(fmt::format("{} (dtype_class {}, group_size {}): duplicate entry",
-                                       to_string(a.op), a.dtype_class, a.group_size));
+        problems.push_back(
+            fmt::format("{}: duplicate entry (entries[{}] has the same op, "
+                        "dtype_class and group_size)",
+                        where_of(j), i));
       }
     }
   }

@@ -18,9 +18,8 @@ namespace mcr::bench {
 /// Throws InvalidArgument naming --hysteresis when it is outside [0, 1).
 std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples, double hysteresis);
 
-/// Every problem of a tuning table file's text: JSON structure, unknown ops, backends and dtype
-/// classes (all of them, not only the first), then TuningTable::validate() (gaps, overlaps,
-/// duplicates). Empty when the table is valid.
+/// Every problem of a tuning table file's text (`mcr tune --validate`): TuningTable::problems(),
+/// the same checks the runtime applies when it loads a table. Empty when the table is valid.
 std::vector<std::string> validate_table_text(std::string_view json_text);
 
 }  // namespace mcr::bench

@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+
+#include <fmt/format.h>
+
 #include "mcr/errors.hpp"
+#include "mcr/info.hpp"
 #include "mcr/selection.hpp"
 
 using namespace mcr;
@@ -70,4 +76,88 @@ TEST(Sizes, ParseAndFormat) {
   EXPECT_THROW(parse_size("-5"), InvalidArgument);
   EXPECT_EQ(format_size(65536), "64K");
   EXPECT_EQ(format_size(100), "100");
+}
+
+namespace {
+std::string error_of(std::string_view what, const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return fmt::format("{}: no InvalidArgument", what);
+}
+std::string size_error(std::string_view text) {
+  return error_of(text, [&] { (void)parse_size(text); });
+}
+std::string json_rule_error(std::string_view rule) {
+  const std::string doc = fmt::format(R"({{"rules": [{}]}})", rule);
+  return error_of(rule, [&] { (void)RuleSet::parse_json(doc); });
+}
+}  // namespace
+
+TEST(Rules, UnknownBackendNamesTheRuleAndTheKnownNames) {
+  const auto m = error_of("glo", [] { RuleSet::parse("all_reduce:0-64K=mpi;all_reduce:*=glo"); });
+  EXPECT_NE(m.find("rule #2 'all_reduce:*=glo': unknown backend 'glo'"), std::string::npos) << m;
+  EXPECT_NE(m.find("known backends: nccl, mpi, gloo"), std::string::npos) << m;
+  EXPECT_NE(m.find("compiled into this build: "), std::string::npos) << m;
+  // Every backend mcr has is a valid rule target, whether or not this build compiled it.
+  for (const auto& name : backend_names())
+    EXPECT_NO_THROW(RuleSet::parse(fmt::format("broadcast:*={}", name))) << name;
+  const auto j = json_rule_error(R"({"op": "all_reduce", "backend": "ucx"})");
+  EXPECT_NE(j.find("rules[0] {\"backend\":\"ucx\",\"op\":\"all_reduce\"}: unknown backend 'ucx'"),
+            std::string::npos)
+      << j;
+}
+
+TEST(Sizes, RangeCheckedWithTheRuleNamed) {
+  EXPECT_EQ(parse_size("4KiB"), 4096u);
+  EXPECT_EQ(parse_size("4KB"), 4096u);
+  EXPECT_EQ(parse_size("4k"), 4096u);
+  EXPECT_EQ(parse_size("64B"), 64u);
+  EXPECT_EQ(parse_size("3GiB"), std::size_t{3} << 30);
+  EXPECT_EQ(parse_size("18446744073709551615"), kMaxBytes);
+  EXPECT_EQ(parse_size("17179869183G"), (std::size_t{17179869183} << 30));
+  EXPECT_NE(size_error("-5").find("size '-5' is negative"), std::string::npos);
+  EXPECT_NE(size_error("18446744073709551616").find("overflows"), std::string::npos);
+  EXPECT_NE(size_error("17179869184G").find("size '17179869184G' overflows"), std::string::npos);
+  EXPECT_NE(size_error("1.5K").find("size '1.5K' is not a whole number of bytes"),
+            std::string::npos);
+  EXPECT_NE(size_error("1e3").find("not a whole number"), std::string::npos);
+  EXPECT_NE(size_error("4TiB").find("unknown suffix 'TiB'"), std::string::npos);
+  EXPECT_NE(size_error("").find("is not a byte count"), std::string::npos);
+  // In a rule, the rule is named too.
+  const auto m = error_of("rule", [] { RuleSet::parse("all_reduce:0-99999999999999999999=mpi"); });
+  EXPECT_NE(m.find("rule #1 'all_reduce:0-99999999999999999999=mpi': size "), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("overflows"), std::string::npos) << m;
+}
+
+TEST(Rules, JsonByteCountsAreRangeChecked) {
+  // nlohmann would turn -5 into 2^64-5: refused, as are fractions and huge numbers.
+  EXPECT_NE(json_rule_error(R"({"min_bytes": -5, "backend": "mpi"})")
+                .find("rules[0] {\"backend\":\"mpi\",\"min_bytes\":-5}: min_bytes -5 is negative"),
+            std::string::npos);
+  EXPECT_NE(json_rule_error(R"({"max_bytes": 1.5, "backend": "mpi"})")
+                .find("max_bytes 1.5 is not a whole number of bytes"),
+            std::string::npos);
+  EXPECT_NE(json_rule_error(R"({"max_bytes": 1e30, "backend": "mpi"})").find("overflows"),
+            std::string::npos);
+  EXPECT_NE(
+      json_rule_error(R"({"max_bytes": true, "backend": "mpi"})").find("must be a byte count"),
+      std::string::npos);
+  EXPECT_NE(json_rule_error(R"({"min_bytes": "-1K", "backend": "mpi"})")
+                .find("min_bytes: size '-1K' is negative"),
+            std::string::npos);
+  EXPECT_NE(json_rule_error(R"({"min_bytes": 9, "max_bytes": 8, "backend": "mpi"})")
+                .find("min_bytes 9 > max_bytes 8"),
+            std::string::npos);
+  // A misspelt key would silently widen the rule.
+  EXPECT_NE(json_rule_error(R"({"max_byte": 64, "backend": "mpi"})").find("unknown key 'max_byte'"),
+            std::string::npos);
+  const auto ok = RuleSet::parse_json(
+      R"({"rules": [{"op": "*", "dtype": "*", "min_bytes": "4KiB", "max_bytes": null, "backend": "gloo"}]})");
+  ASSERT_EQ(ok.rules.size(), 1u);
+  EXPECT_EQ(ok.rules[0].min_bytes, 4096u);
+  EXPECT_EQ(ok.rules[0].max_bytes, kMaxBytes);
 }

@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+
 #include "mcr/errors.hpp"
 #include "mcr/selection.hpp"
 
@@ -65,4 +70,87 @@ TEST(TuningTable, RejectsWrongFormatAndVersion) {
   EXPECT_THROW(TuningTable::parse_json(R"({"format": "mcr-tuning", "version": 1,
       "entries": [{"op": "nope", "ranges": []}]})"),
                InvalidArgument);
+}
+
+namespace {
+bool mentions(const std::vector<std::string>& problems, std::string_view text) {
+  for (const auto& p : problems) {
+    if (p.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+std::string parse_error(const std::string& text) {
+  try {
+    (void)TuningTable::parse_json(text);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "no InvalidArgument";
+}
+std::string one_range(std::string_view range) {
+  return fmt::format(R"({{"format": "mcr-tuning", "version": 1, "entries": [{{"op": "all_reduce",
+      "ranges": [{}]}}]}})",
+                     range);
+}
+}  // namespace
+
+TEST(TuningTable, ByteCountsAreRangeCheckedNotWrapped) {
+  // nlohmann reads -5 as 2^64-5 when asked for a size_t: the table is refused instead.
+  const auto m =
+      parse_error(one_range(R"({"min_bytes": -5, "max_bytes": null, "backend": "mpi"})"));
+  EXPECT_NE(m.find("entries[0].ranges[0]: min_bytes -5 is negative"), std::string::npos) << m;
+  EXPECT_NE(m.find("mcr tune --validate"), std::string::npos) << m;
+  EXPECT_TRUE(mentions(TuningTable::problems(one_range(R"({"max_bytes": 1.5, "backend": "mpi"})")),
+                       "entries[0].ranges[0]: max_bytes 1.5 is not a whole number"));
+  EXPECT_TRUE(
+      mentions(TuningTable::problems(one_range(R"({"max_bytes": "64K", "backend": "mpi"})")),
+               "max_bytes \"64K\" must be a byte count >= 0 (or null: unbounded)"));
+  // A misspelt key would leave max_bytes unbounded.
+  EXPECT_TRUE(mentions(TuningTable::problems(one_range(R"({"max_byte": 99, "backend": "mpi"})")),
+                       "entries[0].ranges[0]: unknown key 'max_byte'"));
+  EXPECT_TRUE(
+      mentions(TuningTable::problems(
+                   R"({"format": "mcr-tuning", "version": 1, "entries": [{"op": "all_reduce",
+        "group_size": -2, "ranges": [{"backend": "mpi"}]}], "samples": [{"op": "all_reduce",
+        "bytes": -1, "backend": "mpi", "time_us": 1}]})"),
+               "samples[0]: bytes -1 is negative"));
+}
+
+TEST(TuningTable, ParseRejectsWhatValidateRejects) {
+  // The same checks as `mcr tune --validate`: a table with a gap is never used.
+  const std::string gap = one_range(R"({"min_bytes": 0, "max_bytes": 99, "backend": "mpi"},
+                                       {"min_bytes": 200, "max_bytes": null, "backend": "gloo"})");
+  const auto problems = TuningTable::problems(gap);
+  ASSERT_EQ(problems.size(), 1u);
+  const auto m = parse_error(gap);
+  EXPECT_NE(m.find("tuning table is invalid (1 problem; `mcr tune --validate FILE` lists them): " +
+                   problems[0]),
+            std::string::npos)
+      << m;
+  EXPECT_NE(problems[0].find("entries[0] (all_reduce, dtype_class any, group_size 0): gap: bytes "
+                             "[100, 199] are not covered"),
+            std::string::npos)
+      << problems[0];
+  EXPECT_NE(parse_error(one_range(R"({"backend": "glo"})")).find("unknown backend 'glo'"),
+            std::string::npos);
+  EXPECT_TRUE(TuningTable::problems(sample_table().to_json()).empty());
+}
+
+TEST(TuningTable, LoadNamesTheFile) {
+  const std::string path = ::testing::TempDir() + "table_negative.json";
+  {
+    std::ofstream out(path);
+    out << one_range(R"({"min_bytes": -5, "max_bytes": null, "backend": "mpi"})");
+  }
+  try {
+    (void)TuningTable::load(path);
+    ADD_FAILURE() << "load accepted a negative min_bytes";
+  } catch (const InvalidArgument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(fmt::format("tuning table '{}' is invalid (1 problem; `mcr tune --validate "
+                                 "{}` lists them)",
+                                 path, path)),
+              std::string::npos)
+        << m;
+  }
 }
