@@ -17,6 +17,7 @@
 #include "launch_hooks.hpp"
 #include "log.hpp"
 #include "mcr/errors.hpp"
+#include "verify.hpp"
 #include "watchdog.hpp"
 
 namespace mcr::detail {
@@ -162,7 +163,8 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   std::string names;
   for (Backend* b : raw)
     names += fmt::format("{},", b->name());
-  const std::string mine = fmt::format("{:016x}|{}", s->selector->config_hash(), names);
+  const std::string mine = fmt::format("{:016x}|{}{}", s->selector->config_hash(), names,
+                                       rt.verify ? "|verify" : "");
   auto all = rt.bootstrap->group_all_gather(s->world_ranks, fmt::format("mcr/hash/{}", id),
                                             to_bytes(mine));
   std::string differ;
@@ -175,9 +177,10 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
         "communicator {}: ranks {} loaded different selection rules, tuning table or backends than "
         "rank 0 "
         "(hash|backends: rank 0 '{}', this rank {} '{}'); every rank must load the same MCR_RULES, "
-        "MCR_RULES_FILE, MCR_TUNING and MCR_BACKENDS",
+        "MCR_RULES_FILE, MCR_TUNING, MCR_BACKENDS and MCR_VERIFY",
         id, differ, first, rank, mine));
   }
+  if (rt.verify) s->verifier = std::make_unique<Verifier>(*s);
   return s;
 }
 
@@ -192,6 +195,7 @@ Communicator init(const InitOptions& options) {
   auto rt = std::make_unique<Runtime>();
   rt->launch = detect_launch();
   const auto timeout = resolve_timeout(options);
+  rt->verify = verify_requested(options);
 
   // Selection inputs are parsed before anything blocks, so bad input fails on every rank alike.
   std::string rules_text =
