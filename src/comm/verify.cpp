@@ -246,14 +246,22 @@ std::vector<Bytes> exchange(Backend& channel, CommState& state, const OpArgs& ab
   };
   try {
     auto pending = channel.start(x);
-    const auto deadline = Clock::now() + limit;
-    while (pending && !pending->test()) {
+    const auto began = Clock::now();
+    // As Work::wait: spin briefly for latency, then yield, then sleep, so that ranks
+    // oversubscribing cores do not starve the peer they wait for.
+    for (std::uint64_t spins = 1; pending && !pending->test(); ++spins) {
       engine().progress_all();
-      if (Clock::now() > deadline) {
+      if (spins < 256) continue;
+      const auto waited = Clock::now() - began;
+      if (waited > limit) {
         pending->abandon();
         throw timed_out();
       }
-      std::this_thread::yield();
+      if (waited < std::chrono::milliseconds(5)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     }
   } catch (const TimeoutError& e) {
     if (std::string_view(e.backend()) == "verify") throw;

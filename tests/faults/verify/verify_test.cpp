@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 
 #include "harness.hpp"
+#include "mcr/info.hpp"
 
 namespace mcr::test {
 namespace {
@@ -150,6 +151,25 @@ TEST(Verify, Backend) {
   expect_mismatch(
       [&] { c.all_reduce(Tensor(buf.data(), 4, DType::f32), ReduceOp::sum, o); },
       {"backend differs: ranks 0 have 'mpi', ranks " + others(c) + " have 'gloo'"});
+  expect_usable(c);
+}
+
+// A backend that rank 0 cannot select (known, but not in this communicator) is not an error of
+// rank 0 alone: every rank reports that the backend differs.
+TEST(Verify, SelectionFailsOnOneRank) {
+  Communicator c = fresh();
+  const auto have = c.backends();
+  std::string missing;
+  for (const auto& name : backend_names()) {
+    if (std::find(have.begin(), have.end(), name) == have.end()) missing = name;
+  }
+  if (missing.empty()) GTEST_SKIP() << "every known backend is usable here";
+  std::vector<float> buf(4, 1.0f);
+  CallOptions o;
+  if (c.rank() == 0) o.backend = missing;
+  expect_mismatch([&] { c.all_reduce(Tensor(buf.data(), 4, DType::f32), ReduceOp::sum, o); },
+                  {"backend differs: ranks 0 have no backend (selection failed there), ranks " +
+                   others(c) + " have '"});
   expect_usable(c);
 }
 
