@@ -132,13 +132,13 @@ std::string compare(const std::vector<Descriptor>& all) {
   auto op_of = [](const Descriptor& d) { return std::string(to_string(OpType(d.op))); };
   if (auto d = differences(field(all, op_of), "call"); !d.empty()) return "operation differs: " + d;
   std::vector<std::string> found;
-  auto check = [&](std::string_view name, auto&& show) {
+  auto check = [&](std::string_view name, auto&& show, std::string_view hint = {}) {
     if (auto d = differences(field(all, show)); !d.empty())
-      found.push_back(fmt::format("{} differs: {}", name, d));
+      found.push_back(fmt::format("{} differs: {}{}", name, d, hint));
   };
-  check("collective index", [](const Descriptor& d) {
-    return fmt::format("#{} (a rank issued a collective its peers did not)", d.collective);
-  });
+  check(
+      "collective index", [](const Descriptor& d) { return fmt::format("#{}", d.collective); },
+      " (a rank issued a collective its peers did not)");
   check("form", [](const Descriptor& d) { return std::string(d.async ? "async" : "sync"); });
   check("root", [](const Descriptor& d) { return fmt::format("{}", d.root); });
   check("dtype", [](const Descriptor& d) { return std::string(to_string(DType(d.dtype))); });
