@@ -20,8 +20,8 @@ using Clock = std::chrono::steady_clock;
 
 // One block of `iters` calls, verified or not; its time is the slowest rank's, per call, in µs.
 // The barrier and the max around it are not verified, so only the timed calls differ.
-double block(mcr::Communicator& comm, std::vector<float>& buf, const mcr::CallOptions& o,
-             int iters, bool verify) {
+double block(mcr::Communicator& comm, std::vector<float>& buf, const mcr::CallOptions& o, int iters,
+             bool verify) {
   comm.set_verify(false);
   comm.barrier();
   comm.set_verify(verify);
@@ -49,9 +49,10 @@ int main(int argc, char** argv) {
   init.verify = true;
   mcr::Communicator comm = mcr::init(init);
   if (comm.rank() == 0) {
-    fmt::print("# MCR_VERIFY cost, {} ranks, all_reduce sum f32 {} B, {} calls per block, median "
-               "of {} blocks\n",
-               comm.size(), bytes, iters, reps);
+    fmt::print(
+        "# MCR_VERIFY cost, {} ranks, all_reduce sum f32 {} B, {} calls per block, median "
+        "of {} blocks\n",
+        comm.size(), bytes, iters, reps);
     fmt::print("{:>8} {:>14} {:>14} {:>14}\n", "backend", "off us", "verified us", "added us");
   }
   std::vector<float> buf(std::max<std::size_t>(1, bytes / sizeof(float)), 1.0f);

@@ -58,9 +58,10 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   check_usable();
   const ReduceOp reduce = is_reduction(args.op) ? args.reduce : ReduceOp::sum;
   auto pick = [&]() -> detail::Backend& {
-    return opts.backend.empty() ? selector->pick(args.op, args.dtype, reduce, args.device.kind, bytes)
-                                : selector->pick_override(opts.backend, args.op, args.dtype, reduce,
-                                                          args.device.kind, bytes);
+    return opts.backend.empty()
+               ? selector->pick(args.op, args.dtype, reduce, args.device.kind, bytes)
+               : selector->pick_override(opts.backend, args.op, args.dtype, reduce,
+                                         args.device.kind, bytes);
   };
   // MCR_VERIFY: ranks compare the operation (and the backend each selected) before any starts.
   detail::Backend& b = verifier ? verifier->pick(*this, args, opts, pick) : pick();

@@ -163,8 +163,8 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   std::string names;
   for (Backend* b : raw)
     names += fmt::format("{},", b->name());
-  const std::string mine = fmt::format("{:016x}|{}{}", s->selector->config_hash(), names,
-                                       rt.verify ? "|verify" : "");
+  const std::string mine =
+      fmt::format("{:016x}|{}{}", s->selector->config_hash(), names, rt.verify ? "|verify" : "");
   auto all = rt.bootstrap->group_all_gather(s->world_ranks, fmt::format("mcr/hash/{}", id),
                                             to_bytes(mine));
   std::string differ;

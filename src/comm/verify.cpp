@@ -143,7 +143,8 @@ std::string compare(const std::vector<Descriptor>& all) {
   check("root", [](const Descriptor& d) { return fmt::format("{}", d.root); });
   check("dtype", [](const Descriptor& d) { return std::string(to_string(DType(d.dtype))); });
   check("count", [](const Descriptor& d) { return fmt::format("{}", d.count); });
-  check("reduce op", [](const Descriptor& d) { return std::string(to_string(ReduceOp(d.reduce))); });
+  check("reduce op",
+        [](const Descriptor& d) { return std::string(to_string(ReduceOp(d.reduce))); });
   check("backend", [](const Descriptor& d) {
     return d.selection_failed ? std::string("no backend (selection failed there)")
                               : fmt::format("'{}'", d.backend);
@@ -175,14 +176,14 @@ std::string compare_counts(OpType op, const std::vector<std::vector<std::uint64_
       const std::uint64_t expected = all[j][n + i];
       if (sent == expected) continue;
       if (++total <= 4)
-        bad.push_back(fmt::format("rank {} sends {} to rank {}, which expects {}", i, sent, j,
-                                  expected));
+        bad.push_back(
+            fmt::format("rank {} sends {} to rank {}, which expects {}", i, sent, j, expected));
     }
   }
   if (bad.empty()) return {};
-  return fmt::format("counts differ: {}{}", fmt::join(bad, "; "),
-                     total > bad.size() ? fmt::format(" (and {} more pairs)", total - bad.size())
-                                        : "");
+  return fmt::format(
+      "counts differ: {}{}", fmt::join(bad, "; "),
+      total > bad.size() ? fmt::format(" (and {} more pairs)", total - bad.size()) : "");
 }
 
 }  // namespace
@@ -208,9 +209,10 @@ Verifier::Verifier(CommState& state) {
     break;
   }
   if (!channel_) {
-    throw Error(fmt::format("communicator {}: no backend can carry the cross-rank verification "
-                            "(an all-gather of host bytes); unset MCR_VERIFY",
-                            state.id));
+    throw Error(
+        fmt::format("communicator {}: no backend can carry the cross-rank verification "
+                    "(an all-gather of host bytes); unset MCR_VERIFY",
+                    state.id));
   }
 }
 

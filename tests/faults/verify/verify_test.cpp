@@ -1,7 +1,8 @@
 // Cross-rank verification (run with MCR_VERIFY=1): ranks that disagree on a field of a collective
 // must all raise MismatchError naming the operation, the field and the ranks on each side, before
 // anything starts, so that the communicator stays usable; a correct run must still give correct
-// results. Rank 0 is the odd one out in every case; at 3 ranks, ranks 1 and 2 agree with each other.
+// results. Rank 0 is the odd one out in every case; at 3 ranks, ranks 1 and 2 agree with each
+// other.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,9 +83,9 @@ TEST(Verify, DtypeF32AgainstI32) {
   Communicator c = fresh();
   std::vector<std::uint32_t> buf(4, 1);
   const DType t = c.rank() == 0 ? DType::f32 : DType::i32;
-  expect_mismatch([&] { c.all_reduce(Tensor(buf.data(), 4, t), ReduceOp::sum); },
-                  {"all_reduce #", "dtype differs: ranks 0 have f32, ranks " + others(c) +
-                                       " have i32"});
+  expect_mismatch(
+      [&] { c.all_reduce(Tensor(buf.data(), 4, t), ReduceOp::sum); },
+      {"all_reduce #", "dtype differs: ranks 0 have f32, ranks " + others(c) + " have i32"});
   expect_usable(c);
 }
 
@@ -105,8 +106,9 @@ TEST(Verify, CountOnEveryBackend) {
     o.backend = backend;
     const std::size_t n = c.rank() == 0 ? 4 : 5;
     std::vector<float> buf(n, 1.0f);
-    expect_mismatch([&] { c.all_reduce(Tensor(buf.data(), n, DType::f32), ReduceOp::sum, o); },
-                    {"all_reduce", "count differs: ranks 0 have 4, ranks " + others(c) + " have 5"});
+    expect_mismatch(
+        [&] { c.all_reduce(Tensor(buf.data(), n, DType::f32), ReduceOp::sum, o); },
+        {"all_reduce", "count differs: ranks 0 have 4, ranks " + others(c) + " have 5"});
   }
   expect_usable(c);
 }
@@ -156,9 +158,8 @@ TEST(Verify, Backend) {
   std::vector<float> buf(4, 1.0f);
   CallOptions o;
   o.backend = c.rank() == 0 ? "mpi" : "gloo";
-  expect_mismatch(
-      [&] { c.all_reduce(Tensor(buf.data(), 4, DType::f32), ReduceOp::sum, o); },
-      {"backend differs: ranks 0 have 'mpi', ranks " + others(c) + " have 'gloo'"});
+  expect_mismatch([&] { c.all_reduce(Tensor(buf.data(), 4, DType::f32), ReduceOp::sum, o); },
+                  {"backend differs: ranks 0 have 'mpi', ranks " + others(c) + " have 'gloo'"});
   expect_usable(c);
 }
 
@@ -231,7 +232,8 @@ TEST(Verify, AllGatherVCounts) {
         c.all_gather_v(Tensor(in.data(), in.size(), DType::f32),
                        Tensor(out.data(), out.size(), DType::f32), counts);
       },
-      {"all_gather_v #", "counts differ: ranks 0 have [2, 3", "ranks " + others(c) + " have [2, 2"});
+      {"all_gather_v #", "counts differ: ranks 0 have [2, 3",
+       "ranks " + others(c) + " have [2, 2"});
   expect_usable(c);
 }
 

@@ -57,7 +57,7 @@ constexpr std::string_view kSizeCheck = "op.preamble.length <= op.nbytes";
                : "");
       std::fflush(stderr);
       abort_job(134);  // 128 + SIGABRT, what gloo's own end would have been
-    } catch (...) {  // NOLINT(bugprone-empty-catch): not gloo's; the previous handler decides
+    } catch (...) {    // NOLINT(bugprone-empty-catch): not gloo's; the previous handler decides
     }
   }
   if (g_previous_terminate != nullptr) g_previous_terminate();
