@@ -69,6 +69,13 @@ class Communicator {
   /// Attach an observer for completed operations (nullptr detaches). Sub-communicators created
   /// afterwards inherit it.
   void set_observer(std::shared_ptr<OpObserver> observer);
+  /// Pauses (false) or resumes (true) cross-rank verification of this communicator's collectives
+  /// on the calling rank; peers must pause and resume at the same point. Only a communicator
+  /// created with verification on (InitOptions::verify, MCR_VERIFY=1) can verify: set_verify(true)
+  /// on another raises InvalidArgument. See docs/reliability.md.
+  void set_verify(bool on);
+  /// Whether this rank verifies the next collective.
+  bool verifying() const;
 
   // ---- point to point ------------------------------------------------------------------------
   void send(const Tensor& tensor, int dst, const CallOptions& opts = {});
@@ -166,6 +173,10 @@ struct InitOptions {
   std::string tuning_file;               ///< tuning table (MCR_TUNING)
   std::vector<std::string> backends;     ///< backends to bring up, in priority order (MCR_BACKENDS)
   std::chrono::milliseconds timeout{0};  ///< default per-operation timeout (MCR_TIMEOUT, seconds)
+  /// Cross-rank verification: before each collective, the ranks exchange its op, dtype, count,
+  /// root, reduce op, backend and form, and raise MismatchError on every rank when they differ
+  /// (MCR_VERIFY=1). Costs one small all-gather per collective; must agree on every rank.
+  bool verify = false;
 };
 
 /// Reads the launcher environment (mpirun/mpiexec, Slurm srun, or RANK/WORLD_SIZE/MASTER_ADDR/

@@ -5,6 +5,7 @@
 
 #include "mcr/errors.hpp"
 #include "state.hpp"
+#include "verify.hpp"
 #include "watchdog.hpp"
 
 namespace mcr::detail {
@@ -56,10 +57,14 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
                                             std::size_t bytes) {
   check_usable();
   const ReduceOp reduce = is_reduction(args.op) ? args.reduce : ReduceOp::sum;
-  detail::Backend& b = opts.backend.empty()
-                           ? selector->pick(args.op, args.dtype, reduce, args.device.kind, bytes)
-                           : selector->pick_override(opts.backend, args.op, args.dtype, reduce,
-                                                     args.device.kind, bytes);
+  auto pick = [&]() -> detail::Backend& {
+    return opts.backend.empty()
+               ? selector->pick(args.op, args.dtype, reduce, args.device.kind, bytes)
+               : selector->pick_override(opts.backend, args.op, args.dtype, reduce,
+                                         args.device.kind, bytes);
+  };
+  // MCR_VERIFY: ranks compare the operation (and the backend each selected) before any starts.
+  detail::Backend& b = verifier ? verifier->pick(*this, args, opts, pick) : pick();
   const auto limit = opts.timeout.count() > 0 ? opts.timeout : timeout;
   args.sequence = next_sequence++;
   args.timeout = limit;

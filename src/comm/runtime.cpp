@@ -17,6 +17,7 @@
 #include "log.hpp"
 #include "mcr/errors.hpp"
 #include "selection_inputs.hpp"
+#include "verify.hpp"
 #include "watchdog.hpp"
 
 namespace mcr::detail {
@@ -91,25 +92,31 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   mine.fields.emplace_back("hash of the selection rules and tuning table",
                            fmt::format("{:016x}", s->selector->config_hash()));
   mine.fields.emplace_back("backends", names);
-  const std::string text = mine.fields[0].second + "|" + names;
+  mine.fields.emplace_back("MCR_VERIFY", rt.verify ? "1" : "0");
+  const std::string text = mine.fields[0].second + "|" + names + "|" + mine.fields[2].second;
   auto all = rt.bootstrap->group_all_gather(s->world_ranks, fmt::format("mcr/hash/{}", id),
                                             to_bytes(text));
   std::vector<ConfigDigest> digests;
   for (const auto& a : all) {
     const std::string t = from_bytes(a);
     const auto bar = t.find('|');
+    const auto bar2 = bar == std::string::npos ? bar : t.find('|', bar + 1);
     ConfigDigest d;
     d.fields.emplace_back(mine.fields[0].first, t.substr(0, bar));
-    d.fields.emplace_back(mine.fields[1].first,
-                          bar == std::string::npos ? std::string() : t.substr(bar + 1));
+    d.fields.emplace_back(mine.fields[1].first, bar == std::string::npos
+                                                    ? std::string()
+                                                    : t.substr(bar + 1, bar2 - bar - 1));
+    d.fields.emplace_back(mine.fields[2].first,
+                          bar2 == std::string::npos ? std::string() : t.substr(bar2 + 1));
     digests.push_back(std::move(d));
   }
   if (const std::string differ = describe_differences(digests); !differ.empty()) {
     throw MismatchError(fmt::format(
         "communicator {} (ranks of the communicator): {}; every rank must load the same "
-        "MCR_RULES, MCR_RULES_FILE, MCR_TUNING and MCR_BACKENDS",
+        "MCR_RULES, MCR_RULES_FILE, MCR_TUNING, MCR_BACKENDS and MCR_VERIFY",
         id, differ));
   }
+  if (rt.verify) s->verifier = std::make_unique<Verifier>(*s);
   return s;
 }
 
@@ -132,6 +139,7 @@ Communicator init(const InitOptions& options) {
   std::string rejected_what;
   try {
     in = read_selection_inputs(options);
+    rt->verify = verify_requested(options);
   } catch (const Error& e) {
     rejected = std::current_exception();
     rejected_what = e.what();

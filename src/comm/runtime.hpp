@@ -23,6 +23,7 @@ struct Runtime {
   std::string rules_source;  // where the rules came from, for `mcr info`
   std::string table_source;
   std::vector<std::pair<std::string, std::string>> unusable;  // compiled in, not usable here
+  bool verify = false;  // MCR_VERIFY / InitOptions::verify: every communicator verifies
   std::shared_ptr<CommState> world;
 };
 

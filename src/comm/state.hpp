@@ -20,6 +20,7 @@ namespace mcr::detail {
 using Clock = std::chrono::steady_clock;
 
 class CommState;
+class Verifier;
 
 /// One operation in flight.
 class WorkState {
@@ -89,6 +90,7 @@ class CommState : public std::enable_shared_from_this<CommState> {
   std::string aborted;       // non-empty once an operation timed out: later calls fail fast
   std::uint64_t splits = 0;  // number of split()/new_group() calls, for rendezvous keys
   std::vector<std::shared_ptr<WorkState>> outstanding;  // async ops not yet seen complete
+  std::unique_ptr<Verifier> verifier;  // MCR_VERIFY: destroyed before the backends it split
 
   ~CommState();
   void check_usable() const;

@@ -85,6 +85,7 @@ std::string gloo_hostname(const LaunchInfo& launch, int size) {
 }
 
 std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
+  install_gloo_io_guard(bootstrap.rank());
   auto shared = std::make_shared<GlooShared>();
   shared->store = &bootstrap.store();
   shared->timeout = bootstrap.timeout().count() > 0 ? bootstrap.timeout() : kFallbackTimeout;

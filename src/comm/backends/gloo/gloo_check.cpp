@@ -1,11 +1,15 @@
 #include "backends/gloo/gloo_check.hpp"
 
+#include <atomic>
+#include <cstdio>
 #include <exception>
 #include <string>
 
 #include <fmt/format.h>
 #include <gloo/common/error.h>
+#include <gloo/common/logging.h>
 
+#include "launch_hooks.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail {
@@ -24,7 +28,52 @@ bool is_timeout_message(std::string_view what) {
          what.find("Application timeout") != std::string_view::npos;
 }
 
+std::atomic<int> g_guard_rank{-1};
+std::terminate_handler g_previous_terminate = nullptr;
+
+// gloo's TCP pair checks that an incoming message fits the buffer the operation posted; the check
+// fails on gloo's I/O thread, where nothing catches it.
+constexpr std::string_view kSizeCheck = "op.preamble.length <= op.nbytes";
+
+[[noreturn]] void on_terminate() noexcept {
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const gloo::EnforceNotMet& x) {
+      // Our calls into gloo convert every exception (MCR_GLOO_CHECK), so an uncaught gloo
+      // exception comes from a thread gloo owns: its I/O loop.
+      const std::string_view what = x.what();
+      const bool size = what.find(kSizeCheck) != std::string_view::npos;
+      std::fprintf(
+          stderr,
+          "mcr: BackendError: gloo's I/O thread failed on rank %d: %s\nmcr: %s gloo cannot "
+          "continue after an error on its I/O thread, so the job is ended. Run with MCR_VERIFY=1 "
+          "to have every rank raise MismatchError naming the operation, the field and the ranks "
+          "before the operation starts.\n",
+          g_guard_rank.load(), x.what(),
+          size ? "A peer sent a larger message than this rank's operation expects: the ranks "
+                 "called a Gloo operation with different counts or dtypes (or different "
+                 "operations)."
+               : "");
+      std::fflush(stderr);
+      abort_job(134);  // 128 + SIGABRT, what gloo's own end would have been
+    } catch (...) {    // NOLINT(bugprone-empty-catch): not gloo's; the previous handler decides
+    }
+  }
+  if (g_previous_terminate != nullptr) g_previous_terminate();
+  std::abort();
+}
+
 }  // namespace
+
+void install_gloo_io_guard(int rank) {
+  g_guard_rank.store(rank);
+  static const bool installed = [] {
+    g_previous_terminate = std::set_terminate(&on_terminate);
+    return true;
+  }();
+  (void)installed;
+}
 
 void rethrow_gloo_error(std::string_view call, const char* file, int line,
                         const GlooCallSite& site) {

@@ -19,6 +19,14 @@ struct GlooCallSite {
 [[noreturn]] void rethrow_gloo_error(std::string_view call, const char* file, int line,
                                      const GlooCallSite& site);
 
+/// Installs, once per process, a terminate handler for an exception that escapes gloo's own I/O
+/// thread, which no caller can catch: gloo's TCP pair raises one when a peer sends more bytes than
+/// the posted operation holds (ranks disagree on count or dtype), and the process cannot continue.
+/// The handler prints what happened and what it means (naming `rank`, the world rank) and ends the
+/// whole job through the launcher (MPI_Abort) so that peers do not wait for their timeout. Any
+/// other exception goes to the handler that was installed before.
+void install_gloo_io_guard(int rank);
+
 }  // namespace mcr::detail
 
 /// Runs the statement(s) and converts any exception with rethrow_gloo_error().
