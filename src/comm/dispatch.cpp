@@ -67,7 +67,8 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   if (b.blocks_device() && args.device.is_cuda()) engine().fence_device(b, args.device, limit);
 
   const std::uint64_t start = observer ? TickClock::now() : 0;
-  flight.issued(args, b.name(), bytes);
+  flight.issued(args.sequence, args.op, args.dtype, args.count, args.root, args.async, b.name(),
+                bytes);
   auto& dog = Watchdog::instance();
   dog.arm(args.op_name, args.sequence, b.name(), limit, &flight);
   std::unique_ptr<PendingOp> pending;

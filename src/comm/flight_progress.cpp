@@ -91,9 +91,13 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
         Store* store = store_or_null();
         if (store == nullptr) throw Error("no rendezvous store");
         store->set(progress_key(rec.group_id(), rec.group_rank()), to_bytes(rec.issued_count()));
+        // Point-to-point involves one peer, and sequence numbers of a pair need not align: for
+        // send/recv only the peer's progress is reported, not judged.
+        const FlightEntry* e = rec.find(sequence);
+        const bool p2p = e != nullptr && (e->op == OpType::send || e->op == OpType::recv);
         std::size_t behind = 0;
         for (int r = 0; r < rec.group_size(); ++r) {
-          if (r == rec.group_rank()) continue;
+          if (r == rec.group_rank() || (p2p && r != e->root)) continue;
           const std::string key = progress_key(rec.group_id(), r);
           std::string state = "no progress published";
           bool reached = false;
@@ -103,6 +107,11 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
             reached = issued > sequence;
             state = issued == 0 ? "issued nothing" : fmt::format("last issued #{}", issued - 1);
           }
+          if (p2p) {
+            peers = fmt::format("; peer rank {} (world rank {}) has {}", r, rec.world_rank_of(r),
+                                state);
+            continue;
+          }
           if (reached) continue;
           if (behind++ < kMaxNamed) {
             peers += fmt::format("{}{} (world rank {}, {})", peers.empty() ? "" : ", ", r,
@@ -110,7 +119,8 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
           }
         }
         if (behind > kMaxNamed) peers += fmt::format(" and {} more", behind - kMaxNamed);
-        out += behind == 0
+        out += p2p ? peers
+               : behind == 0
                    ? fmt::format(
                          "; every other rank has reached sequence #{} (a peer may "
                          "be stuck inside it or issued a different operation)",

@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,7 +20,6 @@
 #include "mcr/errors.hpp"
 #include "mcr/flight_recorder.hpp"
 #include "runtime.hpp"
-#include "tick_clock.hpp"
 
 namespace mcr::detail {
 namespace {
@@ -36,7 +37,7 @@ std::size_t entries_from_env() {
         fmt::format("MCR_FLIGHT_ENTRIES='{}' must be a whole number of operations from 1 to {}", v,
                     kMaxEntries));
   }
-  return static_cast<std::size_t>(n);
+  return std::bit_ceil(static_cast<std::size_t>(n));  // a power of two: slots by masking
 }
 
 std::string host_name() {
@@ -45,12 +46,12 @@ std::string host_name() {
   return buf;
 }
 
-std::int64_t unix_ns(std::chrono::steady_clock::time_point t, std::int64_t wall_minus_steady) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count() +
-         wall_minus_steady;
+bool shows_root(OpType op) {
+  return op == OpType::broadcast || op == OpType::reduce || op == OpType::gather ||
+         op == OpType::scatter || op == OpType::send || op == OpType::recv;
 }
 
-nlohmann::json entry_json(const FlightEntry& e, std::uint64_t now_tick,
+nlohmann::json entry_json(const FlightEntry& e, std::int64_t now_ns,
                           std::int64_t wall_minus_steady) {
   const FlightState state = e.state.load(std::memory_order_relaxed);
   nlohmann::json j{{"seq", e.sequence},
@@ -61,17 +62,24 @@ nlohmann::json entry_json(const FlightEntry& e, std::uint64_t now_tick,
                    {"backend", std::string(e.backend)},
                    {"form", e.async ? "async" : "sync"},
                    {"state", std::string(to_string(state))}};
-  if (e.root >= 0) j["root"] = e.root;
-  const bool ended = e.ended_tick != 0;
-  const auto span = TickClock::to_steady(e.issued_tick, ended ? e.ended_tick : now_tick);
-  j["issued_unix_ns"] = unix_ns(span.start, wall_minus_steady);
-  if (ended) j["ended_unix_ns"] = unix_ns(span.end, wall_minus_steady);
-  j[ended ? "duration_us" : "pending_for_us"] =
-      std::chrono::duration<double, std::micro>(span.end - span.start).count();
+  if (shows_root(e.op)) j["root"] = e.root;
+  const bool ended = e.ended_ns != 0;
+  j["issued_unix_ns"] = e.issued_ns + wall_minus_steady;
+  if (ended) j["ended_unix_ns"] = e.ended_ns + wall_minus_steady;
+  // Stamps come from the coarse clock (50 ms steps): durations are whole steps.
+  j[ended ? "duration_ms" : "pending_for_ms"] =
+      ((ended ? e.ended_ns : now_ns) - e.issued_ns) / 1'000'000;
   return j;
 }
 
 }  // namespace
+
+void advance_flight_clock() noexcept {
+  g_flight_clock_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now().time_since_epoch())
+                              .count(),
+                          std::memory_order_relaxed);
+}
 
 std::string_view to_string(FlightState s) noexcept {
   switch (s) {
@@ -117,14 +125,14 @@ const FlightConfig& flight_config() {
       }
       f.path = fmt::format("{}/flight-rank{}.json", f.dir, f.world_rank);
     }
-    TickClock::prepare();  // dumps map counter readings to times
+    advance_flight_clock();
     return f;
   }());
   return c;
 }
 
-FlightRecorder::FlightRecorder() : capacity_(flight_config().entries) {
-  ring_ = std::make_unique<FlightEntry[]>(capacity_);
+FlightRecorder::FlightRecorder() : mask_(flight_config().entries - 1) {
+  ring_ = std::make_unique<FlightEntry[]>(capacity());
   auto& reg = flight_registry();
   std::lock_guard lock(reg.mu);
   reg.live.push_back(this);
@@ -149,73 +157,38 @@ int FlightRecorder::world_rank_of(int group_rank) const noexcept {
   return world_ranks_[static_cast<std::size_t>(group_rank)];
 }
 
-void FlightRecorder::issued(const OpArgs& args, std::string_view backend,
-                            std::size_t bytes) noexcept {
-  FlightEntry& e = ring_[args.sequence % capacity_];
-  e.sequence = args.sequence;
-  e.issued_tick = TickClock::now();
-  e.ended_tick = 0;
-  e.count = args.count;
-  e.bytes = bytes;
-  e.backend = backend;
-  const bool rooted = args.op == OpType::broadcast || args.op == OpType::reduce ||
-                      args.op == OpType::gather || args.op == OpType::scatter ||
-                      args.op == OpType::send || args.op == OpType::recv;
-  e.root = rooted ? args.root : -1;
-  e.op = args.op;
-  e.dtype = args.dtype;
-  e.async = args.async;
-  e.state.store(FlightState::issued, std::memory_order_relaxed);
-  // One writer: a load and a store, no read-modify-write.
-  issued_.store(args.sequence + 1, std::memory_order_relaxed);
-  in_flight_.store(in_flight_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
-
-void FlightRecorder::set(std::uint64_t sequence, FlightState s, bool terminal) noexcept {
-  if (terminal) {
-    in_flight_.store(in_flight_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-  }
-  FlightEntry& e = ring_[sequence % capacity_];
-  if (e.sequence != sequence) return;  // overwritten: more than capacity() operations since
-  if (terminal) e.ended_tick = TickClock::now();
-  e.state.store(s, std::memory_order_relaxed);
-}
-
-const FlightEntry* FlightRecorder::find(std::uint64_t sequence) const noexcept {
-  const FlightEntry& e = ring_[sequence % capacity_];
-  return e.sequence == sequence ? &e : nullptr;
-}
-
-nlohmann::json FlightRecorder::to_json(std::uint64_t now_tick,
-                                       std::int64_t wall_minus_steady) const {
+nlohmann::json FlightRecorder::to_json(std::int64_t now_ns, std::int64_t wall_minus_steady) const {
   const std::uint64_t issued = issued_count();
   nlohmann::json ops = nlohmann::json::array();
-  const std::uint64_t first = issued > capacity_ ? issued - capacity_ : 0;
+  const std::uint64_t first = issued > capacity() ? issued - capacity() : 0;
   for (std::uint64_t s = first; s < issued; ++s) {
-    if (const FlightEntry* e = find(s)) ops.push_back(entry_json(*e, now_tick, wall_minus_steady));
+    if (const FlightEntry* e = find(s)) ops.push_back(entry_json(*e, now_ns, wall_minus_steady));
   }
   return {{"group_id", group_id_},       {"group_rank", group_rank_}, {"group_size", group_size_},
           {"world_ranks", world_ranks_}, {"issued", issued},          {"in_flight", in_flight()},
-          {"capacity", capacity_},       {"ops", std::move(ops)}};
+          {"capacity", capacity()},      {"ops", std::move(ops)}};
 }
 
 std::string flight_record_json(std::string_view reason) {
   const FlightConfig& c = flight_config();
-  const auto steady = std::chrono::steady_clock::now();
-  const auto wall = std::chrono::system_clock::now();
-  const std::int64_t wall_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(wall.time_since_epoch()).count();
-  const std::int64_t wall_minus_steady =
-      wall_ns -
-      std::chrono::duration_cast<std::chrono::nanoseconds>(steady.time_since_epoch()).count();
-  const std::uint64_t now_tick = TickClock::now();
+  const std::int64_t steady_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count();
+  const std::int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+  const std::int64_t wall_minus_steady = wall_ns - steady_ns;
   nlohmann::json comms = nlohmann::json::array();
   {
-    // A signal handler cannot wait for the lock (its own thread may hold it): it reads unlocked.
+    // A signal handler cannot wait for the lock indefinitely (its own thread may hold it): after
+    // 10 ms it reads unlocked. The lock is only held for communicator creation and destruction
+    // and the watchdog's progress scan.
     auto& reg = flight_registry();
-    std::unique_lock lock(reg.mu, std::try_to_lock);
+    std::unique_lock lock(reg.mu, std::defer_lock);
+    for (int i = 0; i < 100 && !lock.try_lock(); ++i)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     for (const FlightRecorder* r : reg.live)
-      comms.push_back(r->to_json(now_tick, wall_minus_steady));
+      comms.push_back(r->to_json(steady_ns, wall_minus_steady));
   }
   nlohmann::json j{{"format", "mcr-flight-record"},
                    {"version", 1},

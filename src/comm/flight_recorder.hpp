@@ -28,21 +28,25 @@
 
 namespace mcr::detail {
 
-struct OpArgs;
-
 enum class FlightState : std::uint8_t { issued, started, completed, failed, timed_out };
 std::string_view to_string(FlightState s) noexcept;
+
+/// Coarse steady-clock time in nanoseconds, advanced by the watchdog thread every 50 ms: the
+/// recorder stamps operations with one relaxed load instead of a clock read. The recorder is for
+/// hangs (seconds); exact per-operation times are the communication log's job (MCR_LOG).
+inline std::atomic<std::int64_t> g_flight_clock_ns{0};
+void advance_flight_clock() noexcept;
 
 /// One operation. Plain fields; only the state is atomic, as it is the one field a reader from
 /// another thread must not see torn while its operation is in flight.
 struct FlightEntry {
   std::uint64_t sequence = ~std::uint64_t{0};  // ~0: the slot was never used
-  std::uint64_t issued_tick = 0;               // TickClock readings
-  std::uint64_t ended_tick = 0;                // 0 until completed, failed or timed out
+  std::int64_t issued_ns = 0;                  // g_flight_clock_ns at issue
+  std::int64_t ended_ns = 0;                   // 0 until completed, failed or timed out
   std::size_t count = 0;
   std::size_t bytes = 0;
   std::string_view backend;  // static storage (Backend::name())
-  int root = -1;             // rooted collectives and the peer of send/recv; -1 otherwise
+  int root = 0;              // OpArgs::root; shown for rooted collectives and send/recv
   OpType op = OpType::barrier;
   DType dtype = DType::u8;
   std::atomic<FlightState> state{FlightState::issued};  // read by other threads (relaxed)
@@ -50,7 +54,8 @@ struct FlightEntry {
 };
 
 /// The ring of one communicator. Written by the thread issuing and completing its operations;
-/// read, best effort, by dumps from other threads or signal handlers.
+/// read, best effort, by dumps from other threads or signal handlers. Inline: it is on the
+/// per-operation path (docs/performance.md 1.1 counts its instructions).
 class FlightRecorder {
  public:
   FlightRecorder();
@@ -62,10 +67,36 @@ class FlightRecorder {
   void attach(std::uint64_t group_id, int group_rank, int group_size,
               const std::vector<int>& world_ranks);
 
-  void issued(const OpArgs& args, std::string_view backend, std::size_t bytes) noexcept;
-  void started(std::uint64_t sequence) noexcept { set(sequence, FlightState::started, false); }
+  void issued(std::uint64_t sequence, OpType op, DType dtype, std::size_t count, int root,
+              bool async, std::string_view backend, std::size_t bytes) noexcept {
+    FlightEntry& e = ring_[sequence & mask_];
+    e.sequence = sequence;
+    e.issued_ns = g_flight_clock_ns.load(std::memory_order_relaxed);
+    e.ended_ns = 0;
+    e.count = count;
+    e.bytes = bytes;
+    e.backend = backend;
+    e.root = root;
+    e.op = op;
+    e.dtype = dtype;
+    e.async = async;
+    e.state.store(FlightState::issued, std::memory_order_relaxed);
+    // One writer: loads and stores, no read-modify-write.
+    issued_.store(sequence + 1, std::memory_order_relaxed);
+    in_flight_.store(in_flight_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  void started(std::uint64_t sequence) noexcept {
+    FlightEntry& e = ring_[sequence & mask_];
+    if (e.sequence == sequence) e.state.store(FlightState::started, std::memory_order_relaxed);
+  }
   /// A terminal state: completed, failed or timed_out.
-  void ended(std::uint64_t sequence, FlightState s) noexcept { set(sequence, s, true); }
+  void ended(std::uint64_t sequence, FlightState s) noexcept {
+    in_flight_.store(in_flight_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    FlightEntry& e = ring_[sequence & mask_];
+    if (e.sequence != sequence) return;  // overwritten: more than capacity() operations since
+    e.ended_ns = g_flight_clock_ns.load(std::memory_order_relaxed);
+    e.state.store(s, std::memory_order_relaxed);
+  }
 
   std::uint64_t group_id() const noexcept { return group_id_; }
   int group_rank() const noexcept { return group_rank_; }
@@ -74,11 +105,14 @@ class FlightRecorder {
   /// Operations issued so far (the next sequence number).
   std::uint64_t issued_count() const noexcept { return issued_.load(std::memory_order_relaxed); }
   std::int64_t in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
-  std::size_t capacity() const noexcept { return capacity_; }
+  std::size_t capacity() const noexcept { return mask_ + 1; }
   /// The entry of `sequence`, or nullptr when the ring no longer holds it.
-  const FlightEntry* find(std::uint64_t sequence) const noexcept;
+  const FlightEntry* find(std::uint64_t sequence) const noexcept {
+    const FlightEntry& e = ring_[sequence & mask_];
+    return e.sequence == sequence ? &e : nullptr;
+  }
   /// This communicator's part of a dump.
-  nlohmann::json to_json(std::uint64_t now_tick, std::int64_t wall_minus_steady) const;
+  nlohmann::json to_json(std::int64_t now_ns, std::int64_t wall_minus_steady) const;
 
   // Progress publication state, touched by the watchdog thread only.
   std::uint64_t watch_seen_issued = 0;
@@ -86,10 +120,8 @@ class FlightRecorder {
   std::uint64_t watch_published = 0;  // 0: never published
 
  private:
-  void set(std::uint64_t sequence, FlightState s, bool terminal) noexcept;
-
   std::unique_ptr<FlightEntry[]> ring_;
-  std::size_t capacity_;
+  std::uint64_t mask_;  // capacity - 1; the capacity is a power of two
   std::atomic<std::uint64_t> issued_{0};
   std::atomic<std::int64_t> in_flight_{0};
   std::uint64_t group_id_ = 0;

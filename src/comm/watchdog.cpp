@@ -56,6 +56,7 @@ void Watchdog::run() {
   std::int64_t seen_since_ns = 0;
   for (std::uint64_t tick = 1; running_.load(std::memory_order_relaxed); ++tick) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    advance_flight_clock();
     if (take_dump_request()) dump_flight_record_to_dir("SIGUSR1");
     if (tick % kPublishTicks == 0) publish_stuck_progress();
     const std::uint64_t token = token_.load(std::memory_order_acquire);
