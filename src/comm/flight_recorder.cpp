@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "backend.hpp"
 #include "flight_registry.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/flight_recorder.hpp"
