@@ -3,6 +3,7 @@
 
 #include "mcr/communicator.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/flight_recorder.hpp"
 #include "mcr/observer.hpp"
 #include "mcr/tensor.hpp"
 #include "mcr/types.hpp"

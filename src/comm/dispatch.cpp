@@ -72,20 +72,32 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   if (b.blocks_device() && args.device.is_cuda()) engine().fence_device(b, args.device, limit);
 
   const std::uint64_t start = observer ? TickClock::now() : 0;
+  flight.issued(args.sequence, args.op, args.dtype, args.count, args.root, args.async, b.name(),
+                bytes);
   auto& dog = Watchdog::instance();
-  dog.arm(args.op_name, args.sequence, b.name(), limit);
+  dog.arm(args.op_name, args.sequence, b.name(), limit, &flight);
   std::unique_ptr<PendingOp> pending;
   try {
     pending = b.start(args);
   } catch (const TimeoutError& e) {
+    // A backend that blocks and enforces the timeout itself (Gloo): add who timed out and who is
+    // behind, as for the runtime's own timeouts.
     dog.disarm();
-    abort(e.what());
-    throw;
+    flight.ended(args.sequence, FlightState::timed_out);
+    const std::string msg = e.what() + timeout_context(flight, args.sequence);
+    abort(msg);
+    throw TimeoutError(msg, e.op(), e.sequence(), e.backend());
   } catch (...) {
     dog.disarm();
+    flight.ended(args.sequence, FlightState::failed);
     throw;
   }
   dog.disarm();
+  if (pending) {
+    flight.started(args.sequence);
+  } else {
+    flight.ended(args.sequence, FlightState::completed);
+  }
 
   auto fill = [&](WorkState& w) {
     w.op = args.op;
@@ -123,6 +135,7 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
     return w;
   }
   w->pending = std::move(pending);
+  w->issued_at = Clock::now();
   w->keep_alive = shared_from_this();
   engine().op_started(*w);
   if (b.blocks_device()) engine().track_device_op(w);

@@ -75,6 +75,7 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   s->backends = std::move(backends);
   s->unusable = rt.unusable;
   s->timeout = timeout;
+  s->flight.attach(id, rank, size, s->world_ranks);
   std::vector<Backend*> raw;
   for (auto& b : s->backends) {
     raw.push_back(b.get());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "flight_recorder.hpp"
 #include "mcr/communicator.hpp"
 #include "mcr/observer.hpp"
 #include "selector.hpp"
@@ -42,11 +43,17 @@ class WorkState {
   std::size_t count = 0;
   std::size_t bytes = 0;
   bool async = false;
+  Clock::time_point issued_at{};  // async ops: Work::test() times out `timeout` after this
 
   /// One non-blocking completion check; records completion (and notifies the observer).
   bool poll();
   /// Polls until done, progressing every backend; raises TimeoutError after `timeout`.
   void wait_for(std::chrono::milliseconds timeout);
+  /// Gives up on the operation after `limit`: abandons it, aborts the communicator and raises
+  /// TimeoutError naming the op, this rank and the peers that have not reached it.
+  [[noreturn]] void expire(std::chrono::milliseconds limit);
+  /// Records a terminal state in the issuing communicator's flight recorder.
+  void record_end(FlightState s) noexcept;
 };
 
 /// Process-wide progress: every wait loop calls progress_all() so that backends needing host calls
@@ -91,6 +98,7 @@ class CommState : public std::enable_shared_from_this<CommState> {
   std::uint64_t splits = 0;  // number of split()/new_group() calls, for rendezvous keys
   std::vector<std::shared_ptr<WorkState>> outstanding;  // async ops not yet seen complete
   std::unique_ptr<Verifier> verifier;  // MCR_VERIFY: destroyed before the backends it split
+  FlightRecorder flight;  // the last MCR_FLIGHT_ENTRIES operations (flight_recorder.hpp)
 
   ~CommState();
   void check_usable() const;

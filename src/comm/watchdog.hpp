@@ -1,7 +1,10 @@
 // Watchdog for operations that block inside a library call (a synchronous MPI collective cannot be
 // interrupted): if one exceeds its timeout, the job is ended with a message naming the operation,
-// its sequence number and backend, instead of hanging forever. Arming costs a few plain stores and
-// one release store and reads no clock: the watchdog thread times how long one arming stays up.
+// its sequence number and backend, this rank and the peers that have not reached the operation,
+// instead of hanging forever; it writes the flight record and the rank's MCR_LOG output first.
+// Arming costs a few plain stores and one release store and reads no clock: the watchdog thread
+// times how long one arming stays up. The same thread publishes the progress of communicators
+// with long-outstanding operations (flight_progress.cpp) and writes SIGUSR1-requested dumps.
 #pragma once
 
 #include <atomic>
@@ -11,13 +14,15 @@
 
 namespace mcr::detail {
 
+class FlightRecorder;
+
 class Watchdog {
  public:
   static Watchdog& instance();
   void start();
   void stop() noexcept;
   void arm(std::string_view op, std::uint64_t sequence, std::string_view backend,
-           std::chrono::milliseconds timeout) noexcept;
+           std::chrono::milliseconds timeout, const FlightRecorder* recorder) noexcept;
   void disarm() noexcept { token_.store(0, std::memory_order_release); }
 
  private:
@@ -32,6 +37,7 @@ class Watchdog {
   std::string_view backend_;
   std::uint64_t sequence_ = 0;
   std::int64_t timeout_ms_ = 0;
+  const FlightRecorder* recorder_ = nullptr;  // the armed op's communicator, alive while armed
   void* thread_ = nullptr;
 };
 

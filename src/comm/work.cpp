@@ -17,20 +17,25 @@ bool WorkState::poll() {
   try {
     finished = pending->test();
   } catch (const TimeoutError& e) {
-    // A backend that enforces the timeout itself (Gloo) reports it here: abort as for our own.
+    // A backend that enforces the timeout itself (Gloo) reports it here: abort as for our own, and
+    // name this rank and the peers that are behind as our own timeouts do.
     failed = true;
-    error = std::current_exception();
+    record_end(FlightState::timed_out);
+    const std::string msg = owner ? e.what() + timeout_context(owner->flight, sequence) : e.what();
+    error = std::make_exception_ptr(TimeoutError(msg, e.op(), e.sequence(), e.backend()));
     engine().op_finished(*this);
-    if (owner) owner->abort(e.what());
-    throw;
+    if (owner) owner->abort(msg);
+    std::rethrow_exception(error);
   } catch (...) {
     failed = true;
+    record_end(FlightState::failed);
     error = std::current_exception();
     engine().op_finished(*this);
     throw;
   }
   if (!finished) return false;
   done = true;
+  record_end(FlightState::completed);
   engine().op_finished(*this);
   if (owner) owner->notify(*this);
   pending.reset();
@@ -55,10 +60,20 @@ void WorkState::wait_for(std::chrono::milliseconds limit) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+  expire(limit);
+}
+
+void WorkState::record_end(FlightState s) noexcept {
+  if (owner) owner->flight.ended(sequence, s);
+}
+
+void WorkState::expire(std::chrono::milliseconds limit) {
   failed = true;
+  record_end(FlightState::timed_out);
   std::string name(backend->name());
   auto msg = fmt::format("{} (sequence #{}) on backend '{}' did not complete within {} ms",
                          to_string(op), sequence, name, limit.count());
+  if (owner) msg += timeout_context(owner->flight, sequence);
   error = std::make_exception_ptr(TimeoutError(msg, std::string(to_string(op)), sequence, name));
   if (pending) pending->abandon();
   engine().op_finished(*this);
@@ -75,7 +90,13 @@ bool Work::test() {
   // A caller polling test() is waiting too: keep every backend moving, or a peer blocked on an MPI
   // operation that needs this rank's progress would never let this operation finish.
   if (!state_->done) detail::engine().progress_all();
-  return state_->poll();
+  if (state_->poll()) return true;
+  // Polling is waiting too: once the op's timeout has passed since it was issued, give up as
+  // wait() would, or a loop over test() could spin forever on a peer that never comes.
+  if (state_->timeout.count() > 0 && detail::Clock::now() - state_->issued_at >= state_->timeout) {
+    state_->expire(state_->timeout);
+  }
+  return false;
 }
 
 void Work::wait() {

@@ -1,0 +1,158 @@
+// Flight recorder: each communicator keeps its last N operations (MCR_FLIGHT_ENTRIES, default 256)
+// in a fixed ring of plain records, so that after a timeout, an abort or a crash every rank can say
+// what it issued, started and completed. Recording is a few plain stores into a slot chosen by the
+// sequence number: no allocation, no lock and no atomic read-modify-write per operation.
+//
+// Dumps (one JSON file per rank, docs/reliability.md "Flight recorder and `mcr doctor`") are
+// written into MCR_FLIGHT_DIR on timeout, on a fatal signal, on std::terminate, on exit without
+// finalize(), on SIGUSR1 (by the watchdog thread) and on demand (mcr::dump_flight_record()).
+//
+// Progress publication: while an operation has been outstanding for more than a second, the
+// watchdog thread publishes the communicator's issued count to the rendezvous store, so that a
+// rank that times out can name the peers that never reached its operation. The hot path never
+// touches the store.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "mcr/types.hpp"
+
+namespace mcr::detail {
+
+enum class FlightState : std::uint8_t { issued, started, completed, failed, timed_out };
+std::string_view to_string(FlightState s) noexcept;
+
+/// Coarse steady-clock time in nanoseconds, advanced by the watchdog thread every 50 ms: the
+/// recorder stamps operations with one relaxed load instead of a clock read. The recorder is for
+/// hangs (seconds); exact per-operation times are the communication log's job (MCR_LOG).
+inline std::atomic<std::int64_t> g_flight_clock_ns{0};
+void advance_flight_clock() noexcept;
+
+/// One operation. Plain fields; only the state is atomic, as it is the one field a reader from
+/// another thread must not see torn while its operation is in flight.
+struct FlightEntry {
+  std::uint64_t sequence = ~std::uint64_t{0};  // ~0: the slot was never used
+  std::int64_t issued_ns = 0;                  // g_flight_clock_ns at issue
+  std::int64_t ended_ns = 0;                   // 0 until completed, failed or timed out
+  std::size_t count = 0;
+  std::size_t bytes = 0;
+  std::string_view backend;  // static storage (Backend::name())
+  int root = 0;              // OpArgs::root; shown for rooted collectives and send/recv
+  OpType op = OpType::barrier;
+  DType dtype = DType::u8;
+  std::atomic<FlightState> state{FlightState::issued};  // read by other threads (relaxed)
+  bool async = false;
+};
+
+/// The ring of one communicator. Written by the thread issuing and completing its operations;
+/// read, best effort, by dumps from other threads or signal handlers. Inline: it is on the
+/// per-operation path (docs/performance.md 1.1 counts its instructions).
+class FlightRecorder {
+ public:
+  FlightRecorder();
+  ~FlightRecorder();
+  FlightRecorder(const FlightRecorder&) = delete;
+  FlightRecorder& operator=(const FlightRecorder&) = delete;
+
+  /// Identifies the communicator in dumps and store keys (called once it is known).
+  void attach(std::uint64_t group_id, int group_rank, int group_size,
+              const std::vector<int>& world_ranks);
+
+  void issued(std::uint64_t sequence, OpType op, DType dtype, std::size_t count, int root,
+              bool async, std::string_view backend, std::size_t bytes) noexcept {
+    FlightEntry& e = ring_[sequence & mask_];
+    e.sequence = sequence;
+    e.issued_ns = g_flight_clock_ns.load(std::memory_order_relaxed);
+    e.ended_ns = 0;
+    e.count = count;
+    e.bytes = bytes;
+    e.backend = backend;
+    e.root = root;
+    e.op = op;
+    e.dtype = dtype;
+    e.async = async;
+    e.state.store(FlightState::issued, std::memory_order_relaxed);
+    // One writer: loads and stores, no read-modify-write.
+    issued_.store(sequence + 1, std::memory_order_relaxed);
+    in_flight_.store(in_flight_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  void started(std::uint64_t sequence) noexcept {
+    FlightEntry& e = ring_[sequence & mask_];
+    if (e.sequence == sequence) e.state.store(FlightState::started, std::memory_order_relaxed);
+  }
+  /// A terminal state: completed, failed or timed_out.
+  void ended(std::uint64_t sequence, FlightState s) noexcept {
+    in_flight_.store(in_flight_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    FlightEntry& e = ring_[sequence & mask_];
+    if (e.sequence != sequence) return;  // overwritten: more than capacity() operations since
+    e.ended_ns = g_flight_clock_ns.load(std::memory_order_relaxed);
+    e.state.store(s, std::memory_order_relaxed);
+  }
+
+  std::uint64_t group_id() const noexcept { return group_id_; }
+  int group_rank() const noexcept { return group_rank_; }
+  int group_size() const noexcept { return group_size_; }
+  int world_rank_of(int group_rank) const noexcept;
+  /// Operations issued so far (the next sequence number).
+  std::uint64_t issued_count() const noexcept { return issued_.load(std::memory_order_relaxed); }
+  std::int64_t in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
+  std::size_t capacity() const noexcept { return mask_ + 1; }
+  /// The entry of `sequence`, or nullptr when the ring no longer holds it.
+  const FlightEntry* find(std::uint64_t sequence) const noexcept {
+    const FlightEntry& e = ring_[sequence & mask_];
+    return e.sequence == sequence ? &e : nullptr;
+  }
+  /// This communicator's part of a dump.
+  nlohmann::json to_json(std::int64_t now_ns, std::int64_t wall_minus_steady) const;
+
+  // Progress publication state, touched by the watchdog thread only.
+  std::uint64_t watch_seen_issued = 0;
+  std::int64_t watch_seen_since_ns = 0;
+  std::uint64_t watch_published = 0;  // 0: never published
+
+ private:
+  std::unique_ptr<FlightEntry[]> ring_;
+  std::uint64_t mask_;  // capacity - 1; the capacity is a power of two
+  std::atomic<std::uint64_t> issued_{0};
+  std::atomic<std::int64_t> in_flight_{0};
+  std::uint64_t group_id_ = 0;
+  int group_rank_ = 0;
+  int group_size_ = 1;
+  std::vector<int> world_ranks_;
+};
+
+/// Writes this process's dump (every live communicator) into MCR_FLIGHT_DIR, when it is set;
+/// `reason` says why ("timeout: ...", "signal SIGTERM"). Returns the path written, or "" when no
+/// directory is configured or writing failed (reported on standard error). Never throws.
+std::string dump_flight_record_to_dir(std::string_view reason) noexcept;
+
+/// The watchdog's once-a-second duty: publishes the progress of every communicator with an
+/// operation outstanding for more than a second, and refreshes values published before.
+void publish_stuck_progress() noexcept;
+
+/// Context for a timeout of `sequence` on `rec`: names this rank (group and world) and, from the
+/// peers' published progress, the group members that have not reached `sequence`. Publishes this
+/// rank's own progress first and writes the flight dump. Never throws; bounded to a few store
+/// round trips per member.
+std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) noexcept;
+
+/// Set by the SIGUSR1 handler; the watchdog thread dumps when it sees it.
+bool take_dump_request() noexcept;
+
+/// Installs the crash hooks (fatal signals, SIGUSR1, std::terminate, exit without finalize) once,
+/// when MCR_FLIGHT_DIR is set. Called by init() through the watchdog start.
+void install_flight_hooks();
+
+/// Writes the crash reports once per process: the flight dump and this rank's MCR_LOG output.
+void write_crash_reports(std::string_view reason) noexcept;
+
+}  // namespace mcr::detail

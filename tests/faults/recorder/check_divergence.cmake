@@ -1,0 +1,20 @@
+# `mcr doctor` on two hand-made records (divergence/): at sequence #1 rank 0 issued an all_reduce
+# and rank 1 a broadcast. The doctor must name sequence #1 and both calls. -DMCR -DDIR
+execute_process(COMMAND ${MCR} doctor ${DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
+message(STATUS "mcr doctor:\n${doc}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mcr doctor failed (${rc})")
+endif()
+if(NOT doc MATCHES "ranks diverge at sequence #1:\n    rank 0 \\(world rank 0\\): all_reduce f32 x4[^\n]*\n    rank 1 \\(world rank 1\\): broadcast f32 x4 \\(16 B\\), root/peer 0")
+  message(FATAL_ERROR "mcr doctor does not report the divergence at sequence #1")
+endif()
+execute_process(COMMAND ${MCR} doctor ${DIR} --json OUTPUT_VARIABLE js)
+string(JSON seq GET "${js}" groups 0 divergence seq)
+if(NOT seq EQUAL 1)
+  message(FATAL_ERROR "mcr doctor --json: divergence.seq is '${seq}', expected 1")
+endif()
+# Bad input: a directory without records is an error naming it.
+execute_process(COMMAND ${MCR} doctor ${DIR}/.. ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(rc EQUAL 0 OR NOT err MATCHES "holds no flight records")
+  message(FATAL_ERROR "mcr doctor on a directory without records: rc ${rc}, '${err}'")
+endif()

@@ -1,0 +1,162 @@
+// Flight recorder and timeouts that name ranks, at 2-3 oversubscribed ranks over every usable
+// backend: a rank that stops calling is named by its peers' TimeoutError, the peers' flight
+// records land in MCR_FLIGHT_DIR, and polling Work::test() gives up after the op's timeout.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "harness.hpp"
+
+namespace mcr::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string flight_dir() {
+  const char* d = std::getenv("MCR_FLIGHT_DIR");
+  return d != nullptr ? d : "";
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The last rank stops calling; the others' TimeoutError names them and names it. Async on every
+// backend; sync on Gloo too, which enforces the timeout inside its own call (a synchronous MPI
+// collective cannot be interrupted: the watchdog case, check_hang.cmake).
+TEST(Recorder, TimeoutNamesThisRankAndTheLaggard) {
+  if (world().size() < 3) GTEST_SKIP() << "needs 3 ranks";
+  std::vector<std::pair<std::string, bool>> cases;  // backend, async
+  for (const std::string& backend : world().backends()) {
+    cases.emplace_back(backend, true);
+    if (backend == "gloo") cases.emplace_back(backend, false);
+  }
+  for (const auto& [backend, async] : cases) {
+    Communicator comm = world().split(0, world().rank());
+    const int laggard = comm.size() - 1;
+    float x[4] = {1, 1, 1, 1};
+    comm.all_reduce(Tensor(x, 4, DType::f32), ReduceOp::sum, {.backend = backend});  // #0
+    if (comm.rank() != laggard) {
+      const auto start = Clock::now();
+      try {
+        const CallOptions o{.backend = backend, .timeout = 3s};
+        if (async) {
+          comm.iall_reduce(Tensor(x, 4, DType::f32), ReduceOp::sum, o).wait();
+        } else {
+          comm.all_reduce(Tensor(x, 4, DType::f32), ReduceOp::sum, o);
+        }
+        ADD_FAILURE() << fmt::format("[{}] {}: all_reduce completed without rank {}", rank_tag(),
+                                     backend, laggard);
+      } catch (const TimeoutError& e) {
+        const double waited = seconds_since(start);
+        const std::string m = e.what();
+        fmt::print("[{}] {} {}: TimeoutError after {:.2f} s: {}\n", rank_tag(), backend,
+                   async ? "async" : "sync", waited, m);
+        EXPECT_EQ(e.sequence(), 1u) << m;
+        EXPECT_NE(m.find(fmt::format("rank {} of group {}", comm.rank(), comm.id())),
+                  std::string::npos)
+            << backend << ": does not name this rank: " << m;
+        EXPECT_NE(m.find(fmt::format("ranks that have not reached sequence #1: {} (world rank {}",
+                                     laggard, comm.global_rank(laggard))),
+                  std::string::npos)
+            << backend << ": does not name exactly the laggard: " << m;
+        EXPECT_GE(waited, 2.9) << m;
+        EXPECT_LT(waited, 10.0) << m;
+        // The dump written at the timeout holds this communicator, op #1 timed out.
+        const std::string path = fmt::format("{}/flight-rank{}.json", flight_dir(), world().rank());
+        std::ifstream in(path);
+        ASSERT_TRUE(in) << path << " was not written";
+        const auto j = nlohmann::json::parse(in);
+        EXPECT_EQ(j.at("world_rank").get<int>(), world().rank());
+        bool found = false;
+        for (const auto& c : j.at("communicators")) {
+          if (c.at("group_id").get<std::uint64_t>() != comm.id()) continue;
+          for (const auto& op : c.at("ops")) {
+            if (op.at("seq").get<int>() != 1) continue;
+            found = true;
+            EXPECT_EQ(op.at("op"), "all_reduce");
+            EXPECT_EQ(op.at("state"), "timed_out");
+            EXPECT_EQ(op.at("backend"), backend);
+            EXPECT_EQ(op.at("form"), async ? "async" : "sync");
+          }
+        }
+        EXPECT_TRUE(found) << path << " lacks sequence #1 of group " << comm.id();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << fmt::format("[{}] {}: not a TimeoutError: {}", rank_tag(), backend,
+                                     e.what());
+      }
+    }
+    // Everyone leaves the timed-out op before any destroys the communicator.
+    world().barrier();
+  }
+}
+
+// Polling Work::test() on an op that never completes raises TimeoutError once the op's timeout
+// has passed since it was issued.
+TEST(Recorder, TestLoopTimesOut) {
+  if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  for (const std::string& backend : world().backends()) {
+    Communicator comm = world().split(0, world().rank());
+    if (comm.rank() == 0) {
+      std::int32_t v = 0;
+      const auto start = Clock::now();
+      Work w = comm.irecv(Tensor(&v, 1, DType::i32), 1, {.backend = backend, .timeout = 1s});
+      try {
+        while (!w.test())
+          std::this_thread::sleep_for(1ms);
+        ADD_FAILURE() << backend << ": recv completed without a sender";
+      } catch (const TimeoutError& e) {
+        const double waited = seconds_since(start);
+        fmt::print("[{}] {}: test() loop raised TimeoutError after {:.2f} s: {}\n", rank_tag(),
+                   backend, waited, e.what());
+        EXPECT_EQ(e.op(), "recv") << e.what();
+        EXPECT_NE(std::string(e.what()).find(
+                      fmt::format("peer rank 1 (world rank {}) has", comm.global_rank(1))),
+                  std::string::npos)
+            << e.what();
+        EXPECT_EQ(e.backend(), backend) << e.what();
+        EXPECT_GE(waited, 0.95) << e.what();
+        EXPECT_LT(waited, 5.0) << e.what();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << backend << ": not a TimeoutError: " << e.what();
+      }
+    }
+    world().barrier();
+  }
+}
+
+// On demand: the public call writes this rank's record wherever asked.
+TEST(Recorder, DumpOnDemand) {
+  float x = 1;
+  world().all_reduce(Tensor(&x, 1, DType::f32), ReduceOp::sum);
+  const std::string path = fmt::format("{}/on-demand-rank{}.json", flight_dir(), world().rank());
+  EXPECT_EQ(dump_flight_record(path), path);
+  std::ifstream in(path);
+  ASSERT_TRUE(in);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("format"), "mcr-flight-record");
+  EXPECT_EQ(j.at("reason"), "on demand");
+  EXPECT_EQ(j.at("world_size").get<int>(), world().size());
+  const auto& w = j.at("communicators").at(0);
+  EXPECT_EQ(w.at("group_id").get<int>(), 0);
+  ASSERT_FALSE(w.at("ops").empty());
+  const auto& last = w.at("ops").back();
+  EXPECT_EQ(last.at("op"), "all_reduce");
+  EXPECT_EQ(last.at("state"), "completed");
+  EXPECT_EQ(last.at("seq").get<std::uint64_t>() + 1, w.at("issued").get<std::uint64_t>());
+}
+
+}  // namespace
+}  // namespace mcr::test
