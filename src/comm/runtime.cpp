@@ -303,6 +303,12 @@ void wait_for_all_ranks(Runtime& r) noexcept {
 void finalize() {
   auto& slot = detail::runtime_slot();
   if (!slot) return;
+  // Operations still in flight on any communicator (handles not waited yet, or dropped) finish
+  // first: a peer may still need this rank's part of them, and their buffers are the caller's.
+  // The wait is bounded by the world's timeout; what fails or does not finish in it is raised once
+  // the runtime is torn down, so that finalize() never returns over a silent failure.
+  const auto limit = slot->world ? slot->world->timeout : std::chrono::milliseconds(600'000);
+  const std::exception_ptr unfinished = detail::engine().drain_all(detail::Clock::now() + limit);
   if (slot->world) {
     Communicator world(slot->world);
     finish_env_comm_log(world);
@@ -312,6 +318,7 @@ void finalize() {
   slot->world.reset();
   slot.reset();
   detail::shutdown_launchers();
+  if (unfinished) std::rethrow_exception(unfinished);
 }
 
 }  // namespace mcr
