@@ -284,10 +284,29 @@ namespace {
 // still be in an operation with it (a peer whose operation then times out must see a timeout, not
 // a closed connection), and rank 0, whose process holds the store, does not close it while another
 // rank is still in init (Gloo's rendezvous) or reading a new_group's keys. So every rank checks in
-// through the store and waits for all, bounded by the timeout; a rank that never arrives has
-// failed, and its launcher ends the job.
+// and waits for all, bounded by the timeout.
+//
+// The check-in is a Gloo barrier on the world when the world has Gloo and is not aborted: a rank
+// that died (or left) closed its connections, so the survivors learn it at once instead of waiting
+// out the timeout for a check-in that never comes. Otherwise it goes through the store; a rank that
+// never arrives has failed, and its launcher ends the job.
 void wait_for_all_ranks(Runtime& r) noexcept {
   if (!r.bootstrap || r.launch.size <= 1) return;
+  if (r.world && r.world->aborted.empty()) {
+    for (const auto& b : r.world->backends) {
+      if (b->name() != "gloo") continue;
+      try {
+        r.world->observer.reset();  // the check-in is not the caller's communication
+        CallOptions o;
+        o.backend = "gloo";
+        Communicator(r.world).barrier(o);
+      } catch (const std::exception& e) {  // finalize must not throw: say why and leave
+        log_line(fmt::format("finalize: not every rank checked in (a rank exited or died?): {}",
+                             e.what()));
+      }
+      return;
+    }
+  }
   try {
     Store& store = r.bootstrap->store();
     if (store.add("mcr/finalize", 1) == r.launch.size) store.set("mcr/finalize/all", {1});
