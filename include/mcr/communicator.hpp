@@ -50,10 +50,10 @@ struct CallOptions {
 /// are closed. So dropping a group blocks until its peers have joined its dropped operations.
 ///
 /// Buffers: a synchronous call reads and writes its tensors only during the call. An asynchronous
-/// call may read its inputs and write its outputs (and, for v-ops, read the counts) until its Work's
-/// wait() returns or test() returns true; until then the caller must keep them valid and must not
-/// write the inputs or read the outputs. Dropping the Work does not cancel the operation: it goes
-/// on in the background (see Work), so its buffers must then stay valid until the group is
+/// call may read its inputs and write its outputs (and, for v-ops, read the counts) until its
+/// Work's wait() returns or test() returns true; until then the caller must keep them valid and
+/// must not write the inputs or read the outputs. Dropping the Work does not cancel the operation:
+/// it goes on in the background (see Work), so its buffers must then stay valid until the group is
 /// destroyed or finalize() returns.
 class Communicator {
  public:

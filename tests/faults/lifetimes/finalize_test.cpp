@@ -61,9 +61,10 @@ int waits(mcr::Communicator world, std::string_view backend) {
     return fail(rank, fmt::format("finalize() took {} ms; it cannot have waited for rank 1", took));
   }
   if (!w.test()) return fail(rank, "the handle does not report completion after finalize()");
-  fmt::print("finalize_test rank {}: finalize() waited {} ms for the operation in flight; "
-             "result complete\n",
-             rank, took);
+  fmt::print(
+      "finalize_test rank {}: finalize() waited {} ms for the operation in flight; "
+      "result complete\n",
+      rank, took);
   return 0;
 }
 
@@ -89,8 +90,8 @@ int unmatched(mcr::Communicator world, std::string_view backend, long timeout_ms
       return fail(rank, fmt::format("TimeoutError does not name recv on {}: {}", backend, what));
     }
     if (took > timeout_ms + 3000) {
-      return fail(rank, fmt::format("finalize() raised after {} ms, timeout {} ms", took,
-                                    timeout_ms));
+      return fail(rank,
+                  fmt::format("finalize() raised after {} ms, timeout {} ms", took, timeout_ms));
     }
     if (mcr::is_initialized()) return fail(rank, "the runtime is still up after finalize() raised");
     fmt::print("finalize_test rank 0: finalize() raised after {} ms: {}\n", took, what);

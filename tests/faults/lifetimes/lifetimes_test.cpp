@@ -85,10 +85,11 @@ TEST(Lifetimes, ThousandGroupsWithDroppedHandlesLeakNothing) {
   const Usage after = usage();
   const Usage growth{after.threads - before.threads, after.fds - before.fds,
                      after.rss_kib - before.rss_kib};
-  std::printf("[%s] after %d groups (growth from round %d): threads %ld -> %ld, fds %ld -> %ld, "
-              "rss %ld KiB -> %ld KiB\n",
-              rank_tag().c_str(), rounds, warmup, before.threads, after.threads, before.fds,
-              after.fds, before.rss_kib, after.rss_kib);
+  std::printf(
+      "[%s] after %d groups (growth from round %d): threads %ld -> %ld, fds %ld -> %ld, "
+      "rss %ld KiB -> %ld KiB\n",
+      rank_tag().c_str(), rounds, warmup, before.threads, after.threads, before.fds, after.fds,
+      before.rss_kib, after.rss_kib);
   EXPECT_LE(growth.threads, 1) << rank_tag() << ": threads grew over " << rounds << " groups";
   EXPECT_LE(growth.fds, 4) << rank_tag() << ": descriptors grew over " << rounds << " groups";
   // About 70 KB per group leaked before; allow a few MiB of allocator noise for 1000 groups.
