@@ -1,6 +1,6 @@
 // One rank dies with SIGKILL in the middle of a job; every other rank must get an error, not hang.
 //
-//   peer_kill --backend=NAME --victim=RANK [--at=N|finalize] [--form=sync|async]
+//   peer_kill --backend=NAME --victim=RANK [--at=N|finalize] [--form=sync|async] [--signal=S]
 //
 // Every rank runs 8 all_reduce operations on the world communicator over backend NAME. Before
 // operation N (default 3) the victim raises SIGKILL on itself. A survivor that gets an error
@@ -13,7 +13,12 @@
 // driver (run_peer_kill.sh) then fails the test. With --at=finalize the victim dies after the
 // last operation instead of calling finalize(), which the survivors are then in. Every survivor
 // prints "peer_kill: rank R left finalize() after <ms> ms".
+//
+// --signal=stop freezes the victim (SIGSTOP) instead of killing it: its sockets stay open and
+// silent, as when a host vanishes without a reset. A helper process kills it 15 s later, so the
+// launcher sees it die once the survivors are done.
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -49,6 +54,21 @@ const char* type_name(const std::exception& e) {
   return "std::exception";
 }
 
+// The victim's end: SIGKILL now, or SIGSTOP now and SIGKILL from a helper process later.
+void die(bool freeze) {
+  std::fflush(nullptr);
+  if (freeze) {
+    const pid_t victim = ::getpid();
+    if (::fork() == 0) {
+      ::sleep(15);
+      ::kill(victim, SIGKILL);
+      ::_exit(0);
+    }
+    ::raise(SIGSTOP);
+  }
+  ::raise(SIGKILL);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,6 +78,7 @@ int main(int argc, char** argv) {
   constexpr int kOps = 8;
   const int at = at_arg == "finalize" ? kOps : std::stoi(at_arg);
   const bool async = arg(argc, argv, "--form", "sync") == "async";
+  const bool freeze = arg(argc, argv, "--signal", "kill") == "stop";
   if (backend.empty() || victim < 0) {
     std::fprintf(stderr, "usage: peer_kill --backend=NAME --victim=RANK [--at=N] [--form=F]\n");
     return 2;
@@ -68,10 +89,7 @@ int main(int argc, char** argv) {
   o.backend = backend;
   std::vector<std::int32_t> v(4096, 1);
   for (int i = 0; i < kOps; ++i) {
-    if (i == at && rank == victim) {
-      std::fflush(nullptr);
-      ::raise(SIGKILL);
-    }
+    if (i == at && rank == victim) die(freeze);
     const auto t0 = Clock::now();
     try {
       if (async) {
@@ -100,7 +118,7 @@ int main(int argc, char** argv) {
   }
   if (at < kOps) std::printf("peer_kill: rank %d: no error\n", rank);
   std::fflush(stdout);
-  if (rank == victim) ::raise(SIGKILL);
+  if (rank == victim) die(freeze);
   world = mcr::Communicator();
   const auto f0 = Clock::now();
   mcr::finalize();

@@ -2,7 +2,7 @@
 # Drives one peer-failure scenario (docs/reliability.md, "Peer failure"): launches peer_kill, one of
 # whose ranks kills itself with SIGKILL, and checks what every survivor reports and how fast.
 #
-#   run_peer_kill.sh MODE LAUNCH PROG NPROC BACKEND VICTIM AT FORM BOUND_MS EXPECT
+#   run_peer_kill.sh MODE LAUNCH PROG NPROC BACKEND VICTIM AT FORM BOUND_MS EXPECT [SIGNAL]
 #
 # MODE     torchrun: LAUNCH is torchrun_launch (no MPI; the launcher does not kill survivors).
 #            Every survivor must print "caught <error> after <ms> ms in operation AT: <message>"
@@ -13,13 +13,15 @@
 #            launch (start-up included).
 #          mpiexec-noabort: as mpiexec with orte_abort_on_non_zero_status=0, so that only mcr can
 #            end the survivors; the output must match EXPECT within BOUND_MS.
+# SIGNAL "stop" freezes the victim instead (peer_kill --signal=stop).
 # No survivor may print "no error" (finished every operation as if nothing happened).
 set -u
 mode=$1 launch=$2 prog=$3 nproc=$4 backend=$5 victim=$6 at=$7 form=$8 bound_ms=$9 expect=${10}
+signal=${11:-kill}
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-args=(--backend="$backend" --victim="$victim" --at="$at" --form="$form")
+args=(--backend="$backend" --victim="$victim" --at="$at" --form="$form" --signal="$signal")
 mpi_flags=(--oversubscribe --bind-to none --allow-run-as-root --mca mpi_yield_when_idle 1
   --mca btl self,vader -np "$nproc")
 
