@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -286,20 +287,41 @@ namespace {
 // rank is still in init (Gloo's rendezvous) or reading a new_group's keys. So every rank checks in
 // and waits for all, bounded by the timeout.
 //
-// The check-in is a Gloo barrier on the world when the world has Gloo and is not aborted: a rank
-// that died (or left) closed its connections, so the survivors learn it at once instead of waiting
-// out the timeout for a check-in that never comes. Otherwise it goes through the store; a rank that
-// never arrives has failed, and its launcher ends the job.
+// The check-in is a Gloo barrier on the world when the world has Gloo: a rank that died (or left)
+// closed its connections, so the survivors learn it at once instead of waiting out the timeout for
+// a check-in that never comes. It runs on the backend directly, even on a world aborted by a
+// timeout, because whether a rank aborted is its own view: every rank must choose the same way to
+// check in. Otherwise it goes through the store; a rank that never arrives has failed, and its
+// launcher ends the job.
+void gloo_check_in(CommState& world, Backend& gloo) {
+  OpArgs a;
+  a.op = OpType::barrier;
+  a.op_name = to_string(OpType::barrier);
+  a.sequence = world.next_sequence++;
+  a.timeout = world.timeout;
+  a.async = true;  // never blocks: polled below with every backend progressed
+  std::unique_ptr<PendingOp> pending = gloo.start(a);
+  const auto deadline = Clock::now() + a.timeout;
+  while (pending && !pending->test()) {
+    if (Clock::now() > deadline) {
+      pending->abandon();
+      throw TimeoutError(fmt::format("barrier (sequence #{}) on backend 'gloo' did not complete "
+                                     "within {} ms",
+                                     a.sequence, a.timeout.count()),
+                         "barrier", a.sequence, "gloo");
+    }
+    engine().progress_all();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 void wait_for_all_ranks(Runtime& r) noexcept {
   if (!r.bootstrap || r.launch.size <= 1) return;
-  if (r.world && r.world->aborted.empty()) {
+  if (r.world) {
     for (const auto& b : r.world->backends) {
       if (b->name() != "gloo") continue;
       try {
-        r.world->observer.reset();  // the check-in is not the caller's communication
-        CallOptions o;
-        o.backend = "gloo";
-        Communicator(r.world).barrier(o);
+        gloo_check_in(*r.world, *b);
       } catch (const std::exception& e) {  // finalize must not throw: say why and leave
         log_line(fmt::format("finalize: not every rank checked in (a rank exited or died?): {}",
                              e.what()));

@@ -89,7 +89,7 @@ int unmatched(mcr::Communicator world, std::string_view backend, long timeout_ms
         e.backend() != backend) {
       return fail(rank, fmt::format("TimeoutError does not name recv on {}: {}", backend, what));
     }
-    if (took > timeout_ms + 3000) {
+    if (took > timeout_ms + 1000) {
       return fail(rank,
                   fmt::format("finalize() raised after {} ms, timeout {} ms", took, timeout_ms));
     }
