@@ -42,6 +42,19 @@ struct CallOptions {
 /// Contract, as with MPI and NCCL: every rank of the group issues the same sequence of operations,
 /// with the same arguments that must agree (root, counts, dtype, backend override) and the same
 /// sync/async form. Under that contract mixing backends never deadlocks (docs/design.md).
+///
+/// Lifetime: the group (its backends, threads and connections) lives while a Communicator copy or
+/// a Work handle of one of its operations exists. When the last of them goes, the operations whose
+/// handles were dropped are waited for (at most the communicator's timeout, progressing every
+/// backend; a failure is printed on stderr, as nobody is left to raise it to), then the backends
+/// are closed. So dropping a group blocks until its peers have joined its dropped operations.
+///
+/// Buffers: a synchronous call reads and writes its tensors only during the call. An asynchronous
+/// call may read its inputs and write its outputs (and, for v-ops, read the counts) until its
+/// Work's wait() returns or test() returns true; until then the caller must keep them valid and
+/// must not write the inputs or read the outputs. Dropping the Work does not cancel the operation:
+/// it goes on in the background (see Work), so its buffers must then stay valid until the group is
+/// destroyed or finalize() returns.
 class Communicator {
  public:
   /// An invalid communicator (e.g. what split() returns to a rank that passed kUndefinedColor).
@@ -187,6 +200,13 @@ bool is_initialized() noexcept;
 /// Tears the runtime down (finalizes MPI if init() initialised it). Collective, like MPI_Finalize:
 /// every rank waits (at most the timeout) until all have called it, so that no rank closes its
 /// connections while a peer still uses them. Idempotent.
+///
+/// Operations still in flight on any communicator (a Work not yet waited on, or one whose handle
+/// was dropped) are waited for first, progressing every backend, all together at most the world
+/// communicator's timeout: a peer may still need this rank's part of them, and their buffers stay
+/// in use until then. If one of them fails or does not finish in time, finalize() still tears the
+/// runtime down, and then raises that operation's error (TimeoutError naming op, sequence number
+/// and backend, or BackendError). An error already raised to the caller is not raised again.
 void finalize();
 
 }  // namespace mcr

@@ -14,6 +14,21 @@ namespace detail {
 class WorkState;
 }
 
+/// The handle of an asynchronous operation. Copies share the operation.
+///
+/// What must stay valid: the operation's tensors (and the counts of the v-ops) until wait()
+/// returns or test() returns true. After a TimeoutError the operation is abandoned, not undone:
+/// queued Gloo work is skipped, but a running Gloo collective or an MPI request may still touch
+/// the buffers, so keep them valid until the communicator is destroyed (it is aborted: a peer may
+/// still be inside the operation).
+///
+/// A handle keeps its communicator's backends alive, so it may outlive every Communicator copy
+/// and still be waited on. Dropping the last copy before completion does not cancel the
+/// operation: it completes in the background (progressed by later waits of this process, finished
+/// off by later asynchronous operations of its communicator), and at the latest it is waited for
+/// when its communicator is destroyed or finalize() runs. Its buffers must stay valid until then. A
+/// failure of a dropped operation is printed on stderr ("... failed after its Work handle was
+/// dropped"), and raised by finalize() when finalize() is what waits for it.
 class Work {
  public:
   /// An empty handle behaves as an already completed operation.

@@ -1,8 +1,11 @@
 // Dispatch: a validated operation is given a backend (selection), a sequence number and a timeout,
 // started, and either completed here (synchronous) or handed back as Work. The one place where a
 // communicator is aborted after a timeout (CommState::abort).
+#include <algorithm>
+
 #include <fmt/format.h>
 
+#include "log.hpp"
 #include "mcr/errors.hpp"
 #include "state.hpp"
 #include "verify.hpp"
@@ -10,18 +13,90 @@
 
 namespace mcr::detail {
 
+CommState::CommState() {
+  engine().add_comm(this);
+}
+
 CommState::~CommState() {
-  // Drain async work the user dropped, so no backend is destroyed under an operation in flight.
-  for (auto& w : outstanding) {
-    try {
-      if (!w->done && !w->failed) w->wait_for(timeout);
-    } catch (
-        ...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; timeouts are final
-    }
-  }
+  // Only operations whose Work handles were dropped can be left (a handle owns its communicator):
+  // drain them, so no backend is destroyed under an operation in flight. Their failures are
+  // reported by drain(); a destructor has nobody to raise them to.
+  (void)drain(Clock::now() + timeout);
   outstanding.clear();
+  engine().remove_comm(this);
   for (auto& b : backends)
     engine().unregister_backend(b.get());
+}
+
+namespace {
+
+// What a Work handle owns: the operation and its communicator. A Work never points into the
+// communicator (and so at its backends) without keeping it alive, and the communicator never owns
+// a handle: dropping every handle and every Communicator frees the group.
+struct WorkHandle {
+  std::shared_ptr<CommState> comm;
+  std::shared_ptr<WorkState> work;
+  WorkHandle(std::shared_ptr<CommState> c, std::shared_ptr<WorkState> w)
+      : comm(std::move(c)), work(std::move(w)) {}
+  WorkHandle(const WorkHandle&) = delete;
+  WorkHandle& operator=(const WorkHandle&) = delete;
+  ~WorkHandle() {
+    if (!work->done && !work->failed) work->orphaned = true;
+  }
+};
+
+// One line on stderr, always: the failure of an operation nobody waits for must not pass silently.
+void report_orphan_failure(const WorkState& w) noexcept {
+  try {
+    std::rethrow_exception(w.error);
+  } catch (const std::exception& e) {
+    log_line(
+        fmt::format("{} (sequence #{}) on backend '{}' failed after its Work handle was "
+                    "dropped: {}",
+                    to_string(w.op), w.sequence, w.backend->name(), e.what()));
+  } catch (...) {  // NOLINT(bugprone-empty-catch): only mcr errors are stored; nothing to add
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<WorkState> CommState::handle(std::shared_ptr<WorkState> w) {
+  auto h = std::make_shared<WorkHandle>(shared_from_this(), std::move(w));
+  WorkState* raw = h->work.get();
+  return {std::move(h), raw};  // aliasing: points at the op, owns the pair
+}
+
+void CommState::reap() noexcept {
+  // Operations finish roughly in issue order: poll from the oldest until one is still running, so
+  // a long queue costs one test per issue.
+  for (auto& w : outstanding) {
+    if (w->done || w->failed) continue;
+    try {
+      if (!w->poll()) break;
+    } catch (...) {  // NOLINT(bugprone-empty-catch): poll() stored the error in w
+    }
+  }
+  std::erase_if(outstanding, [](const std::shared_ptr<WorkState>& w) {
+    if (!w->done && !w->failed) return false;
+    if (w->failed && w->orphaned) report_orphan_failure(*w);
+    return true;
+  });
+}
+
+std::exception_ptr CommState::drain(Clock::time_point deadline) noexcept {
+  std::exception_ptr first;
+  for (auto& w : outstanding) {
+    if (w->done || w->failed) continue;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    try {
+      w->wait_for(std::max(left, std::chrono::milliseconds(1)));
+    } catch (...) {
+      if (!first) first = std::current_exception();
+      if (w->orphaned) report_orphan_failure(*w);
+    }
+  }
+  std::erase_if(outstanding, [](const auto& w) { return w->done || w->failed; });
+  return first;
 }
 
 void CommState::check_usable() const {
@@ -132,16 +207,15 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   if (!pending) {
     w->done = true;
     notify(*w);
-    return w;
+    return handle(std::move(w));
   }
   w->pending = std::move(pending);
   w->issued_at = Clock::now();
-  w->keep_alive = shared_from_this();
   engine().op_started(*w);
   if (b.blocks_device()) engine().track_device_op(w);
-  std::erase_if(outstanding, [](const auto& o) { return o->done || o->failed; });
+  reap();
   outstanding.push_back(w);
-  return w;
+  return handle(std::move(w));
 }
 
 }  // namespace mcr::detail

@@ -48,4 +48,29 @@ void Engine::fence_device(const Backend& b, Device device, std::chrono::millisec
   std::erase_if(device_ops_, [](const auto& op) { return op->done || op->failed; });
 }
 
+void Engine::add_comm(CommState* c) {
+  std::lock_guard lock(comms_mu_);
+  comms_.push_back(c);
+}
+
+void Engine::remove_comm(CommState* c) noexcept {
+  std::lock_guard lock(comms_mu_);
+  std::erase(comms_, c);
+}
+
+std::exception_ptr Engine::drain_all(Clock::time_point deadline) noexcept {
+  // Copied under the lock; draining takes none, as finalize() runs when no other thread uses mcr.
+  std::vector<CommState*> comms;
+  {
+    std::lock_guard lock(comms_mu_);
+    comms = comms_;
+  }
+  std::exception_ptr first;
+  for (CommState* c : comms) {
+    auto e = c->drain(deadline);
+    if (!first) first = e;
+  }
+  return first;
+}
+
 }  // namespace mcr::detail

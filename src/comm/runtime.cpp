@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -217,10 +220,50 @@ namespace {
 // still be in an operation with it (a peer whose operation then times out must see a timeout, not
 // a closed connection), and rank 0, whose process holds the store, does not close it while another
 // rank is still in init (Gloo's rendezvous) or reading a new_group's keys. So every rank checks in
-// through the store and waits for all, bounded by the timeout; a rank that never arrives has
-// failed, and its launcher ends the job.
+// and waits for all, bounded by the timeout.
+//
+// The check-in is a Gloo barrier on the world when the world has Gloo: a rank that died (or left)
+// closed its connections, so the survivors learn it at once instead of waiting out the timeout for
+// a check-in that never comes. It runs on the backend directly, even on a world aborted by a
+// timeout, because whether a rank aborted is its own view: every rank must choose the same way to
+// check in. Otherwise it goes through the store; a rank that never arrives has failed, and its
+// launcher ends the job.
+void gloo_check_in(CommState& world, Backend& gloo) {
+  OpArgs a;
+  a.op = OpType::barrier;
+  a.op_name = to_string(OpType::barrier);
+  a.sequence = world.next_sequence++;
+  a.timeout = world.timeout;
+  a.async = true;  // never blocks: polled below with every backend progressed
+  std::unique_ptr<PendingOp> pending = gloo.start(a);
+  const auto deadline = Clock::now() + a.timeout;
+  while (pending && !pending->test()) {
+    if (Clock::now() > deadline) {
+      pending->abandon();
+      throw TimeoutError(fmt::format("barrier (sequence #{}) on backend 'gloo' did not complete "
+                                     "within {} ms",
+                                     a.sequence, a.timeout.count()),
+                         "barrier", a.sequence, "gloo");
+    }
+    engine().progress_all();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 void wait_for_all_ranks(Runtime& r) noexcept {
   if (!r.bootstrap || r.launch.size <= 1) return;
+  if (r.world) {
+    for (const auto& b : r.world->backends) {
+      if (b->name() != "gloo") continue;
+      try {
+        gloo_check_in(*r.world, *b);
+      } catch (const std::exception& e) {  // finalize must not throw: say why and leave
+        log_line(fmt::format("finalize: not every rank checked in (a rank exited or died?): {}",
+                             e.what()));
+      }
+      return;
+    }
+  }
   try {
     Store& store = r.bootstrap->store();
     if (store.add("mcr/finalize", 1) == r.launch.size) store.set("mcr/finalize/all", {1});
@@ -241,6 +284,12 @@ void wait_for_all_ranks(Runtime& r) noexcept {
 void finalize() {
   auto& slot = detail::runtime_slot();
   if (!slot) return;
+  // Operations still in flight on any communicator (handles not waited yet, or dropped) finish
+  // first: a peer may still need this rank's part of them, and their buffers are the caller's.
+  // The wait is bounded by the world's timeout; what fails or does not finish in it is raised once
+  // the runtime is torn down, so that finalize() never returns over a silent failure.
+  const auto limit = slot->world ? slot->world->timeout : std::chrono::milliseconds(600'000);
+  const std::exception_ptr unfinished = detail::engine().drain_all(detail::Clock::now() + limit);
   if (slot->world) {
     Communicator world(slot->world);
     finish_env_comm_log(world);
@@ -250,6 +299,7 @@ void finalize() {
   slot->world.reset();
   slot.reset();
   detail::shutdown_launchers();
+  if (unfinished) std::rethrow_exception(unfinished);
 }
 
 }  // namespace mcr

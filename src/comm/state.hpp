@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,13 @@ class WorkState {
   bool done = false;
   bool failed = false;
   std::exception_ptr error;
-  CommState* owner = nullptr;             // the issuing communicator
-  std::shared_ptr<CommState> keep_alive;  // async ops keep their backend alive while in flight
+  // The issuing communicator. Not an owning pointer: the communicator owns its operations in
+  // flight (CommState::outstanding) and the user's Work handle owns the communicator (see
+  // CommState::handle), so ownership has no cycle.
+  CommState* owner = nullptr;
+  // The user's Work handle was dropped before the operation was seen to finish: nobody will read
+  // its outcome, so a failure is reported when the runtime finds it (CommState::reap/drain).
+  bool orphaned = false;
   Device device{};
   // Observer record fields fixed at issue time.
   DType dtype = DType::u8;
@@ -75,7 +81,15 @@ class Engine {
   void fence_device(const Backend& b, Device device, std::chrono::milliseconds timeout);
   void track_device_op(const std::shared_ptr<WorkState>& w);
 
+  /// Every live communicator, so that finalize() can drain operations in flight on each of them.
+  void add_comm(CommState* c);
+  void remove_comm(CommState* c) noexcept;
+  /// Drains every live communicator (CommState::drain) until `deadline`; the first unseen failure.
+  std::exception_ptr drain_all(Clock::time_point deadline) noexcept;
+
  private:
+  std::mutex comms_mu_;  // communicators may be created and freed on different threads
+  std::vector<CommState*> comms_;
   std::vector<Backend*> host_progress_backends_;
   int host_pending_ = 0;
   std::vector<std::shared_ptr<WorkState>> device_ops_;  // in flight on device-blocking backends
@@ -96,11 +110,16 @@ class CommState : public std::enable_shared_from_this<CommState> {
   std::shared_ptr<OpObserver> observer;
   std::string aborted;       // non-empty once an operation timed out: later calls fail fast
   std::uint64_t splits = 0;  // number of split()/new_group() calls, for rendezvous keys
-  std::vector<std::shared_ptr<WorkState>> outstanding;  // async ops not yet seen complete
+  // Async ops not yet seen complete, owned here so that an op whose Work handle was dropped still
+  // completes (reap) and is drained before the backends go (drain, ~CommState).
+  std::vector<std::shared_ptr<WorkState>> outstanding;
   std::unique_ptr<Verifier> verifier;  // MCR_VERIFY: destroyed before the backends it split
   FlightRecorder flight;  // the last MCR_FLIGHT_ENTRIES operations (flight_recorder.hpp)
 
+  CommState();
   ~CommState();
+  CommState(const CommState&) = delete;
+  CommState& operator=(const CommState&) = delete;
   void check_usable() const;
   /// Marks the communicator unusable after an operation timed out (sync or async, raised by the
   /// runtime or by a backend): later calls fail fast instead of matching against a peer stuck in
@@ -110,6 +129,18 @@ class CommState : public std::enable_shared_from_this<CommState> {
   /// work.
   std::shared_ptr<WorkState> issue(OpArgs& args, const CallOptions& opts, std::size_t bytes);
   void notify(const WorkState& w) const noexcept;
+
+  /// The pointer a Work handle holds for `w`: it owns `w` and this communicator (so the backends
+  /// outlive every handle), and marks `w` orphaned when the last copy goes while `w` is still in
+  /// flight.
+  std::shared_ptr<WorkState> handle(std::shared_ptr<WorkState> w);
+  /// Polls the oldest operations in flight without blocking and forgets the finished ones;
+  /// reports (stderr) failures of orphaned operations. Called on every asynchronous issue.
+  void reap() noexcept;
+  /// Waits (progressing every backend) until each operation in flight finished, at most until
+  /// `deadline`. Returns the first failure nobody has seen yet (an orphaned op, or one whose
+  /// handle was never waited on), null when none; orphaned failures are also reported on stderr.
+  std::exception_ptr drain(Clock::time_point deadline) noexcept;
 };
 
 Engine& engine();

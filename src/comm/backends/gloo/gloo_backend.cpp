@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <exception>
 #include <system_error>
@@ -68,6 +69,19 @@ std::shared_ptr<gloo::Context> connect_context(GlooShared& shared, int rank, int
   return context;
 }
 
+// Gloo writes to its sockets with writev, which raises SIGPIPE once a peer has died; the default
+// action would end this process silently, where the failed write (EPIPE) becomes a named error.
+// A handler the program installed itself is left alone.
+void ignore_default_sigpipe() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) != 0 ||
+      (current.sa_handler == SIG_DFL && ::signal(SIGPIPE, SIG_IGN) == SIG_ERR)) {
+    throw BackendError(fmt::format("gloo: ignoring SIGPIPE failed at gloo_backend.cpp:{}: {}",
+                                   __LINE__,
+                                   std::error_code(errno, std::generic_category()).message()));
+  }
+}
+
 }  // namespace
 
 std::string gloo_hostname(const LaunchInfo& launch, int size) {
@@ -86,6 +100,7 @@ std::string gloo_hostname(const LaunchInfo& launch, int size) {
 
 std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
   install_gloo_io_guard(bootstrap.rank());
+  ignore_default_sigpipe();
   auto shared = std::make_shared<GlooShared>();
   shared->store = &bootstrap.store();
   shared->timeout = bootstrap.timeout().count() > 0 ? bootstrap.timeout() : kFallbackTimeout;

@@ -64,6 +64,12 @@ constexpr std::string_view kSizeCheck = "op.preamble.length <= op.nbytes";
   std::abort();
 }
 
+// A peer process that exits or is killed closes its sockets: gloo's pairs read EOF or a reset.
+bool is_peer_loss_message(std::string_view what) {
+  return what.find("Connection closed by peer") != std::string_view::npos ||
+         what.find("Connection reset by peer") != std::string_view::npos;
+}
+
 }  // namespace
 
 void install_gloo_io_guard(int rank) {
@@ -88,6 +94,12 @@ void rethrow_gloo_error(std::string_view call, const char* file, int line,
   } catch (const gloo::IoException& e) {
     if (is_timeout_message(e.what())) {
       throw TimeoutError(describe(e.what()), std::string(site.op), site.sequence, "gloo");
+    }
+    if (is_peer_loss_message(e.what())) {
+      throw BackendError(describe(fmt::format(
+          "{}; a peer closed its connection: a rank of this communicator exited or was killed "
+          "(or destroyed the communicator early)",
+          e.what())));
     }
     throw BackendError(describe(e.what()));
   } catch (const std::exception& e) {

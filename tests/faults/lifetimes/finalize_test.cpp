@@ -1,0 +1,129 @@
+// finalize() with operations in flight (docs/reliability.md, "Lifetimes"), at 2 ranks:
+//
+//   finalize_test waits --backend=B      rank 0 calls finalize() right after issuing an all_reduce
+//                                        that rank 1 joins a second later: finalize() must wait for
+//                                        it (not return over it) and the result must be complete.
+//   finalize_test unmatched --backend=B  rank 0 leaves a receive that no rank matches and drops
+//                                        its handle: finalize() must raise TimeoutError naming the
+//                                        receive within the timeout (MCR_TIMEOUT), after tearing
+//                                        the runtime down.
+//
+// Exit status 0 when the rank saw what it must, 1 otherwise; each rank prints why.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "mcr/comm.hpp"
+#include "mcr/errors.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+long ms_since(Clock::time_point t) {
+  return static_cast<long>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+}
+
+int fail(int rank, const std::string& why) {
+  fmt::print(stderr, "finalize_test rank {}: FAIL: {}\n", rank, why);
+  return 1;
+}
+
+int waits(mcr::Communicator world, std::string_view backend) {
+  const int rank = world.rank();
+  std::vector<std::int32_t> v(1024, rank + 1);
+  mcr::CallOptions o;
+  o.backend = backend;
+  if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+  mcr::Work w = world.iall_reduce(mcr::Tensor(v), mcr::ReduceOp::sum, o);
+  world = mcr::Communicator();
+  const auto t0 = Clock::now();
+  mcr::finalize();  // rank 0 has not waited: finalize() must
+  const long took = ms_since(t0);
+  const int expected = 3;  // 1 + 2
+  for (std::int32_t x : v) {
+    if (x != expected) {
+      return fail(rank, fmt::format("finalize() returned after {} ms with the all_reduce "
+                                    "unfinished: element {} instead of {}",
+                                    took, x, expected));
+    }
+  }
+  // Rank 0 issued a second before rank 1: its finalize() must have waited for the operation.
+  if (rank == 0 && took < 500) {
+    return fail(rank, fmt::format("finalize() took {} ms; it cannot have waited for rank 1", took));
+  }
+  if (!w.test()) return fail(rank, "the handle does not report completion after finalize()");
+  fmt::print(
+      "finalize_test rank {}: finalize() waited {} ms for the operation in flight; "
+      "result complete\n",
+      rank, took);
+  return 0;
+}
+
+int unmatched(mcr::Communicator world, std::string_view backend, long timeout_ms) {
+  const int rank = world.rank();
+  std::vector<std::int32_t> v(16, 0);
+  if (rank == 0) {
+    mcr::CallOptions o;
+    o.backend = backend;
+    o.tag = 7;
+    (void)world.irecv(mcr::Tensor(v), 1, o);  // never matched; handle dropped
+  }
+  world = mcr::Communicator();
+  const auto t0 = Clock::now();
+  try {
+    mcr::finalize();
+  } catch (const mcr::TimeoutError& e) {
+    const long took = ms_since(t0);
+    const std::string what = e.what();
+    if (rank != 0) return fail(rank, fmt::format("unexpected TimeoutError: {}", what));
+    if (e.op() != "recv" || what.find("sequence #") == std::string::npos ||
+        e.backend() != backend) {
+      return fail(rank, fmt::format("TimeoutError does not name recv on {}: {}", backend, what));
+    }
+    if (took > timeout_ms + 1000) {
+      return fail(rank,
+                  fmt::format("finalize() raised after {} ms, timeout {} ms", took, timeout_ms));
+    }
+    if (mcr::is_initialized()) return fail(rank, "the runtime is still up after finalize() raised");
+    fmt::print("finalize_test rank 0: finalize() raised after {} ms: {}\n", took, what);
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(rank, fmt::format("finalize() raised something else: {}", e.what()));
+  }
+  if (rank == 0) return fail(rank, "finalize() returned over a receive that never completed");
+  fmt::print("finalize_test rank {}: finalize() returned after {} ms\n", rank, ms_since(t0));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3 || !std::string_view(argv[2]).starts_with("--backend=")) {
+    std::fprintf(stderr, "usage: finalize_test waits|unmatched --backend=NAME\n");
+    return 2;
+  }
+  const std::string_view mode = argv[1];
+  const std::string_view backend = std::string_view(argv[2]).substr(10);
+  mcr::Communicator world;
+  try {
+    world = mcr::init();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "finalize_test: init failed: %s\n", e.what());
+    return 1;
+  }
+  if (world.size() != 2) return fail(world.rank(), "needs exactly 2 ranks");
+  const long timeout_ms = static_cast<long>(world.timeout().count());
+  if (mode == "waits") return waits(std::move(world), backend);
+  if (mode == "unmatched") return unmatched(std::move(world), backend, timeout_ms);
+  std::fprintf(stderr, "finalize_test: unknown mode '%s'\n", argv[1]);
+  return 2;
+}
