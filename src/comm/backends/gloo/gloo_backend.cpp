@@ -16,6 +16,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "backends/factories.hpp"
+#include "backends/gloo/gloo_address.hpp"
 #include "backends/gloo/gloo_check.hpp"
 #include "backends/gloo/gloo_ops.hpp"
 #include "backends/gloo/gloo_store.hpp"
@@ -74,13 +75,28 @@ std::string gloo_hostname(const LaunchInfo& launch, int size) {
   if (const char* env = std::getenv("MCR_GLOO_HOSTNAME"); env != nullptr && *env != '\0') {
     return env;
   }
+  if (const char* iface = std::getenv("MCR_GLOO_IFACE"); iface != nullptr && *iface != '\0') {
+    return interface_address(iface, "MCR_GLOO_IFACE");
+  }
   if (launch.local_size == size) return "127.0.0.1";
+  // Several hosts. The interface that routes to the store host reaches the other ranks too (they
+  // all reach the store); the host name is next, unless it names a loopback address (Debian maps
+  // it to 127.0.1.1), which peers elsewhere could not connect to.
+  const char* store_host = std::getenv("MCR_STORE_HOST");
+  const std::string toward = store_host != nullptr && *store_host != '\0' ? store_host
+                             : launch.launcher == Launcher::torchrun      ? launch.master_addr
+                                                                          : std::string();
+  if (!toward.empty()) {
+    if (auto a = address_towards(toward); a && !is_loopback_ipv4(*a)) return *a;
+  }
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) {
     throw BackendError(fmt::format("gloo: gethostname failed at {}:{}: {}", "gloo_backend.cpp",
                                    __LINE__,
                                    std::error_code(errno, std::generic_category()).message()));
   }
+  if (auto a = resolve_ipv4(name); a && !is_loopback_ipv4(*a)) return name;
+  if (auto a = first_external_address()) return *a;
   return name;
 }
 

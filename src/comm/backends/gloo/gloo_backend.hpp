@@ -32,8 +32,11 @@ struct GlooShared {
   std::chrono::milliseconds timeout;  ///< rendezvous and default per-operation timeout
 };
 
-/// The hostname gloo's device binds and advertises: MCR_GLOO_HOSTNAME when set; 127.0.0.1 when
-/// every rank runs on this host; gethostname() otherwise.
+/// The hostname gloo's device binds and advertises: MCR_GLOO_HOSTNAME when set; else the IPv4
+/// address of interface MCR_GLOO_IFACE when set; else 127.0.0.1 when every rank runs on this host;
+/// else the local address of the route to the store host (MCR_STORE_HOST, or MASTER_ADDR under
+/// torchrun) when known; else gethostname() when it resolves to a non-loopback address; else the
+/// first non-loopback interface's address.
 std::string gloo_hostname(const LaunchInfo& launch, int size);
 
 class GlooBackend final : public Backend {
