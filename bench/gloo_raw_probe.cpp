@@ -7,6 +7,10 @@
 // is), and the median of the paired ratios mcr / raw.
 //
 //   mpirun -np 2 bench_gloo_raw [--reps R] [--min-bytes B] [--max-bytes B] [--block-ms MS]
+//   [--async]
+//
+// --async times mcr's iall_reduce + wait (the worker thread and the wait loop) instead of the
+// blocking call, which runs on the caller's thread.
 //
 // The raw context meets through a gloo FileStore in a directory rank 0 creates and announces
 // through mcr; the namespaces of scripts/cluster share the file system, so it works there too.
@@ -81,8 +85,18 @@ int main(int argc, char** argv) {
   int reps = 11;
   std::size_t min_bytes = 4, max_bytes = std::size_t{64} << 20;
   double block_s = 0.02;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool async = false;
+  for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--async") {
+      async = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      fmt::print(stderr, "bench_gloo_raw: {} needs a value\n", a);
+      return 2;
+    }
     if (a == "--reps")
       reps = std::atoi(argv[i + 1]);
     else if (a == "--min-bytes")
@@ -138,9 +152,9 @@ int main(int argc, char** argv) {
 
   if (comm.rank() == 0) {
     fmt::print(
-        "# raw Gloo vs mcr 'gloo' backend, {} ranks, all_reduce sum f32, {} alternating "
+        "# raw Gloo vs mcr 'gloo' backend ({}), {} ranks, all_reduce sum f32, {} alternating "
         "blocks of ~{:.0f} ms per size\n",
-        comm.size(), reps, block_s * 1e3);
+        async ? "iall_reduce + wait" : "all_reduce", comm.size(), reps, block_s * 1e3);
     fmt::print("{:>10} {:>7} {:>12} {:>12} {:>7} {:>13} {:>13} {:>8}\n", "bytes", "iters", "raw us",
                "mcr us", "ratio", "raw cpu us", "mcr cpu us", "wrong");
   }
@@ -156,7 +170,13 @@ int main(int argc, char** argv) {
           static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
       gloo::allreduce(o);
     };
-    auto mcr_call = [&] { comm.all_reduce(in, out, mcr::ReduceOp::sum, on_gloo); };
+    auto mcr_call = [&] {
+      if (async) {
+        comm.iall_reduce(in, out, mcr::ReduceOp::sum, on_gloo).wait();
+      } else {
+        comm.all_reduce(in, out, mcr::ReduceOp::sum, on_gloo);
+      }
+    };
     // Warm both up, then size the blocks from raw Gloo's pace (max across ranks).
     time_block(3, raw_call);
     time_block(3, mcr_call);

@@ -426,6 +426,29 @@ TEST(GlooHostname, LoopbackWhenAllRanksAreLocalElseOverridable) {
   ::unsetenv("MCR_GLOO_HOSTNAME");
 }
 
+TEST(GlooInline, OnlyWithTwoHardwareThreadsPerLocalRankUnlessOverridden) {
+  detail::LaunchInfo launch;
+  launch.local_size = 2;
+  ::unsetenv("MCR_GLOO_INLINE");
+  EXPECT_TRUE(detail::gloo_runs_inline(launch, 16));
+  EXPECT_TRUE(detail::gloo_runs_inline(launch, 4));
+  EXPECT_FALSE(detail::gloo_runs_inline(launch, 2));  // 2 ranks on 2 cores: the worker
+  EXPECT_TRUE(detail::gloo_runs_inline(launch, 0));   // unknown core count: the plain call
+  ::setenv("MCR_GLOO_INLINE", "1", 1);
+  EXPECT_TRUE(detail::gloo_runs_inline(launch, 2));
+  ::setenv("MCR_GLOO_INLINE", "0", 1);
+  EXPECT_FALSE(detail::gloo_runs_inline(launch, 16));
+  ::setenv("MCR_GLOO_INLINE", "yes", 1);
+  try {
+    detail::gloo_runs_inline(launch, 16);
+    ADD_FAILURE() << "MCR_GLOO_INLINE=yes was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("MCR_GLOO_INLINE='yes': must be 1"), std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("MCR_GLOO_INLINE");
+}
+
 TEST(GlooHostname, InterfaceNamedByMcrGlooIface) {
   detail::LaunchInfo launch;
   launch.size = 4;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gloo/config.h>
@@ -100,11 +101,26 @@ std::string gloo_hostname(const LaunchInfo& launch, int size) {
   return name;
 }
 
+bool gloo_runs_inline(const LaunchInfo& launch, unsigned hardware_threads) {
+  if (const char* env = std::getenv("MCR_GLOO_INLINE"); env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v == "1") return true;
+    if (v == "0") return false;
+    throw InvalidArgument(
+        fmt::format("MCR_GLOO_INLINE='{}': must be 1 (blocking collectives on the "
+                    "caller's thread) or 0 (on the backend's worker thread)",
+                    v));
+  }
+  if (hardware_threads == 0) return true;  // unknown: the plain call
+  return 2 * static_cast<unsigned>(std::max(launch.local_size, 1)) <= hardware_threads;
+}
+
 std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
   auto shared = std::make_shared<GlooShared>();
   shared->store = &bootstrap.store();
   shared->timeout = bootstrap.timeout().count() > 0 ? bootstrap.timeout() : kFallbackTimeout;
   shared->hostname = gloo_hostname(bootstrap.launch(), bootstrap.size());
+  shared->run_inline = gloo_runs_inline(bootstrap.launch(), std::thread::hardware_concurrency());
   gloo::transport::tcp::attr attr;
   attr.hostname = shared->hostname;
   const GlooCallSite site{"create_device", 0, bootstrap.rank()};
@@ -158,7 +174,7 @@ std::unique_ptr<PendingOp> GlooBackend::start(const OpArgs& args) {
 
   auto collective = make_gloo_collective(args, size(), next_tag_++, timeout);
   if (moves_nothing(collective, size())) return nullptr;
-  if (args.may_block && worker_.idle()) {
+  if (args.may_block && shared_->run_inline && worker_.idle()) {
     run_gloo_collective(context_, collective);
     return nullptr;
   }
