@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/cluster itself: bad arguments are refused with the flag, value and rule before anything is
 # made; `up` twice is a no-op; hosts have their own names and reach each other only on the private
-# subnet (no default route); links are shaped both ways; `down` leaves nothing behind.
+# subnet (no default route); links are shaped both ways; `down` leaves nothing behind, and neither
+# does an `up` that fails part-way.
 set -euo pipefail
 cluster="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster"
 export MCR_CLUSTER="cs$$"
@@ -41,4 +42,12 @@ trap - EXIT
 left=$(ip netns list | awk '{print $1}' | grep -c "^$MCR_CLUSTER-" || true)
 ((left == 0)) || fail "down left $left namespaces"
 [[ ! -e /etc/netns/$MCR_CLUSTER-h0 ]] || fail "down left /etc/netns/$MCR_CLUSTER-h0"
+
+# A failure part-way (here: h1's /etc/netns entry cannot be made) removes what was already made.
+mkdir -p /etc/netns
+touch "/etc/netns/$MCR_CLUSTER-h1"
+trap 'rm -f "/etc/netns/$MCR_CLUSTER-h1"; "$cluster" down' EXIT
+expect_error "up failed; removing what was made" "$cluster" up --hosts 3
+left=$(ip netns list | awk '{print $1}' | grep -c "^$MCR_CLUSTER-" || true)
+((left == 0)) || fail "a failed up left $left namespaces"
 echo "scripts/cluster: all checks passed"
