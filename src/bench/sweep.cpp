@@ -25,13 +25,14 @@ std::vector<bool> in_place_forms(Placement place) {
 }
 
 // The group's warm-up pass: batches of growing size at its first point until they have run for
-// kGroupWarmupSeconds (max across ranks, so every rank stops after the same batch).
-void warm_group(Communicator& world, Point& point, std::string_view backend, int first_batch) {
+// `seconds` (max across ranks, so every rank stops after the same batch).
+void warm_group(Communicator& world, Point& point, std::string_view backend, int first_batch,
+                double seconds) {
   int batch = std::max(first_batch, 1);
   double spent = 0;
   for (int total = 0; total < 100000; total += batch) {
     spent += reduce_across(world, {point.time(backend, batch) * batch}, TimeReduce::max)[0];
-    if (spent >= kGroupWarmupSeconds) return;
+    if (spent >= seconds) return;
     batch = std::min(batch * 4, 10000);
   }
 }
@@ -93,7 +94,10 @@ SweepResult run_sweep(Communicator& world, const SweepOptions& o, const SweepCal
             // identically on every rank, so skipping the group keeps the ranks in step.
             double warm = 0;
             try {
-              if (first) warm_group(world, point, backend, o.warmup);
+              if (first) {
+                warm_group(world, point, backend, o.warmup,
+                           result.rows.empty() ? kFirstGroupWarmupSeconds : kGroupWarmupSeconds);
+              }
               if (o.warmup > 0) warm = point.time(backend, o.warmup);
             } catch (const UnsupportedError& e) {
               if (cb.on_skipped) cb.on_skipped(group, e.what());

@@ -85,6 +85,9 @@ struct SweepCallbacks {
 
 /// Untimed seconds (max across ranks) run at the first size of every group before timing it.
 inline constexpr double kGroupWarmupSeconds = 0.02;
+/// The same for the sweep's first group: right after launch the job is still settling (launcher
+/// daemons finishing their start-up, first touches of every path), and 20 ms was not enough.
+inline constexpr double kFirstGroupWarmupSeconds = 0.2;
 
 struct SweepResult {
   std::vector<SweepRow> rows;
@@ -99,7 +102,8 @@ void check_sweep_options(const SweepOptions& options, const std::vector<std::str
 
 /// Runs the sweep on `world` (collective: every rank calls it with the same options). Before the
 /// first size of each (op, dtype, place, backend) group is timed, that size runs untimed for about
-/// kGroupWarmupSeconds (nccl-tests warms up before timing any size): first uses of a path
+/// kGroupWarmupSeconds (kFirstGroupWarmupSeconds for the first group; nccl-tests warms up before
+/// timing any size): first uses of a path
 /// (connections, shared-memory channels set up after a number of messages, page faults) are paid
 /// there instead of inflating the first point. Points where the requested backend cannot run are
 /// skipped; send/recv is left out on 1 rank.
