@@ -1,6 +1,9 @@
 // The nccl-tests-style sweep behind `mcr bench`.
 #include "mcr/bench/sweep.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "checks.hpp"
@@ -21,6 +24,28 @@ std::vector<bool> in_place_forms(Placement place) {
   }
 }
 
+// The group's warm-up pass: batches of growing size at its first point until they have run for
+// `seconds` (max across ranks, so every rank stops after the same batch).
+void warm_group(Communicator& world, Point& point, std::string_view backend, int first_batch,
+                double seconds) {
+  int batch = std::max(first_batch, 1);
+  double spent = 0;
+  for (int total = 0; total < 100000; total += batch) {
+    spent += reduce_across(world, {point.time(backend, batch) * batch}, TimeReduce::max)[0];
+    if (spent >= seconds) return;
+    batch = std::min(batch * 4, 10000);
+  }
+}
+
+// Timed iterations of a point: -n, or more to fill --min-time at the warmup's pace (max across
+// ranks, so every rank runs the same count).
+int iterations_for(Communicator& world, const SweepOptions& o, double warm_per_iteration) {
+  if (o.min_time_s <= 0 || o.warmup == 0) return o.iterations;
+  const double per = reduce_across(world, {warm_per_iteration}, TimeReduce::max)[0];
+  const double want = std::ceil(o.min_time_s / std::max(per, 1e-9));
+  return static_cast<int>(std::clamp<double>(want, o.iterations, o.max_iterations));
+}
+
 }  // namespace
 
 Placement parse_placement(std::string_view name) {
@@ -35,6 +60,12 @@ void check_sweep_options(const SweepOptions& o, const std::vector<std::string>& 
   if (o.iterations < 1)
     throw InvalidArgument(fmt::format("-n {}: at least one iteration is required", o.iterations));
   if (o.warmup < 0) throw InvalidArgument(fmt::format("-w {}: must be >= 0", o.warmup));
+  if (!(o.min_time_s >= 0))
+    throw InvalidArgument(fmt::format("--min-time {}: must be >= 0 seconds", o.min_time_s));
+  if (o.iterations > o.max_iterations) {
+    throw InvalidArgument(
+        fmt::format("-n {}: at most {} iterations per point", o.iterations, o.max_iterations));
+  }
   if (o.backends.empty())
     throw InvalidArgument("--backend: at least one backend (or auto) is required");
   detail::require_usable("--backend", o.backends, usable, true);
@@ -54,20 +85,28 @@ SweepResult run_sweep(Communicator& world, const SweepOptions& o, const SweepCal
           if (cb.on_group) cb.on_group(group);
           const std::string_view backend =
               requested == "auto" ? std::string_view() : std::string_view(requested);
+          bool first = true;
           for (std::size_t size : distinct_sizes(op, o.sizes, dtype, world.size())) {
             Point point(world,
                         {op, dtype, size, in_place, o.root, o.reduce, o.async, o.seed, o.device});
             const auto& l = point.layout();
             // An unsupported combination fails in the warmup, before anything is sent and
             // identically on every rank, so skipping the group keeps the ranks in step.
+            double warm = 0;
             try {
-              if (o.warmup > 0) point.time(backend, o.warmup);
+              if (first) {
+                warm_group(world, point, backend, o.warmup,
+                           result.rows.empty() ? kFirstGroupWarmupSeconds : kGroupWarmupSeconds);
+              }
+              if (o.warmup > 0) warm = point.time(backend, o.warmup);
             } catch (const UnsupportedError& e) {
               if (cb.on_skipped) cb.on_skipped(group, e.what());
               break;
             }
+            first = false;
+            const int iterations = iterations_for(world, o, warm);
             world.barrier();
-            const double mine = point.time(backend, o.iterations);
+            const double mine = point.time(backend, iterations);
             const double t = reduce_across(world, {mine}, o.time)[0];
             SweepRow row;
             row.op = op;
@@ -84,7 +123,7 @@ SweepResult run_sweep(Communicator& world, const SweepOptions& o, const SweepCal
                                              is_reduction(op) ? o.reduce : ReduceOp::sum, o.device)
                                     .backend
                               : requested;
-            row.iterations = o.iterations;
+            row.iterations = iterations;
             row.time_us = t * 1e6;
             row.algbw_gbps = algbw_gbps(l.bytes, t);
             row.busbw_gbps = busbw_gbps(op, l.bytes, t, world.size());

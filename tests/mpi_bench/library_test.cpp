@@ -24,6 +24,7 @@ TEST(Library, SweepReportsEveryRowThroughItsCallback) {
   o.place = bench::Placement::both;
   o.iterations = 2;
   o.warmup = 1;
+  o.min_time_s = 0;  // exactly -n
   std::size_t groups = 0;
   std::vector<bench::SweepRow> seen;
   bench::SweepCallbacks cb;
@@ -45,6 +46,29 @@ TEST(Library, SweepReportsEveryRowThroughItsCallback) {
     }
   }
   EXPECT_EQ(result.rows.back().op, OpType::barrier);
+}
+
+TEST(Library, SweepFillsTheMinimumTimeWithMoreIterations) {
+  bench::SweepOptions o;
+  o.sizes = {4, 64};
+  o.iterations = 2;
+  o.warmup = 2;
+  o.min_time_s = 0.05;  // a 4-byte all_reduce takes far less than 25 ms even on a loaded machine
+  const auto result = bench::run_sweep(g_world, o);
+  ASSERT_EQ(result.rows.size(), 2u);
+  EXPECT_EQ(result.wrong, 0u);
+  for (const auto& r : result.rows) {
+    EXPECT_GT(r.iterations, 2) << r.bytes;
+    EXPECT_LE(r.iterations, o.max_iterations) << r.bytes;
+  }
+  bench::SweepOptions bad = o;
+  bad.min_time_s = -1;
+  try {
+    bench::run_sweep(g_world, bad);
+    ADD_FAILURE() << "a negative --min-time was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--min-time -1"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Library, SweepRejectsAnUnusableBackendBeforeMeasuring) {

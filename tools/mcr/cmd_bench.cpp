@@ -23,6 +23,7 @@ struct BenchFlags {
   std::vector<std::string> backends{"auto"};
   int iterations = 20;
   int warmup = 5;
+  double min_time_s = 0.01;
   std::string place = "out";
   int root = 0;
   std::string reduce = "sum";
@@ -79,6 +80,7 @@ bench::SweepOptions sweep_options(const BenchFlags& f) {
   o.backends = f.backends;
   o.iterations = f.iterations;
   o.warmup = f.warmup;
+  o.min_time_s = f.min_time_s;
   o.root = f.root;
   o.async = f.async;
   o.seed = f.seed;
@@ -197,9 +199,13 @@ void add_bench_command(CLI::App& app) {
                   "backends, comma separated: mpi, gloo, nccl, or auto (selection)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("-n,--iters", opts->iterations, "timed iterations per point")
+  cmd->add_option("-n,--iters", opts->iterations, "least timed iterations per point")
       ->capture_default_str();
   cmd->add_option("-w,--warmup", opts->warmup, "warmup iterations per point")
+      ->capture_default_str();
+  cmd->add_option("--min-time", opts->min_time_s,
+                  "least timed seconds per point: more than -n iterations where they are short "
+                  "(0: exactly -n)")
       ->capture_default_str();
   cmd->add_option("--place", opts->place, "out (out-of-place), in (in-place) or both")
       ->capture_default_str();

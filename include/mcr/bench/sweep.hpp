@@ -1,6 +1,7 @@
-// The nccl-tests-style sweep behind `mcr bench`: every (op, dtype, place, backend, size) timed for
-// a fixed number of iterations and verified. Results come back as rows; progress is reported
-// through callbacks, so the caller decides what to print and where. See docs/bench.md.
+// The nccl-tests-style sweep behind `mcr bench`: every (op, dtype, place, backend, size) warmed up,
+// timed for at least -n iterations and at least --min-time seconds, and verified. Results come back
+// as rows; progress is reported through callbacks, so the caller decides what to print and where.
+// See docs/bench.md.
 #pragma once
 
 #include <cstddef>
@@ -29,8 +30,14 @@ struct SweepOptions {
   std::vector<DType> dtypes{DType::f32};        ///< --dtype
   /// --backend: backend names, or "auto" for automatic selection; one row each.
   std::vector<std::string> backends{"auto"};
-  int iterations = 20;                ///< -n: timed iterations per point
-  int warmup = 5;                     ///< -w: warmup iterations per point
+  int iterations = 20;  ///< -n: least timed iterations per point
+  int warmup = 5;       ///< -w: warmup iterations per point
+  /// --min-time: least timed seconds per point. Iterations grow from -n to fill it, estimated from
+  /// the point's warmup (max across ranks, so every rank runs the same count); 0 or -w 0: exactly
+  /// -n. A one-off cost in a run of 20 x 1 us (how far apart the ranks leave the barrier, a first
+  /// use of a path) would otherwise be part of the result.
+  double min_time_s = 0.01;
+  int max_iterations = 100000;        ///< cap of the iterations --min-time may ask for
   Placement place = Placement::out;   ///< --place
   int root = 0;                       ///< --root: root of the rooted ops
   ReduceOp reduce = ReduceOp::sum;    ///< --reduce
@@ -51,8 +58,8 @@ struct SweepRow {
   bool async = false;
   std::string requested;  ///< the requested backend ("auto" or a name)
   std::string backend;    ///< the backend that ran (selection's choice for "auto")
-  int iterations = 0;
-  double time_us = 0;  ///< per iteration, reduced across ranks as SweepOptions::time says
+  int iterations = 0;     ///< timed iterations (at least -n; more where --min-time asked for them)
+  double time_us = 0;     ///< per iteration, reduced across ranks as SweepOptions::time says
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   std::uint64_t wrong = 0;  ///< wrong elements over all ranks
@@ -76,18 +83,30 @@ struct SweepCallbacks {
   std::function<void(const SweepGroup&, std::string_view reason)> on_skipped;
 };
 
+/// Untimed seconds (max across ranks) run at the first size of every group before timing it.
+inline constexpr double kGroupWarmupSeconds = 0.02;
+/// The same for the sweep's first group: right after launch the job is still settling (launcher
+/// daemons finishing their start-up, first touches of every path), and 20 ms was not enough.
+inline constexpr double kFirstGroupWarmupSeconds = 0.2;
+
 struct SweepResult {
   std::vector<SweepRow> rows;
   std::uint64_t wrong = 0;  ///< wrong elements over every row (non-zero: a backend is broken)
 };
 
 /// Throws InvalidArgument naming the flag, the value and the rule for: no op, size or dtype, -n <
-/// 1, -w < 0, a --backend that is neither "auto" nor in `usable`. Called by run_sweep(); callers
-/// that must act before the collective work (e.g. open an output file) can call it first.
+/// 1, -w < 0, --min-time < 0, -n above the iteration cap, a --backend that is neither "auto" nor in
+/// `usable`. Called by run_sweep(); callers that must act before the collective work (e.g. open an
+/// output file) can call it first.
 void check_sweep_options(const SweepOptions& options, const std::vector<std::string>& usable);
 
-/// Runs the sweep on `world` (collective: every rank calls it with the same options). Points where
-/// the requested backend cannot run are skipped; send/recv is left out on 1 rank.
+/// Runs the sweep on `world` (collective: every rank calls it with the same options). Before the
+/// first size of each (op, dtype, place, backend) group is timed, that size runs untimed for about
+/// kGroupWarmupSeconds (kFirstGroupWarmupSeconds for the first group; nccl-tests warms up before
+/// timing any size): first uses of a path
+/// (connections, shared-memory channels set up after a number of messages, page faults) are paid
+/// there instead of inflating the first point. Points where the requested backend cannot run are
+/// skipped; send/recv is left out on 1 rank.
 SweepResult run_sweep(Communicator& world, const SweepOptions& options,
                       const SweepCallbacks& callbacks = {});
 

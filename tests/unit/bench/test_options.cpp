@@ -130,6 +130,7 @@ TEST(Options, DefaultsMatchTheCommandLine) {
   EXPECT_EQ(s.backends, std::vector<std::string>{"auto"});
   EXPECT_EQ(s.iterations, 20);
   EXPECT_EQ(s.warmup, 5);
+  EXPECT_DOUBLE_EQ(s.min_time_s, 0.01);
   const CompareOptions c;
   EXPECT_EQ(c.ops.size(), 5u);
   EXPECT_EQ(c.repetitions, 9);

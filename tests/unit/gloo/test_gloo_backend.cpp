@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/gloo/gloo_address.hpp"
 #include "backends/gloo/gloo_backend.hpp"
 #include "mcr/errors.hpp"
 #include "thread_world.hpp"
@@ -423,6 +424,62 @@ TEST(GlooHostname, LoopbackWhenAllRanksAreLocalElseOverridable) {
   ::setenv("MCR_GLOO_HOSTNAME", "node7.example", 1);
   EXPECT_EQ(detail::gloo_hostname(launch, 4), "node7.example");
   ::unsetenv("MCR_GLOO_HOSTNAME");
+}
+
+TEST(GlooInline, OnlyWithTwoHardwareThreadsPerLocalRankUnlessOverridden) {
+  detail::LaunchInfo launch;
+  launch.local_size = 2;
+  ::unsetenv("MCR_GLOO_INLINE");
+  EXPECT_TRUE(detail::gloo_runs_inline(launch, 16));
+  EXPECT_TRUE(detail::gloo_runs_inline(launch, 4));
+  EXPECT_FALSE(detail::gloo_runs_inline(launch, 2));  // 2 ranks on 2 cores: the worker
+  EXPECT_TRUE(detail::gloo_runs_inline(launch, 0));   // unknown core count: the plain call
+  ::setenv("MCR_GLOO_INLINE", "1", 1);
+  EXPECT_TRUE(detail::gloo_runs_inline(launch, 2));
+  ::setenv("MCR_GLOO_INLINE", "0", 1);
+  EXPECT_FALSE(detail::gloo_runs_inline(launch, 16));
+  ::setenv("MCR_GLOO_INLINE", "yes", 1);
+  try {
+    detail::gloo_runs_inline(launch, 16);
+    ADD_FAILURE() << "MCR_GLOO_INLINE=yes was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("MCR_GLOO_INLINE='yes': must be 1"), std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("MCR_GLOO_INLINE");
+}
+
+TEST(GlooHostname, InterfaceNamedByMcrGlooIface) {
+  detail::LaunchInfo launch;
+  launch.size = 4;
+  launch.local_size = 1;
+  ::setenv("MCR_GLOO_IFACE", "lo", 1);
+  EXPECT_EQ(detail::gloo_hostname(launch, 4), "127.0.0.1");
+  ::setenv("MCR_GLOO_IFACE", "nosuchif9", 1);
+  try {
+    detail::gloo_hostname(launch, 4);
+    ADD_FAILURE() << "an unknown interface was accepted";
+  } catch (const InvalidArgument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("MCR_GLOO_IFACE='nosuchif9'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("lo"), std::string::npos) << msg;  // the interfaces that exist are listed
+  }
+  ::unsetenv("MCR_GLOO_IFACE");
+}
+
+TEST(GlooHostname, NeverLoopbackAcrossHosts) {
+  detail::LaunchInfo launch;
+  launch.size = 4;
+  launch.local_size = 2;
+  // A store on this host gives a loopback route: not an address other hosts could use.
+  ::setenv("MCR_STORE_HOST", "127.0.0.1", 1);
+  const std::string chosen = detail::gloo_hostname(launch, 4);
+  ::unsetenv("MCR_STORE_HOST");
+  const auto resolved = detail::resolve_ipv4(chosen);
+  ASSERT_TRUE(resolved.has_value()) << chosen;
+  if (detail::first_external_address()) {
+    EXPECT_FALSE(detail::is_loopback_ipv4(*resolved)) << chosen;
+  }
 }
 
 }  // namespace

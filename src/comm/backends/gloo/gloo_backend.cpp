@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <exception>
 #include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gloo/config.h>
@@ -17,6 +18,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "backends/factories.hpp"
+#include "backends/gloo/gloo_address.hpp"
 #include "backends/gloo/gloo_check.hpp"
 #include "backends/gloo/gloo_ops.hpp"
 #include "backends/gloo/gloo_store.hpp"
@@ -88,14 +90,43 @@ std::string gloo_hostname(const LaunchInfo& launch, int size) {
   if (const char* env = std::getenv("MCR_GLOO_HOSTNAME"); env != nullptr && *env != '\0') {
     return env;
   }
+  if (const char* iface = std::getenv("MCR_GLOO_IFACE"); iface != nullptr && *iface != '\0') {
+    return interface_address(iface, "MCR_GLOO_IFACE");
+  }
   if (launch.local_size == size) return "127.0.0.1";
+  // Several hosts. The interface that routes to the store host reaches the other ranks too (they
+  // all reach the store); the host name is next, unless it names a loopback address (Debian maps
+  // it to 127.0.1.1), which peers elsewhere could not connect to.
+  const char* store_host = std::getenv("MCR_STORE_HOST");
+  const std::string toward = store_host != nullptr && *store_host != '\0' ? store_host
+                             : launch.launcher == Launcher::torchrun      ? launch.master_addr
+                                                                          : std::string();
+  if (!toward.empty()) {
+    if (auto a = address_towards(toward); a && !is_loopback_ipv4(*a)) return *a;
+  }
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) {
     throw BackendError(fmt::format("gloo: gethostname failed at {}:{}: {}", "gloo_backend.cpp",
                                    __LINE__,
                                    std::error_code(errno, std::generic_category()).message()));
   }
+  if (auto a = resolve_ipv4(name); a && !is_loopback_ipv4(*a)) return name;
+  if (auto a = first_external_address()) return *a;
   return name;
+}
+
+bool gloo_runs_inline(const LaunchInfo& launch, unsigned hardware_threads) {
+  if (const char* env = std::getenv("MCR_GLOO_INLINE"); env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v == "1") return true;
+    if (v == "0") return false;
+    throw InvalidArgument(
+        fmt::format("MCR_GLOO_INLINE='{}': must be 1 (blocking collectives on the "
+                    "caller's thread) or 0 (on the backend's worker thread)",
+                    v));
+  }
+  if (hardware_threads == 0) return true;  // unknown: the plain call
+  return 2 * static_cast<unsigned>(std::max(launch.local_size, 1)) <= hardware_threads;
 }
 
 std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
@@ -105,6 +136,7 @@ std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
   shared->store = &bootstrap.store();
   shared->timeout = bootstrap.timeout().count() > 0 ? bootstrap.timeout() : kFallbackTimeout;
   shared->hostname = gloo_hostname(bootstrap.launch(), bootstrap.size());
+  shared->run_inline = gloo_runs_inline(bootstrap.launch(), std::thread::hardware_concurrency());
   gloo::transport::tcp::attr attr;
   attr.hostname = shared->hostname;
   const GlooCallSite site{"create_device", 0, bootstrap.rank()};
@@ -158,7 +190,7 @@ std::unique_ptr<PendingOp> GlooBackend::start(const OpArgs& args) {
 
   auto collective = make_gloo_collective(args, size(), next_tag_++, timeout);
   if (moves_nothing(collective, size())) return nullptr;
-  if (args.may_block && worker_.idle()) {
+  if (args.may_block && shared_->run_inline && worker_.idle()) {
     run_gloo_collective(context_, collective);
     return nullptr;
   }

@@ -30,10 +30,24 @@ struct GlooShared {
   std::shared_ptr<gloo::transport::Device> device;
   std::string hostname;               ///< the address peers connect to
   std::chrono::milliseconds timeout;  ///< rendezvous and default per-operation timeout
+  /// Blocking collectives run on the caller's thread (else on the worker, the caller waiting in
+  /// the runtime's wait loop). See gloo_runs_inline().
+  bool run_inline = true;
 };
 
-/// The hostname gloo's device binds and advertises: MCR_GLOO_HOSTNAME when set; 127.0.0.1 when
-/// every rank runs on this host; gethostname() otherwise.
+/// Whether a blocking collective runs on the caller's thread: MCR_GLOO_INLINE=1/0 when set, else
+/// only when this host has at least two hardware threads per local rank. On an oversubscribed
+/// host, a caller blocked inside Gloo's condition-variable waits is woken a scheduler tick late
+/// (milliseconds) whenever another process holds its core; waiting in the runtime's loop, whose
+/// short sleeps give the scheduler a chance to run Gloo's threads, is 10x faster there (docs/
+/// performance.md, section 2.6). Throws InvalidArgument naming MCR_GLOO_INLINE for other values.
+bool gloo_runs_inline(const LaunchInfo& launch, unsigned hardware_threads);
+
+/// The hostname gloo's device binds and advertises: MCR_GLOO_HOSTNAME when set; else the IPv4
+/// address of interface MCR_GLOO_IFACE when set; else 127.0.0.1 when every rank runs on this host;
+/// else the local address of the route to the store host (MCR_STORE_HOST, or MASTER_ADDR under
+/// torchrun) when known; else gethostname() when it resolves to a non-loopback address; else the
+/// first non-loopback interface's address.
 std::string gloo_hostname(const LaunchInfo& launch, int size);
 
 class GlooBackend final : public Backend {

@@ -1,0 +1,232 @@
+// Raw Gloo against mcr's Gloo backend, in one run: gloo::allreduce on a context of its own (same
+// TCP transport, same address choice as mcr: loopback when every rank is on this host, the host
+// name otherwise) against comm.all_reduce forced onto the "gloo" backend, same buffers, same
+// process, alternating blocks so that load which drifts during the run hits both alike. Reports per
+// size the median wall time per call (max across ranks), the CPU time per call (user + system of
+// the whole process, all threads, mean across ranks: it does not depend on how busy the machine
+// is), and the median of the paired ratios mcr / raw.
+//
+//   mpirun -np 2 bench_gloo_raw [--reps R] [--min-bytes B] [--max-bytes B] [--block-ms MS]
+//   [--async]
+//
+// --async times mcr's iall_reduce + wait (the worker thread and the wait loop) instead of the
+// blocking call, which runs on the caller's thread.
+//
+// The raw context meets through a gloo FileStore in a directory rank 0 creates and announces
+// through mcr; the namespaces of scripts/cluster share the file system, so it works there too.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "mcr/bench.hpp"
+#include "mcr/comm.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+std::string gloo_address() {
+  if (const char* h = std::getenv("MCR_GLOO_HOSTNAME"); h != nullptr && *h != '\0') return h;
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (local == nullptr || world == nullptr || std::strcmp(local, world) == 0) return "127.0.0.1";
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+struct Block {
+  double wall = 0;  // seconds per call on this rank
+  double cpu = 0;   // process CPU seconds per call on this rank
+};
+
+template <class F>
+Block time_block(int iterations, F&& call) {
+  const double c0 = cpu_seconds();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iterations; ++i)
+    call();
+  const auto t1 = Clock::now();
+  const double c1 = cpu_seconds();
+  return {std::chrono::duration<double>(t1 - t0).count() / iterations, (c1 - c0) / iterations};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 11;
+  std::size_t min_bytes = 4, max_bytes = std::size_t{64} << 20;
+  double block_s = 0.02;
+  bool async = false;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--async") {
+      async = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      fmt::print(stderr, "bench_gloo_raw: {} needs a value\n", a);
+      return 2;
+    }
+    if (a == "--reps")
+      reps = std::atoi(argv[i + 1]);
+    else if (a == "--min-bytes")
+      min_bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--max-bytes")
+      max_bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--block-ms")
+      block_s = std::atof(argv[i + 1]) / 1000;
+    else {
+      fmt::print(stderr, "bench_gloo_raw: unknown argument '{}'\n", a);
+      return 2;
+    }
+  }
+  if (reps < 1 || min_bytes < 4 || max_bytes < min_bytes || !(block_s > 0)) {
+    fmt::print(stderr,
+               "bench_gloo_raw: need --reps >= 1, 4 <= --min-bytes <= --max-bytes, "
+               "--block-ms > 0\n");
+    return 2;
+  }
+  mcr::Communicator comm = mcr::init();
+  const mcr::CallOptions on_gloo{.backend = "gloo"};
+
+  // The raw context: a FileStore directory named by rank 0's pid, announced through mcr.
+  std::vector<std::int64_t> pid{comm.rank() == 0 ? static_cast<std::int64_t>(::getpid()) : 0};
+  comm.all_reduce(pid, mcr::ReduceOp::sum);
+  const std::string dir = fmt::format("/tmp/mcr-gloo-probe-{}", pid[0]);
+  if (comm.rank() == 0) std::filesystem::create_directories(dir);
+  comm.barrier();
+  gloo::transport::tcp::attr attr;
+  attr.hostname = gloo_address();
+  auto device = gloo::transport::tcp::CreateDevice(attr);
+  auto raw = std::make_shared<gloo::rendezvous::Context>(comm.rank(), comm.size());
+  {
+    gloo::rendezvous::FileStore store(dir);
+    gloo::rendezvous::PrefixStore prefixed("raw", store);
+    raw->connectFullMesh(prefixed, device);
+  }
+  comm.barrier();
+  if (comm.rank() == 0) std::filesystem::remove_all(dir);
+
+  auto raw_barrier = [&] {
+    gloo::BarrierOptions o(raw);
+    gloo::barrier(o);
+  };
+  // Both sides' results, reduced across ranks with raw Gloo so mcr's work stays in its own blocks.
+  auto reduce_max = [&](std::vector<double>& v) {
+    gloo::AllreduceOptions o(raw);
+    o.setOutput(v.data(), v.size());
+    o.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
+    gloo::allreduce(o);
+  };
+
+  if (comm.rank() == 0) {
+    fmt::print(
+        "# raw Gloo vs mcr 'gloo' backend ({}), {} ranks, all_reduce sum f32, {} alternating "
+        "blocks of ~{:.0f} ms per size\n",
+        async ? "iall_reduce + wait" : "all_reduce", comm.size(), reps, block_s * 1e3);
+    fmt::print("{:>10} {:>7} {:>12} {:>12} {:>7} {:>13} {:>13} {:>8}\n", "bytes", "iters", "raw us",
+               "mcr us", "ratio", "raw cpu us", "mcr cpu us", "wrong");
+  }
+  bool failed = false;
+  for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
+    const std::size_t count = bytes / sizeof(float);
+    std::vector<float> in(count, 1.0f), out(count, 0.0f);
+    auto raw_call = [&] {
+      gloo::AllreduceOptions o(raw);
+      o.setInput(in.data(), count);
+      o.setOutput(out.data(), count);
+      o.setReduceFunction(
+          static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      gloo::allreduce(o);
+    };
+    auto mcr_call = [&] {
+      if (async) {
+        comm.iall_reduce(in, out, mcr::ReduceOp::sum, on_gloo).wait();
+      } else {
+        comm.all_reduce(in, out, mcr::ReduceOp::sum, on_gloo);
+      }
+    };
+    // Warm both up, then size the blocks from raw Gloo's pace (max across ranks).
+    time_block(3, raw_call);
+    time_block(3, mcr_call);
+    std::vector<double> pace{time_block(5, raw_call).wall};
+    reduce_max(pace);
+    const int iters = std::clamp(static_cast<int>(block_s / std::max(pace[0], 1e-7)), 2, 20000);
+    std::vector<double> walls(2 * static_cast<std::size_t>(reps)),
+        cpus(2 * static_cast<std::size_t>(reps));
+    for (int r = 0; r < reps; ++r) {
+      for (int k = 0; k < 2; ++k) {
+        const bool mcr_side = (r + k) % 2 == 1;  // alternate which side goes first
+        raw_barrier();
+        const Block b = mcr_side ? time_block(iters, mcr_call) : time_block(iters, raw_call);
+        const std::size_t slot = 2 * static_cast<std::size_t>(r) + (mcr_side ? 1 : 0);
+        walls[slot] = b.wall;
+        cpus[slot] = b.cpu / comm.size();  // summed below into the mean across ranks
+      }
+    }
+    reduce_max(walls);
+    {
+      gloo::AllreduceOptions o(raw);
+      o.setOutput(cpus.data(), cpus.size());
+      o.setReduceFunction(
+          static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<double>));
+      gloo::allreduce(o);
+    }
+    std::vector<double> raw_w, mcr_w, raw_c, mcr_c, ratios;
+    for (int r = 0; r < reps; ++r) {
+      const auto s = 2 * static_cast<std::size_t>(r);
+      raw_w.push_back(walls[s]);
+      mcr_w.push_back(walls[s + 1]);
+      raw_c.push_back(cpus[s]);
+      mcr_c.push_back(cpus[s + 1]);
+      ratios.push_back(walls[s + 1] / std::max(walls[s], 1e-12));
+    }
+    // Both sides computed the same sum: every element must be the rank count.
+    std::size_t wrong = 0;
+    for (float v : out)
+      wrong += v != static_cast<float>(comm.size()) ? 1 : 0;
+    if (comm.rank() == 0) {
+      fmt::print("{:>10} {:>7} {:>12.2f} {:>12.2f} {:>7.3f} {:>13.2f} {:>13.2f} {:>8}\n", bytes,
+                 iters, median(raw_w) * 1e6, median(mcr_w) * 1e6, median(ratios),
+                 median(raw_c) * 1e6, median(mcr_c) * 1e6, wrong);
+    }
+    if (wrong != 0) {
+      fmt::print(stderr, "bench_gloo_raw: rank {}: {} wrong elements at {} bytes\n", comm.rank(),
+                 wrong, bytes);
+      failed = true;
+    }
+  }
+  mcr::finalize();
+  return failed ? 1 : 0;
+}

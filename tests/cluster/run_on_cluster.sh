@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Brings up a namespace cluster of its own (a name unique to this run), runs one command under
+# `scripts/cluster mpirun` once per backend setting, and takes the cluster down again whatever
+# happens. Exit 77 (a ctest skip) when this machine cannot make namespaces.
+#
+#   run_on_cluster.sh --hosts N --ranks-per-host R --backends "mpi gloo auto" -- PROGRAM ARGS...
+#
+# "auto" leaves MCR_BACKENDS unset: every compiled backend comes up and selection chooses.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cluster="$here/../../scripts/cluster"
+hosts=2 rph=1 backends="mpi gloo auto" rate=1gbit
+while (($#)); do
+  case $1 in
+    --hosts) hosts=$2; shift 2 ;;
+    --ranks-per-host) rph=$2; shift 2 ;;
+    --backends) backends=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "run_on_cluster.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+(($#)) || { echo "run_on_cluster.sh: no program given" >&2; exit 2; }
+
+name="ct$$"
+name=${name:0:8}
+export MCR_CLUSTER=$name
+set +e
+"$cluster" up --hosts "$hosts" --ranks-per-host "$rph" --rate "$rate"
+rc=$?
+set -e
+if ((rc == 77)); then
+  echo "SKIPPED: cannot build a namespace cluster here (see the reason above)"
+  exit 77
+fi
+((rc == 0)) || exit "$rc"
+trap '"$cluster" down' EXIT
+
+ranks=$((hosts * rph))
+for b in $backends; do
+  env_args=(-x MCR_TEST_RANKS="$ranks")
+  [[ $b == auto ]] || env_args+=(-x MCR_BACKENDS="$b")
+  echo "=== $hosts hosts x $rph ranks, backends: $b ==="
+  start=$SECONDS
+  "$cluster" mpirun -np "$ranks" "${env_args[@]}" "$@"
+  echo "=== $b: passed in $((SECONDS - start)) s"
+done

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# scripts/cluster itself: bad arguments are refused with the flag, value and rule before anything is
+# made; `up` twice is a no-op; hosts have their own names and reach each other only on the private
+# subnet (no default route); links are shaped both ways; `down` leaves nothing behind, and neither
+# does an `up` that fails part-way.
+set -euo pipefail
+cluster="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster"
+export MCR_CLUSTER="cs$$"
+MCR_CLUSTER=${MCR_CLUSTER:0:8}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_error() {  # expect_error "words" CMD...
+  local want=$1 out
+  shift
+  if out=$("$@" 2>&1); then fail "accepted: $*"; fi
+  [[ $out == *"$want"* ]] || fail "'$*' said '$out', expected it to mention '$want'"
+}
+
+expect_error "--hosts '0': must be an integer from 1 to 64" "$cluster" up --hosts 0
+expect_error "--rate '5furlongs': unit must be" "$cluster" up --rate 5furlongs
+expect_error "--name 'Bad_Name'" "$cluster" --name Bad_Name status
+set +e
+"$cluster" up --hosts 3 --rate 100mbit
+rc=$?
+set -e
+((rc == 77)) && { echo "SKIPPED: cannot build a namespace cluster here"; exit 77; }
+((rc == 0)) || fail "up exited $rc"
+trap '"$cluster" down' EXIT
+out=$("$cluster" up --hosts 3 --rate 100mbit 2>&1)
+[[ $out == *"already up"* ]] || fail "second up was not a no-op: $out"
+expect_error "host 'h3': not a host of cluster" "$cluster" exec h3 true
+[[ $("$cluster" exec h2 hostname) == h2 ]] || fail "h2 does not carry its own host name"
+[[ $("$cluster" exec h1 getent hosts h2) == "198.18.0.3"*h2 ]] || fail "h1 does not resolve h2"
+routes=$("$cluster" exec h1 ip -4 route show)
+[[ $routes != *default* ]] || fail "a host has a default route: $routes"
+"$cluster" exec h1 tc qdisc show dev eth0 | grep -q "tbf.*rate 100Mbit" || fail "h1 is not shaped"
+ip netns exec "$MCR_CLUSTER-sw" tc qdisc show dev p1 | grep -q "tbf.*rate 100Mbit" ||
+  fail "the switch side of h1's link is not shaped"
+[[ $("$cluster" mpirun -np 3 hostname | sort | tr '\n' ' ') == "h0 h1 h2 " ]] ||
+  fail "mpirun did not start one rank per host"
+"$cluster" down
+trap - EXIT
+left=$(ip netns list | awk '{print $1}' | grep -c "^$MCR_CLUSTER-" || true)
+((left == 0)) || fail "down left $left namespaces"
+[[ ! -e /etc/netns/$MCR_CLUSTER-h0 ]] || fail "down left /etc/netns/$MCR_CLUSTER-h0"
+
+# A failure part-way (here: h1's /etc/netns entry cannot be made) removes what was already made.
+mkdir -p /etc/netns
+touch "/etc/netns/$MCR_CLUSTER-h1"
+trap 'rm -f "/etc/netns/$MCR_CLUSTER-h1"; "$cluster" down' EXIT
+expect_error "up failed; removing what was made" "$cluster" up --hosts 3
+left=$(ip netns list | awk '{print $1}' | grep -c "^$MCR_CLUSTER-" || true)
+((left == 0)) || fail "a failed up left $left namespaces"
+echo "scripts/cluster: all checks passed"
