@@ -75,6 +75,7 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   s->size = size;
   s->id = id;
   s->world_ranks = std::move(world_ranks);
+  s->topology = group_topology(rt.bootstrap->host_of_rank(), s->world_ranks);
   s->backends = std::move(backends);
   s->unusable = rt.unusable;
   s->timeout = timeout;

@@ -16,6 +16,7 @@
 #include "mcr/observer.hpp"
 #include "selector.hpp"
 #include "tick_clock.hpp"
+#include "topology.hpp"
 
 namespace mcr::detail {
 
@@ -102,6 +103,7 @@ class CommState : public std::enable_shared_from_this<CommState> {
   int size = 1;
   std::uint64_t id = 0;
   std::vector<int> world_ranks;                    // group rank -> world rank
+  GroupTopology topology;                          // which members share a host
   std::vector<std::unique_ptr<Backend>> backends;  // default priority order
   std::vector<std::pair<std::string, std::string>> unusable;
   std::unique_ptr<Selector> selector;

@@ -31,6 +31,7 @@ struct LaunchInfo {
   /// Filled in by the store setup, once ranks have compared notes (bootstrap/host.hpp):
   std::string host_id;       ///< this process's host identity (host name, boot id, network ns)
   bool single_host = false;  ///< every rank of the world has this host identity
+  std::vector<int> host_of_rank;  ///< world rank -> host index (topology.hpp), rank 0's host is 0
 };
 
 /// Reads OMPI_COMM_WORLD_*, PMIX_RANK, SLURM_PROCID/SLURM_NTASKS/..., RANK/WORLD_SIZE/LOCAL_RANK/
@@ -75,6 +76,8 @@ class Bootstrap {
   const std::string& host_id() const noexcept { return launch_.host_id; }
   /// Whether every rank of the world has this process's host identity.
   bool single_host() const noexcept { return launch_.single_host; }
+  /// World rank -> host index: ranks with equal indices share a host identity.
+  const std::vector<int>& host_of_rank() const noexcept { return launch_.host_of_rank; }
   Exchange& exchange() { return *exchange_; }
   Store& store() { return *store_; }
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }

@@ -22,6 +22,7 @@
 #include "bootstrap/store_exchange.hpp"
 #include "bootstrap/store_socket.hpp"
 #include "log.hpp"
+#include "topology.hpp"
 #include "mcr/errors.hpp"
 #include "runtime.hpp"
 
@@ -184,7 +185,11 @@ void start_store(Runtime& rt, std::unique_ptr<Exchange> mpi, std::chrono::millis
   const std::string me = host_identity();
   const bool through_store = mpi == nullptr;
   bool single_host = rt.launch.size == 1;
-  if (!through_store) single_host = all_equal(mpi->all_gather(to_bytes(me)));
+  std::vector<Bytes> identities{to_bytes(me)};
+  if (!through_store) {
+    identities = mpi->all_gather(to_bytes(me));
+    single_host = all_equal(identities);
+  }
 
   const StoreAddress a = mpi != nullptr ? mpi_store(rt, *mpi, single_host) : torchrun_store(rt);
   if (rt.store_server) {
@@ -195,10 +200,14 @@ void start_store(Runtime& rt, std::unique_ptr<Exchange> mpi, std::chrono::millis
       mpi ? std::move(mpi) : make_store_exchange(*store, rt.launch.rank, rt.launch.size, timeout);
   // Without MPI the identities travel through the store: the first world exchange of the job.
   if (through_store && rt.launch.size > 1) {
-    single_host = all_equal(exchange->all_gather(to_bytes(me)));
+    identities = exchange->all_gather(to_bytes(me));
+    single_host = all_equal(identities);
   }
+  std::vector<std::string> names;
+  for (const auto& b : identities) names.push_back(from_bytes(b));
   rt.launch.host_id = me;
   rt.launch.single_host = single_host;
+  rt.launch.host_of_rank = host_indices(names);
   rt.bootstrap =
       std::make_unique<Bootstrap>(rt.launch, std::move(exchange), std::move(store), timeout);
 }
