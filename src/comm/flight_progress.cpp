@@ -29,10 +29,7 @@ std::string progress_key(std::uint64_t group_id, int group_rank) {
   return fmt::format("mcr/progress/{}/{}", group_id, group_rank);
 }
 
-Bytes to_bytes(std::uint64_t v) {
-  const std::string s = std::to_string(v);
-  return Bytes(s.begin(), s.end());
-}
+Bytes count_bytes(std::uint64_t v) { return to_bytes(std::to_string(v)); }
 
 Store* store_or_null() noexcept {
   if (!runtime_exists()) return nullptr;
@@ -73,7 +70,7 @@ void publish_stuck_progress() noexcept {
     Store* store = store_or_null();
     if (store == nullptr) return;
     for (const auto& [key, value] : updates)
-      store->set(key, to_bytes(value));
+      store->set(key, count_bytes(value));
   } catch (const std::exception& e) {  // the store's host may be gone: nothing to publish to
     std::fprintf(stderr, "mcr: progress not published: %s\n", e.what());
   }
@@ -90,7 +87,7 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
       try {
         Store* store = store_or_null();
         if (store == nullptr) throw Error("no rendezvous store");
-        store->set(progress_key(rec.group_id(), rec.group_rank()), to_bytes(rec.issued_count()));
+        store->set(progress_key(rec.group_id(), rec.group_rank()), count_bytes(rec.issued_count()));
         // Point-to-point involves one peer, and sequence numbers of a pair need not align: for
         // send/recv only the peer's progress is reported, not judged.
         const FlightEntry* e = rec.find(sequence);
@@ -103,7 +100,7 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
           bool reached = false;
           if (store->check({key})) {
             const Bytes v = store->get(key, kReadTimeout);
-            const std::uint64_t issued = std::stoull(std::string(v.begin(), v.end()));
+            const std::uint64_t issued = std::stoull(from_bytes(v));
             reached = issued > sequence;
             state = issued == 0 ? "issued nothing" : fmt::format("last issued #{}", issued - 1);
           }

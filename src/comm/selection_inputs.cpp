@@ -301,7 +301,7 @@ void check_config_agrees(Exchange& exchange, int rank, const ConfigDigest& mine)
     j["fields"].push_back({what, value, s != mine.shown.end() ? s->second : std::string()});
   }
   const std::string text = j.dump();
-  const auto gathered = exchange.all_gather(Bytes(text.begin(), text.end()));
+  const auto gathered = exchange.all_gather(to_bytes(text));
   std::vector<ConfigDigest> all;
   for (std::size_t r = 0; r < gathered.size(); ++r) {
     ConfigDigest d;

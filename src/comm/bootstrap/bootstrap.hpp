@@ -6,11 +6,16 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mcr::detail {
 
 using Bytes = std::vector<std::uint8_t>;
+
+/// Text as store/exchange bytes, and back.
+inline Bytes to_bytes(std::string_view s) { return Bytes(s.begin(), s.end()); }
+inline std::string from_bytes(const Bytes& b) { return std::string(b.begin(), b.end()); }
 
 /// Which launcher started this process, read from the environment.
 enum class Launcher { single, mpi, slurm, torchrun };

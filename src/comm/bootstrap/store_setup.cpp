@@ -34,12 +34,6 @@ const char* env(const char* name) {
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
-Bytes to_bytes(std::string_view s) {
-  return Bytes(s.begin(), s.end());
-}
-std::string from_bytes(const Bytes& b) {
-  return std::string(b.begin(), b.end());
-}
 
 std::string random_hex(std::size_t bytes) {
   Bytes buf(bytes);
