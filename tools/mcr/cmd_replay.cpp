@@ -53,8 +53,8 @@ nlohmann::json to_json(const bench::Trace& trace, const bench::ReplayResult& r, 
 }
 
 void print_table(const bench::Trace& trace, const bench::ReplayResult& r, int reps) {
-  fmt::print("# mcr replay {} ({}): {} ops per pass on {} ranks, median of {} timed passes\n",
-             trace.path, trace.format, trace.ops.size(), r.ranks, reps);
+  fmt::print("# mcr replay {} ({}): {} ops per pass on {} ranks, median of {} timed pass{}\n",
+             trace.path, trace.format, trace.ops.size(), r.ranks, reps, reps == 1 ? "" : "es");
   fmt::print("{:<10} {:>12} {:>12} {:>10} {:>10}\n", "policy", "median_ms", "min_ms", "best/this",
              "fallbacks");
   for (const auto& p : r.policies) {
