@@ -102,10 +102,16 @@ Trace parse_op_list(const json& doc, const std::string& path) {
     op.source = i;
     if (!o.contains("op") || !o["op"].is_string())
       bad_field(path, field("op"), o.value("op", json()), "must be an operation name");
+    const std::string name = o["op"].get<std::string>();
+    if (name == "all") bad_field(path, field("op"), o["op"], "names one operation, not all");
     try {
-      op.op = parse_bench_op(o["op"].get<std::string>(), field("op"));
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument(fmt::format("{}: {}", path, e.what()));
+      op.op = parse_bench_op(name, field("op"));
+    } catch (const InvalidArgument&) {
+      std::vector<std::string_view> known;
+      for (OpType t : benchmark_ops())
+        known.push_back(to_string(t));
+      bad_field(path, field("op"), o["op"],
+                fmt::format("unknown operation (known: {})", fmt::join(known, ", ")));
     }
     if (o.contains("dtype")) {
       const auto& d = o["dtype"];

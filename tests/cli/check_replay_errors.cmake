@@ -19,7 +19,7 @@ set(head "{\"format\": \"mcr-trace\", \"version\": 1, ")
 expect_error("${head} \"ops\": [{\"op\": \"all_reduce\", \"count\": 12, \"dtype\": \"f33\"}]}"
              "ops[0].dtype \"f33\": unknown element type (use f32, f64, f16, bf16, i8, u8, i32, i64)")
 expect_error("${head} \"ops\": [{\"op\": \"all_reduce\", \"count\": 12}, {\"op\": \"allreduse\", \"count\": 12}]}"
-             "ops[1].op 'allreduse': unknown operation")
+             "ops[1].op \"allreduse\": unknown operation (known: send, broadcast, reduce, all_reduce")
 expect_error("${head} \"ops\": [{\"op\": \"all_gather\", \"count\": 12, \"bytes\": 48}]}"
              "ops[0] {\"bytes\":48,\"count\":12,\"op\":\"all_gather\"}: needs exactly one of \"bytes\" and \"count\"")
 expect_error("${head} \"ops\": [{\"op\": \"all_reduce\", \"bytes\": 6, \"dtype\": \"f32\"}]}"
