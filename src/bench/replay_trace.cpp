@@ -353,8 +353,11 @@ void scale_trace(Trace& trace, double factor) {
   for (auto& op : trace.ops) {
     if (op.op == OpType::barrier) continue;
     const std::size_t e = dtype_size(op.dtype);
-    const double elements = std::round(static_cast<double>(op.bytes / e) * factor);
-    op.bytes = std::max<std::size_t>(1, static_cast<std::size_t>(elements)) * e;
+    const std::size_t count = op.bytes / e;
+    // A count that divided evenly on 1..4 ranks (a multiple of 12) still does after scaling.
+    const std::size_t unit = count % 12 == 0 ? 12 : 1;
+    const double units = std::round(static_cast<double>(count / unit) * factor);
+    op.bytes = std::max<std::size_t>(1, static_cast<std::size_t>(units)) * unit * e;
   }
 }
 

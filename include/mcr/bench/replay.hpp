@@ -40,7 +40,9 @@ struct Trace {
 Trace load_trace(const std::string& path);
 /// The same from text already read (`path` only names it in messages).
 Trace parse_trace(std::string_view text, const std::string& path);
-/// Multiplies every op's bytes by `factor` (> 0), keeping at least one element per op.
+/// Multiplies every op's bytes by `factor` (> 0), keeping at least one element per op, and a
+/// multiple of 12 elements (at least 12) where the count was one, so it still divides on 1..4
+/// ranks.
 void scale_trace(Trace& trace, double factor);
 /// Throws InvalidArgument when the trace needs more than `ranks` ranks.
 void check_trace_fits(const Trace& trace, int ranks);

@@ -132,17 +132,21 @@ TEST(ReplayTrace, CommLogTraceOfOneRankIsRefused) {
   }
 }
 
-TEST(ReplayTrace, ScaleKeepsWholeElementsAndAtLeastOne) {
+TEST(ReplayTrace, ScaleKeepsWholeElementsAndMultiplesOf12) {
   Trace t = parse_trace(R"({"format": "mcr-trace", "version": 1, "ops": [
       {"op": "all_reduce", "count": 1200}, {"op": "all_gather", "count": 12, "dtype": "f16"},
-      {"op": "barrier"}]})",
+      {"op": "reduce", "count": 10, "dtype": "f64"}, {"op": "barrier"}]})",
                         "s.json");
   scale_trace(t, 0.5);
   EXPECT_EQ(t.ops[0].bytes, 600u * 4);
-  EXPECT_EQ(t.ops[1].bytes, 6u * 2);
-  EXPECT_EQ(t.ops[2].bytes, 0u);
+  EXPECT_EQ(t.ops[1].bytes, 12u * 2);  // 6 would not divide on 4 ranks: kept at 12
+  EXPECT_EQ(t.ops[2].bytes, 5u * 8);   // not a multiple of 12 to begin with: whole elements
+  EXPECT_EQ(t.ops[3].bytes, 0u);
+  scale_trace(t, 0.1);
+  EXPECT_EQ(t.ops[0].bytes, 60u * 4);
   scale_trace(t, 1e-9);
-  EXPECT_EQ(t.ops[0].bytes, 4u);
+  EXPECT_EQ(t.ops[0].bytes, 12u * 4);
+  EXPECT_EQ(t.ops[2].bytes, 1u * 8);
   EXPECT_THROW(scale_trace(t, 0), InvalidArgument);
 }
 
