@@ -349,6 +349,32 @@ std::size_t Point::verify(std::string_view backend) {
   return count_wrong();
 }
 
+void Point::reset() {
+  fill();
+  to_device();
+}
+
+void Point::issue(std::string_view backend, std::vector<Work>& pending) {
+  CallOptions opts;
+  opts.backend = backend;
+  if (config_.async) {
+    run_once(opts, pending);
+    return;
+  }
+  // The sync send/recv pair waits for what it appended: keep the caller's handles out of that.
+  std::vector<Work> mine;
+  run_once(opts, mine);
+  for (auto& w : mine)
+    w.wait();
+  device_sync();
+}
+
+std::size_t Point::wrong() {
+  device_sync();
+  from_device();
+  return count_wrong();
+}
+
 std::size_t Point::count_wrong() const {
   const auto& c = config_;
   const int r = comm_.rank();

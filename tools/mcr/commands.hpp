@@ -17,6 +17,7 @@ void add_gemm_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
+void add_replay_command(CLI::App& app);
 
 /// Exit code a subcommand asks for (e.g. a benchmark that found wrong values). 0 by default.
 int& exit_code();

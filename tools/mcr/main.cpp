@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   mcr::cli::add_calibrate_command(app);
   mcr::cli::add_plan_command(app);
   mcr::cli::add_doctor_command(app);
+  mcr::cli::add_replay_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -94,6 +94,15 @@ class Point {
   /// Resets the inputs, runs the op once on `backend`, and returns this rank's wrong elements.
   std::size_t verify(std::string_view backend);
 
+  // Building blocks for running many points in one sequence (the trace replay, replay.hpp):
+  /// Writes the input pattern and the output sentinel again (untimed; before a checked run).
+  void reset();
+  /// Issues the op once on `backend` ("" = automatic selection). The async form appends its
+  /// handles to `pending` for the caller to wait; the sync form has completed on return.
+  void issue(std::string_view backend, std::vector<Work>& pending);
+  /// This rank's wrong elements in the result of the last completed run (after reset()).
+  std::size_t wrong();
+
  private:
   void fill();
   void run_once(const CallOptions& opts, std::vector<Work>& pending);

@@ -1,0 +1,169 @@
+// Reading traces for `mcr replay`: the JSON op list (expansion, groups, defaults), the trace the
+// communication log writes (instances, members, order), scaling, and the rank check.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "mcr/bench/replay.hpp"
+#include "mcr/comm_log.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::bench {
+namespace {
+
+TEST(ReplayTrace, OpListExpandsRepeatsAndSteps) {
+  const Trace t = parse_trace(R"({"format": "mcr-trace", "version": 1, "steps": 2, "ops": [
+      {"op": "all_reduce", "count": 12, "async": true, "wait": true},
+      {"op": "broadcast", "bytes": 96, "dtype": "f64", "root": 1, "group": [3, 1]},
+      {"op": "recv", "count": 6, "dtype": "i32", "repeat": 3},
+      {"op": "barrier"}]})",
+                              "t.json");
+  EXPECT_EQ(t.format, "mcr-trace");
+  EXPECT_EQ(t.world_size, 4);  // group [3, 1] names rank 3
+  ASSERT_EQ(t.ops.size(), 2u * (1 + 1 + 3 + 1));
+  EXPECT_EQ(t.ops[0].op, OpType::all_reduce);
+  EXPECT_EQ(t.ops[0].bytes, 48u);  // 12 f32
+  EXPECT_EQ(t.ops[0].group, -1);
+  EXPECT_TRUE(t.ops[0].async);
+  EXPECT_TRUE(t.ops[0].wait);
+  EXPECT_EQ(t.ops[1].op, OpType::broadcast);
+  EXPECT_EQ(t.ops[1].root, 1);
+  ASSERT_EQ(t.groups.size(), 1u);
+  EXPECT_EQ(t.groups[0], (std::vector<int>{3, 1}));  // order kept: group rank i = entry i
+  EXPECT_EQ(t.ops[2].op, OpType::send);              // recv stands for the send/recv pair
+  EXPECT_EQ(t.ops[4].bytes, 24u);
+  EXPECT_EQ(t.ops[4].source, 2u);
+  EXPECT_EQ(t.ops[5].op, OpType::barrier);
+  EXPECT_EQ(t.ops[6].op, OpType::all_reduce);  // the second step
+}
+
+TEST(ReplayTrace, RejectsNamingFileOpFieldValueAndRule) {
+  try {
+    parse_trace(R"({"format": "mcr-trace", "version": 1, "ops": [
+        {"op": "all_gather", "count": 12}, {"op": "reduce", "count": 12, "root": -1}]})",
+                "bad.json");
+    FAIL() << "a negative root was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "bad.json: ops[1].root -1: must be a group rank (an integer >= 0)");
+  }
+  EXPECT_THROW(parse_trace(R"({"format": "mcr-trace", "version": 2, "ops": []})", "v.json"),
+               InvalidArgument);
+  EXPECT_THROW(parse_trace(R"({"format": "mcr-trace", "version": 1,
+                              "ops": [{"op": "all_reduce", "count": 12, "repeat": 1000},
+                                      ]})",
+                           "j.json"),
+               InvalidArgument);  // not JSON (trailing comma)
+}
+
+// Records as CommLog::collect() gathers them for 3 ranks: two world all_reduces, a broadcast on
+// the group {0, 2}, and a send/recv pair. Each instance's records share group id and sequence.
+GatheredLog three_rank_log() {
+  GatheredLog log;
+  log.ranks = 3;
+  log.dropped.assign(3, 0);
+  auto add = [&](std::int64_t start, std::uint64_t seq, std::uint64_t group, OpType op,
+                 std::size_t bytes, DType dtype, bool async, int grank, int gsize, int global) {
+    log.records.push_back(LogRecord{start, start + 1000, seq, group, bytes, bytes / 4, "mpi", op,
+                                    dtype, async, grank, gsize, global});
+  };
+  for (int r = 0; r < 3; ++r)  // world sequence 0, started at 100..102
+    add(100 + r, 0, 0, OpType::all_reduce, 4096, DType::f32, true, r, 3, r);
+  // The sub-group's broadcast starts at 150, before world sequence 1 (at 200).
+  add(150, 0, 7, OpType::broadcast, 64, DType::i32, false, 0, 2, 0);
+  add(160, 0, 7, OpType::broadcast, 64, DType::i32, false, 1, 2, 2);
+  for (int r = 0; r < 3; ++r)
+    add(200 + r, 1, 0, OpType::all_reduce, 8, DType::f64, false, r, 3, r);
+  add(300, 2, 0, OpType::send, 16, DType::f32, false, 0, 3, 0);
+  add(301, 2, 0, OpType::recv, 16, DType::f32, false, 1, 3, 1);
+  return log;
+}
+
+TEST(ReplayTrace, CommLogTraceBecomesInstancesInStartOrder) {
+  std::ostringstream text;
+  write_chrome_trace(three_rank_log(), text);
+  const Trace t = parse_trace(text.str(), "log.json");
+  EXPECT_EQ(t.format, "mcr-log");
+  EXPECT_EQ(t.world_size, 3);
+  EXPECT_EQ(t.skipped_p2p, 2u);
+  ASSERT_EQ(t.ops.size(), 3u);
+  EXPECT_EQ(t.ops[0].op, OpType::all_reduce);
+  EXPECT_EQ(t.ops[0].bytes, 4096u);
+  EXPECT_TRUE(t.ops[0].async);
+  EXPECT_EQ(t.ops[1].op, OpType::broadcast);
+  EXPECT_EQ(t.ops[1].dtype, DType::i32);
+  EXPECT_EQ(t.groups[static_cast<std::size_t>(t.ops[1].group)], (std::vector<int>{0, 2}));
+  EXPECT_EQ(t.ops[2].op, OpType::all_reduce);
+  EXPECT_EQ(t.ops[2].dtype, DType::f64);
+  EXPECT_FALSE(t.ops[2].async);
+  EXPECT_EQ(t.groups[static_cast<std::size_t>(t.ops[0].group)], (std::vector<int>{0, 1, 2}));
+}
+
+TEST(ReplayTrace, CommLogTraceKeepsEachGroupsSequenceOrder) {
+  // Async ops: sequence 1 (all_gather) was issued after sequence 0 (all_reduce) but started first
+  // on the wire; the group's own order must still hold, since every member issues in that order.
+  GatheredLog log;
+  log.ranks = 2;
+  log.dropped.assign(2, 0);
+  for (int r = 0; r < 2; ++r) {
+    log.records.push_back(
+        LogRecord{500, 900, 0, 0, 48, 12, "mpi", OpType::all_reduce, DType::f32, true, r, 2, r});
+    log.records.push_back(
+        LogRecord{400, 800, 1, 0, 96, 12, "mpi", OpType::all_gather, DType::f32, true, r, 2, r});
+  }
+  std::ostringstream text;
+  write_chrome_trace(log, text);
+  const Trace t = parse_trace(text.str(), "async.json");
+  ASSERT_EQ(t.ops.size(), 2u);
+  EXPECT_EQ(t.ops[0].op, OpType::all_reduce);
+  EXPECT_EQ(t.ops[1].op, OpType::all_gather);
+}
+
+TEST(ReplayTrace, CommLogTraceOfOneRankIsRefused) {
+  GatheredLog log = three_rank_log();
+  std::erase_if(log.records, [](const LogRecord& r) { return r.global_rank != 1; });
+  std::ostringstream text;
+  write_chrome_trace(log, text);
+  try {
+    parse_trace(text.str(), "rank1.json");
+    FAIL() << "a one-rank log was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("records of 1 of its 3 ranks"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ReplayTrace, ScaleKeepsWholeElementsAndMultiplesOf12) {
+  Trace t = parse_trace(R"({"format": "mcr-trace", "version": 1, "ops": [
+      {"op": "all_reduce", "count": 1200}, {"op": "all_gather", "count": 12, "dtype": "f16"},
+      {"op": "reduce", "count": 10, "dtype": "f64"}, {"op": "barrier"}]})",
+                        "s.json");
+  scale_trace(t, 0.5);
+  EXPECT_EQ(t.ops[0].bytes, 600u * 4);
+  EXPECT_EQ(t.ops[1].bytes, 12u * 2);  // 6 would not divide on 4 ranks: kept at 12
+  EXPECT_EQ(t.ops[2].bytes, 5u * 8);   // not a multiple of 12 to begin with: whole elements
+  EXPECT_EQ(t.ops[3].bytes, 0u);
+  scale_trace(t, 0.1);
+  EXPECT_EQ(t.ops[0].bytes, 60u * 4);
+  scale_trace(t, 1e-9);
+  EXPECT_EQ(t.ops[0].bytes, 12u * 4);
+  EXPECT_EQ(t.ops[2].bytes, 1u * 8);
+  EXPECT_THROW(scale_trace(t, 0), InvalidArgument);
+}
+
+TEST(ReplayTrace, NeedsEnoughRanks) {
+  const Trace t = parse_trace(R"({"format": "mcr-trace", "version": 1, "world_size": 3,
+                                  "ops": [{"op": "all_reduce", "count": 12}]})",
+                              "w.json");
+  EXPECT_NO_THROW(check_trace_fits(t, 3));
+  try {
+    check_trace_fits(t, 2);
+    FAIL() << "a 3-rank trace fitted 2 ranks";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(),
+                 "w.json: the trace needs 3 ranks, but this job has 2 (run it with mpirun -np 3 "
+                 "or more)");
+  }
+}
+
+}  // namespace
+}  // namespace mcr::bench
