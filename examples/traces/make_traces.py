@@ -47,25 +47,36 @@ def dp_step():
 
 
 def zero3_step():
-    # ZeRO-3 on a 12-layer transformer, hidden 512 (12 h^2 = 3,145,728 params per layer, 37.7M in
-    # all), bf16 parameters and gradients: forward all-gathers each layer's parameters, backward
-    # all-gathers them again (in reverse) and reduce-scatters the layer's gradients (async, waited
-    # before the optimizer step); the loss is all-reduced.
-    layers, hidden = 12, 512
-    per_layer = mult12(12 * hidden * hidden)
-    ops = [{"op": "all_gather", "count": per_layer, "dtype": "bf16", "name": f"fwd.layer{l}"}
-           for l in range(layers)]
+    # ZeRO-3 on GPT-2 small (12 layers, hidden 768, 124M parameters), bf16 parameters and
+    # gradients. ZeRO-3 fetches parameters one submodule at a time, so the all_gathers have the
+    # sizes of the submodules: the two layer norms (weight + bias, 2 h), the attention's fused QKV
+    # (h x 3h + 3h) and output projection (h x h + h), the MLP's two projections (h x 4h + 4h,
+    # 4h x h + h). Forward gathers them in order, backward again in reverse; each layer's gradients
+    # (the sum of its submodules) are reduce-scattered as one bucket, async, and waited for before
+    # the optimizer step; the loss is all-reduced. Small and large messages alternate, as in every
+    # ZeRO-3 step: the layer norms are kilobytes, the projections megabytes.
+    layers, h = 12, 768
+    modules = [("ln_1", 2 * h), ("attn.c_attn", h * 3 * h + 3 * h), ("attn.c_proj", h * h + h),
+               ("ln_2", 2 * h), ("mlp.c_fc", h * 4 * h + 4 * h), ("mlp.c_proj", 4 * h * h + h)]
+    per_layer = mult12(sum(n for _, n in modules))
+    ops = []
+    for l in range(layers):
+        for name, n in modules:
+            ops.append({"op": "all_gather", "count": mult12(n), "dtype": "bf16",
+                        "name": f"fwd.h{l}.{name}"})
     for l in reversed(range(layers)):
-        ops.append({"op": "all_gather", "count": per_layer, "dtype": "bf16",
-                    "name": f"bwd.layer{l}"})
+        for name, n in reversed(modules):
+            ops.append({"op": "all_gather", "count": mult12(n), "dtype": "bf16",
+                        "name": f"bwd.h{l}.{name}"})
         ops.append({"op": "reduce_scatter", "count": per_layer, "dtype": "bf16", "async": True,
-                    "name": f"grad.layer{l}"})
+                    "name": f"grad.h{l}"})
     ops[-1]["wait"] = True
     ops.append({"op": "all_reduce", "count": 1, "dtype": "f32", "name": "loss"})
     write("zero3_step.json", {
         "format": "mcr-trace", "version": 1,
-        "description": f"ZeRO-3 step, {layers} layers x {per_layer} bf16 params "
-                       "(hidden 512): all_gather fwd+bwd, reduce_scatter of gradients",
+        "description": f"ZeRO-3 step, GPT-2 small ({layers} layers, hidden {h}): per-submodule "
+                       f"bf16 all_gather fwd+bwd ({len(modules)} per layer), reduce_scatter of "
+                       f"each layer's {per_layer} gradients",
         "ops": ops})
 
 

@@ -17,7 +17,7 @@ file(WRITE ${OUT}/mixed.json [=[
 ]}
 ]=])
 # name, scale, expected op count per pass
-set(cases "dp_step_100m.json|0.002|18" "zero3_step.json|0.01|37" "moe_step.json|0.01|27"
+set(cases "dp_step_100m.json|0.002|18" "zero3_step.json|0.01|157" "moe_step.json|0.01|27"
           "${OUT}/mixed.json|1|18")
 foreach(case ${cases})
   string(REPLACE "|" ";" case "${case}")
