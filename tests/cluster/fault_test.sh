@@ -105,12 +105,12 @@ victim=-1
 if [[ $fault == kill ]]; then
   read -r vpid victim < <(rank_pids "$target")
   [[ -n ${vpid:-} ]] || { echo "FAIL: no rank process on h$target"; exit 1; }
+  struck=$(now_ms)  # taken just before the fault: times measured from it are upper bounds
   kill -KILL "$vpid"
-  struck=$(now_ms)
   echo "---- killed rank $victim (pid $vpid) on h$target"
 else
-  "$cluster" link "h$target" down || exit 1
   struck=$(now_ms)
+  "$cluster" link "h$target" down || exit 1
   echo "---- took h$target's link down"
 fi
 
