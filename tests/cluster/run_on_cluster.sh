@@ -3,19 +3,28 @@
 # `scripts/cluster mpirun` once per backend setting, and takes the cluster down again whatever
 # happens. Exit 77 (a ctest skip) when this machine cannot make namespaces.
 #
-#   run_on_cluster.sh --hosts N --ranks-per-host R --backends "mpi gloo auto" -- PROGRAM ARGS...
+#   run_on_cluster.sh --hosts N --ranks-per-host R --backends "mpi gloo auto" [--env VAR=VALUE]...
+#                     [--auto-env VAR=VALUE]... [--limit SECONDS] -- PROGRAM ARGS...
 #
 # "auto" leaves MCR_BACKENDS unset: every compiled backend comes up and selection chooses.
+# --env passes a variable to the ranks of every run, --auto-env to those of the "auto" run only.
+# --limit bounds each run (SIGTERM, then SIGKILL 5 s later; the cluster's teardown ends whatever is
+# left in its namespaces): keep it below the test's TIMEOUT, so that this script, not ctest, ends a
+# hung run and the EXIT trap still takes the cluster down.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cluster="$here/../../scripts/cluster"
 hosts=2 rph=1 backends="mpi gloo auto" rate=1gbit
+extra=() auto_extra=() limit=0
 while (($#)); do
   case $1 in
     --hosts) hosts=$2; shift 2 ;;
     --ranks-per-host) rph=$2; shift 2 ;;
     --backends) backends=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --env) extra+=(-x "$2"); shift 2 ;;
+    --auto-env) auto_extra+=(-x "$2"); shift 2 ;;
+    --limit) limit=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "run_on_cluster.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -38,10 +47,14 @@ trap '"$cluster" down' EXIT
 
 ranks=$((hosts * rph))
 for b in $backends; do
-  env_args=(-x MCR_TEST_RANKS="$ranks")
-  [[ $b == auto ]] || env_args+=(-x MCR_BACKENDS="$b")
+  env_args=(-x MCR_TEST_RANKS="$ranks" "${extra[@]}")
+  if [[ $b == auto ]]; then
+    env_args+=("${auto_extra[@]}")
+  else
+    env_args+=(-x MCR_BACKENDS="$b")
+  fi
   echo "=== $hosts hosts x $rph ranks, backends: $b ==="
   start=$SECONDS
-  "$cluster" mpirun -np "$ranks" "${env_args[@]}" "$@"
+  timeout --kill-after=5 "$limit" "$cluster" mpirun -np "$ranks" "${env_args[@]}" "$@"
   echo "=== $b: passed in $((SECONDS - start)) s"
 done

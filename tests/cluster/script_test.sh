@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/cluster itself: bad arguments are refused with the flag, value and rule before anything is
 # made; `up` twice is a no-op; hosts have their own names and reach each other only on the private
-# subnet (no default route); links are shaped both ways; `down` leaves nothing behind, and neither
-# does an `up` that fails part-way.
+# subnet (no default route); links are shaped both ways; `link` takes a host's switch port down and
+# up again; `down` leaves nothing behind, and neither does an `up` that fails part-way.
 set -euo pipefail
 cluster="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster"
 export MCR_CLUSTER="cs$$"
@@ -37,6 +37,12 @@ ip netns exec "$MCR_CLUSTER-sw" tc qdisc show dev p1 | grep -q "tbf.*rate 100Mbi
   fail "the switch side of h1's link is not shaped"
 [[ $("$cluster" mpirun -np 3 hostname | sort | tr '\n' ' ') == "h0 h1 h2 " ]] ||
   fail "mpirun did not start one rank per host"
+expect_error "link: 'sideways': must be 'down' or 'up'" "$cluster" link h1 sideways
+"$cluster" link h1 down
+ip -n "$MCR_CLUSTER-sw" link show p1 | grep -q "state DOWN" || fail "h1's switch port is not down"
+"$cluster" exec h1 ip link show eth0 | grep -q "NO-CARRIER" || fail "h1's eth0 still has carrier"
+"$cluster" link h1 up
+ip -n "$MCR_CLUSTER-sw" link show p1 | grep -q "state DOWN" && fail "h1's switch port stayed down"
 "$cluster" down
 trap - EXIT
 left=$(ip netns list | awk '{print $1}' | grep -c "^$MCR_CLUSTER-" || true)

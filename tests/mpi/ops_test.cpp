@@ -12,6 +12,10 @@
 //    only); for the other operations one representative dtype per operation (rotating, so that each
 //    dtype appears), every backend, sync and async, both forms.
 //  MCR_TEST_FULL_MATRIX=1 (or --full-matrix=1) runs the large count for every combination.
+//  MCR_TEST_MATRIX=light (or --matrix=light) keeps every operation, reduce op, root, placement and
+//  sync/async form but only counts 1 and 1000 (every reduce op at 1; sum, avg and bxor at 1000)
+//  plus the large count, and only f32, bf16 and i32: the multi-host runs (tests/cluster), where
+//  each message crosses TCP and the dtype x count sweep adds nothing the one-host runs lack.
 //
 // Communicators: "world"; "even" = new_group of the even ranks (a strided list; odd ranks get an
 // invalid communicator and skip); "split" = split(rank % 2, -rank), two groups ordered in reverse.
@@ -24,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -109,6 +114,15 @@ MatrixOptions suite_options() {
   options.counts.assign(std::begin(kSmallCounts), std::end(kSmallCounts));
   options.large_count = kLargeCount;
   options.large_count_everywhere = full_matrix();
+  const std::string matrix = option("matrix", "MCR_TEST_MATRIX", "full");
+  if (matrix == "light") {
+    options.counts = {1, 1000};
+    options.every_reduce_op_at = {1};
+    options.dtypes = {DType::f32, DType::bf16, DType::i32};
+  } else if (matrix != "full") {
+    throw std::invalid_argument(
+        fmt::format("MCR_TEST_MATRIX='{}': must be 'full' or 'light'", matrix));
+  }
   return options;
 }
 
@@ -354,6 +368,59 @@ TEST(Launch, MpiexecBringsUpMpiAndGloo) {
   EXPECT_NE(std::find(b.begin(), b.end(), "mpi"), b.end());
   EXPECT_NE(std::find(b.begin(), b.end(), "gloo"), b.end());
   EXPECT_EQ(std::to_string(world().size()), std::string(std::getenv("OMPI_COMM_WORLD_SIZE")));
+}
+
+// With every backend free to be chosen (no explicit backend), selection must send operations to
+// each backend listed in MCR_TEST_EXPECT_SELECTED (e.g. "mpi,gloo", with MCR_RULES sending large
+// messages to gloo and the default priority leaving small ones to mpi). all_reduce and broadcast
+// run at 4 B to 4 MiB; each result is checked against its closed form and the observer says which
+// backend ran it. Skipped unless MCR_TEST_EXPECT_SELECTED is set.
+TEST(Launch, SelectionReachesEveryExpectedBackend) {
+  const std::string expected = option("expect-selected", "MCR_TEST_EXPECT_SELECTED", "");
+  if (expected.empty()) GTEST_SKIP() << "MCR_TEST_EXPECT_SELECTED is not set";
+  std::set<std::string> want;
+  for (std::size_t start = 0; start <= expected.size();) {
+    const std::size_t comma = std::min(expected.find(',', start), expected.size());
+    want.insert(expected.substr(start, comma - start));
+    start = comma + 1;
+  }
+  Communicator comm = world();
+  const int size = comm.size();
+  const float rank_value = static_cast<float>(comm.rank() + 1);
+  std::map<std::string, std::vector<std::string>> chosen;  // backend -> "op bytes"
+  for (std::size_t count :
+       {std::size_t{1}, std::size_t{1} << 10, std::size_t{1} << 18, std::size_t{1} << 20}) {
+    for (OpType op : {OpType::all_reduce, OpType::broadcast}) {
+      std::vector<float> v(count, rank_value);
+      float want_value = 0;
+      if (op == OpType::all_reduce) {
+        comm.all_reduce(Tensor(v), ReduceOp::sum);
+        want_value = static_cast<float>(size * (size + 1) / 2);
+      } else {
+        comm.broadcast(Tensor(v), size - 1);
+        want_value = static_cast<float>(size);
+      }
+      const auto wrong =
+          std::count_if(v.begin(), v.end(), [&](float x) { return x != want_value; });
+      const std::string backend(observer().last().backend);
+      EXPECT_EQ(wrong, 0) << fmt::format("[{}] {} of {} floats on '{}': {} elements differ from {}",
+                                         rank_tag(), mcr::to_string(op), count, backend, wrong,
+                                         want_value);
+      chosen[backend].push_back(fmt::format("{} {} B", mcr::to_string(op), count * sizeof(float)));
+    }
+  }
+  std::set<std::string> seen;
+  for (const auto& [backend, ops] : chosen) {
+    seen.insert(backend);
+    if (comm.rank() == 0) {
+      std::string list;
+      for (const auto& o : ops)
+        list += (list.empty() ? "" : ", ") + o;
+      std::printf("    selected %s for: %s\n", backend.c_str(), list.c_str());
+    }
+  }
+  EXPECT_EQ(seen, want) << rank_tag() << ": the backends selection chose differ from "
+                        << "MCR_TEST_EXPECT_SELECTED='" << expected << "'";
 }
 
 // Sub-communicators map their ranks as documented.

@@ -86,14 +86,17 @@ void ignore_default_sigpipe() {
 
 }  // namespace
 
-std::string gloo_hostname(const LaunchInfo& launch, int size) {
+std::string gloo_hostname(const LaunchInfo& launch) {
   if (const char* env = std::getenv("MCR_GLOO_HOSTNAME"); env != nullptr && *env != '\0') {
     return env;
   }
   if (const char* iface = std::getenv("MCR_GLOO_IFACE"); iface != nullptr && *iface != '\0') {
     return interface_address(iface, "MCR_GLOO_IFACE");
   }
-  if (launch.local_size == size) return "127.0.0.1";
+  // The bootstrap's host identities (host name, boot id, network namespace), not the launcher's
+  // local size: ranks in separate network namespaces of one machine cannot reach each other's
+  // loopback although a launcher may count them as local.
+  if (launch.single_host) return "127.0.0.1";
   // Several hosts. The interface that routes to the store host reaches the other ranks too (they
   // all reach the store); the host name is next, unless it names a loopback address (Debian maps
   // it to 127.0.1.1), which peers elsewhere could not connect to.
@@ -135,7 +138,7 @@ std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
   auto shared = std::make_shared<GlooShared>();
   shared->store = &bootstrap.store();
   shared->timeout = bootstrap.timeout().count() > 0 ? bootstrap.timeout() : kFallbackTimeout;
-  shared->hostname = gloo_hostname(bootstrap.launch(), bootstrap.size());
+  shared->hostname = gloo_hostname(bootstrap.launch());
   shared->run_inline = gloo_runs_inline(bootstrap.launch(), std::thread::hardware_concurrency());
   gloo::transport::tcp::attr attr;
   attr.hostname = shared->hostname;

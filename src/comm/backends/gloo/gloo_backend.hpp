@@ -44,11 +44,12 @@ struct GlooShared {
 bool gloo_runs_inline(const LaunchInfo& launch, unsigned hardware_threads);
 
 /// The hostname gloo's device binds and advertises: MCR_GLOO_HOSTNAME when set; else the IPv4
-/// address of interface MCR_GLOO_IFACE when set; else 127.0.0.1 when every rank runs on this host;
+/// address of interface MCR_GLOO_IFACE when set; else 127.0.0.1 when every rank runs on this host
+/// (launch.single_host, from the bootstrap's host identities);
 /// else the local address of the route to the store host (MCR_STORE_HOST, or MASTER_ADDR under
 /// torchrun) when known; else gethostname() when it resolves to a non-loopback address; else the
 /// first non-loopback interface's address.
-std::string gloo_hostname(const LaunchInfo& launch, int size);
+std::string gloo_hostname(const LaunchInfo& launch);
 
 class GlooBackend final : public Backend {
  public:
