@@ -23,6 +23,8 @@ namespace {
 
 constexpr std::int64_t kStuckNs = 1'000'000'000;
 constexpr auto kReadTimeout = std::chrono::milliseconds(200);
+constexpr auto kStoreProbe = std::chrono::milliseconds(1000);
+constexpr auto kWatchdogProbe = std::chrono::milliseconds(200);
 constexpr std::size_t kMaxNamed = 16;  // laggards listed by number; more are counted
 
 std::string progress_key(std::uint64_t group_id, int group_rank) {
@@ -69,6 +71,14 @@ void publish_stuck_progress() noexcept {
   try {
     Store* store = store_or_null();
     if (store == nullptr) return;
+    // A store that does not answer (its host frozen or cut off) must not hold the store's lock
+    // for a whole reply timeout: the timeout message of a rank's operation needs it next.
+    if (!store->responds_within(kWatchdogProbe)) {
+      std::fprintf(stderr, "mcr: progress not published: the rendezvous store did not answer "
+                           "within %lld ms\n",
+                   static_cast<long long>(kWatchdogProbe.count()));
+      return;
+    }
     for (const auto& [key, value] : updates)
       store->set(key, count_bytes(value));
   } catch (const std::exception& e) {  // the store's host may be gone: nothing to publish to
@@ -87,6 +97,12 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
       try {
         Store* store = store_or_null();
         if (store == nullptr) throw Error("no rendezvous store");
+        // The store's host may be the one that is cut off: ask briefly before the queries below,
+        // each of which would otherwise wait the store's full reply timeout.
+        if (!store->responds_within(kStoreProbe)) {
+          throw Error(fmt::format("the rendezvous store did not answer within {} ms",
+                                  kStoreProbe.count()));
+        }
         store->set(progress_key(rec.group_id(), rec.group_rank()), count_bytes(rec.issued_count()));
         // Point-to-point involves one peer, and sequence numbers of a pair need not align: for
         // send/recv only the peer's progress is reported, not judged.

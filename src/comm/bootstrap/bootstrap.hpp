@@ -54,6 +54,13 @@ class Store {
   virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
   /// Whether every key exists, without blocking.
   virtual bool check(const std::vector<std::string>& keys) = 0;
+  /// Whether the store answers a request within `bound` (much shorter than the store's own reply
+  /// timeout): diagnostics written while a peer or a link may be gone ask this first, so that an
+  /// unreachable store costs them `bound`, not another full timeout.
+  virtual bool responds_within(std::chrono::milliseconds bound) {
+    (void)bound;
+    return true;
+  }
 };
 
 /// Collective byte exchange among all ranks of the world (MPI_Allgatherv, or through the store).

@@ -130,6 +130,27 @@ class TcpStoreClient final : public Store {
     return rd.i64();
   }
 
+  // A `check` of no keys, whose reply is awaited at most `bound`. A reply that comes later is
+  // still owed on the stream (late_replies_): the next request reads and drops it first, and the
+  // next probe waits for it at most `bound` before sending its own.
+  bool responds_within(std::chrono::milliseconds bound) override {
+    Writer w;
+    w.u8(static_cast<std::uint8_t>(Command::check));
+    w.u32(0);
+    std::lock_guard lock(mu_);
+    for (; late_replies_ > 0; --late_replies_) {
+      if (!readable_within(bound)) return false;
+      read_reply();
+    }
+    send_frame(w.bytes());
+    if (!readable_within(bound)) {
+      ++late_replies_;
+      return false;
+    }
+    read_reply();
+    return true;
+  }
+
   bool check(const std::vector<std::string>& keys) override {
     Writer w;
     w.u8(static_cast<std::uint8_t>(Command::check));
@@ -173,12 +194,36 @@ class TcpStoreClient final : public Store {
 
   // Sends one request and reads its reply. Caller holds mu_.
   Reply round_trip(const Bytes& body) {
+    drain_late_replies();
+    send_frame(body);
+    return read_reply();
+  }
+
+  void send_frame(const Bytes& body) {
     Writer frame;
     frame.u32(static_cast<std::uint32_t>(body.size()));
     Bytes& out = frame.bytes();
     out.insert(out.end(), body.begin(), body.end());
     send_all(out.data(), out.size());
+  }
 
+  bool readable_within(std::chrono::milliseconds bound) {
+    pollfd p{fd_.get(), POLLIN, 0};
+    int ready = 0;
+    do {
+      ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(bound.count(), 0)));
+    } while (ready < 0 && errno == EINTR);
+    return ready > 0;
+  }
+
+  // Replies owed to requests whose caller stopped waiting (responds_within): read and dropped, in
+  // order, so that the next reply read belongs to the next request. Caller holds mu_.
+  void drain_late_replies() {
+    for (; late_replies_ > 0; --late_replies_)
+      read_reply();
+  }
+
+  Reply read_reply() {
     std::uint8_t header[9];
     recv_all(header, sizeof header);
     Reader hr(header, sizeof header);
@@ -230,6 +275,7 @@ class TcpStoreClient final : public Store {
   std::string prefix_;
   std::chrono::milliseconds reply_timeout_;
   std::mutex mu_;
+  int late_replies_ = 0;  // guarded by mu_
 };
 
 bool connected_to_itself(int fd) {

@@ -100,7 +100,7 @@ struct TcpStoreServer::Impl {
   std::atomic<int> except_rank{-1};
   std::atomic<int> other_ranks{0};  // connected ranks other than except_rank
   std::atomic<long long> goodbye_grace_ms{2000};
-  bool closing = false;  // server thread: the owner is going away; requests get an error
+  bool closing = false;  // server thread: the owner is going away; waits are refused
 
   // Everything below is touched only by the server thread.
   std::map<std::string, Bytes> data;
@@ -514,10 +514,8 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
       hello(id, c, r);
       return;
     }
-    if (closing) {
-      reply(c, encode_reply(Status::error, kGoodbye));
-      return;
-    }
+    // While the owner goes away, requests that can be answered at once still are (a rank writing
+    // its error message reads its peers' progress then); only waiting is refused, with the reason.
     auto key_of = [&r]() {
       std::string key = r.str();
       if (key.size() > kMaxKeyBytes) {
@@ -559,6 +557,8 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
           reply(c, encode_reply(Status::ok, it->second.data(), it->second.size()));
         } else if (timeout.count() == 0) {
           reply(c, encode_reply(Status::timed_out));
+        } else if (closing) {
+          reply(c, encode_reply(Status::error, kGoodbye));
         } else {
           waiters.push_back({id, std::move(key), Clock::now() + timeout});
         }

@@ -291,6 +291,32 @@ TEST(StoreAbuse, ARankWaitingWhenTheServerGoesAwayIsToldWhy) {
   closer.join();
 }
 
+TEST(StoreAbuse, WhileTheOwnerGoesAwayImmediateRequestsAreStillServed) {
+  auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0, job_a());
+  auto r1 = connect_tcp_store("127.0.0.1", server->port(), 5s, job_a(), 1);
+  r1->set("progress", {7});
+  std::thread closer([&] { server.reset(); });  // says goodbye, then waits up to 2 s for r1
+  // The goodbye reaches the server thread asynchronously: a wait is refused once it has.
+  std::string error;
+  const auto deadline = Clock::now() + 2s;
+  while (error.empty() && Clock::now() < deadline) {
+    try {
+      r1->get("never-set", 50ms);
+    } catch (const BackendError& e) {
+      error = e.what();
+    } catch (const TimeoutError&) {
+    }
+  }
+  EXPECT_NE(error.find("going away"), std::string::npos) << error;
+  // What can be answered at once still is: a rank writing its error reads its peers' progress.
+  EXPECT_TRUE(r1->responds_within(1000ms));
+  r1->set("mine", {1});
+  EXPECT_EQ(r1->get("progress", 100ms), (Bytes{7}));
+  EXPECT_TRUE(r1->check({"mine", "progress"}));
+  r1.reset();
+  closer.join();
+}
+
 TEST(StoreAbuse, TheOwnerWaitsForRanksToLeave) {
   TcpStoreServer server("127.0.0.1", 0, job_a());
   auto r0 = connect_tcp_store("127.0.0.1", server.port(), 5s, job_a(), 0);
