@@ -74,6 +74,10 @@ class Communicator {
 
   std::chrono::milliseconds timeout() const;
   void set_timeout(std::chrono::milliseconds timeout);
+  /// Hosts this communicator's ranks run on (from the host map every rank reports at start-up).
+  int hosts() const;
+  /// Ranks of this communicator on each of its hosts; 0 when hosts hold different numbers.
+  int ranks_per_host() const;
   /// Backends instantiated on this communicator, in default priority order.
   std::vector<std::string> backends() const;
   /// The backend that would run `op` on `bytes` (the op's global message size) and why.

@@ -52,7 +52,9 @@ RuntimeInfo runtime_info();
 
 /// Which backend the loaded rules and tuning table pick for an operation on a communicator of
 /// `ranks` ranks (the world's backends; `ranks` need not be the world size), with every candidate's
-/// reason. Requires init().
+/// reason. At the world's size the world's hosts x ranks per host decide which tuning entries fit;
+/// at another size the placement is unknown and only entries that name no topology fit
+/// (Communicator::explain answers for a real communicator). Requires init().
 Selection explain_selection(OpType op, DType dtype, std::size_t bytes, int ranks,
                             ReduceOp reduce = ReduceOp::sum, Device device = Device::cpu());
 

@@ -80,13 +80,38 @@ struct TuningRange {
   friend bool operator==(const TuningRange&, const TuningRange&) = default;
 };
 
-/// The ranges of one (op, dtype class, group size), sorted and non-overlapping.
+/// How a communicator's ranks sit on hosts, as tuning-table lookups see it: `hosts` hosts holding
+/// `ranks_per_host` of its ranks each. hosts 0: unknown; ranks_per_host 0: uneven (e.g. 3 + 1) or
+/// unknown. A communicator of unknown or uneven shape only matches entries that leave the unknown
+/// part open.
+struct HostShape {
+  int hosts = 0;
+  int ranks_per_host = 0;
+  friend bool operator==(const HostShape&, const HostShape&) = default;
+};
+
+/// "4x1"; "3 hosts, uneven"; "unknown topology".
+std::string describe(HostShape shape);
+
+/// The ranges of one (op, dtype class, group size, hosts x ranks per host), sorted and
+/// non-overlapping.
 struct TuningEntry {
   OpType op = OpType::all_reduce;
   std::string dtype_class = "any";  ///< "float", "int" or "any"
   int group_size = 0;               ///< ranks; 0 matches any size
   std::vector<TuningRange> ranges;
+  int hosts = 0;           ///< hosts the table was measured on; 0 matches any
+  int ranks_per_host = 0;  ///< ranks per host it was measured with; 0 matches any
   friend bool operator==(const TuningEntry&, const TuningEntry&) = default;
+
+  /// Whether the entry applies to a communicator of this shape (0 fields match anything; an
+  /// uneven or unknown communicator only matches an open field).
+  bool fits(HostShape shape) const noexcept {
+    return (hosts == 0 || hosts == shape.hosts) &&
+           (ranks_per_host == 0 || ranks_per_host == shape.ranks_per_host);
+  }
+  /// The shape it names: "4x1", "4 hosts", "2 ranks per host" or "any topology".
+  std::string topology() const;
 };
 
 /// One measured point of the raw latency matrix.
@@ -97,6 +122,8 @@ struct TuningSample {
   std::size_t bytes = 0;
   std::string backend;
   double time_us = 0;
+  int hosts = 0;           ///< as in TuningEntry: 0 = not recorded
+  int ranks_per_host = 0;  ///< as in TuningEntry: 0 = not recorded
   friend bool operator==(const TuningSample&, const TuningSample&) = default;
 };
 
@@ -122,11 +149,25 @@ struct TuningTable {
   std::string to_json(int indent = 2) const;
   void save(const std::string& path) const;
 
-  /// The backend for (op, dtype, group size, bytes), or nullptr when the table has no range for it.
-  /// An entry for the exact group size wins over one for any size (0); a "float"/"int" entry wins
-  /// over "any".
-  const std::string* lookup(OpType op, DType dtype, int group_size, std::size_t bytes) const;
-  /// Problems: gaps, overlaps, unsorted ranges, unknown backends (if `known_backends` non-empty).
+  /// The backend for (op, dtype, group size, host shape, bytes), or nullptr when the table has no
+  /// range for it. Among the entries that fit, one naming the shape (hosts and ranks per host) wins
+  /// over one naming part of it, which wins over one naming none; then an entry for the exact group
+  /// size wins over one for any size (0); then a "float"/"int" entry wins over "any".
+  const std::string* lookup(OpType op, DType dtype, int group_size, HostShape shape,
+                            std::size_t bytes) const;
+  /// The same for a communicator of unknown shape: only entries that name no topology fit.
+  const std::string* lookup(OpType op, DType dtype, int group_size, std::size_t bytes) const {
+    return lookup(op, dtype, group_size, HostShape{}, bytes);
+  }
+  /// The entry lookup() reads for (op, dtype, group size, shape), or nullptr.
+  const TuningEntry* entry_for(OpType op, DType dtype, int group_size, HostShape shape) const;
+  /// Why no entry applies when the only entries for (op, dtype, group size) were measured on other
+  /// topologies, e.g. "measured on 4x1, this communicator is 2x2; not applied"; empty otherwise
+  /// (an entry fits, or none exists for the op).
+  std::string topology_mismatch(OpType op, DType dtype, int group_size, HostShape shape) const;
+  /// Problems: gaps, overlaps, unsorted ranges, unknown backends (if `known_backends` non-empty),
+  /// negative hosts or ranks per host, a group size other than hosts x ranks per host, duplicate
+  /// (op, dtype class, group size, hosts, ranks per host).
   std::vector<std::string> validate(const std::vector<std::string>& known_backends = {}) const;
   /// Hash of the selection-relevant content (entries), equal on ranks that loaded the same table.
   std::uint64_t selection_hash() const;

@@ -62,18 +62,18 @@ std::map<std::string, std::string> provenance(Communicator& comm, const std::str
   gethostname(reinterpret_cast<char*>(mine.data()), kHostLen - 1);
   std::vector<std::uint8_t> all(kHostLen * static_cast<std::size_t>(comm.size()));
   comm.all_gather(mine, all);
-  std::map<std::string, int> per_host;
+  // Names for people; the counts come from the communicator's topology (the host map every rank
+  // reported at start-up), the same numbers the table's entries carry. Names can be fewer than
+  // hosts: containers and network namespaces repeat a host name.
+  std::map<std::string, int> per_name;
   for (int q = 0; q < comm.size(); ++q) {
     const auto* p =
         reinterpret_cast<const char*>(all.data() + static_cast<std::size_t>(q) * kHostLen);
-    ++per_host[std::string(p, strnlen(p, kHostLen))];
+    ++per_name[std::string(p, strnlen(p, kHostLen))];
   }
-  std::string hosts;
-  int most = 0;
-  for (const auto& [h, n] : per_host) {
-    hosts += (hosts.empty() ? "" : ",") + h;
-    most = std::max(most, n);
-  }
+  std::string names;
+  for (const auto& [h, n] : per_name)
+    names += (names.empty() ? "" : ",") + h;
   const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};
   gmtime_r(&now, &utc);
@@ -82,9 +82,11 @@ std::map<std::string, std::string> provenance(Communicator& comm, const std::str
   std::string backends;
   for (const auto& b : comm.backends())
     backends += (backends.empty() ? "" : ",") + b;
-  return {{"hosts", hosts},
+  const int rph = comm.ranks_per_host();
+  return {{"hosts", std::to_string(comm.hosts())},
+          {"host_names", names},
           {"ranks", std::to_string(comm.size())},
-          {"ranks_per_host", std::to_string(most)},
+          {"ranks_per_host", rph > 0 ? std::to_string(rph) : std::string("uneven")},
           {"cpu", cpu_model()},
           {"gpu", "none (host buffers)"},
           {"libraries", library_versions()},

@@ -77,8 +77,11 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
             result.wrong += r.wrong;
             continue;
           }
-          table.samples.push_back(
-              TuningSample{op, klass, world.size(), p.bytes, r.backend, r.seconds * 1e6});
+          // The world's shape: a table measured on 4x1 must not decide for a 2x2 job. An uneven
+          // world (ranks_per_host 0) records its host count only.
+          table.samples.push_back(TuningSample{op, klass, world.size(), p.bytes, r.backend,
+                                               r.seconds * 1e6, world.hosts(),
+                                               world.ranks_per_host()});
         }
         p.elapsed_s = seconds_since(start);
         if (cb.on_point) cb.on_point(p);

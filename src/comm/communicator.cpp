@@ -59,6 +59,12 @@ int Communicator::rank() const {
 int Communicator::size() const {
   return state().size;
 }
+int Communicator::hosts() const {
+  return state().topology.hosts;
+}
+int Communicator::ranks_per_host() const {
+  return state().topology.ranks_per_host;
+}
 std::uint64_t Communicator::id() const {
   return state().id;
 }

@@ -75,7 +75,10 @@ Selection explain_selection(OpType op, DType dtype, std::size_t bytes, int ranks
   std::vector<detail::Backend*> raw;
   for (auto& b : rt.world->backends)
     raw.push_back(b.get());
-  detail::Selector selector(rt.rules, rt.table, raw, rt.unusable, ranks);
+  // The world's shape when asked about the world's size; another size has no known placement, so
+  // only table entries that name no topology apply to it.
+  const HostShape shape = ranks == rt.world->size ? rt.world->selector->shape() : HostShape{};
+  detail::Selector selector(rt.rules, rt.table, raw, rt.unusable, ranks, shape);
   return selector.explain(op, dtype, reduce, device.kind, bytes);
 }
 

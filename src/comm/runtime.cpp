@@ -79,7 +79,9 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
     raw.push_back(b.get());
     engine().register_backend(b.get());
   }
-  s->selector = std::make_unique<Selector>(rt.rules, rt.table, raw, rt.unusable, size);
+  s->selector =
+      std::make_unique<Selector>(rt.rules, rt.table, raw, rt.unusable, size,
+                                 HostShape{s->topology.hosts, s->topology.ranks_per_host});
 
   // Cross-rank consistency (invariant 2): same rules, same table, same backends, everywhere. init()
   // compared the inputs before any backend came up; this covers what a communicator adds: the

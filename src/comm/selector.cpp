@@ -11,12 +11,14 @@ namespace mcr::detail {
 
 Selector::Selector(std::shared_ptr<const RuleSet> rules, std::shared_ptr<const TuningTable> table,
                    std::vector<Backend*> backends,
-                   std::vector<std::pair<std::string, std::string>> unusable, int group_size)
+                   std::vector<std::pair<std::string, std::string>> unusable, int group_size,
+                   HostShape shape)
     : rules_(std::move(rules)),
       table_(std::move(table)),
       backends_(std::move(backends)),
       unusable_(std::move(unusable)),
       group_size_(group_size),
+      shape_(shape),
       plans_(static_cast<std::size_t>(kNumOpTypes) * 8 * 8 * 2),
       can_run_(backends_.size(), std::vector<signed char>(plans_.size(), -1)) {}
 
@@ -126,8 +128,9 @@ std::vector<Candidate> Selector::consider(OpType op, DType dtype, ReduceOp reduc
       if (r.matches(op, dtype, bytes) && add(r.backend, Candidate::Source::rule, i)) return out;
     }
   }
+  std::string table_note;
   if (table_) {
-    if (const std::string* name = table_->lookup(op, dtype, group_size_, bytes)) {
+    if (const std::string* name = table_->lookup(op, dtype, group_size_, shape_, bytes)) {
       if (add(*name, Candidate::Source::tuning, 0)) {
         for (Backend* b : backends_) {  // the measured alternatives lost to it
           if (b->name() == *name) continue;
@@ -136,14 +139,19 @@ std::vector<Candidate> Selector::consider(OpType op, DType dtype, ReduceOp reduc
                          Candidate::Source::tuning,
                          0,
                          Candidate::Verdict::slower,
+                         {},
                          {}});
         }
         return out;
       }
+    } else {
+      table_note = table_->topology_mismatch(op, dtype, group_size_, shape_);
     }
   }
   for (std::size_t i = 0; i < backends_.size(); ++i) {
-    if (add(backends_[i]->name(), Candidate::Source::fallback, i)) return out;
+    const bool done = add(backends_[i]->name(), Candidate::Source::fallback, i);
+    if (i == 0) out.back().table_note = std::move(table_note);
+    if (done) return out;
   }
   return out;
 }
@@ -172,12 +180,13 @@ Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kin
         break;
       case Candidate::Source::tuning:
         sel.source = "tuning";
-        why =
-            fmt::format("tuning table: fastest measured at {} bytes, {} ranks", bytes, group_size_);
+        why = fmt::format("tuning table: fastest measured at {} bytes, {} ranks on {}", bytes,
+                          group_size_, describe(shape_));
         break;
       case Candidate::Source::fallback:
         sel.source = "default";
         why = fmt::format("default priority #{}", c.index + 1);
+        if (!c.table_note.empty()) why += fmt::format(" (tuning table: {})", c.table_note);
         break;
     }
     switch (c.verdict) {
@@ -216,7 +225,7 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce,
   }
   if (table_) {
     for (const auto& e : table_->entries) {
-      if (e.op != op) continue;
+      if (e.op != op || !e.fits(shape_)) continue;
       for (const auto& r : e.ranges) {
         cuts.push_back(r.min_bytes);
         cut_after(r.max_bytes);
@@ -230,11 +239,16 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce,
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   Plan plan;
+  bool noted = false;
   for (std::size_t i = 0; i < cuts.size(); ++i) {
     const std::size_t lo = cuts[i];
     const std::size_t hi = i + 1 < cuts.size() ? cuts[i + 1] - 1 : kMaxBytes;
     const auto candidates = consider(op, dtype, reduce, device, lo);
     for (const auto& c : candidates) {
+      if (!c.table_note.empty() && !noted) {  // the same for every size: said once per plan
+        noted = true;
+        log_debug("select {} {}: tuning table: {}", to_string(op), to_string(dtype), c.table_note);
+      }
       if (c.verdict == Candidate::Verdict::unsupported) {
         log_debug("select {} {} [{}, {}]: {}: skipped: {}", to_string(op), to_string(dtype), lo, hi,
                   c.name, c.detail);

@@ -34,15 +34,20 @@ struct Candidate {
   std::size_t index = 0;  ///< rule number (rule) or default priority (fallback), from 0
   Verdict verdict = Verdict::unsupported;
   std::string detail;  ///< unavailable/unsupported: the reason
+  /// On the first default-priority candidate: why the tuning table did not decide although it has
+  /// entries for the op (measured on another topology). Empty otherwise.
+  std::string table_note;
 };
 
 class Selector {
  public:
   /// `backends`: this communicator's instances in default priority order. `unusable`: backends
-  /// compiled in but not usable in this process, with the reason (for explanations).
+  /// compiled in but not usable in this process, with the reason (for explanations). `shape`: how
+  /// the communicator's ranks sit on hosts (GroupTopology), which tuning entries must fit.
   Selector(std::shared_ptr<const RuleSet> rules, std::shared_ptr<const TuningTable> table,
            std::vector<Backend*> backends,
-           std::vector<std::pair<std::string, std::string>> unusable, int group_size);
+           std::vector<std::pair<std::string, std::string>> unusable, int group_size,
+           HostShape shape);
 
   /// The backend for this operation. `bytes` is the op's global message size.
   Backend& pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes);
@@ -63,6 +68,7 @@ class Selector {
   /// Hash of rules + table, compared across ranks when a communicator is created.
   std::uint64_t config_hash() const noexcept;
   const std::vector<Backend*>& backends() const noexcept { return backends_; }
+  HostShape shape() const noexcept { return shape_; }
 
  private:
   struct Interval {
@@ -81,6 +87,7 @@ class Selector {
   std::vector<Backend*> backends_;
   std::vector<std::pair<std::string, std::string>> unusable_;
   int group_size_;
+  HostShape shape_;
   // Lazily built selection plans, one per (op, dtype, reduce, device kind): a sorted list of byte
   // intervals and their backend, so the hot path is a short binary search with no allocation.
   std::vector<std::optional<Plan>> plans_;

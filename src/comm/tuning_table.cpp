@@ -31,6 +31,12 @@ json bytes_json(std::size_t b) {
   return b == kMaxBytes ? json(nullptr) : json(b);
 }
 
+// Written only when known, so that a table without topology reads back byte for byte as before.
+void put_topology(json& item, int hosts, int ranks_per_host) {
+  if (hosts != 0) item["hosts"] = hosts;
+  if (ranks_per_host != 0) item["ranks_per_host"] = ranks_per_host;
+}
+
 // The structural half of problems(): every field of the document has the type and value range the
 // format allows, so that parse_checked() can read it without a conversion that wraps or truncates
 // (nlohmann turns -5 into 2^64-5 when asked for a size_t).
@@ -99,6 +105,15 @@ class StructureCheck {
                         g.dump()));
       }
     }
+    for (const char* field : {"hosts", "ranks_per_host"}) {
+      if (!item.contains(field)) continue;
+      const auto& v = item[field];
+      if (!v.is_number_integer() || v.get<long long>() < 0 ||
+          v.get<long long>() > std::numeric_limits<int>::max()) {
+        add(fmt::format("{}: {} {} must be an integer >= 1 (0 or absent: any)", where, field,
+                        v.dump()));
+      }
+    }
   }
 
   void backend(const json& item, const std::string& where) {
@@ -136,7 +151,7 @@ class StructureCheck {
       add(fmt::format("{}: must be an object", where));
       return;
     }
-    keys(e, {"op", "dtype_class", "group_size", "ranges"}, where);
+    keys(e, {"op", "dtype_class", "group_size", "hosts", "ranks_per_host", "ranges"}, where);
     common(e, where);
     if (!e.contains("ranges") || !e["ranges"].is_array()) {
       add(fmt::format("{}: missing \"ranges\" array", where));
@@ -161,7 +176,10 @@ class StructureCheck {
       add(fmt::format("{}: must be an object", where));
       return;
     }
-    keys(s, {"op", "dtype_class", "group_size", "bytes", "backend", "time_us"}, where);
+    keys(s,
+         {"op", "dtype_class", "group_size", "hosts", "ranks_per_host", "bytes", "backend",
+          "time_us"},
+         where);
     common(s, where);
     backend(s, where);
     bytes(s, "bytes", true, false, where);
@@ -185,6 +203,8 @@ TuningTable parse_checked(const json& doc) {
     entry.op = *parse_op(e.at("op").get<std::string>());
     entry.dtype_class = e.value("dtype_class", "any");
     entry.group_size = e.value("group_size", 0);
+    entry.hosts = e.value("hosts", 0);
+    entry.ranks_per_host = e.value("ranks_per_host", 0);
     for (const auto& r : e.at("ranges")) {
       const bool bounded = r.contains("max_bytes") && !r["max_bytes"].is_null();
       entry.ranges.push_back(TuningRange{r.value("min_bytes", std::size_t{0}),
@@ -197,7 +217,8 @@ TuningTable parse_checked(const json& doc) {
     t.samples.push_back(
         TuningSample{*parse_op(s.at("op").get<std::string>()), s.value("dtype_class", "float"),
                      s.value("group_size", 0), s.at("bytes").get<std::size_t>(),
-                     s.at("backend").get<std::string>(), s.at("time_us").get<double>()});
+                     s.at("backend").get<std::string>(), s.at("time_us").get<double>(),
+                     s.value("hosts", 0), s.value("ranks_per_host", 0)});
   }
   return t;
 }
@@ -276,6 +297,7 @@ std::string TuningTable::to_json(int indent) const {
   doc["entries"] = json::array();
   for (const auto& e : entries) {
     json je{{"op", to_string(e.op)}, {"dtype_class", e.dtype_class}, {"group_size", e.group_size}};
+    put_topology(je, e.hosts, e.ranks_per_host);
     je["ranges"] = json::array();
     for (const auto& r : e.ranges) {
       je["ranges"].push_back({{"min_bytes", r.min_bytes},
@@ -286,12 +308,10 @@ std::string TuningTable::to_json(int indent) const {
   }
   doc["samples"] = json::array();
   for (const auto& s : samples) {
-    doc["samples"].push_back({{"op", to_string(s.op)},
-                              {"dtype_class", s.dtype_class},
-                              {"group_size", s.group_size},
-                              {"bytes", s.bytes},
-                              {"backend", s.backend},
-                              {"time_us", s.time_us}});
+    json js{{"op", to_string(s.op)}, {"dtype_class", s.dtype_class}, {"group_size", s.group_size},
+            {"bytes", s.bytes},      {"backend", s.backend},         {"time_us", s.time_us}};
+    put_topology(js, s.hosts, s.ranks_per_host);
+    doc["samples"].push_back(std::move(js));
   }
   return doc.dump(indent);
 }
@@ -302,19 +322,48 @@ void TuningTable::save(const std::string& path) const {
   out << to_json() << '\n';
 }
 
-const std::string* TuningTable::lookup(OpType op, DType dtype, int group_size,
-                                       std::size_t bytes) const {
-  // Best entry: exact group size beats "any" (0); exact dtype class beats "any".
+std::string describe(HostShape shape) {
+  if (shape.hosts <= 0) return "unknown topology";
+  if (shape.ranks_per_host <= 0) return fmt::format("{} hosts, uneven", shape.hosts);
+  return fmt::format("{}x{}", shape.hosts, shape.ranks_per_host);
+}
+
+std::string TuningEntry::topology() const {
+  if (hosts != 0 && ranks_per_host != 0) return fmt::format("{}x{}", hosts, ranks_per_host);
+  if (hosts != 0) return fmt::format("{} host{}", hosts, hosts == 1 ? "" : "s");
+  if (ranks_per_host != 0) return fmt::format("{} ranks per host", ranks_per_host);
+  return "any topology";
+}
+
+namespace {
+
+// Whether an entry is for (op, dtype class, group size), topology aside.
+bool for_operation(const TuningEntry& e, OpType op, std::string_view cls, int group_size) {
+  return e.op == op && (e.group_size == 0 || e.group_size == group_size) &&
+         (e.dtype_class == "any" || e.dtype_class == cls);
+}
+
+}  // namespace
+
+const TuningEntry* TuningTable::entry_for(OpType op, DType dtype, int group_size,
+                                          HostShape shape) const {
+  // Most specific wins, most significant first: the topology (each of hosts and ranks per host
+  // named), then the exact group size, then the dtype class.
   const TuningEntry* best = nullptr;
   int best_score = -1;
   const auto cls = dtype_class(dtype);
   for (const auto& e : entries) {
-    if (e.op != op) continue;
-    if (e.group_size != 0 && e.group_size != group_size) continue;
-    if (e.dtype_class != "any" && e.dtype_class != cls) continue;
-    int score = (e.group_size != 0 ? 2 : 0) + (e.dtype_class != "any" ? 1 : 0);
+    if (!for_operation(e, op, cls, group_size) || !e.fits(shape)) continue;
+    const int named = (e.hosts != 0 ? 1 : 0) + (e.ranks_per_host != 0 ? 1 : 0);
+    const int score = named * 4 + (e.group_size != 0 ? 2 : 0) + (e.dtype_class != "any" ? 1 : 0);
     if (score > best_score) best = &e, best_score = score;
   }
+  return best;
+}
+
+const std::string* TuningTable::lookup(OpType op, DType dtype, int group_size, HostShape shape,
+                                       std::size_t bytes) const {
+  const TuningEntry* best = entry_for(op, dtype, group_size, shape);
   if (best == nullptr) return nullptr;
   auto it = std::upper_bound(best->ranges.begin(), best->ranges.end(), bytes,
                              [](std::size_t b, const TuningRange& r) { return b < r.min_bytes; });
@@ -323,12 +372,33 @@ const std::string* TuningTable::lookup(OpType op, DType dtype, int group_size,
   return bytes <= it->max_bytes ? &it->backend : nullptr;
 }
 
+std::string TuningTable::topology_mismatch(OpType op, DType dtype, int group_size,
+                                           HostShape shape) const {
+  if (entry_for(op, dtype, group_size, shape) != nullptr) return {};
+  std::vector<std::string> measured;
+  const auto cls = dtype_class(dtype);
+  for (const auto& e : entries) {
+    if (!for_operation(e, op, cls, group_size)) continue;
+    auto t = e.topology();
+    if (std::find(measured.begin(), measured.end(), t) == measured.end())
+      measured.push_back(std::move(t));
+  }
+  if (measured.empty()) return {};
+  return fmt::format("measured on {}, this communicator {}; not applied", join(measured, ", "),
+                     shape.hosts <= 0 ? std::string("has an unknown topology")
+                                      : fmt::format("is {}", describe(shape)));
+}
+
 std::vector<std::string> TuningTable::validate(const std::vector<std::string>& known) const {
   std::vector<std::string> problems;
   auto where_of = [&](std::size_t i) {
     const auto& e = entries[i];
-    return fmt::format("entries[{}] ({}, dtype_class {}, group_size {})", i, to_string(e.op),
-                       e.dtype_class, e.group_size);
+    return fmt::format(
+        "entries[{}] ({}, dtype_class {}, group_size {}{})", i, to_string(e.op), e.dtype_class,
+        e.group_size,
+        e.hosts == 0 && e.ranks_per_host == 0
+            ? std::string()
+            : fmt::format(", hosts {}, ranks_per_host {}", e.hosts, e.ranks_per_host));
   };
   for (std::size_t n = 0; n < entries.size(); ++n) {
     const auto& e = entries[n];
@@ -338,6 +408,14 @@ std::vector<std::string> TuningTable::validate(const std::vector<std::string>& k
     }
     if (e.group_size < 0) {
       problems.push_back(fmt::format("{}: group_size must be >= 0 (0: any size)", where));
+    }
+    if (e.hosts < 0 || e.ranks_per_host < 0) {
+      problems.push_back(fmt::format("{}: hosts and ranks_per_host must be >= 1 (0: any)", where));
+    } else if (e.hosts != 0 && e.ranks_per_host != 0 && e.group_size != 0 &&
+               static_cast<long long>(e.hosts) * e.ranks_per_host != e.group_size) {
+      problems.push_back(fmt::format(
+          "{}: group_size {} is not hosts x ranks_per_host ({} x {} = {})", where, e.group_size,
+          e.hosts, e.ranks_per_host, static_cast<long long>(e.hosts) * e.ranks_per_host));
     }
     if (e.ranges.empty()) problems.push_back(fmt::format("{}: no ranges", where));
     for (std::size_t i = 0; i < e.ranges.size(); ++i) {
@@ -375,10 +453,11 @@ std::vector<std::string> TuningTable::validate(const std::vector<std::string>& k
     for (std::size_t j = i + 1; j < entries.size(); ++j) {
       const auto& a = entries[i];
       const auto& b = entries[j];
-      if (a.op == b.op && a.dtype_class == b.dtype_class && a.group_size == b.group_size) {
+      if (a.op == b.op && a.dtype_class == b.dtype_class && a.group_size == b.group_size &&
+          a.hosts == b.hosts && a.ranks_per_host == b.ranks_per_host) {
         problems.push_back(
             fmt::format("{}: duplicate entry (entries[{}] has the same op, "
-                        "dtype_class and group_size)",
+                        "dtype_class, group_size, hosts and ranks_per_host)",
                         where_of(j), i));
       }
     }
@@ -390,6 +469,9 @@ std::uint64_t TuningTable::selection_hash() const {
   std::string canon;
   for (const auto& e : entries) {
     canon += fmt::format("{}|{}|{}", to_string(e.op), e.dtype_class, e.group_size);
+    // Only when named, so that a table without topology keeps the hash it always had.
+    if (e.hosts != 0 || e.ranks_per_host != 0)
+      canon += fmt::format("@{}x{}", e.hosts, e.ranks_per_host);
     for (const auto& r : e.ranges)
       canon += fmt::format("|{}-{}={}", r.min_bytes, r.max_bytes, r.backend);
     canon += ';';

@@ -186,9 +186,10 @@ double CommModel::alpha_beta(Collective op, double bytes, const Placement& where
 }
 
 std::optional<CommCost> CommModel::from_table(const TuningTable& table, const char* tier,
-                                              Collective op, double bytes, int ranks,
+                                              Collective op, double bytes, const Placement& where,
                                               DType dtype) const {
   const OpType type = op_type(op);
+  const int ranks = where.size;
   const auto size = static_cast<std::size_t>(std::max(0.0, bytes));
   const auto has = [&](const std::string& backend) {
     return std::any_of(table.samples.begin(), table.samples.end(),
@@ -203,7 +204,9 @@ std::optional<CommCost> CommModel::from_table(const TuningTable& table, const ch
     }
   }
   if (backend.empty()) {
-    if (const std::string* b = table.lookup(type, dtype, ranks, size); b && has(*b)) {
+    if (const std::string* b =
+            table.lookup(type, dtype, ranks, HostShape{where.nodes, where.per_node}, size);
+        b && has(*b)) {
       backend = *b;
       why = "tuning";
     }
@@ -237,7 +240,7 @@ CommCost CommModel::cost(Collective op, double bytes, const Placement& where, DT
   const bool across = where.nodes > 1;
   const auto& table = across ? inter_ : intra_;
   if (table) {
-    if (auto c = from_table(*table, across ? "inter" : "intra", op, bytes, where.size, dtype)) {
+    if (auto c = from_table(*table, across ? "inter" : "intra", op, bytes, where, dtype)) {
       return *c;
     }
   }

@@ -52,9 +52,12 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
     // The tuned choice: the chosen backend's latency at each measured size.
     d << "# tuned\n";
     for (const auto& [bytes, unused] : backends.begin()->second) {
+      // The table's choice for the communicator it was measured on.
+      const TuningSample* first = table.samples.empty() ? nullptr : &table.samples.front();
       const auto* chosen =
           table.lookup(*parse_op(op), klass[op] == "int" ? DType::i32 : DType::f32,
-                       table.samples.empty() ? 0 : table.samples.front().group_size, bytes);
+                       first ? first->group_size : 0,
+                       first ? HostShape{first->hosts, first->ranks_per_host} : HostShape{}, bytes);
       if (chosen == nullptr) continue;
       auto it = backends.find(*chosen);
       if (it != backends.end() && it->second.count(bytes)) {

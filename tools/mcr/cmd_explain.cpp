@@ -43,9 +43,14 @@ void run_explain(const ExplainOptions& o) {
   if (o.ranks < 0) throw InvalidArgument(fmt::format("--ranks {}: must be >= 1", o.ranks));
   Communicator world = init();
   const int ranks = o.ranks > 0 ? o.ranks : world.size();
+  // The world itself when asked about its size: its selector, its hosts x ranks per host. Another
+  // size has no placement, so only table entries that name no topology apply.
+  const bool own = ranks == world.size();
+  const HostShape shape = own ? HostShape{world.hosts(), world.ranks_per_host()} : HostShape{};
   Selection s;
   try {
-    s = explain_selection(*op, *dtype, bytes, ranks, *reduce, device);
+    s = own ? world.explain(*op, *dtype, bytes, *reduce, device)
+            : explain_selection(*op, *dtype, bytes, ranks, *reduce, device);
   } catch (...) {
     finalize();
     throw;
@@ -58,6 +63,9 @@ void run_explain(const ExplainOptions& o) {
                      {"bytes", bytes},
                      {"dtype", std::string(to_string(*dtype))},
                      {"ranks", ranks},
+                     {"hosts", shape.hosts},
+                     {"ranks_per_host", shape.ranks_per_host},
+                     {"topology", describe(shape)},
                      {"device", o.device},
                      {"backend", s.backend},
                      {"source", s.source},
@@ -69,9 +77,11 @@ void run_explain(const ExplainOptions& o) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("{} of {} bytes ({}), {}{}, {} ranks, {}\n", to_string(*op), bytes, format_size(bytes),
-             to_string(*dtype),
+  fmt::print("{} of {} bytes ({}), {}{}, {} ranks ({}), {}\n", to_string(*op), bytes,
+             format_size(bytes), to_string(*dtype),
              is_reduction(*op) ? fmt::format(", reduce {}", to_string(*reduce)) : "", ranks,
+             own ? fmt::format("{}: hosts x ranks per host", describe(shape))
+                 : std::string("unknown topology: --ranks differs from this job"),
              o.device);
   fmt::print("chosen: {} (source: {})\n", s.backend, s.source);
   for (const auto& st : s.steps) {

@@ -54,7 +54,8 @@ int validate_file(const std::string& path) {
 }
 
 void print_entries(const TuningTable& t) {
-  fmt::print("{:<15} {:<6} {:>5}  ranges (bytes: backend)\n", "op", "dtype", "ranks");
+  fmt::print("{:<15} {:<6} {:>5} {:>8}  ranges (bytes: backend)\n", "op", "dtype", "ranks",
+             "topology");
   for (const auto& e : t.entries) {
     std::string ranges;
     for (const auto& r : e.ranges) {
@@ -62,7 +63,9 @@ void print_entries(const TuningTable& t) {
           "{}[{}, {}]: {}", ranges.empty() ? "" : "  ", r.min_bytes,
           r.max_bytes == kMaxBytes ? std::string("inf") : std::to_string(r.max_bytes), r.backend);
     }
-    fmt::print("{:<15} {:<6} {:>5}  {}\n", to_string(e.op), e.dtype_class, e.group_size, ranges);
+    const std::string shape = e.hosts != 0 || e.ranks_per_host != 0 ? e.topology() : "any";
+    fmt::print("{:<15} {:<6} {:>5} {:>8}  {}\n", to_string(e.op), e.dtype_class, e.group_size,
+               shape, ranges);
   }
 }
 

@@ -9,7 +9,8 @@
 
 namespace mcr::bench {
 
-/// Provenance of a table measured on `comm`: hosts, ranks, ranks per host, CPU model, library
+/// Provenance of a table measured on `comm`: hosts (count, as Communicator::hosts()), host_names,
+/// ranks, ranks per host (Communicator::ranks_per_host(), "uneven" when 0), CPU model, library
 /// versions, usable backends, UTC date and `command`. Collective.
 std::map<std::string, std::string> provenance(Communicator& comm, const std::string& command);
 

@@ -56,7 +56,7 @@ class CommModel {
 
  private:
   std::optional<CommCost> from_table(const TuningTable& table, const char* tier, Collective op,
-                                     double bytes, int ranks, DType dtype) const;
+                                     double bytes, const Placement& where, DType dtype) const;
   SystemSpec system_;
   bool gpu_buffers_;
   std::optional<TuningTable> intra_;

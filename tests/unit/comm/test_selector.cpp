@@ -34,9 +34,11 @@ class FakeBackend final : public Backend {
 struct Fixture {
   FakeBackend mpi{"mpi", false};
   FakeBackend gloo{"gloo", true};
-  Selector make(std::string_view rules, std::shared_ptr<TuningTable> table = nullptr) {
+  // Two ranks on one host unless said otherwise.
+  Selector make(std::string_view rules, std::shared_ptr<TuningTable> table = nullptr,
+                HostShape shape = {1, 2}) {
     return Selector(std::make_shared<RuleSet>(RuleSet::parse(rules)), std::move(table),
-                    {&mpi, &gloo}, {{"nccl", "no CUDA device"}}, 2);
+                    {&mpi, &gloo}, {{"nccl", "no CUDA device"}}, 2, shape);
   }
 };
 
@@ -117,4 +119,83 @@ TEST(Selector, OverrideErrorsNameBackendOpAndDtype) {
   EXPECT_THROW(
       s.pick_override("nccl", OpType::gather, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4),
       UnsupportedError);
+}
+
+namespace {
+// all_reduce of any size on `backend`, measured on `hosts` x `rph` (0: any).
+TuningEntry all_reduce_on(std::string backend, int hosts, int rph) {
+  TuningEntry e{OpType::all_reduce, "any", 0, {{0, kMaxBytes, std::move(backend)}}};
+  e.hosts = hosts;
+  e.ranks_per_host = rph;
+  return e;
+}
+}  // namespace
+
+TEST(Selector, TableOfAnotherTopologyFallsBackAndSaysWhy) {
+  Fixture f;
+  auto elsewhere = std::make_shared<TuningTable>();
+  elsewhere->entries.push_back(all_reduce_on("gloo", 4, 1));
+  auto s = f.make("", elsewhere);  // 1x2
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 64).name(),
+            "mpi");
+  const auto e = s.explain(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 64);
+  EXPECT_EQ(e.backend, "mpi");
+  EXPECT_EQ(e.source, "default");
+  ASSERT_FALSE(e.steps.empty());
+  EXPECT_EQ(e.steps[0].reason,
+            "default priority #1 (tuning table: measured on 4x1, this communicator is 1x2; not "
+            "applied)");
+  // An op the table has no entry for: nothing about the table.
+  EXPECT_EQ(s.explain(OpType::broadcast, DType::f32, ReduceOp::sum, Device::Kind::cpu, 64)
+                .steps[0]
+                .reason,
+            "default priority #1");
+  // The same table on the topology it was measured on decides.
+  auto there = f.make("", elsewhere, {4, 1});
+  EXPECT_EQ(there.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 64).name(),
+            "gloo");
+  const auto t =
+      there.explain(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 64);
+  EXPECT_EQ(t.source, "tuning");
+  EXPECT_NE(t.steps[0].reason.find("2 ranks on 4x1"), std::string::npos) << t.steps[0].reason;
+  // Rules still come first.
+  auto ruled = f.make("all_reduce:*=gloo", elsewhere);
+  EXPECT_EQ(ruled.explain(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 64)
+                .steps[0]
+                .reason,
+            "rule #1 (all_reduce:*=gloo)");
+}
+
+TEST(Selector, ExactTopologyBeatsWildcardWhichBeatsNothing) {
+  Fixture f;
+  auto table = std::make_shared<TuningTable>();
+  table->entries.push_back(all_reduce_on("mpi", 0, 0));   // any topology
+  table->entries.push_back(all_reduce_on("gloo", 1, 2));  // this one
+  table->entries.push_back(all_reduce_on("mpi", 2, 1));   // another
+  auto here = f.make("", table);
+  EXPECT_EQ(here.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 8).name(),
+            "gloo");
+  auto wildcard_only = std::make_shared<TuningTable>();
+  wildcard_only->entries.push_back(all_reduce_on("gloo", 0, 0));
+  wildcard_only->entries.push_back(all_reduce_on("mpi", 4, 1));
+  EXPECT_EQ(f.make("", wildcard_only)
+                .explain(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 8)
+                .source,
+            "tuning");
+  // Uneven groups only take entries that leave ranks per host open.
+  auto uneven = f.make("", table, {2, 0});
+  const auto u =
+      uneven.explain(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 8);
+  EXPECT_EQ(u.backend, "mpi");
+  EXPECT_EQ(u.source, "tuning");  // the wildcard entry, not 2x1
+  auto exact_only = std::make_shared<TuningTable>();
+  exact_only->entries.push_back(all_reduce_on("gloo", 2, 1));
+  const auto e = f.make("", exact_only, {2, 0})
+                     .explain(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 8);
+  EXPECT_EQ(e.source, "default");
+  EXPECT_NE(e.steps[0].reason.find("measured on 2x1, this communicator is 2 hosts, uneven"),
+            std::string::npos)
+      << e.steps[0].reason;
+  // Different topologies, different selection inputs: the cross-rank hash tells them apart.
+  EXPECT_NE(f.make("", table).config_hash(), f.make("", exact_only).config_hash());
 }

@@ -154,3 +154,148 @@ TEST(TuningTable, LoadNamesTheFile) {
         << m;
   }
 }
+
+// ---- topology: hosts x ranks per host
+// ------------------------------------------------------------
+
+namespace {
+// An entry over every byte count on one backend, for `hosts` x `rph` (0: any).
+TuningEntry whole(OpType op, std::string cls, int group_size, int hosts, int rph,
+                  std::string backend) {
+  TuningEntry e{op, std::move(cls), group_size, {{0, kMaxBytes, std::move(backend)}}};
+  e.hosts = hosts;
+  e.ranks_per_host = rph;
+  return e;
+}
+std::string with_entries(std::string_view entries) {
+  return fmt::format(R"({{"format": "mcr-tuning", "version": 1, "entries": [{}]}})", entries);
+}
+}  // namespace
+
+TEST(TuningTableTopology, OldTablesReadAsAnyTopologyAndKeepTheirHash) {
+  const auto t = TuningTable::parse_json(
+      with_entries(R"({"op": "all_reduce", "ranges": [{"backend": "gloo"}]})"));
+  ASSERT_EQ(t.entries.size(), 1u);
+  EXPECT_EQ(t.entries[0].hosts, 0);
+  EXPECT_EQ(t.entries[0].ranks_per_host, 0);
+  EXPECT_EQ(t.entries[0].topology(), "any topology");
+  // Written back without the keys, and hashed as before they existed (the canonical form written
+  // out by hand: op|class|group size|lo-hi=backend;).
+  EXPECT_EQ(t.to_json().find("hosts"), std::string::npos);
+  EXPECT_EQ(t.selection_hash(), fnv1a("all_reduce|any|0|0-18446744073709551615=gloo;"));
+  // It fits every shape, known or not.
+  for (HostShape s : {HostShape{4, 1}, HostShape{2, 2}, HostShape{3, 0}, HostShape{}})
+    EXPECT_EQ(*t.lookup(OpType::all_reduce, DType::f32, 4, s, 8), "gloo") << describe(s);
+}
+
+TEST(TuningTableTopology, KeysRoundTripAndChangeTheHash) {
+  const auto t = TuningTable::parse_json(with_entries(
+      R"({"op": "all_reduce", "group_size": 4, "hosts": 4, "ranks_per_host": 1,
+          "ranges": [{"backend": "gloo"}]})"));
+  EXPECT_EQ(t.entries[0].hosts, 4);
+  EXPECT_EQ(t.entries[0].ranks_per_host, 1);
+  EXPECT_EQ(t.entries[0].topology(), "4x1");
+  const auto back = TuningTable::parse_json(t.to_json());
+  EXPECT_EQ(back.entries, t.entries);
+  EXPECT_EQ(back.selection_hash(), t.selection_hash());
+  auto other = t;
+  other.entries[0].hosts = 2;
+  other.entries[0].ranks_per_host = 2;
+  EXPECT_NE(other.selection_hash(), t.selection_hash());
+  // Samples carry them too.
+  TuningTable s = sample_table();
+  s.samples[0].hosts = 1;
+  s.samples[0].ranks_per_host = 2;
+  const auto sback = TuningTable::parse_json(s.to_json());
+  EXPECT_EQ(sback.samples, s.samples);
+}
+
+TEST(TuningTableTopology, BadValuesNamedWithEntryAndRule) {
+  const auto p = TuningTable::problems(with_entries(
+      R"({"op": "all_reduce", "hosts": -1, "ranks_per_host": "2", "ranges": [{"backend": "mpi"}]},
+         {"op": "broadcast", "hosts": 1.5, "ranges": [{"backend": "mpi"}]})"));
+  EXPECT_TRUE(mentions(p, "entries[0]: hosts -1 must be an integer >= 1 (0 or absent: any)"));
+  EXPECT_TRUE(
+      mentions(p, "entries[0]: ranks_per_host \"2\" must be an integer >= 1 (0 or absent: any)"));
+  EXPECT_TRUE(mentions(p, "entries[1]: hosts 1.5 must be an integer >= 1"));
+  // A sample is checked the same way.
+  EXPECT_TRUE(mentions(TuningTable::problems(R"({"format": "mcr-tuning", "version": 1,
+        "entries": [{"op": "all_reduce", "ranges": [{"backend": "mpi"}]}],
+        "samples": [{"op": "all_reduce", "bytes": 4, "backend": "mpi", "time_us": 1,
+                     "ranks_per_host": -3}]})"),
+                       "samples[0]: ranks_per_host -3 must be an integer >= 1"));
+  // A group size that contradicts hosts x ranks per host.
+  EXPECT_TRUE(
+      mentions(TuningTable::problems(with_entries(
+                   R"({"op": "all_reduce", "group_size": 4, "hosts": 2,
+                               "ranks_per_host": 1, "ranges": [{"backend": "mpi"}]})")),
+               "entries[0] (all_reduce, dtype_class any, group_size 4, hosts 2, "
+               "ranks_per_host 1): group_size 4 is not hosts x ranks_per_host (2 x 1 = 2)"));
+}
+
+TEST(TuningTableTopology, DuplicateKeyIncludesTheTopology) {
+  const std::string a = R"({"op": "all_reduce", "hosts": 4, "ranks_per_host": 1,
+                             "ranges": [{"backend": "mpi"}]})";
+  const std::string b = R"({"op": "all_reduce", "hosts": 2, "ranks_per_host": 2,
+                             "ranges": [{"backend": "gloo"}]})";
+  const std::string any = R"({"op": "all_reduce", "ranges": [{"backend": "gloo"}]})";
+  EXPECT_TRUE(TuningTable::problems(with_entries(a + "," + b + "," + any)).empty());
+  const auto p = TuningTable::problems(with_entries(a + "," + any + "," + a));
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("entries[2] (all_reduce, dtype_class any, group_size 0, hosts 4, "
+                      "ranks_per_host 1): duplicate entry (entries[0] has the same op, "
+                      "dtype_class, group_size, hosts and ranks_per_host)"),
+            std::string::npos)
+      << p[0];
+  // And loading it names the file.
+  const std::string path = ::testing::TempDir() + "table_duplicate_topology.json";
+  {
+    std::ofstream out(path);
+    out << with_entries(a + "," + a);
+  }
+  try {
+    (void)TuningTable::load(path);
+    ADD_FAILURE() << "load accepted a duplicate entry";
+  } catch (const InvalidArgument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(fmt::format("tuning table '{}' is invalid", path)), std::string::npos) << m;
+    EXPECT_NE(m.find("duplicate entry"), std::string::npos) << m;
+  }
+}
+
+TEST(TuningTableTopology, ExactShapeBeatsPartialBeatsAny) {
+  TuningTable t;
+  // Exact group size and dtype class, but no topology: the least specific on topology.
+  t.entries.push_back(whole(OpType::all_reduce, "float", 2, 0, 0, "any-shape"));
+  t.entries.push_back(whole(OpType::all_reduce, "any", 0, 1, 0, "one-host"));
+  t.entries.push_back(whole(OpType::all_reduce, "any", 0, 1, 2, "1x2"));
+  t.entries.push_back(whole(OpType::all_reduce, "any", 0, 2, 0, "two-hosts"));
+  auto pick = [&](int group, HostShape s) {
+    const auto* b = t.lookup(OpType::all_reduce, DType::f32, group, s, 64);
+    return b ? *b : std::string("none");
+  };
+  EXPECT_EQ(pick(2, {1, 2}), "1x2");        // both named beats group size and class
+  EXPECT_EQ(pick(3, {1, 3}), "one-host");   // hosts named beats nothing named
+  EXPECT_EQ(pick(2, {2, 1}), "two-hosts");  // hosts named beats exact group size + class
+  EXPECT_EQ(pick(4, {2, 0}), "two-hosts");  // uneven: the open ranks_per_host fits
+  EXPECT_EQ(pick(2, {4, 0}), "any-shape");  // uneven 4 hosts: only the wildcard fits
+  EXPECT_EQ(pick(2, {}), "any-shape");      // unknown shape: only the wildcard fits
+}
+
+TEST(TuningTableTopology, OtherTopologyIsNotAppliedAndSaysWhy) {
+  TuningTable t;
+  t.entries.push_back(whole(OpType::all_reduce, "any", 4, 4, 1, "gloo"));
+  t.entries.push_back(whole(OpType::all_reduce, "any", 0, 8, 1, "gloo"));
+  EXPECT_EQ(t.lookup(OpType::all_reduce, DType::f32, 4, HostShape{2, 2}, 64), nullptr);
+  EXPECT_EQ(t.topology_mismatch(OpType::all_reduce, DType::f32, 4, HostShape{2, 2}),
+            "measured on 4x1, 8x1, this communicator is 2x2; not applied");
+  EXPECT_EQ(t.topology_mismatch(OpType::all_reduce, DType::f32, 2, HostShape{1, 2}),
+            "measured on 8x1, this communicator is 1x2; not applied");
+  EXPECT_EQ(t.topology_mismatch(OpType::all_reduce, DType::f32, 4, HostShape{3, 0}),
+            "measured on 4x1, 8x1, this communicator is 3 hosts, uneven; not applied");
+  EXPECT_EQ(t.topology_mismatch(OpType::all_reduce, DType::f32, 4, HostShape{}),
+            "measured on 4x1, 8x1, this communicator has an unknown topology; not applied");
+  // Where an entry fits, or the op has none, there is nothing to say.
+  EXPECT_EQ(t.topology_mismatch(OpType::all_reduce, DType::f32, 4, HostShape{4, 1}), "");
+  EXPECT_EQ(t.topology_mismatch(OpType::broadcast, DType::f32, 4, HostShape{2, 2}), "");
+}
