@@ -93,7 +93,8 @@ class HierBackend final : public Backend {
     const auto steps = composed_steps(op);
     if (steps.empty()) {
       return Support::no(
-          "hier composes all_reduce, all_gather, reduce_scatter, broadcast and reduce only");
+          "hier composes all_reduce, all_gather, reduce_scatter, broadcast and reduce only; "
+          "send, recv and the other operations fall through to a flat backend");
     }
     for (const StepOp& s : steps) {
       const std::string& fixed = s.intra ? config_.intra : config_.inter;
