@@ -294,6 +294,10 @@ void finish_composed_before_blocking(const Backend& b, const OpArgs& args) {
   if (args.async || !b.needs_host_progress() || dynamic_cast<const HierBackend*>(&b) != nullptr) {
     return;
   }
+  finish_composed_ops();
+}
+
+void finish_composed_ops() {
   auto any_busy = [] {
     std::lock_guard lock(live_mu);
     return std::any_of(live.begin(), live.end(), [](const HierBackend* h) { return h->busy(); });

@@ -43,4 +43,8 @@ bool forming_hier_groups() noexcept;
 /// blocked library call would withhold from peers waiting for them (docs/design.md, rule 4).
 void finish_composed_before_blocking(const Backend& b, const OpArgs& args);
 
+/// Completes every composed operation in flight on this process (progressing every backend).
+/// Called before anything that may block in a library regardless of the operation: a split.
+void finish_composed_ops();
+
 }  // namespace mcr::detail
