@@ -166,5 +166,41 @@ TEST(Hier, AsyncComposedAcrossFlatOps) {
   }
 }
 
+// Messages of several MiB are pipelined in pieces (docs/hier-backend.md): two pieces with padding,
+// four without, sync and async, in place and not.
+TEST(Hier, PipelinedLargeAllReduce) {
+  if (expectation() != "composes") GTEST_SKIP() << "this launch does not compose";
+  const int size = world().size();
+  const int rank = world().rank();
+  CallOptions hier;
+  hier.backend = "hier";
+  for (const std::size_t count : {std::size_t{(8u << 20) / 4 + 5}, std::size_t{(16u << 20) / 4}}) {
+    for (const bool async : {false, true}) {
+      for (const bool in_place : {false, true}) {
+        std::vector<std::int32_t> in(count), out(count, -1);
+        for (std::size_t j = 0; j < count; ++j)
+          in[j] = static_cast<std::int32_t>(rank * 1000 + static_cast<int>(j % 101));
+        std::vector<std::int32_t>& result = in_place ? in : out;
+        if (async) {
+          Work w = in_place ? world().iall_reduce(in, ReduceOp::sum, hier)
+                            : world().iall_reduce(in, out, ReduceOp::sum, hier);
+          w.wait();
+        } else if (in_place) {
+          world().all_reduce(in, ReduceOp::sum, hier);
+        } else {
+          world().all_reduce(in, out, ReduceOp::sum, hier);
+        }
+        for (std::size_t j = 0; j < count; j += 4093) {
+          const auto want = static_cast<std::int32_t>(1000 * size * (size - 1) / 2 +
+                                                      size * static_cast<int>(j % 101));
+          ASSERT_EQ(result[j], want) << "count " << count << " element " << j;
+        }
+        ASSERT_EQ(result[count - 1], static_cast<std::int32_t>(1000 * size * (size - 1) / 2 +
+                                                                size * static_cast<int>((count - 1) % 101)));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mcr::test

@@ -190,23 +190,40 @@ class HierBackend final : public Backend {
   }
 
   static bool drive(ComposedOp& op) {
-    for (;;) {
-      if (op.in_flight) {
-        if (!op.current.test()) return false;
-        op.in_flight = false;
-        op.current = Work();
-        ++op.next;
-      }
-      if (op.next == op.steps.size()) return true;
-      ComposedStep& s = op.steps[op.next];
-      if (s.local) {
-        s.local();
-        ++op.next;
-        continue;
-      }
-      op.current = s.issue();
-      op.in_flight = true;
+    const std::size_t n = op.steps.size();
+    if (op.finished.size() != n) {
+      op.finished.assign(n, 0);
+      op.works.resize(n);
     }
+    auto ready = [&](std::size_t i) {
+      const ComposedStep& s = op.steps[i];
+      if (!s.explicit_after) return i == 0 || op.finished[i - 1] != 0;
+      return std::all_of(s.after.begin(), s.after.end(),
+                         [&](std::size_t d) { return op.finished[d] != 0; });
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (std::size_t i = 0; i < op.next; ++i) {
+        if (op.finished[i] == 0 && op.works[i].test()) {
+          op.finished[i] = 1;
+          op.works[i] = Work();
+          changed = true;
+        }
+      }
+      while (op.next < n && ready(op.next)) {
+        ComposedStep& s = op.steps[op.next];
+        if (s.local) {
+          s.local();
+          op.finished[op.next] = 1;
+        } else {
+          op.works[op.next] = s.issue();
+        }
+        ++op.next;
+        changed = true;
+      }
+    }
+    return op.next == n && std::all_of(op.finished.begin(), op.finished.end(),
+                                       [](char f) { return f != 0; });
   }
 
   void fail_all(const std::exception_ptr& e) {

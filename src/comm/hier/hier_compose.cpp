@@ -1,5 +1,6 @@
 #include "hier_compose.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "mcr/tensor.hpp"
@@ -65,28 +66,54 @@ class Composer {
   Communicator* intra() const { return const_cast<Communicator*>(&l_.intra); }
   Communicator* inter() const { return const_cast<Communicator*>(&l_.inter); }
 
+  // Pieces of about kPieceBytes or more, at most kMaxPieces: the intra reduce_scatter of piece
+  // k + 1 and the all_gather of piece k - 1 run while the inter all_reduce of piece k crosses the
+  // hosts. Decided from the count and dtype alone, so equal on every rank.
+  static constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
+  static constexpr std::size_t kMaxPieces = 4;
+
   void all_reduce() {
     const auto L = static_cast<std::size_t>(l_.per_host);
-    const std::size_t c = (a_.count + L - 1) / L;  // each local rank's share, padded up
-    const std::size_t padded = c * L;
+    const std::size_t K =
+        std::clamp<std::size_t>(a_.count * es_ / kPieceBytes, std::size_t{1}, kMaxPieces);
+    const std::size_t c = (a_.count + L * K - 1) / (L * K);  // each local rank's share of a piece
+    const std::size_t piece = c * L;
+    const std::size_t padded = piece * K;
     const void* src = a_.in;
     void* gathered = a_.out;
+    std::vector<std::size_t> first;  // what the reduce_scatters wait for
     if (padded != a_.count) {
       std::byte* in = scratch(padded);
       copy(in, a_.in, a_.count);
+      first.push_back(op_->steps.size() - 1);
       src = in;
       gathered = scratch(padded);
     }
-    std::byte* share = scratch(c);
+    std::byte* shares = scratch(c * K);
     const ReduceOp r = a_.reduce;
     auto* A = intra();
     auto* B = inter();
     const auto oa = intra_opts_, ob = inter_opts_;
-    const Tensor in = t(src, padded), part = t(share, c), all = t(gathered, padded);
-    op_->steps.push_back({{}, [=] { return A->ireduce_scatter(in, part, r, oa); }});
-    op_->steps.push_back({{}, [=] { return B->iall_reduce(part, r, ob); }});
-    op_->steps.push_back({{}, [=] { return A->iall_gather(part, all, oa); }});
-    if (gathered != a_.out) copy(a_.out, gathered, a_.count);
+    std::vector<std::size_t> rs(K);
+    for (std::size_t k = 0; k < K; ++k) {
+      const Tensor in = t(static_cast<const std::byte*>(src) + k * piece * es_, piece);
+      const Tensor part = t(shares + k * c * es_, c);
+      rs[k] = op_->steps.size();
+      op_->steps.push_back({{}, [=] { return A->ireduce_scatter(in, part, r, oa); }, first, true});
+    }
+    std::vector<std::size_t> ag;
+    for (std::size_t k = 0; k < K; ++k) {
+      const Tensor part = t(shares + k * c * es_, c);
+      const Tensor all = t(static_cast<std::byte*>(gathered) + k * piece * es_, piece);
+      op_->steps.push_back({{}, [=] { return B->iall_reduce(part, r, ob); }, {rs[k]}, true});
+      ag.push_back(op_->steps.size());
+      op_->steps.push_back({{}, [=] { return A->iall_gather(part, all, oa); }, {}, false});
+    }
+    if (gathered != a_.out) {
+      copy(a_.out, gathered, a_.count);
+      op_->steps.back().after = ag;
+      op_->steps.back().explicit_after = true;
+    }
   }
 
   // Input block of parent rank (h, l) goes to position l * hosts + h: the intra reduce_scatter

@@ -35,18 +35,28 @@ struct HierLayout {
 /// asynchronous form, whatever the form of the composed call: the form must agree across the
 /// members of a sub-communicator (MPI matches no blocking collective with a nonblocking one), and
 /// whether a rank could block is its own view (docs/design.md, "Composed operations").
+///
+/// Steps are issued strictly in list order (the list is the same on every rank, so each
+/// sub-communicator sees the same sequence), each once the steps it depends on have completed;
+/// several may be in flight at once, which lets a pipelined all_reduce overlap its levels.
 struct ComposedStep {
+  ComposedStep(std::function<void()> l, std::function<Work()> i, std::vector<std::size_t> a = {},
+               bool e = false)
+      : local(std::move(l)), issue(std::move(i)), after(std::move(a)), explicit_after(e) {}
   std::function<void()> local;
   std::function<Work()> issue;
+  /// The steps that must have completed first; when `explicit_after` is false, the previous one.
+  std::vector<std::size_t> after;
+  bool explicit_after = false;
 };
 
 /// A composed operation in progress: its steps, the scratch buffers they share, and where it is.
 struct ComposedOp {
   std::vector<ComposedStep> steps;
   std::vector<std::vector<std::byte>> scratch;
-  std::size_t next = 0;  ///< the step to run next (or the one in flight)
-  Work current;          ///< the sub-operation in flight
-  bool in_flight = false;
+  std::size_t next = 0;         ///< the next step to issue, in list order
+  std::vector<Work> works;      ///< per issued sub-operation step, while in flight
+  std::vector<char> finished;   ///< per step
   bool done = false;
   std::exception_ptr error;
 };
