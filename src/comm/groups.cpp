@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "hier/hier_backend.hpp"
 #include "mcr/communicator.hpp"
 #include "mcr/errors.hpp"
-#include "hier/hier_backend.hpp"
 #include "runtime.hpp"
 
 namespace mcr {

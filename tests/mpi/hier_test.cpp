@@ -82,8 +82,8 @@ INSTANTIATE_TEST_SUITE_P(Hier, Composed, ::testing::ValuesIn(composed_ops()),
 // Ops hier does not compose are declined with the reason, so that selection falls through.
 TEST(Hier, DeclinesWhatItDoesNotCompose) {
   if (!has_hier(world())) GTEST_SKIP() << "hier is not up here";
-  const Selection s = world().explain(OpType::all_to_all, DType::f32, 4096, ReduceOp::sum,
-                                      Device::cpu());
+  const Selection s =
+      world().explain(OpType::all_to_all, DType::f32, 4096, ReduceOp::sum, Device::cpu());
   EXPECT_NE(s.backend, "hier");
   std::vector<float> in(static_cast<std::size_t>(world().size()) * 4, 1.0f), out(in.size());
   CallOptions opts;
@@ -101,11 +101,11 @@ TEST(Hier, DeclinesWhatItDoesNotCompose) {
 // sends large reduce_scatters to it, explain() says so, and default priority never prefers it.
 TEST(Hier, RulesAndExplainSeeIt) {
   if (!has_hier(world())) GTEST_SKIP() << "hier is not up here";
-  const Selection small = world().explain(OpType::reduce_scatter, DType::f32, 1024,
-                                          ReduceOp::sum, Device::cpu());
+  const Selection small =
+      world().explain(OpType::reduce_scatter, DType::f32, 1024, ReduceOp::sum, Device::cpu());
   EXPECT_NE(small.backend, "hier") << "default priority must prefer the flat backends";
-  const Selection big = world().explain(OpType::reduce_scatter, DType::f32, 1 << 20,
-                                        ReduceOp::sum, Device::cpu());
+  const Selection big =
+      world().explain(OpType::reduce_scatter, DType::f32, 1 << 20, ReduceOp::sum, Device::cpu());
   EXPECT_EQ(big.backend, "hier");
   EXPECT_EQ(big.source, "rule");
   const auto share = static_cast<std::size_t>(1 << 18) / static_cast<std::size_t>(world().size());
@@ -130,8 +130,8 @@ TEST(Hier, UnusableSaysWhy) {
   } catch (const UnsupportedError& e) {
     EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
   }
-  const Selection s = world().explain(OpType::all_reduce, DType::f32, 32, ReduceOp::sum,
-                                      Device::cpu());
+  const Selection s =
+      world().explain(OpType::all_reduce, DType::f32, 32, ReduceOp::sum, Device::cpu());
   EXPECT_NE(s.backend, "hier");
 }
 
@@ -159,8 +159,8 @@ TEST(Hier, AsyncComposedAcrossFlatOps) {
     it->wait();
   for (int i = 0; i < kOps; ++i) {
     for (std::size_t j = 0; j < kCount; j += 97) {
-      const std::int32_t want = static_cast<std::int32_t>(
-          7 * size * (size - 1) / 2 + size * (i + static_cast<int>(j % 13)));
+      const std::int32_t want = static_cast<std::int32_t>(7 * size * (size - 1) / 2 +
+                                                          size * (i + static_cast<int>(j % 13)));
       ASSERT_EQ(bufs[static_cast<std::size_t>(i)][j], want) << "op " << i << " element " << j;
     }
   }
@@ -195,8 +195,9 @@ TEST(Hier, PipelinedLargeAllReduce) {
                                                       size * static_cast<int>(j % 101));
           ASSERT_EQ(result[j], want) << "count " << count << " element " << j;
         }
-        ASSERT_EQ(result[count - 1], static_cast<std::int32_t>(1000 * size * (size - 1) / 2 +
-                                                                size * static_cast<int>((count - 1) % 101)));
+        ASSERT_EQ(result[count - 1],
+                  static_cast<std::int32_t>(1000 * size * (size - 1) / 2 +
+                                            size * static_cast<int>((count - 1) % 101)));
       }
     }
   }

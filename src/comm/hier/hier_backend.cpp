@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <deque>
-#include <mutex>
-#include <thread>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -69,9 +69,11 @@ class HierPending final : public PendingOp {
 
 class HierBackend final : public Backend {
  public:
-  HierBackend(CommState& parent, std::vector<Backend*> flat, HierConfig config,
-              GroupTopology view)
-      : parent_(parent), flat_(std::move(flat)), config_(std::move(config)), view_(std::move(view)) {
+  HierBackend(CommState& parent, std::vector<Backend*> flat, HierConfig config, GroupTopology view)
+      : parent_(parent),
+        flat_(std::move(flat)),
+        config_(std::move(config)),
+        view_(std::move(view)) {
     std::lock_guard lock(live_mu);
     live.push_back(this);
   }
@@ -169,8 +171,9 @@ class HierBackend final : public Backend {
 
   void abandon() noexcept {
     if (broken_.empty()) {
-      broken_ = "hier: an earlier composed operation timed out; its sub-operations may still be "
-                "matched by peers, so this communicator composes nothing more";
+      broken_ =
+          "hier: an earlier composed operation timed out; its sub-operations may still be "
+          "matched by peers, so this communicator composes nothing more";
     }
     for (auto& op : queue_) {
       if (!op->error) op->error = std::make_exception_ptr(Error(broken_));
@@ -222,8 +225,8 @@ class HierBackend final : public Backend {
         changed = true;
       }
     }
-    return op.next == n && std::all_of(op.finished.begin(), op.finished.end(),
-                                       [](char f) { return f != 0; });
+    return op.next == n &&
+           std::all_of(op.finished.begin(), op.finished.end(), [](char f) { return f != 0; });
   }
 
   void fail_all(const std::exception_ptr& e) {
@@ -240,7 +243,6 @@ class HierBackend final : public Backend {
       queue_[i]->error = std::make_exception_ptr(Error(broken_));
     queue_.clear();
   }
-
 
   CommState& parent_;
   std::vector<Backend*> flat_;
@@ -328,8 +330,7 @@ void finish_composed_ops() {
 
 std::unique_ptr<Backend> make_hier_backend(CommState& parent, std::vector<Backend*> flat,
                                            HierConfig config, GroupTopology view) {
-  return std::make_unique<HierBackend>(parent, std::move(flat), std::move(config),
-                                       std::move(view));
+  return std::make_unique<HierBackend>(parent, std::move(flat), std::move(config), std::move(view));
 }
 
 }  // namespace mcr::detail

@@ -10,8 +10,8 @@ namespace mcr::detail {
 std::vector<StepOp> composed_steps(OpType op) {
   switch (op) {
     case OpType::all_reduce:  // each host reduces a share, hosts combine shares, hosts share back
-      return {{true, OpType::reduce_scatter}, {false, OpType::all_reduce},
-              {true, OpType::all_gather}};
+      return {
+          {true, OpType::reduce_scatter}, {false, OpType::all_reduce}, {true, OpType::all_gather}};
     case OpType::reduce_scatter:
       return {{true, OpType::reduce_scatter}, {false, OpType::reduce_scatter}};
     case OpType::all_gather:
@@ -41,12 +41,23 @@ class Composer {
   std::unique_ptr<ComposedOp> build() {
     if (a_.count == 0) return std::move(op_);  // nothing moves: complete at once on every rank
     switch (a_.op) {
-      case OpType::all_reduce: all_reduce(); break;
-      case OpType::reduce_scatter: reduce_scatter(); break;
-      case OpType::all_gather: all_gather(); break;
-      case OpType::broadcast: broadcast(); break;
-      case OpType::reduce: reduce(); break;
-      default: break;  // supports() never lets another op reach here
+      case OpType::all_reduce:
+        all_reduce();
+        break;
+      case OpType::reduce_scatter:
+        reduce_scatter();
+        break;
+      case OpType::all_gather:
+        all_gather();
+        break;
+      case OpType::broadcast:
+        broadcast();
+        break;
+      case OpType::reduce:
+        reduce();
+        break;
+      default:
+        break;  // supports() never lets another op reach here
     }
     return std::move(op_);
   }
@@ -126,14 +137,14 @@ class Composer {
     const auto* in = static_cast<const std::byte*>(a_.in);
     const std::vector<int> rank_at = l_.rank_at;
     const std::size_t bytes = n * es_;
-    op_->steps.push_back({[=] {
-                            for (std::size_t h = 0; h < H; ++h)
-                              for (std::size_t l = 0; l < L; ++l)
-                                std::memcpy(arranged + (l * H + h) * bytes,
-                                            in + static_cast<std::size_t>(rank_at[h * L + l]) * bytes,
-                                            bytes);
-                          },
-                          {}});
+    op_->steps.push_back(
+        {[=] {
+           for (std::size_t h = 0; h < H; ++h)
+             for (std::size_t l = 0; l < L; ++l)
+               std::memcpy(arranged + (l * H + h) * bytes,
+                           in + static_cast<std::size_t>(rank_at[h * L + l]) * bytes, bytes);
+         },
+         {}});
     const ReduceOp r = a_.reduce;
     auto* A = intra();
     auto* B = inter();
@@ -160,8 +171,9 @@ class Composer {
     op_->steps.push_back({[=] {
                             for (std::size_t h = 0; h < H; ++h)
                               for (std::size_t l = 0; l < L; ++l)
-                                std::memcpy(out + static_cast<std::size_t>(rank_at[h * L + l]) * bytes,
-                                            arranged + (l * H + h) * bytes, bytes);
+                                std::memcpy(
+                                    out + static_cast<std::size_t>(rank_at[h * L + l]) * bytes,
+                                    arranged + (l * H + h) * bytes, bytes);
                           },
                           {}});
   }
@@ -194,8 +206,8 @@ class Composer {
     const auto [root_host, root_local] = where(a_.root);
     const std::size_t n = a_.count;
     std::byte* host_sum = scratch(n);
-    const bool root = l_.rank_at[static_cast<std::size_t>(l_.host * l_.per_host + l_.local)] ==
-                      a_.root;
+    const bool root =
+        l_.rank_at[static_cast<std::size_t>(l_.host * l_.per_host + l_.local)] == a_.root;
     void* result = root ? a_.out : scratch(n);
     const ReduceOp r = a_.reduce;
     auto* A = intra();

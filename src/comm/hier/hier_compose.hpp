@@ -22,11 +22,11 @@ namespace mcr::detail {
 struct HierLayout {
   int hosts = 1;
   int per_host = 1;
-  int host = 0;   ///< this rank's host = its rank in `inter`
-  int local = 0;  ///< this rank's local index = its rank in `intra`
-  std::vector<int> rank_at;  ///< (host * per_host + local) -> rank in the parent
-  Communicator intra;        ///< the members on this rank's host, ordered by local index
-  Communicator inter;        ///< the members with this rank's local index, ordered by host
+  int host = 0;               ///< this rank's host = its rank in `inter`
+  int local = 0;              ///< this rank's local index = its rank in `intra`
+  std::vector<int> rank_at;   ///< (host * per_host + local) -> rank in the parent
+  Communicator intra;         ///< the members on this rank's host, ordered by local index
+  Communicator inter;         ///< the members with this rank's local index, ordered by host
   std::string intra_backend;  ///< fixed by MCR_HIER, or empty: selected per step
   std::string inter_backend;
 };
@@ -54,9 +54,9 @@ struct ComposedStep {
 struct ComposedOp {
   std::vector<ComposedStep> steps;
   std::vector<std::vector<std::byte>> scratch;
-  std::size_t next = 0;         ///< the next step to issue, in list order
-  std::vector<Work> works;      ///< per issued sub-operation step, while in flight
-  std::vector<char> finished;   ///< per step
+  std::size_t next = 0;        ///< the next step to issue, in list order
+  std::vector<Work> works;     ///< per issued sub-operation step, while in flight
+  std::vector<char> finished;  ///< per step
   bool done = false;
   std::exception_ptr error;
 };

@@ -24,8 +24,9 @@ struct HierConfig {
   std::string canonical() const;
 };
 
-/// Parses "intra=mpi;inter=gloo" (items separated by ';' or ','; keys intra, inter, simulate_ranks_per_host; each at most once;
-/// backends by name or "auto"). `source` names the input in errors ("MCR_HIER='...'").
+/// Parses "intra=mpi;inter=gloo" (items separated by ';' or ','; keys intra, inter,
+/// simulate_ranks_per_host; each at most once; backends by name or "auto"). `source` names the
+/// input in errors ("MCR_HIER='...'").
 HierConfig parse_hier_config(std::string_view text, std::string_view source);
 
 /// MCR_HIER from the environment; the defaults (both selected, real hosts) when unset.

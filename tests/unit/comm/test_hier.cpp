@@ -63,8 +63,7 @@ TEST(HierView, DeclinesOneHostUnevenAndOneRankPerHost) {
   EXPECT_NE(hier_unusable_reason(real({0, 0, 0, 0})).find("spans one host"), std::string::npos);
   EXPECT_NE(hier_unusable_reason(real({0, 0, 0, 1})).find("different numbers of its ranks (3 + 1)"),
             std::string::npos);
-  EXPECT_NE(hier_unusable_reason(real({0, 1, 2, 3})).find("one rank per host"),
-            std::string::npos);
+  EXPECT_NE(hier_unusable_reason(real({0, 1, 2, 3})).find("one rank per host"), std::string::npos);
   EXPECT_EQ(hier_unusable_reason(real({0, 1, 0, 1})), "");  // round-robin placement composes
 }
 
