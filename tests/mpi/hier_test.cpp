@@ -7,6 +7,7 @@
 // several ranks each), or the reason hier is unusable ("one host", "different numbers").
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -101,6 +102,10 @@ TEST(Hier, DeclinesWhatItDoesNotCompose) {
 // sends large reduce_scatters to it, explain() says so, and default priority never prefers it.
 TEST(Hier, RulesAndExplainSeeIt) {
   if (!has_hier(world())) GTEST_SKIP() << "hier is not up here";
+  const char* rules = std::getenv("MCR_RULES");
+  if (rules == nullptr || std::string(rules) != "reduce_scatter:64K-=hier") {
+    GTEST_SKIP() << "launched without MCR_RULES=reduce_scatter:64K-=hier";
+  }
   const Selection small =
       world().explain(OpType::reduce_scatter, DType::f32, 1024, ReduceOp::sum, Device::cpu());
   EXPECT_NE(small.backend, "hier") << "default priority must prefer the flat backends";
