@@ -1,7 +1,9 @@
 // Tuning: every backend timed interleaved per op, dtype class and size, then the table built.
 #include "mcr/bench/tune.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -44,6 +46,12 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
   TuningTable& table = result.table;
   table.provenance = provenance(world, o.command);
   table.provenance["hysteresis"] = fmt::format("{}", o.hysteresis);
+  // A world spanning several uniform hosts has the composed backend among its backends, so it is
+  // timed like the others; the table says with which step libraries (docs/hier-backend.md).
+  if (std::find(backends.begin(), backends.end(), "hier") != backends.end()) {
+    const char* hier = std::getenv("MCR_HIER");
+    table.provenance["hier"] = (hier != nullptr && *hier != '\0') ? hier : "intra=auto;inter=auto";
+  }
   table.provenance["method"] = fmt::format(
       "median over {} interleaved repetitions of the max-across-ranks mean time per iteration; "
       "~{} ms per repetition",

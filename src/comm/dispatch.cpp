@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "hier/hier_backend.hpp"
 #include "log.hpp"
 #include "mcr/errors.hpp"
 #include "state.hpp"
@@ -26,6 +27,11 @@ CommState::~CommState() {
   engine().remove_comm(this);
   for (auto& b : backends)
     engine().unregister_backend(b.get());
+  // Composed backends (hier) come last and hold sub-communicators split off the flat backends
+  // before them: they go first, as the verifier, which split them too, goes before them all.
+  verifier.reset();
+  while (!backends.empty())
+    backends.pop_back();
 }
 
 namespace {
@@ -145,6 +151,7 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   args.timeout = limit;
   args.may_block = !args.async && !engine().host_progress_pending();
   if (b.blocks_device() && args.device.is_cuda()) engine().fence_device(b, args.device, limit);
+  finish_composed_before_blocking(b, args);
 
   const std::uint64_t start = observer ? TickClock::now() : 0;
   flight.issued(args.sequence, args.op, args.dtype, args.count, args.root, args.async, b.name(),

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "hier/hier_backend.hpp"
 #include "mcr/communicator.hpp"
 #include "mcr/errors.hpp"
 #include "runtime.hpp"
@@ -36,6 +37,7 @@ SplitEntry decode(const Bytes& b, int rank) {
 
 Communicator do_split(detail::CommState& s, int color, int key) {
   s.check_usable();
+  detail::finish_composed_ops();  // a split may block in a library (docs/design.md, rule 6)
   detail::Runtime& rt = detail::runtime();
   const std::uint64_t index = s.splits++;
   auto all = rt.bootstrap->group_all_gather(

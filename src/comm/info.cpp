@@ -1,6 +1,7 @@
 #include "mcr/info.hpp"
 
 #include "backend.hpp"
+#include "hier/hier_config.hpp"
 #include "mcr/errors.hpp"
 #include "mcr_build_config.hpp"
 #include "runtime.hpp"
@@ -20,7 +21,7 @@ RuntimeInfo runtime_info() {
   info.build["build_type"] = MCR_BUILD_TYPE;
   info.build["compiler"] = MCR_CXX_COMPILER;
   for (const std::string& name : backend_names()) {
-    bool compiled = false;
+    bool compiled = name == detail::kHierBackend;  // composed: always built
     for (const auto& f : detail::compiled_backends())
       compiled = compiled || f.name == name;
     info.build[name] = compiled ? "on" : "off";

@@ -16,6 +16,7 @@
 #include "bootstrap/store_setup.hpp"
 #include "comm_log_hooks.hpp"
 #include "device/device_runtime.hpp"
+#include "hier/hier_backend.hpp"
 #include "launch_hooks.hpp"
 #include "log.hpp"
 #include "mcr/errors.hpp"
@@ -36,6 +37,25 @@ const char* env(const char* name) {
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
+
+// The composed backend goes last (after every flat one, so default priority never prefers it) and
+// only where it can compose; elsewhere selection explains why it is not there.
+void add_hier_backend(const Runtime& rt, CommState& s) {
+  if (!rt.hier_wanted) return;  // init() listed it as unusable already
+  if (forming_hier_groups()) {
+    s.unusable.emplace_back(std::string(kHierBackend), "a sub-communicator of hier itself");
+    return;
+  }
+  const GroupTopology view = hier_view(s.topology, s.size, rt.hier);
+  if (std::string why = hier_unusable_reason(view); !why.empty()) {
+    s.unusable.emplace_back(std::string(kHierBackend), std::move(why));
+    return;
+  }
+  std::vector<Backend*> flat;
+  for (auto& b : s.backends)
+    flat.push_back(b.get());
+  s.backends.push_back(make_hier_backend(s, std::move(flat), rt.hier, view));
+}
 
 }  // namespace
 
@@ -72,6 +92,7 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   s->topology = group_topology(rt.bootstrap->host_of_rank(), s->world_ranks);
   s->backends = std::move(backends);
   s->unusable = rt.unusable;
+  add_hier_backend(rt, *s);
   s->timeout = timeout;
   s->flight.attach(id, rank, size, s->world_ranks);
   std::vector<Backend*> raw;
@@ -80,7 +101,7 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
     engine().register_backend(b.get());
   }
   s->selector =
-      std::make_unique<Selector>(rt.rules, rt.table, raw, rt.unusable, size,
+      std::make_unique<Selector>(rt.rules, rt.table, raw, s->unusable, size,
                                  HostShape{s->topology.hosts, s->topology.ranks_per_host});
 
   // Cross-rank consistency (invariant 2): same rules, same table, same backends, everywhere. init()
@@ -118,6 +139,7 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
         id, differ));
   }
   if (rt.verify) s->verifier = std::make_unique<Verifier>(*s);
+  form_hier_groups(*s);
   return s;
 }
 
@@ -141,6 +163,7 @@ Communicator init(const InitOptions& options) {
   try {
     in = read_selection_inputs(options);
     rt->verify = verify_requested(options);
+    rt->hier = read_hier_config();
   } catch (const Error& e) {
     rejected = std::current_exception();
     rejected_what = e.what();
@@ -185,7 +208,13 @@ Communicator init(const InitOptions& options) {
       r.unusable.emplace_back(f.name, "not selected by MCR_BACKENDS / InitOptions::backends");
     }
   }
+  r.hier_wanted = in.backends.empty() || std::find(in.backends.begin(), in.backends.end(),
+                                                   kHierBackend) != in.backends.end();
+  if (!r.hier_wanted) {
+    r.unusable.emplace_back(kHierBackend, "not selected by MCR_BACKENDS / InitOptions::backends");
+  }
   ConfigDigest digest = make_config_digest(in, bring_up_names);
+  digest.fields.emplace_back("MCR_HIER", r.hier.canonical());
   digest.error = rejected_what;
   check_config_agrees(r.bootstrap->exchange(), r.launch.rank, digest);
   if (rejected) std::rethrow_exception(rejected);

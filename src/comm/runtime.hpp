@@ -9,6 +9,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/tcp_store.hpp"
+#include "hier/hier_config.hpp"
 #include "mcr/selection.hpp"
 #include "state.hpp"
 
@@ -24,6 +25,8 @@ struct Runtime {
   std::string table_source;
   std::vector<std::pair<std::string, std::string>> unusable;  // compiled in, not usable here
   bool verify = false;  // MCR_VERIFY / InitOptions::verify: every communicator verifies
+  HierConfig hier;      // MCR_HIER: the composed backend's two libraries
+  bool hier_wanted = true;  // MCR_BACKENDS / InitOptions::backends left hier in (or is unset)
   std::shared_ptr<CommState> world;
 };
 

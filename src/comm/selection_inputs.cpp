@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend.hpp"
+#include "hier/hier_config.hpp"
 #include "log.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/info.hpp"
@@ -34,6 +35,7 @@ std::vector<std::string> compiled_names() {
   std::vector<std::string> out;
   for (const auto& f : compiled_backends())
     out.emplace_back(f.name);
+  out.emplace_back(kHierBackend);  // composed of the others: always built
   return out;
 }
 

@@ -48,6 +48,7 @@ const std::vector<std::string>& backend_names() {
 #define MCR_KNOWN_BACKEND(name) #name,
 #include "mcr_backend_list.inc"
 #undef MCR_KNOWN_BACKEND
+      "hier",  // composed of the others (src/comm/hier), so always built
   };
   return names;
 }

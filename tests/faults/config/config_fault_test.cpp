@@ -97,6 +97,21 @@ std::map<std::string, Scenario> scenarios() {
         if (rank == 1) return Expect{"InvalidArgument", {"MCR_TIMEOUT='inf'", "not finite"}};
         return Expect{"InvalidArgument", {"rank 1", "rejected", "MCR_TIMEOUT='inf'"}};
       }};
+  // MCR_HIER (docs/hier-backend.md): a value naming no flat backend is refused on every rank; a
+  // setting that differs between ranks is a MismatchError naming both values.
+  s["hier_invalid"] = {
+      [](int, const std::string&) { set("MCR_HIER", "intra=mpi;inter=hier"); },
+      [](int) {
+        return Expect{"InvalidArgument",
+                      {"MCR_HIER='intra=mpi;inter=hier'", "inter=hier names no flat backend"}};
+      }};
+  s["hier_differs"] = {
+      [](int rank, const std::string&) { set("MCR_HIER", rank == 0 ? "inter=gloo" : "inter=mpi"); },
+      [](int) {
+        return Expect{"MismatchError",
+                      {"MCR_HIER", "rank 0 has 'intra=auto;inter=gloo'",
+                       "rank 1 has 'intra=auto;inter=mpi'"}};
+      }};
   return s;
 }
 

@@ -1,0 +1,212 @@
+// The composed backend `hier` across ranks: every op it composes, on every dtype and reduce op,
+// sync and async, checked against independently computed results; what it declines and why.
+//
+// On one machine the hosts are simulated (MCR_HIER=simulate_ranks_per_host=N: consecutive blocks
+// of N ranks stand for hosts); on the namespace cluster (tests/cluster/hier.cmake) they are real.
+// --expect (MCR_TEST_HIER_EXPECT) says what the launch should give: "composes" (uniform hosts with
+// several ranks each), or the reason hier is unusable ("one host", "different numbers").
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "harness.hpp"
+#include "verify/api_driver.hpp"
+#include "verify/conformance.hpp"
+
+namespace mcr::test {
+namespace {
+
+bool has_hier(const Communicator& c) {
+  const auto b = c.backends();
+  return std::find(b.begin(), b.end(), "hier") != b.end();
+}
+
+std::string expectation() {
+  return option("expect", "MCR_TEST_HIER_EXPECT", "composes");
+}
+
+const std::vector<OpType>& composed_ops() {
+  static const std::vector<OpType> ops{OpType::all_reduce, OpType::reduce_scatter,
+                                       OpType::all_gather, OpType::broadcast, OpType::reduce};
+  return ops;
+}
+
+// Runs every conformance case of `op` through hier on `comm`; returns the number of cases run.
+int run_cases(Communicator& comm, OpType op) {
+  MatrixOptions options;
+  options.counts = {0, 1, 7, 1000};
+  options.every_reduce_op_at = {7};
+  int failures = 0, cases = 0;
+  for (OpCase c : conformance_cases(op, comm.size(), options)) {
+    c.backend = "hier";
+    PreparedCase prepared(c, comm.rank(), comm.size());
+    try {
+      for (Work& w : issue(comm, prepared, prepared.host())) {
+        w.wait();
+        EXPECT_EQ(w.backend(), "hier") << describe(c);
+      }
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << fmt::format("[{}] {}: raised: {}", rank_tag(), describe(c), e.what());
+      if (++failures > 10) break;
+      continue;
+    }
+    ++cases;
+    if (const std::string diff = prepared.verify(); !diff.empty()) {
+      ADD_FAILURE() << fmt::format("[{}] {}:\n{}", rank_tag(), describe(c), diff);
+      if (++failures > 10) break;
+    }
+  }
+  return cases;
+}
+
+class Composed : public ::testing::TestWithParam<OpType> {
+ protected:
+  void SetUp() override {
+    if (expectation() != "composes") GTEST_SKIP() << "this launch does not compose";
+  }
+};
+
+TEST_P(Composed, EveryDtypeSyncAndAsync) {
+  ASSERT_TRUE(has_hier(world())) << "hier is not among the world's backends";
+  const int cases = run_cases(world(), GetParam());
+  EXPECT_GT(cases, 0);
+  if (world().rank() == 0) std::printf("[ %s ] %d cases\n", to_string(GetParam()).data(), cases);
+}
+
+INSTANTIATE_TEST_SUITE_P(Hier, Composed, ::testing::ValuesIn(composed_ops()),
+                         [](const auto& p) { return std::string(to_string(p.param)); });
+
+// Ops hier does not compose are declined with the reason, so that selection falls through.
+TEST(Hier, DeclinesWhatItDoesNotCompose) {
+  if (!has_hier(world())) GTEST_SKIP() << "hier is not up here";
+  const Selection s =
+      world().explain(OpType::all_to_all, DType::f32, 4096, ReduceOp::sum, Device::cpu());
+  EXPECT_NE(s.backend, "hier");
+  std::vector<float> in(static_cast<std::size_t>(world().size()) * 4, 1.0f), out(in.size());
+  CallOptions opts;
+  opts.backend = "hier";
+  try {
+    world().all_to_all(in, out, opts);
+    ADD_FAILURE() << "all_to_all on hier did not raise";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("hier composes all_reduce"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Selectable like any other backend: the launch's rule (MCR_RULES=reduce_scatter:64K-=hier)
+// sends large reduce_scatters to it, explain() says so, and default priority never prefers it.
+TEST(Hier, RulesAndExplainSeeIt) {
+  if (!has_hier(world())) GTEST_SKIP() << "hier is not up here";
+  const char* rules = std::getenv("MCR_RULES");
+  if (rules == nullptr || std::string(rules) != "reduce_scatter:64K-=hier") {
+    GTEST_SKIP() << "launched without MCR_RULES=reduce_scatter:64K-=hier";
+  }
+  const Selection small =
+      world().explain(OpType::reduce_scatter, DType::f32, 1024, ReduceOp::sum, Device::cpu());
+  EXPECT_NE(small.backend, "hier") << "default priority must prefer the flat backends";
+  const Selection big =
+      world().explain(OpType::reduce_scatter, DType::f32, 1 << 20, ReduceOp::sum, Device::cpu());
+  EXPECT_EQ(big.backend, "hier");
+  EXPECT_EQ(big.source, "rule");
+  const auto share = static_cast<std::size_t>(1 << 18) / static_cast<std::size_t>(world().size());
+  std::vector<float> in(share * static_cast<std::size_t>(world().size()), 1.0f), out(share);
+  Work w = world().ireduce_scatter(in, out, ReduceOp::sum);
+  w.wait();
+  EXPECT_EQ(w.backend(), "hier");
+  EXPECT_EQ(out[share - 1], static_cast<float>(world().size()));
+}
+
+// Where hier cannot compose, it is absent and an explicit request says why.
+TEST(Hier, UnusableSaysWhy) {
+  const std::string expect = expectation();
+  if (expect == "composes") GTEST_SKIP() << "this launch composes";
+  EXPECT_FALSE(has_hier(world()));
+  std::vector<float> buf(8, 1.0f);
+  CallOptions opts;
+  opts.backend = "hier";
+  try {
+    world().all_reduce(buf, ReduceOp::sum, opts);
+    ADD_FAILURE() << "all_reduce on hier did not raise";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+  }
+  const Selection s =
+      world().explain(OpType::all_reduce, DType::f32, 32, ReduceOp::sum, Device::cpu());
+  EXPECT_NE(s.backend, "hier");
+}
+
+// Composed and flat operations interleaved, async hier handles waited last and in reverse order:
+// hier's sub-operations advance while the rank waits in flat operations (docs/design.md).
+TEST(Hier, AsyncComposedAcrossFlatOps) {
+  if (expectation() != "composes") GTEST_SKIP() << "this launch does not compose";
+  const int size = world().size();
+  const int rank = world().rank();
+  constexpr int kOps = 6;
+  constexpr std::size_t kCount = 4099;
+  std::vector<std::vector<std::int32_t>> bufs(kOps, std::vector<std::int32_t>(kCount));
+  std::vector<Work> works;
+  CallOptions hier;
+  hier.backend = "hier";
+  for (int i = 0; i < kOps; ++i) {
+    for (std::size_t j = 0; j < kCount; ++j)
+      bufs[static_cast<std::size_t>(i)][j] = static_cast<std::int32_t>(rank * 7 + i + j % 13);
+    works.push_back(world().iall_reduce(bufs[static_cast<std::size_t>(i)], ReduceOp::sum, hier));
+    std::vector<std::int32_t> flat(17, rank + 1);
+    world().all_reduce(flat, ReduceOp::sum);  // synchronous, selected among the flat backends
+    EXPECT_EQ(flat[0], size * (size + 1) / 2);
+  }
+  for (auto it = works.rbegin(); it != works.rend(); ++it)
+    it->wait();
+  for (int i = 0; i < kOps; ++i) {
+    for (std::size_t j = 0; j < kCount; j += 97) {
+      const std::int32_t want = static_cast<std::int32_t>(7 * size * (size - 1) / 2 +
+                                                          size * (i + static_cast<int>(j % 13)));
+      ASSERT_EQ(bufs[static_cast<std::size_t>(i)][j], want) << "op " << i << " element " << j;
+    }
+  }
+}
+
+// Messages of several MiB are pipelined in pieces (docs/hier-backend.md): two pieces with padding,
+// four without, sync and async, in place and not.
+TEST(Hier, PipelinedLargeAllReduce) {
+  if (expectation() != "composes") GTEST_SKIP() << "this launch does not compose";
+  const int size = world().size();
+  const int rank = world().rank();
+  CallOptions hier;
+  hier.backend = "hier";
+  for (const std::size_t count : {std::size_t{(8u << 20) / 4 + 5}, std::size_t{(16u << 20) / 4}}) {
+    for (const bool async : {false, true}) {
+      for (const bool in_place : {false, true}) {
+        std::vector<std::int32_t> in(count), out(count, -1);
+        for (std::size_t j = 0; j < count; ++j)
+          in[j] = static_cast<std::int32_t>(rank * 1000 + static_cast<int>(j % 101));
+        std::vector<std::int32_t>& result = in_place ? in : out;
+        if (async) {
+          Work w = in_place ? world().iall_reduce(in, ReduceOp::sum, hier)
+                            : world().iall_reduce(in, out, ReduceOp::sum, hier);
+          w.wait();
+        } else if (in_place) {
+          world().all_reduce(in, ReduceOp::sum, hier);
+        } else {
+          world().all_reduce(in, out, ReduceOp::sum, hier);
+        }
+        for (std::size_t j = 0; j < count; j += 4093) {
+          const auto want = static_cast<std::int32_t>(1000 * size * (size - 1) / 2 +
+                                                      size * static_cast<int>(j % 101));
+          ASSERT_EQ(result[j], want) << "count " << count << " element " << j;
+        }
+        ASSERT_EQ(result[count - 1],
+                  static_cast<std::int32_t>(1000 * size * (size - 1) / 2 +
+                                            size * static_cast<int>((count - 1) % 101)));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mcr::test

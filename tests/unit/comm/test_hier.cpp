@@ -1,0 +1,97 @@
+// The composed backend's configuration (MCR_HIER), the topology it composes over, and when it
+// declines (hier/hier_config.hpp, hier/hier_backend.hpp, hier/hier_compose.hpp).
+#include <gtest/gtest.h>
+
+#include "hier/hier_backend.hpp"
+#include "hier/hier_compose.hpp"
+#include "hier/hier_config.hpp"
+#include "mcr/errors.hpp"
+#include "mcr/info.hpp"
+
+namespace mcr::detail {
+namespace {
+
+TEST(HierConfig, DefaultsSelectBothSteps) {
+  const HierConfig c = parse_hier_config("", "MCR_HIER=''");
+  EXPECT_TRUE(c.intra.empty());
+  EXPECT_TRUE(c.inter.empty());
+  EXPECT_EQ(c.simulate_ranks_per_host, 0);
+  EXPECT_EQ(c.canonical(), "intra=auto;inter=auto");
+}
+
+TEST(HierConfig, FixesEachSide) {
+  const HierConfig c = parse_hier_config(" intra = mpi ; inter=gloo ", "x");
+  EXPECT_EQ(c.intra, "mpi");
+  EXPECT_EQ(c.inter, "gloo");
+  EXPECT_EQ(parse_hier_config("inter=auto,simulate_ranks_per_host=2", "x").canonical(),
+            "intra=auto;inter=auto;simulate_ranks_per_host=2");
+}
+
+TEST(HierConfig, RejectsWithArgumentValueAndRule) {
+  auto message = [](const char* text) {
+    try {
+      (void)parse_hier_config(text, "MCR_HIER='t'");
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  {
+    const auto m = message("intra=hier");
+    EXPECT_NE(m.find("MCR_HIER='t': intra=hier names no flat backend"), std::string::npos) << m;
+  }
+  EXPECT_NE(message("inter=tcp").find("inter=tcp"), std::string::npos);
+  EXPECT_NE(message("intra=mpi;intra=gloo").find("'intra' appears twice"), std::string::npos);
+  EXPECT_NE(message("outer=mpi").find("unknown key 'outer'"), std::string::npos);
+  EXPECT_NE(message("mpi").find("not KEY=VALUE"), std::string::npos);
+  EXPECT_NE(message("simulate_ranks_per_host=0").find(">= 1"), std::string::npos);
+}
+
+TEST(HierConfig, HierIsAKnownBackendName) {
+  const auto& names = backend_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "hier"), names.end());
+}
+
+GroupTopology real(std::vector<int> host_of_world) {
+  std::vector<int> members(host_of_world.size());
+  for (std::size_t i = 0; i < members.size(); ++i)
+    members[i] = static_cast<int>(i);
+  return group_topology(host_of_world, members);
+}
+
+TEST(HierView, DeclinesOneHostUnevenAndOneRankPerHost) {
+  EXPECT_NE(hier_unusable_reason(real({0, 0, 0, 0})).find("spans one host"), std::string::npos);
+  EXPECT_NE(hier_unusable_reason(real({0, 0, 0, 1})).find("different numbers of its ranks (3 + 1)"),
+            std::string::npos);
+  EXPECT_NE(hier_unusable_reason(real({0, 1, 2, 3})).find("one rank per host"), std::string::npos);
+  EXPECT_EQ(hier_unusable_reason(real({0, 1, 0, 1})), "");  // round-robin placement composes
+}
+
+TEST(HierView, SimulatedHostsAreConsecutiveBlocks) {
+  HierConfig c;
+  c.simulate_ranks_per_host = 2;
+  const GroupTopology t = hier_view(real({0, 0, 0, 0}), 4, c);
+  EXPECT_EQ(t.hosts, 2);
+  EXPECT_EQ(t.ranks_per_host, 2);
+  EXPECT_EQ(t.host_of_member, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(t.local_index, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_NE(hier_unusable_reason(hier_view(real({0, 0, 0}), 3, c)).find("(2 + 1)"),
+            std::string::npos);
+}
+
+TEST(HierCompose, StepsOfEachOp) {
+  const auto ar = composed_steps(OpType::all_reduce);
+  ASSERT_EQ(ar.size(), 3u);
+  EXPECT_TRUE(ar[0].intra);
+  EXPECT_EQ(ar[0].op, OpType::reduce_scatter);
+  EXPECT_FALSE(ar[1].intra);
+  EXPECT_EQ(ar[1].op, OpType::all_reduce);
+  EXPECT_EQ(ar[2].op, OpType::all_gather);
+  for (OpType op : {OpType::all_gather, OpType::reduce_scatter, OpType::broadcast, OpType::reduce})
+    EXPECT_EQ(composed_steps(op).size(), 2u) << to_string(op);
+  for (OpType op : {OpType::all_to_all, OpType::gather, OpType::barrier, OpType::send})
+    EXPECT_TRUE(composed_steps(op).empty()) << to_string(op);
+}
+
+}  // namespace
+}  // namespace mcr::detail
