@@ -1,6 +1,7 @@
 #include "hier_backend.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -55,6 +56,9 @@ class HierBackend;
 // Every hier backend of the process, for finish_composed_before_blocking().
 std::mutex live_mu;
 std::vector<HierBackend*> live;
+// live.size(), readable without the lock: every blocking call of every backend asks, and in most
+// processes (one host, or no hier) the answer is 0.
+std::atomic<std::size_t> live_count{0};
 
 class HierPending final : public PendingOp {
  public:
@@ -76,10 +80,12 @@ class HierBackend final : public Backend {
         view_(std::move(view)) {
     std::lock_guard lock(live_mu);
     live.push_back(this);
+    live_count.store(live.size(), std::memory_order_relaxed);
   }
   ~HierBackend() override {
     std::lock_guard lock(live_mu);
     std::erase(live, this);
+    live_count.store(live.size(), std::memory_order_relaxed);
   }
   HierBackend(const HierBackend&) = delete;
   HierBackend& operator=(const HierBackend&) = delete;
@@ -310,7 +316,8 @@ void form_hier_groups(CommState& parent) {
 }
 
 void finish_composed_before_blocking(const Backend& b, const OpArgs& args) {
-  if (args.async || !b.needs_host_progress() || dynamic_cast<const HierBackend*>(&b) != nullptr) {
+  if (live_count.load(std::memory_order_relaxed) == 0 || args.async || !b.needs_host_progress() ||
+      dynamic_cast<const HierBackend*>(&b) != nullptr) {
     return;
   }
   finish_composed_ops();
