@@ -11,6 +11,18 @@ if(MCR_WITH_BLAS AND MCR_WITH_MPI)
     target_compile_options(train_step PRIVATE -fno-math-errno)
   endif()
   set_target_properties(train_step PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+  # The per-element rate of the step's memory-bound kernels on this CPU (data/systems/local-cpu).
+  add_executable(train_step_elementwise ${CMAKE_CURRENT_LIST_DIR}/train_step_elementwise.cpp)
+  target_include_directories(train_step_elementwise SYSTEM PRIVATE ${CBLAS_INCLUDE_DIR})
+  target_link_libraries(train_step_elementwise PRIVATE MPI::MPI_C BLAS::BLAS
+                                                       nlohmann_json::nlohmann_json mcr_warnings)
+  target_compile_definitions(train_step_elementwise PRIVATE OMPI_SKIP_MPICXX=1
+                                                            MPICH_SKIP_MPICXX=1)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(train_step_elementwise PRIVATE -fno-math-errno)
+  endif()
+  set_target_properties(train_step_elementwise PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                                                          ${PROJECT_BINARY_DIR}/bin)
 endif()
 # A few small steps as a test, so the program and its all_reduce check keep working.
 if(TARGET train_step AND MCR_BUILD_TESTS)
