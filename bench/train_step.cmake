@@ -33,3 +33,14 @@ if(TARGET train_step AND MCR_BUILD_TESTS)
   set_tests_properties(bench.train_step.np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
                                                        LABELS "plan;mpi;bench")
 endif()
+# The element-wise rate program on tiny tensors: it runs and prints its rates, and refuses bad sizes.
+if(TARGET train_step_elementwise AND MCR_BUILD_TESTS)
+  add_test(NAME bench.train_step_elementwise
+           COMMAND train_step_elementwise --hidden 64 --heads 4 --seq 16 --micro-batch 1 --vocab 128
+                   --params 1000 --reps 3)
+  set_tests_properties(bench.train_step_elementwise PROPERTIES TIMEOUT 60 LABELS "plan;bench"
+                       PASS_REGULAR_EXPRESSION "\"optimizer\"")
+  add_test(NAME bench.train_step_elementwise_bad_size COMMAND train_step_elementwise --hidden 0)
+  set_tests_properties(bench.train_step_elementwise_bad_size PROPERTIES TIMEOUT 60
+                       LABELS "plan;bench" PASS_REGULAR_EXPRESSION "--hidden is '0'")
+endif()

@@ -14,6 +14,7 @@
 // optimizer: parameters). Prints one JSON object, `elementwise_ns` in the system-file format.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -45,29 +46,22 @@ double median_ns(int reps, double elements, const std::function<void()>& f) {
 int main(int argc, char** argv) try {
   std::size_t h = 512, a = 8, s = 128, b = 2, v = 4096, params = 10000000;
   int reps = 30;
+  const std::pair<const char*, std::size_t*> sizes[] = {{"--hidden", &h}, {"--heads", &a},
+                                                        {"--seq", &s},    {"--micro-batch", &b},
+                                                        {"--vocab", &v},  {"--params", &params}};
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
     if (i + 1 >= argc) throw std::runtime_error(k + " needs a value");
-    const auto val = static_cast<std::size_t>(std::stoll(argv[i + 1]));
-    if (k == "--hidden")
-      h = val;
-    else if (k == "--heads")
-      a = val;
-    else if (k == "--seq")
-      s = val;
-    else if (k == "--micro-batch")
-      b = val;
-    else if (k == "--vocab")
-      v = val;
-    else if (k == "--params")
-      params = val;
-    else if (k == "--reps")
-      reps = static_cast<int>(val);
-    else
-      throw std::runtime_error("unknown option " + k);
-  }
-  if (h == 0 || a == 0 || s == 0 || b == 0 || v == 0 || params == 0 || reps <= 0) {
-    throw std::runtime_error("every size and --reps must be positive");
+    const long long val = std::atoll(argv[i + 1]);
+    if (val <= 0) {
+      throw std::runtime_error(k + " is '" + argv[i + 1] + "': it must be a positive integer");
+    }
+    bool known = k == "--reps";
+    if (known) reps = static_cast<int>(val);
+    for (auto [name, field] : sizes) {
+      if (k == name) *field = static_cast<std::size_t>(val), known = true;
+    }
+    if (!known) throw std::runtime_error("unknown option " + k);
   }
   const std::size_t T = b * s, ff = 4 * h, S = b * a * s * s;
   const double th = static_cast<double>(T * h);

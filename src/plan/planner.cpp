@@ -200,6 +200,11 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
     r.notes.push_back("tp collectives: " +
                       origin(comm.cost(op, as_double(m.s * m.b * m.h) * e, tp, dt)));
   }
+  if (!comm.system().elementwise_ns.empty()) {
+    r.notes.push_back(
+        fmt::format("element-wise kernels: the system's measured per-element rates ({} classes)",
+                    comm.system().elementwise_ns.size()));
+  }
   if (!p2p_source.empty()) r.notes.push_back("pipeline p2p: " + p2p_source);
   if (!dp_source.empty()) r.notes.push_back("dp reduction: " + dp_source);
   if (m.tied_embeddings && l.pp > 1) {
