@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "mcr/codesign/calculators.hpp"
 #include "mcr/errors.hpp"
@@ -20,6 +21,29 @@ std::string origin(const CommCost& c) {
   return c.backend == "alpha-beta" ? c.source : c.backend + ", " + c.source;
 }
 }  // namespace
+
+std::vector<double> gradient_buckets(double bytes, double bucket_bytes) {
+  std::vector<double> out;
+  if (!(bytes > 0)) return out;
+  if (!(bucket_bytes > 0) || bucket_bytes >= bytes) return {bytes};
+  const auto full = static_cast<std::int64_t>(std::floor(bytes / bucket_bytes));
+  out.assign(static_cast<std::size_t>(full), bucket_bytes);
+  const double rest = bytes - static_cast<double>(full) * bucket_bytes;
+  if (rest > 0) out.push_back(rest);
+  return out;
+}
+
+CommCost bucketed_cost(const CommModel& comm, Collective op, double bytes, double bucket_bytes,
+                       const Placement& where, DType dtype) {
+  CommCost total{0, "none", "local"};
+  for (const double part : gradient_buckets(bytes, bucket_bytes)) {
+    const CommCost c = comm.cost(op, part, where, dtype);
+    total.time_s += c.time_s;
+    total.backend = c.backend;
+    total.source = c.source;
+  }
+  return total;
+}
 
 double Breakdown::total() const {
   return forward_gemm + backward_gemm + memory_bound + recompute + logits_embedding + tp_comm +
@@ -107,8 +131,12 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   double dp_exposed = 0;
   std::string dp_source;
   if (l.dp > 1) {
-    const auto ar = comm.cost(Collective::all_reduce, grad_bytes, dpg, dt);
-    const auto rs = comm.cost(Collective::reduce_scatter, grad_bytes, dpg, dt);
+    // The gradients are reduced bucket by bucket, as DDP and Megatron's distributed optimizer
+    // issue them: full buckets from the end of the flat gradient, the remainder last.
+    const auto ar =
+        bucketed_cost(comm, Collective::all_reduce, grad_bytes, options.dp_bucket_bytes, dpg, dt);
+    const auto rs = bucketed_cost(comm, Collective::reduce_scatter, grad_bytes,
+                                  options.dp_bucket_bytes, dpg, dt);
     const auto ag = comm.cost(Collective::all_gather, grad_bytes, dpg, dt);
     // Bucketed reduction overlaps the backward pass of the last microbatch; the parameter
     // all-gather after the optimizer step (ZeRO 1, 2) waits for it.
@@ -139,7 +167,8 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   // Adam on the local shard: read grad, master, m, v; write master, m, v and the low-precision
   // weights.
   const double local = stage_params / (l.zero >= 1 ? l.dp : 1);
-  b.optimizer = detail::memory_time(local * (2 * e + 24), 4, device, comm.system());
+  b.optimizer = detail::kernel_time("optimizer", false, local * (2 * e + 24), local, 4, device,
+                                    comm.system());
 
   r.step_time_s = b.total();
   r.bubble_fraction = bubble_fraction(l.pp, l.microbatches(), l.interleave);
@@ -170,6 +199,11 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
     const auto op = l.sequence_parallel ? Collective::all_gather : Collective::all_reduce;
     r.notes.push_back("tp collectives: " +
                       origin(comm.cost(op, as_double(m.s * m.b * m.h) * e, tp, dt)));
+  }
+  if (!comm.system().elementwise_ns.empty()) {
+    r.notes.push_back(
+        fmt::format("element-wise kernels: the system's measured per-element rates ({} classes)",
+                    comm.system().elementwise_ns.size()));
   }
   if (!p2p_source.empty()) r.notes.push_back("pipeline p2p: " + p2p_source);
   if (!dp_source.empty()) r.notes.push_back("dp reduction: " + dp_source);

@@ -1,5 +1,6 @@
 #include "stage_cost.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "mcr/codesign/gemm_model.hpp"
@@ -44,6 +45,17 @@ double memory_time(double bytes, int kernels, const codesign::DeviceSpec& device
   return bytes / bw + kernels * device.efficiency.launch_overhead_s;
 }
 
+double kernel_time(const std::string& cls, bool backward, double bytes, double elements,
+                   int kernels, const codesign::DeviceSpec& device, const SystemSpec& system) {
+  // A measured rate is the kernel's own time on this device, its memory traffic included; it
+  // replaces the bytes, whose bandwidth (a detected copy rate on a CPU) would count it twice.
+  if (const auto it = system.elementwise_ns.find(cls); it != system.elementwise_ns.end()) {
+    const double ns = backward ? it->second.backward_ns : it->second.forward_ns;
+    return elements * ns * 1e-9 + kernels * device.efficiency.launch_overhead_s;
+  }
+  return memory_time(bytes, kernels, device, system);
+}
+
 LayerCost layer_cost(const codesign::ModelShape& m, const codesign::DeviceSpec& device,
                      const CommModel& comm, const Layout& layout) {
   LayerCost c;
@@ -68,21 +80,25 @@ LayerCost layer_cost(const codesign::ModelShape& m, const codesign::DeviceSpec& 
   const double sp_div = layout.sequence_parallel ? layout.tp : 1;
   const double t = layout.tp;
   const double ff = as_double(m.d_ff) / as_double(m.h);
-  double bytes = 2 * (2 * e) * sbh / sp_div;  // norms: read + write
-  bytes += 2 * (3 * e + 1) * sbh / sp_div;    // bias-dropout-add x2
-  bytes += (m.mlp == codesign::MlpType::swiglu ? 3 : 2) * e * ff * sbh / t;
-  int kernels = 5;
+  const SystemSpec& sys = comm.system();
+  // Per class: bytes of the forward pass, elements, kernels. The backward of an element-wise
+  // kernel reads the output gradient and the saved input and writes the input gradient: about
+  // twice the forward traffic.
+  const auto both = [&](const char* cls, double bytes, double elements, int kernels) {
+    c.fwd_mem += kernel_time(cls, false, bytes, elements, kernels, device, sys);
+    c.bwd_mem += kernel_time(cls, true, 2 * bytes, elements, kernels, device, sys);
+  };
+  both("norm", 2 * (2 * e) * sbh / sp_div, 2 * sbh / sp_div, 2);          // read + write, x2
+  both("residual", 2 * (3 * e + 1) * sbh / sp_div, 2 * sbh / sp_div, 2);  // in, residual, out, mask
+  both("activation", (m.mlp == codesign::MlpType::swiglu ? 3 : 2) * e * ff * sbh / t, ff * sbh / t,
+       1);
   if (m.attention == codesign::AttentionImpl::unfused) {
     const double scores = as_double(m.b * m.a * m.s) * as_double(m.s) / t;
     const double attn = (4 * e + 1) * scores;  // softmax read+write, dropout read+write+mask
-    bytes += attn;
-    c.attn_mem_fwd = memory_time(attn, 2, device, comm.system());
-    kernels += 2;
+    c.attn_mem_fwd = kernel_time("attention", false, attn, scores, 2, device, sys);
+    c.fwd_mem += c.attn_mem_fwd;
+    c.bwd_mem += kernel_time("attention", true, 2 * attn, scores, 2, device, sys);
   }
-  c.fwd_mem = memory_time(bytes, kernels, device, comm.system());
-  // The backward of an element-wise kernel reads the output gradient and the saved input and
-  // writes the input gradient: about twice the forward traffic.
-  c.bwd_mem = memory_time(2 * bytes, kernels, device, comm.system());
 
   // Megatron tensor parallelism: two all-reduces of the b*s*h activations per layer and pass;
   // with sequence parallelism each becomes an all-gather plus a reduce-scatter, and the backward
@@ -115,7 +131,8 @@ EndsCost ends_cost(const codesign::ModelShape& m, const codesign::DeviceSpec& de
   const DType dt = comm_dtype(m.dtype);
   // Embedding: gather rows (write b*s*h), a vocabulary-parallel all-reduce when tp > 1, and the
   // backward scatter-add of the same size.
-  c.embedding = memory_time(3 * sbh * e, 2, device, comm.system());
+  c.embedding = kernel_time("embedding", false, sbh * e, sbh, 1, device, comm.system()) +
+                kernel_time("embedding", true, 2 * sbh * e, sbh, 1, device, comm.system());
   if (layout.tp > 1) c.embedding += comm.cost(Collective::all_reduce, sbh * e, tp, dt).time_s;
   for (const auto& g : codesign::logit_gemms(m, true)) {
     c.logits_gemm += codesign::predict(g, device).time_s;
@@ -124,7 +141,13 @@ EndsCost ends_cost(const codesign::ModelShape& m, const codesign::DeviceSpec& de
   // backward writes their gradient: about five fp32 passes over b*s*v/t values, plus three small
   // all-reduces of b*s floats across the TP group.
   const double logits = tokens * as_double(m.v) / layout.tp;
-  c.cross_entropy = memory_time(5 * 4 * logits, 4, device, comm.system());
+  c.cross_entropy =
+      kernel_time("cross_entropy", false, 5 * 4 * logits, logits, 4, device, comm.system());
+  // The final layer norm before the logits (forward and backward), on the same stage.
+  const double sp_div = layout.sequence_parallel ? layout.tp : 1;
+  c.cross_entropy +=
+      kernel_time("norm", false, 2 * e * sbh / sp_div, sbh / sp_div, 1, device, comm.system()) +
+      kernel_time("norm", true, 4 * e * sbh / sp_div, sbh / sp_div, 1, device, comm.system());
   if (layout.tp > 1) {
     c.cross_entropy += 3 * comm.cost(Collective::all_reduce, tokens * 4, tp, DType::f32).time_s;
   }

@@ -2,6 +2,8 @@
 // logits) on one GPU, from the codesign GEMM model and the bytes the memory-bound kernels move.
 #pragma once
 
+#include <string>
+
 #include "mcr/codesign/device.hpp"
 #include "mcr/codesign/model.hpp"
 #include "mcr/plan/comm_model.hpp"
@@ -34,6 +36,12 @@ struct EndsCost {
 /// stream_efficiency where it gives one), plus one launch each.
 double memory_time(double bytes, int kernels, const codesign::DeviceSpec& device,
                    const SystemSpec& system);
+
+/// One class of memory-bound kernel (SystemSpec::elementwise_classes) over `elements` elements
+/// moving `bytes`: the elements at the system's measured per-element rate for that class and pass
+/// where it gives one, else the bytes at the achievable bandwidth; plus one launch per kernel.
+double kernel_time(const std::string& cls, bool backward, double bytes, double elements,
+                   int kernels, const codesign::DeviceSpec& device, const SystemSpec& system);
 
 /// `model` has t = tp and b = micro_batch already.
 LayerCost layer_cost(const codesign::ModelShape& model, const codesign::DeviceSpec& device,

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "mcr/codesign/paths.hpp"
@@ -71,8 +72,29 @@ void SystemSpec::validate() const {
                     "the device's memory efficiency",
                     name, stream_efficiency));
   }
+  for (const auto& [cls, rate] : elementwise_ns) {
+    const auto& known = elementwise_classes();
+    if (std::find(known.begin(), known.end(), cls) == known.end()) {
+      throw InvalidArgument(
+          fmt::format("system '{}': field 'elementwise_ns' has class '{}': it must be one of {}",
+                      name, cls, fmt::join(known, ", ")));
+    }
+    if (!(rate.forward_ns >= 0 && rate.backward_ns >= 0 && std::isfinite(rate.forward_ns) &&
+          std::isfinite(rate.backward_ns))) {
+      throw InvalidArgument(fmt::format(
+          "system '{}': field 'elementwise_ns.{}' is {{forward {}, backward {}}}: both must be "
+          "finite and >= 0 (nanoseconds per element)",
+          name, cls, rate.forward_ns, rate.backward_ns));
+    }
+  }
   check_link(intra, "intra");
   check_link(inter, "inter");
+}
+
+const std::vector<std::string>& elementwise_classes() {
+  static const std::vector<std::string> classes = {
+      "norm", "residual", "activation", "attention", "embedding", "cross_entropy", "optimizer"};
+  return classes;
 }
 
 void to_json(nlohmann::json& j, const SystemSpec& s) {
@@ -89,6 +111,9 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
        {"inter", inter},
        {"sources", s.sources}};
   if (s.stream_efficiency > 0) j["stream_efficiency"] = s.stream_efficiency;
+  for (const auto& [cls, r] : s.elementwise_ns) {
+    j["elementwise_ns"][cls] = {{"forward", r.forward_ns}, {"backward", r.backward_ns}};
+  }
 }
 
 void from_json(const nlohmann::json& j, SystemSpec& s) {
@@ -99,6 +124,11 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
   s.gpus_per_node = j.value("gpus_per_node", 1);
   s.compute_efficiency = j.value("compute_efficiency", 1.0);
   s.stream_efficiency = j.value("stream_efficiency", 0.0);
+  if (j.contains("elementwise_ns")) {
+    for (const auto& [cls, r] : j.at("elementwise_ns").items()) {
+      s.elementwise_ns[cls] = {r.value("forward", 0.0), r.value("backward", 0.0)};
+    }
+  }
   if (j.contains("intra")) s.intra = link_from_json(j.at("intra"), "intra");
   if (j.contains("inter")) s.inter = link_from_json(j.at("inter"), "inter");
   if (j.contains("sources")) s.sources = j.at("sources").get<std::map<std::string, std::string>>();

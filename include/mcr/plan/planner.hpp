@@ -50,6 +50,9 @@ struct PlanOptions {
   /// Bytes per parameter of the optimizer state (Adam: fp32 master, momentum, variance = 12), as
   /// the K of the ZeRO paper.
   double optimizer_bytes_per_param = 12;
+  /// Bytes per gradient bucket of the data-parallel reduction (PyTorch DDP's default
+  /// bucket_cap_mb of 25 MB, and bench/train_step's); 0 = one reduction of every gradient.
+  double dp_bucket_bytes = 25e6;
 };
 
 struct PlanResult {
@@ -83,6 +86,13 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
 /// Memory alone (cheap; the search uses it to skip layouts that cannot fit).
 MemoryBreakdown plan_memory(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
                             const Layout& layout, const PlanOptions& options = {});
+
+/// Sizes of the gradient buckets of `bytes` of gradients: as many full `bucket_bytes` buckets as
+/// fit, then the remainder; one bucket of everything when `bucket_bytes` is 0 or larger.
+std::vector<double> gradient_buckets(double bytes, double bucket_bytes);
+/// The sum of one collective per bucket (each priced by comm.cost); the source of the last one.
+CommCost bucketed_cost(const CommModel& comm, Collective op, double bytes, double bucket_bytes,
+                       const Placement& where, DType dtype);
 
 /// Fraction of a 1F1B step the pipeline is idle: (p - 1) / (m * v).
 double bubble_fraction(int pp, std::int64_t microbatches, int interleave);

@@ -25,6 +25,20 @@ struct Link {
   double bytes_per_s() const { return bandwidth_gbs * 1e9 * efficiency; }
 };
 
+/// Nanoseconds per element of one class of memory-bound kernel, forward and backward, on one
+/// device (see SystemSpec::elementwise_ns).
+struct ElementwiseRate {
+  double forward_ns = 0;
+  double backward_ns = 0;
+};
+
+/// The kernel classes a system may give an element-wise rate for, and what one element is:
+/// norm, residual (bias-dropout-add), embedding: one of the s*b*h activations; activation: one of
+/// the s*b*d_ff MLP values; attention: one of the b*a*s*s scores (softmax + dropout);
+/// cross_entropy: one logit (forward and gradient together, in `forward_ns`); optimizer: one
+/// parameter.
+const std::vector<std::string>& elementwise_classes();
+
 struct SystemSpec {
   std::string name;
   std::string description;
@@ -40,6 +54,12 @@ struct SystemSpec {
   /// calibrated CPU device needs it: calibration fits memory_efficiency to GEMMs, where it prices
   /// the memory side of small GEMMs, while the detected bandwidth is already a measured copy rate.
   double stream_efficiency = 0;
+  /// Per-element cost of the memory-bound kernels by class (elementwise_classes()). A class given
+  /// here is priced by its elements at this rate instead of its bytes: on a CPU these loops are
+  /// bound by exp, tanh, reductions and random numbers over cache-resident tensors, not by DRAM
+  /// bytes. Empty (GPUs): bytes alone. Measured once per machine by
+  /// bench/train_step_elementwise.cpp (docs/planner.md).
+  std::map<std::string, ElementwiseRate> elementwise_ns;
   Link intra;  ///< between GPUs of one node
   Link inter;  ///< between nodes
   std::map<std::string, std::string> sources;

@@ -1,0 +1,163 @@
+// Element-wise rate of this CPU: the nanoseconds per element of each memory-bound kernel class of
+// the C++ training step (train_step_kernels.hpp), forward and backward, for one core. On a CPU
+// these loops are bound by exp, tanh, sqrt, reductions and the dropout masks' random numbers over
+// cache-resident tensors, not by DRAM bytes, so `mcr plan` prices them per element where a system
+// file gives these rates (`elementwise_ns`, docs/planner.md). Measured once per machine and stored
+// in data/systems/local-cpu.json; not refitted per run.
+//
+//   train_step_elementwise [--hidden 512 --heads 8 --seq 128 --micro-batch 2 --vocab 4096
+//                           --params 10000000 --reps 30]
+//
+// Each kernel runs `reps` times over tensors of the given shape; the median process CPU time per
+// call is divided by the element count the planner uses for that class (norm, residual,
+// embedding: s*b*h; activation: s*b*d_ff; attention: b*a*s*s scores; cross entropy: b*s*v;
+// optimizer: parameters). Prints one JSON object, `elementwise_ns` in the system-file format.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "train_step_kernels.hpp"
+
+namespace {
+
+using ts::Vec;
+
+double median_ns(int reps, double elements, const std::function<void()>& f) {
+  f();  // warm: first touch of the pages, caches
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const double c0 = ts::cpu_now();
+    f();
+    t.push_back(ts::cpu_now() - c0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2] * 1e9 / elements;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  std::size_t h = 512, a = 8, s = 128, b = 2, v = 4096, params = 10000000;
+  int reps = 30;
+  const std::pair<const char*, std::size_t*> sizes[] = {{"--hidden", &h}, {"--heads", &a},
+                                                        {"--seq", &s},    {"--micro-batch", &b},
+                                                        {"--vocab", &v},  {"--params", &params}};
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) throw std::runtime_error(k + " needs a value");
+    const long long val = std::atoll(argv[i + 1]);
+    if (val <= 0) {
+      throw std::runtime_error(k + " is '" + argv[i + 1] + "': it must be a positive integer");
+    }
+    bool known = k == "--reps";
+    if (known) reps = static_cast<int>(val);
+    for (auto [name, field] : sizes) {
+      if (k == name) *field = static_cast<std::size_t>(val), known = true;
+    }
+    if (!known) throw std::runtime_error("unknown option " + k);
+  }
+  const std::size_t T = b * s, ff = 4 * h, S = b * a * s * s;
+  const double th = static_cast<double>(T * h);
+  Vec x(T * h), y(T * h), z(T * h), g(ff, 1.0f), bias(ff, 0.1f), mu(T), rs(T), dg(ff), db(ff);
+  ts::fill_random(x, 1, 1.0f), ts::fill_random(z, 2, 1.0f);
+  std::vector<std::uint8_t> mask(std::max(S, T * ff));
+  std::uint64_t seed = 7;
+  nlohmann::json r;
+  auto put = [&](const char* cls, double fwd, double bwd) {
+    r[cls] = {{"forward", fwd}, {"backward", bwd}};
+  };
+  // Layer norm.
+  put("norm",
+      median_ns(reps, th, [&] { ts::layernorm(x, g.data(), bias.data(), T, h, y, mu, rs); }),
+      median_ns(reps, th, [&] {
+        ts::layernorm_backward(z, x, mu, rs, g.data(), T, h, y, dg.data(), db.data(), true);
+      }));
+  // Bias-dropout-add and its backward (dropout mask, bias gradient).
+  {
+    std::span<std::uint8_t> m(mask.data(), T * h);
+    std::vector<std::uint8_t> mk(T * h);
+    put("residual",
+        median_ns(reps, th, [&] { ts::bias_dropout_add(x, bias.data(), z, mk, T, h, y, seed++); }),
+        median_ns(reps, th, [&] { ts::dropout_backward(z, mk, y, db.data(), T, h); }));
+  }
+  // Bias + GeLU over the MLP's d_ff columns.
+  {
+    Vec u(T * ff), out(T * ff), d(T * ff);
+    ts::fill_random(u, 3, 1.0f), ts::fill_random(d, 4, 1.0f);
+    const double n = static_cast<double>(T * ff);
+    put("activation", median_ns(reps, n, [&] { ts::bias_gelu(u, bias.data(), T, ff, out); }),
+        median_ns(reps, n, [&] { ts::gelu_backward(d, u, T, ff, db.data()); }));
+  }
+  // Causal softmax + dropout over the scores.
+  {
+    Vec p(S), drop(S), d(S), p0(S);
+    std::vector<std::uint8_t> mk(S);
+    ts::fill_random(p0, 5, 4.0f), ts::fill_random(d, 6, 1.0f);
+    const double n = static_cast<double>(S);
+    const double fwd = median_ns(reps, n, [&] {
+      std::copy(p0.begin(), p0.end(), p.begin());
+      ts::softmax_dropout(p, drop, mk, b * a, s, seed++);
+    });
+    // The copy that restores the scores is not part of the kernel: time it alone and remove it.
+    const double copy = median_ns(reps, n, [&] { std::copy(p0.begin(), p0.end(), p.begin()); });
+    put("attention", std::max(0.0, fwd - copy),
+        median_ns(reps, n, [&] { ts::softmax_dropout_backward(d, p, mk, b * a, s, 0.125f); }));
+  }
+  // Embedding gather and scatter-add.
+  {
+    std::vector<int> tok(T);
+    for (auto& t : tok)
+      t = static_cast<int>(ts::next(seed) % v);
+    Vec emb(v * h), pos(s * h), demb(v * h), dpos(s * h);
+    ts::fill_random(emb, 8, 0.02f), ts::fill_random(pos, 9, 0.02f);
+    put("embedding", median_ns(reps, th, [&] { ts::embed(tok, emb.data(), pos.data(), s, h, y); }),
+        median_ns(reps, th, [&] { ts::embed_backward(tok, z, s, h, demb.data(), dpos.data()); }));
+  }
+  // Cross entropy over the logits (forward and gradient in one pass), per logit.
+  {
+    Vec logits(T * v), l0(T * v);
+    ts::fill_random(l0, 10, 4.0f);
+    std::vector<int> tgt(T);
+    for (auto& t : tgt)
+      t = static_cast<int>(ts::next(seed) % v);
+    const double n = static_cast<double>(T * v);
+    const double both = median_ns(reps, n, [&] {
+      std::copy(l0.begin(), l0.end(), logits.begin());
+      ts::cross_entropy(logits, tgt, T, v);
+    });
+    const double copy =
+        median_ns(reps, n, [&] { std::copy(l0.begin(), l0.end(), logits.begin()); });
+    put("cross_entropy", std::max(0.0, both - copy), 0.0);
+  }
+  // Adam over `params` parameters.
+  {
+    Vec w(params), gr(params), m1(params, 0), m2(params, 0);
+    ts::fill_random(w, 11, 0.02f), ts::fill_random(gr, 12, 0.01f);
+    int step = 0;
+    const double n = static_cast<double>(params);
+    put("optimizer", median_ns(std::max(5, reps / 3), n, [&] { ts::adam(w, gr, m1, m2, ++step); }),
+        0.0);
+  }
+  nlohmann::json out = {{"format", "mcr-elementwise-rate"},
+                        {"shape",
+                         {{"hidden", h},
+                          {"heads", a},
+                          {"seq", s},
+                          {"micro_batch", b},
+                          {"vocab", v},
+                          {"params", params}}},
+                        {"reps", reps},
+                        {"elementwise_ns", r}};
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "train_step_elementwise: %s\n", e.what());
+  return 2;
+}
