@@ -11,17 +11,12 @@
 #include "mcr/errors.hpp"
 #include "mcr/info.hpp"
 #include "mcr/selection.hpp"
+#include "text.hpp"
 
 namespace mcr {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n'))
-    s.remove_suffix(1);
-  return s;
-}
+using detail::trim;
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;

@@ -15,6 +15,7 @@
 #include "log.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/info.hpp"
+#include "text.hpp"
 
 namespace mcr::detail {
 namespace {
@@ -37,14 +38,6 @@ std::vector<std::string> compiled_names() {
     out.emplace_back(f.name);
   out.emplace_back(kHierBackend);  // composed of the others: always built
   return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
 }
 
 std::string read_rules_file(const std::string& path, std::string_view source) {

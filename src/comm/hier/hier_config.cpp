@@ -8,17 +8,10 @@
 
 #include "mcr/errors.hpp"
 #include "mcr/info.hpp"
+#include "text.hpp"
 
 namespace mcr::detail {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
 
 // A step backend is a flat library: "hier" inside hier would compose forever.
 std::string parse_backend(std::string_view key, std::string_view value, std::string_view source) {
