@@ -31,7 +31,9 @@ std::string progress_key(std::uint64_t group_id, int group_rank) {
   return fmt::format("mcr/progress/{}/{}", group_id, group_rank);
 }
 
-Bytes count_bytes(std::uint64_t v) { return to_bytes(std::to_string(v)); }
+Bytes count_bytes(std::uint64_t v) {
+  return to_bytes(std::to_string(v));
+}
 
 Store* store_or_null() noexcept {
   if (!runtime_exists()) return nullptr;
@@ -74,8 +76,9 @@ void publish_stuck_progress() noexcept {
     // A store that does not answer (its host frozen or cut off) must not hold the store's lock
     // for a whole reply timeout: the timeout message of a rank's operation needs it next.
     if (!store->responds_within(kWatchdogProbe)) {
-      std::fprintf(stderr, "mcr: progress not published: the rendezvous store did not answer "
-                           "within %lld ms\n",
+      std::fprintf(stderr,
+                   "mcr: progress not published: the rendezvous store did not answer "
+                   "within %lld ms\n",
                    static_cast<long long>(kWatchdogProbe.count()));
       return;
     }
@@ -100,8 +103,8 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
         // The store's host may be the one that is cut off: ask briefly before the queries below,
         // each of which would otherwise wait the store's full reply timeout.
         if (!store->responds_within(kStoreProbe)) {
-          throw Error(fmt::format("the rendezvous store did not answer within {} ms",
-                                  kStoreProbe.count()));
+          throw Error(
+              fmt::format("the rendezvous store did not answer within {} ms", kStoreProbe.count()));
         }
         store->set(progress_key(rec.group_id(), rec.group_rank()), count_bytes(rec.issued_count()));
         // Point-to-point involves one peer, and sequence numbers of a pair need not align: for

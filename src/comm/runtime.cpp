@@ -37,7 +37,6 @@ const char* env(const char* name) {
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
-
 // The composed backend goes last (after every flat one, so default priority never prefers it) and
 // only where it can compose; elsewhere selection explains why it is not there.
 void add_hier_backend(const Runtime& rt, CommState& s) {

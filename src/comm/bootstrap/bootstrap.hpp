@@ -14,8 +14,12 @@ namespace mcr::detail {
 using Bytes = std::vector<std::uint8_t>;
 
 /// Text as store/exchange bytes, and back.
-inline Bytes to_bytes(std::string_view s) { return Bytes(s.begin(), s.end()); }
-inline std::string from_bytes(const Bytes& b) { return std::string(b.begin(), b.end()); }
+inline Bytes to_bytes(std::string_view s) {
+  return Bytes(s.begin(), s.end());
+}
+inline std::string from_bytes(const Bytes& b) {
+  return std::string(b.begin(), b.end());
+}
 
 /// Which launcher started this process, read from the environment.
 enum class Launcher { single, mpi, slurm, torchrun };
@@ -34,8 +38,8 @@ struct LaunchInfo {
   /// reports itself unusable rather than forming a world of one.
   bool mpi_world = false;
   /// Filled in by the store setup, once ranks have compared notes (bootstrap/host.hpp):
-  std::string host_id;       ///< this process's host identity (host name, boot id, network ns)
-  bool single_host = false;  ///< every rank of the world has this host identity
+  std::string host_id;            ///< this process's host identity (host name, boot id, network ns)
+  bool single_host = false;       ///< every rank of the world has this host identity
   std::vector<int> host_of_rank;  ///< world rank -> host index (topology.hpp), rank 0's host is 0
 };
 

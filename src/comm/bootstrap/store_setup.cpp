@@ -22,9 +22,9 @@
 #include "bootstrap/store_exchange.hpp"
 #include "bootstrap/store_socket.hpp"
 #include "log.hpp"
-#include "topology.hpp"
 #include "mcr/errors.hpp"
 #include "runtime.hpp"
+#include "topology.hpp"
 
 namespace mcr::detail {
 namespace {
@@ -33,7 +33,6 @@ const char* env(const char* name) {
   const char* v = std::getenv(name);
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
-
 
 std::string random_hex(std::size_t bytes) {
   Bytes buf(bytes);
@@ -198,7 +197,8 @@ void start_store(Runtime& rt, std::unique_ptr<Exchange> mpi, std::chrono::millis
     single_host = all_equal(identities);
   }
   std::vector<std::string> names;
-  for (const auto& b : identities) names.push_back(from_bytes(b));
+  for (const auto& b : identities)
+    names.push_back(from_bytes(b));
   rt.launch.host_id = me;
   rt.launch.single_host = single_host;
   rt.launch.host_of_rank = host_indices(names);

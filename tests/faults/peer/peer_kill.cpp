@@ -30,6 +30,7 @@
 
 #include <fmt/format.h>
 
+#include "fault/program.hpp"
 #include "mcr/comm.hpp"
 #include "mcr/errors.hpp"
 
@@ -37,21 +38,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string_view arg(int argc, char** argv, std::string_view name, std::string_view fallback) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a.starts_with(name) && a.size() > name.size() && a[name.size()] == '=') {
-      return a.substr(name.size() + 1);
-    }
-  }
-  return fallback;
-}
+using mcr::test::arg;
 
 const char* type_name(const std::exception& e) {
-  if (dynamic_cast<const mcr::TimeoutError*>(&e) != nullptr) return "TimeoutError";
-  if (dynamic_cast<const mcr::BackendError*>(&e) != nullptr) return "BackendError";
-  if (dynamic_cast<const mcr::Error*>(&e) != nullptr) return "Error";
-  return "std::exception";
+  return mcr::test::error_type_name(e);
 }
 
 // The victim's end: SIGKILL now, or SIGSTOP now and SIGKILL from a helper process later.

@@ -128,7 +128,8 @@ TEST(BackendList, RejectsEmptyUnknownUncompiledAndRepeatedNames) {
   auto m = error_of([&] { check_backend_list({built, ""}, "MCR_BACKENDS='x,'"); });
   EXPECT_NE(m.find("MCR_BACKENDS='x,': item 2 is empty"), std::string::npos) << m;
   m = error_of([] { check_backend_list({"glo"}, "MCR_BACKENDS"); });
-  EXPECT_NE(m.find("unknown backend 'glo' (known backends: nccl, mpi, gloo, hier)"), std::string::npos)
+  EXPECT_NE(m.find("unknown backend 'glo' (known backends: nccl, mpi, gloo, hier)"),
+            std::string::npos)
       << m;
   m = error_of([&] { check_backend_list({built, built}, "MCR_BACKENDS"); });
   EXPECT_NE(m.find(fmt::format("backend '{}' is listed twice", built)), std::string::npos) << m;
