@@ -114,6 +114,24 @@ std::int64_t get_dimension(const ModelShape& m, const std::string& field) {
       "dimension '{}' is not known: use h, a, a_kv, L, v, s, b, d_ff, t, experts or top_k", field));
 }
 
+Uncertainty advisor_uncertainty(const DeviceSpec& device, std::optional<double> given) {
+  if (given) {
+    if (!(*given >= 0) || *given >= 1) {
+      throw InvalidArgument(fmt::format("--uncertainty = {} must be in [0, 1)", *given));
+    }
+    return {*given, "--uncertainty"};
+  }
+  if (const auto& pe = device.prediction_error) {
+    return {pe->median_abs_pct_error / 100.0,
+            fmt::format("median held-out |error| of device '{}' (p90 {:.1f}%, {} GEMMs; {})",
+                        device.name, pe->p90_abs_pct_error, pe->count, pe->source)};
+  }
+  return {kDefaultUncertainty,
+          fmt::format("fixed default: device '{}' records no calibration (prediction_error), and "
+                      "uncalibrated entries miss single GEMMs by 5-13% (median)",
+                      device.name)};
+}
+
 Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOptions& o) {
   model.validate();
   if (!(o.budget > 0) || o.budget >= 1) {
@@ -124,7 +142,9 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
   advice.input = model;
   advice.input_params = count_parameters(model).total;
   advice.input_analysis = analyze(model, device, o.training);
-  advice.uncertainty = o.uncertainty;
+  const Uncertainty bar = advisor_uncertainty(device, o.uncertainty);
+  advice.uncertainty = bar.value;
+  advice.uncertainty_source = bar.source;
   const ModelAnalysis& base = advice.input_analysis;
   advice.input_totals = base.totals;
   const auto base_findings = check_guidelines(model, device, base, false);
@@ -186,7 +206,7 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
               cand.model_speedup = an.totals.model_tflops / base.totals.model_tflops;
               cand.changes = describe_changes(model, c);
               cand.fields_changed = count_changes(model, c);
-              cand.significant = cand.model_speedup - 1.0 >= o.uncertainty;
+              cand.significant = cand.model_speedup - 1.0 >= bar.value;
               for (const Finding& f : base_findings) {
                 if (!has_finding(findings, f.id) &&
                     std::find(cand.fixes.begin(), cand.fixes.end(), f.id) == cand.fixes.end()) {

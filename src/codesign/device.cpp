@@ -26,13 +26,18 @@ bool operator==(const EfficiencyParams& a, const EfficiencyParams& b) {
          a.k_overhead == b.k_overhead && a.memory_efficiency == b.memory_efficiency &&
          a.launch_overhead_s == b.launch_overhead_s && a.latency_floor_s == b.latency_floor_s;
 }
+bool operator==(const PredictionError& a, const PredictionError& b) {
+  return a.count == b.count && a.median_abs_pct_error == b.median_abs_pct_error &&
+         a.p90_abs_pct_error == b.p90_abs_pct_error && a.source == b.source;
+}
 bool operator==(const DeviceSpec& a, const DeviceSpec& b) {
   return a.name == b.name && a.description == b.description && a.vendor == b.vendor &&
          a.arch == b.arch && a.compute_units == b.compute_units && a.clock_mhz == b.clock_mhz &&
          a.max_clock_mhz == b.max_clock_mhz && a.peak_tflops == b.peak_tflops &&
          a.memory_bandwidth_gbs == b.memory_bandwidth_gbs && a.memory_gb == b.memory_gb &&
          a.l2_bytes == b.l2_bytes && a.alignment_bytes == b.alignment_bytes && a.tiles == b.tiles &&
-         a.efficiency == b.efficiency && a.sources == b.sources;
+         a.efficiency == b.efficiency && a.sources == b.sources &&
+         a.prediction_error == b.prediction_error;
 }
 
 double DeviceSpec::peak_for(DType dtype) const {
@@ -114,6 +119,16 @@ void DeviceSpec::validate() const {
           ctx, tier.min_bytes, tier.factor));
     }
   }
+  if (prediction_error) {
+    const PredictionError& pe = *prediction_error;
+    if (pe.count == 0 || !(pe.median_abs_pct_error >= 0) ||
+        !(pe.p90_abs_pct_error >= pe.median_abs_pct_error) || pe.source.empty()) {
+      throw InvalidArgument(fmt::format(
+          "{}: prediction_error (count {}, median {}%, p90 {}%, source '{}'): needs count >= 1, "
+          "0 <= median <= p90 and a source",
+          ctx, pe.count, pe.median_abs_pct_error, pe.p90_abs_pct_error, pe.source));
+    }
+  }
 }
 
 void to_json(json& j, const Tile& t) {
@@ -161,6 +176,21 @@ void from_json(const json& j, EfficiencyParams& e) {
       [](const AlignmentTier& x, const AlignmentTier& y) { return x.min_bytes > y.min_bytes; });
 }
 
+void to_json(json& j, const PredictionError& e) {
+  j = json{{"count", e.count},
+           {"median_abs_pct_error", e.median_abs_pct_error},
+           {"p90_abs_pct_error", e.p90_abs_pct_error},
+           {"source", e.source}};
+}
+
+void from_json(const json& j, PredictionError& e) {
+  const std::string ctx = "prediction_error";
+  e.count = required<std::size_t>(j, "count", ctx);
+  e.median_abs_pct_error = required<double>(j, "median_abs_pct_error", ctx);
+  e.p90_abs_pct_error = required<double>(j, "p90_abs_pct_error", ctx);
+  e.source = required<std::string>(j, "source", ctx);
+}
+
 void to_json(json& j, const DeviceSpec& d) {
   json peaks = json::object();
   for (const auto& [dtype, value] : d.peak_tflops)
@@ -180,6 +210,7 @@ void to_json(json& j, const DeviceSpec& d) {
            {"tiles", d.tiles},
            {"efficiency", d.efficiency},
            {"sources", d.sources}};
+  if (d.prediction_error) j["prediction_error"] = *d.prediction_error;
 }
 
 void from_json(const json& j, DeviceSpec& d) {
@@ -212,6 +243,9 @@ void from_json(const json& j, DeviceSpec& d) {
       d.sources[key] = value.is_string() ? value.get<std::string>() : value.dump();
     }
   }
+  if (j.contains("prediction_error")) {
+    d.prediction_error = j.at("prediction_error").get<PredictionError>();
+  }
   d.validate();
 }
 
@@ -231,6 +265,16 @@ void save_device(const DeviceSpec& device, const std::filesystem::path& path) {
   std::ofstream out(path);
   if (!out) throw Error(fmt::format("cannot write device file '{}'", path.string()));
   out << json(device).dump(2) << '\n';
+}
+
+std::string peak_source(const DeviceSpec& device, DType dtype) {
+  const auto specific = device.sources.find("peak_tflops." + to_string(dtype));
+  const auto general = device.sources.find("peak_tflops");
+  std::string out = specific != device.sources.end() ? specific->second : "";
+  if (general != device.sources.end()) {
+    out += (out.empty() ? "" : "; ") + general->second;
+  }
+  return out.empty() ? "not documented" : out;
 }
 
 std::vector<std::string> catalog_devices() {

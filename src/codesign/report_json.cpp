@@ -186,10 +186,13 @@ json advice_json(const Advice& advice) {
                      {"fields_changed", c.fields_changed},
                      {"significant", c.significant}});
   }
-  return json{
-      {"input_params", advice.input_params}, {"input_totals", totals_json(advice.input_totals)},
-      {"evaluated", advice.evaluated},       {"tp_sizes", advice.tp_sizes},
-      {"uncertainty", advice.uncertainty},   {"candidates", cands}};
+  return json{{"input_params", advice.input_params},
+              {"input_totals", totals_json(advice.input_totals)},
+              {"evaluated", advice.evaluated},
+              {"tp_sizes", advice.tp_sizes},
+              {"uncertainty", advice.uncertainty},
+              {"uncertainty_source", advice.uncertainty_source},
+              {"candidates", cands}};
 }
 
 json params_json(const ParamCount& p) {

@@ -49,7 +49,9 @@ void run(const CalibrateArgs& a) {
   // The seed goes to stderr first so that even an interrupted run can be reproduced.
   fmt::print(stderr, "mcr calibrate: {} measurements, device '{}', hold-out {:.0f}%, seed {}\n",
              set.rows.size(), start.name, a.options.holdout_fraction * 100, a.options.seed);
-  const auto result = cb::calibrate(set.rows, start, a.options);
+  cb::CalibrationOptions options = a.options;
+  options.data_label = a.measurements;
+  const auto result = cb::calibrate(set.rows, start, options);
   if (!a.output.empty()) codesign::save_device(result.device, a.output);
   if (a.json) {
     nlohmann::json j = result;
@@ -59,6 +61,14 @@ void run(const CalibrateArgs& a) {
     fmt::print("{}\n", j.dump(2));
   } else {
     print_calibration(stdout, result, start);
+    if (const auto& pe = result.device.prediction_error) {
+      fmt::print(
+          "  error bar stored with the device (prediction_error): median |error| {:.1f}%, "
+          "p90 {:.1f}% over {} held-out GEMMs\n",
+          pe->median_abs_pct_error, pe->p90_abs_pct_error, pe->count);
+    } else {
+      fmt::print("  nothing held out: no error bar stored with the device (use --holdout > 0)\n");
+    }
     if (!a.output.empty()) fmt::print("calibrated device written to {}\n", a.output);
   }
 }
@@ -100,6 +110,9 @@ void add_calibrate_command(CLI::App& app) {
                   "extra Nelder-Mead runs from the best point")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--fix", args->options.fixed,
+                  "hold this parameter at the starting device's value (name as the result lists "
+                  "it, e.g. 'alignment_tiers[2B].factor'; repeatable)");
   cmd->add_flag("--json", args->json, "print the result as JSON");
   cmd->callback([args] { run(*args); });
 }

@@ -30,6 +30,7 @@ struct PlanArgs {
   bool sequence_parallel = false;
   bool allow_tp_across_nodes = false;
   bool no_dp_overlap = false;
+  bool no_peak_probe = false;
   std::vector<std::string> comm_tables;
   std::string rules;
   bool json = false;
@@ -41,20 +42,29 @@ struct PlanArgs {
 };
 
 /// The system's device: --device, else the catalog entry the system names, else (local-cpu) this
-/// machine's CPU with one core per rank.
+/// machine's CPU with one core per rank, its fp32 peak measured by the quick SGEMM peak probe on
+/// one core unless --no-peak-probe asks for the estimate from CPU facts.
 codesign::DeviceSpec pick_device(const PlanArgs& a, const plan::SystemSpec& sys) {
   if (!a.device.empty() && a.device != "local") return codesign::resolve_device(a.device);
   const std::string name = a.device.empty() ? sys.device : "local-cpu";
   if (name != codesign::bench::kLocalCpuName) return codesign::device_from_catalog(name);
-  namespace cb = codesign::bench;
-  const auto cpu = cb::detect_cpu();
-  auto spec = cb::cpu_device_spec(
-      cpu, cb::measure_memory_bandwidth_gbs(static_cast<std::size_t>(cpu.llc_bytes()), 1));
-  const double share = 1.0 / std::max(1, cpu.cores);
-  spec.compute_units = 1;
-  for (auto& [dtype, peak] : spec.peak_tflops)
-    peak *= share;
-  return spec;
+  return codesign::bench::local_cpu_device({1, !a.no_peak_probe});
+}
+
+/// The device's peak for the model's dtype and where it comes from (catalog citation, CPU-facts
+/// estimate or peak probe), so that every plan says what its compute rate rests on.
+nlohmann::json peak_json(const codesign::DeviceSpec& dev, codesign::DType dtype) {
+  nlohmann::json j{{"dtype", codesign::to_string(dtype)},
+                   {"source", codesign::peak_source(dev, dtype)}};
+  j["tflops"] = dev.supports(dtype) ? nlohmann::json(dev.peak_for(dtype)) : nlohmann::json();
+  return j;
+}
+
+std::string peak_line(const codesign::DeviceSpec& dev, codesign::DType dtype) {
+  const auto j = peak_json(dev, dtype);
+  return fmt::format("device peak: {} {} TFLOP/s ({})\n", j["dtype"].get<std::string>(),
+                     dev.supports(dtype) ? fmt::format("{:.4g}", dev.peak_for(dtype)) : "none",
+                     j["source"].get<std::string>());
 }
 
 plan::CommModel make_comm(const PlanArgs& a, const plan::SystemSpec& sys,
@@ -145,7 +155,8 @@ void run(const PlanArgs& a) {
       }
       std::cout << j.dump(2) << "\n";
     } else {
-      fmt::print("{}\n\n{}", describe_model(model), format_advice(pairs));
+      fmt::print("{}\n{}\n{}", describe_model(model), peak_line(dev, model.dtype),
+                 format_advice(pairs));
     }
     return;
   }
@@ -160,6 +171,7 @@ void run(const PlanArgs& a) {
       j["rejected"] = found.rejected;
       j["out_of_memory"] = found.out_of_memory;
       j["seconds"] = secs;
+      j["device_peak"] = peak_json(dev, model.dtype);
       j["ranked"] = nlohmann::json::array();
       for (const auto& r : found.ranked)
         j["ranked"].push_back(plan::to_json(r));
@@ -168,17 +180,20 @@ void run(const PlanArgs& a) {
         j["too_big"].push_back(plan::to_json(r));
       std::cout << j.dump(2) << "\n";
     } else {
-      fmt::print("{}\nsystem: {} ({} GPUs), device: {}\n\n{}", describe_model(model), sys.name,
-                 sys.total_gpus(), dev.name, format_search(found, secs));
+      fmt::print("{}\nsystem: {} ({} GPUs), device: {}\n{}\n{}", describe_model(model), sys.name,
+                 sys.total_gpus(), dev.name, peak_line(dev, model.dtype),
+                 format_search(found, secs));
     }
     return;
   }
   const auto layout = plan::resolve_layout(layout_from(a), model, sys);
   const auto r = plan::plan_step(model, dev, comm, layout);
   if (a.json) {
-    std::cout << plan::to_json(r).dump(2) << "\n";
+    auto j = plan::to_json(r);
+    j["device_peak"] = peak_json(dev, model.dtype);
+    std::cout << j.dump(2) << "\n";
   } else {
-    fmt::print("{}\n{}", describe_model(model), format_plan(r));
+    fmt::print("{}\n{}{}", describe_model(model), peak_line(dev, model.dtype), format_plan(r));
   }
   if (!r.memory.fits) exit_code() = 3;
 }
@@ -195,6 +210,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--device", args->device,
                   "device catalog name or JSON file (default: the system's device; 'local' = this "
                   "CPU)");
+  cmd->add_flag("--no-peak-probe", args->no_peak_probe,
+                "local-cpu: keep the fp32 peak estimated from CPU facts instead of measuring it "
+                "with the quick SGEMM probe (deterministic output)");
   cmd->add_option("--system", args->system, "system catalog name or JSON file (data/systems)")
       ->capture_default_str();
   cmd->add_option("--gpus", args->gpus, "GPUs used (default: tp*pp*dp, or the whole system)");

@@ -235,8 +235,8 @@ void add_shape_command(CLI::App& app) {
                   "those of 2, 4, 8 the input allows)")
       ->delimiter(',');
   cmd->add_option("--uncertainty", opts->advisor.uncertainty,
-                  "advisor: speedups below this are marked as not significant")
-      ->capture_default_str();
+                  "advisor: relative speedups below this are marked as within the model's error "
+                  "(default: the device's calibrated median held-out |error|, else 0.03)");
   cmd->add_option("--pp", opts->layout.pp, "memory: pipeline stages")->capture_default_str();
   cmd->add_option("--dp", opts->layout.dp, "memory: data-parallel size")->capture_default_str();
   cmd->add_option("--zero", opts->layout.zero_stage, "memory: ZeRO stage 0-3")

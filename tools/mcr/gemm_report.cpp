@@ -118,7 +118,9 @@ void print_calibration(std::FILE* out, const codesign::bench::CalibrationResult&
     } else {
       const auto prior = std::find_if(r.unidentified.begin(), r.unidentified.end(),
                                       [&](const auto& u) { return u.rfind(name + ": ", 0) == 0; });
-      if (prior != r.unidentified.end()) {
+      if (std::find(r.fixed.begin(), r.fixed.end(), name) != r.fixed.end()) {
+        note = "held at its starting value (--fix)";
+      } else if (prior != r.unidentified.end()) {
         note = "left at prior: " + prior->substr(name.size() + 2);
         ++at_prior;
       } else {

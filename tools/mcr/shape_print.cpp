@@ -113,6 +113,8 @@ std::string format_advice(const Advice& advice) {
           s += fmt::format("{}{}", s.empty() ? "" : ", ", t);
         return s;
       }());
+  out += fmt::format("  error bar: gains under {:.1f}% are within the model's error ({})\n",
+                     100 * advice.uncertainty, advice.uncertainty_source);
   if (advice.candidates.empty()) {
     out += "  no faster shape found within the budget: this shape is already on a good tier.\n";
     return out;
@@ -142,7 +144,7 @@ std::string format_advice(const Advice& advice) {
     if (fixes.empty()) fixes = "wave/tile fit";
     const std::string note = c.significant
                                  ? fixes
-                                 : fmt::format("{}; gain < {:.0f}%: within the model's uncertainty",
+                                 : fmt::format("{}; gain < {:.1f}%: within the model's error",
                                                fixes, 100 * advice.uncertainty);
     out += row(rank++, c.changes, c.params, c.param_delta, c.totals.tflops, c.totals.model_tflops,
                c.model_speedup, note);
@@ -150,7 +152,7 @@ std::string format_advice(const Advice& advice) {
   if (std::none_of(advice.candidates.begin(), advice.candidates.end(),
                    [](const Candidate& c) { return c.significant; })) {
     out += fmt::format(
-        "  No gain reaches the model's uncertainty ({:.0f}%): the shape is already on a good tier; "
+        "  No gain reaches the model's error bar ({:.1f}%): the shape is already on a good tier; "
         "measure before changing it.\n",
         100 * advice.uncertainty);
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,11 +25,27 @@ struct AdvisorOptions {
   /// Tensor-parallel sizes every candidate must allow (t | a, and t and a_kv dividing one way).
   /// Empty: the model's t and those of 2, 4 and 8 that the input's head counts allow.
   std::vector<std::int64_t> tp_sizes;
-  /// Relative speedups below this are within the model's error and shown as not significant:
-  /// the median |error| of the uncalibrated catalog entries is 5-13% per GEMM on measured sweeps
-  /// (docs/performance.md), and most of it is shared by two shapes of the same model.
-  double uncertainty = 0.03;
+  /// Relative speedups below this are within the model's error and shown as not significant.
+  /// Unset: the device's calibrated error bar (advisor_uncertainty()).
+  std::optional<double> uncertainty;
 };
+
+/// Threshold when a device has no calibration: the median |error| of the uncalibrated catalog
+/// entries is 5-13% per GEMM on measured sweeps (docs/performance.md), and most of it is shared by
+/// two shapes of the same model, so a smaller bar than one GEMM's error.
+inline constexpr double kDefaultUncertainty = 0.03;
+
+/// The relative gain below which the advisor calls a speedup within the model's error, and where
+/// that figure comes from.
+struct Uncertainty {
+  double value = kDefaultUncertainty;
+  std::string source;
+};
+
+/// `given` when set (--uncertainty); else the median held-out |error| of the device's calibration
+/// (DeviceSpec::prediction_error), the error one predicted GEMM typically has on that device; else
+/// kDefaultUncertainty, with a note that the device has no calibration data.
+Uncertainty advisor_uncertainty(const DeviceSpec& device, std::optional<double> given);
 
 struct Candidate {
   ModelShape shape;
@@ -41,7 +58,7 @@ struct Candidate {
   std::vector<std::string> fixes;  ///< guideline ids the input has and this shape does not
   std::string changes;             ///< e.g. "a 32->20, v 50257->50304"
   int fields_changed = 0;          ///< how many of h, a, a_kv, L, d_ff, v differ from the input
-  bool significant = true;         ///< model_speedup - 1 >= AdvisorOptions::uncertainty
+  bool significant = true;         ///< model_speedup - 1 >= Advice::uncertainty
 };
 
 struct Advice {
@@ -54,7 +71,8 @@ struct Advice {
   std::vector<Candidate> candidates;
   std::int64_t evaluated = 0;          ///< shapes analysed
   std::vector<std::int64_t> tp_sizes;  ///< the tensor-parallel sizes candidates allow
-  double uncertainty = 0;              ///< AdvisorOptions::uncertainty used
+  double uncertainty = 0;              ///< the threshold used (advisor_uncertainty())
+  std::string uncertainty_source;      ///< where it comes from
 };
 
 /// Candidates keep h % a == 0, a_kv | a, h/a in [min_head_dim, max_head_dim], the MLP type and the

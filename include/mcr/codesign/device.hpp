@@ -5,8 +5,10 @@
 // docs/codesign.md.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,16 @@ struct EfficiencyParams {
 };
 bool operator==(const EfficiencyParams& a, const EfficiencyParams& b);
 
+/// How far the device's predictions were from GEMMs measured on it that its calibration did not
+/// fit: the model's error bar on this device (the advisor's significance threshold uses it).
+struct PredictionError {
+  std::size_t count = 0;            ///< held-out GEMMs the statistics are over
+  double median_abs_pct_error = 0;  ///< median |predicted - measured| / measured x 100
+  double p90_abs_pct_error = 0;     ///< 90th percentile of the same
+  std::string source;               ///< measurements file, split and seed
+};
+bool operator==(const PredictionError& a, const PredictionError& b);
+
 struct DeviceSpec {
   std::string name;          ///< catalog key, e.g. "a100-80gb"
   std::string description;   ///< e.g. "NVIDIA A100 SXM4 80GB"
@@ -71,6 +83,8 @@ struct DeviceSpec {
   EfficiencyParams efficiency;
   /// Citation per field ("compute_units", "peak_tflops.bf16", ...). Kept verbatim on save.
   std::map<std::string, std::string> sources;
+  /// Held-out error of a calibration; absent for an entry no measurement has judged.
+  std::optional<PredictionError> prediction_error;
 
   /// Dense peak for `dtype` in TFLOP/s; throws mcr::InvalidArgument if the device has none.
   double peak_for(DType dtype) const;
@@ -88,6 +102,8 @@ void from_json(const nlohmann::json& j, DeviceSpec& d);
 void to_json(nlohmann::json& j, const EfficiencyParams& e);
 void from_json(const nlohmann::json& j, EfficiencyParams& e);
 void to_json(nlohmann::json& j, const Tile& t);
+void to_json(nlohmann::json& j, const PredictionError& e);
+void from_json(const nlohmann::json& j, PredictionError& e);
 void from_json(const nlohmann::json& j, Tile& t);
 
 /// Reads and validates a device file. Errors name the file and the field.
@@ -96,6 +112,9 @@ DeviceSpec load_device(const std::filesystem::path& path);
 void save_device(const DeviceSpec& device, const std::filesystem::path& path);
 /// Loads `<data_dir>/devices/<name>.json`; an unknown name lists the catalog in the error.
 DeviceSpec device_from_catalog(const std::string& name);
+/// Where `device`'s dense peak for `dtype` comes from: its sources entry for that peak (and the
+/// general "peak_tflops" note when there is one), or "not documented".
+std::string peak_source(const DeviceSpec& device, DType dtype);
 /// Catalog names, sorted.
 std::vector<std::string> catalog_devices();
 /// `spec` is a catalog name or a path to a JSON file (anything containing '/' or ending in .json).

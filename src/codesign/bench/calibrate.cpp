@@ -1,6 +1,7 @@
 #include "mcr/codesign/bench/calibrate.hpp"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -95,7 +96,8 @@ struct ParamMap {
   // A parameter is fitted only if some training point exercises it under the starting device;
   // otherwise the data cannot say anything about it and it keeps its prior. The first alignment
   // tier and the first tile are references: scaling either is the same as scaling peak_fraction.
-  ParamMap(const DeviceSpec& d, std::span<const GemmMeasurement> data) {
+  ParamMap(const DeviceSpec& d, std::span<const GemmMeasurement> data,
+           const std::vector<std::string>& fixed) {
     const auto& tiers = d.efficiency.alignment_tiers;
     std::vector<bool> tier_used(tiers.size(), false);
     std::vector<bool> tile_used(d.tiles.size(), false);
@@ -112,15 +114,18 @@ struct ParamMap {
       launch_matters = launch_matters || m.timing.median_s < 20.0 * d.efficiency.launch_overhead_s;
       memory_matters = memory_matters || p.memory_time_s > 0.5 * p.compute_time_s;
     }
-    params.push_back({"peak_fraction", kPeak, peak_slot});
-    params.push_back({"k_overhead", kKOverhead, k_slot});
-    const auto maybe = [this](bool used, Param param, const char* reason) {
+    std::vector<std::string> all_names;
+    const auto maybe = [&](bool used, Param param, const char* reason) {
+      all_names.push_back(param.name);
+      if (std::find(fixed.begin(), fixed.end(), param.name) != fixed.end()) return;
       if (used) {
         params.push_back(std::move(param));
       } else {
         unidentified.push_back(param.name + ": " + reason);
       }
     };
+    maybe(true, {"peak_fraction", kPeak, peak_slot}, "");
+    maybe(true, {"k_overhead", kKOverhead, k_slot}, "");
     maybe(launch_matters, {"launch_overhead_s", kLaunch, launch_slot},
           "no measured time is within 20x of it");
     maybe(near_floor, {"latency_floor_s", kFloor, floor_slot},
@@ -138,6 +143,15 @@ struct ParamMap {
             {fmt::format("tiles[{}x{}].efficiency", d.tiles[i].m, d.tiles[i].n), kFraction,
              tile_slot, i},
             "no GEMM of the sweep is predicted to use this tile");
+    }
+    for (const auto& name : fixed) {
+      if (std::find(all_names.begin(), all_names.end(), name) == all_names.end()) {
+        throw InvalidArgument(fmt::format("--fix '{}' is not a parameter of device '{}' ({})", name,
+                                          d.name, fmt::join(all_names, ", ")));
+      }
+    }
+    if (params.empty()) {
+      throw InvalidArgument("calibration: every parameter is fixed or unexercised; nothing to fit");
     }
   }
 
@@ -305,7 +319,8 @@ CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const Dev
   result.train_before = summary_on(train, start);
   result.holdout_before = summary_on(test, start);
 
-  ParamMap map(start, train);
+  ParamMap map(start, train, options.fixed);
+  result.fixed = options.fixed;
   result.parameters = map.names();
   DeviceSpec trial = start;
   // Mean |log(predicted time / measured time)|: scale-free, so tiny and huge GEMMs weigh the same,
@@ -381,6 +396,15 @@ CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const Dev
   }
   result.train_after = summary_on(train, result.device);
   result.holdout_after = summary_on(test, result.device);
+  result.device.prediction_error.reset();
+  if (!test.empty()) {
+    result.device.prediction_error = PredictionError{
+        test.size(), result.holdout_after.median_abs_pct_error,
+        result.holdout_after.p90_abs_pct_error,
+        fmt::format("held out of mcr calibrate: {} of {} GEMMs of {} (--holdout {}, --seed {})",
+                    test.size(), measured.size(), options.data_label, options.holdout_fraction,
+                    options.seed)};
+  }
   return result;
 }
 
@@ -408,6 +432,7 @@ void to_json(nlohmann::json& j, const CalibrationResult& r) {
           return a;
         }()},
        {"unidentified", r.unidentified},
+       {"fixed", r.fixed},
        {"efficiency", r.device.efficiency},
        {"tiles", r.device.tiles}};
 }

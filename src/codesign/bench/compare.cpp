@@ -28,16 +28,19 @@ ComparisonSummary summarize(std::span<const ComparisonRow> rows) {
   ComparisonSummary s;
   s.count = rows.size();
   if (rows.empty()) {
-    s.median_abs_pct_error = s.median_ratio = s.spearman = std::numeric_limits<double>::quiet_NaN();
+    s.median_abs_pct_error = s.p90_abs_pct_error = s.median_ratio = s.spearman =
+        std::numeric_limits<double>::quiet_NaN();
     return s;
   }
-  std::vector<double> predicted, measured, ratios;
+  std::vector<double> predicted, measured, ratios, errors;
   for (const auto& r : rows) {
     predicted.push_back(r.predicted_tflops);
     measured.push_back(r.measured_tflops);
     ratios.push_back(r.ratio);
+    errors.push_back(r.abs_pct_error);
   }
   s.median_abs_pct_error = median_abs_pct_error(predicted, measured);
+  s.p90_abs_pct_error = quantile(std::move(errors), 0.9);
   s.median_ratio = median(ratios);
   s.spearman =
       rows.size() >= 2 ? spearman(predicted, measured) : std::numeric_limits<double>::quiet_NaN();
@@ -59,6 +62,7 @@ void to_json(nlohmann::json& j, const ComparisonSummary& s) {
   auto number = [](double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); };
   j = {{"count", s.count},
        {"median_abs_pct_error", number(s.median_abs_pct_error)},
+       {"p90_abs_pct_error", number(s.p90_abs_pct_error)},
        {"median_ratio", number(s.median_ratio)},
        {"spearman", number(s.spearman)}};
 }

@@ -36,6 +36,18 @@ double median(std::vector<double> values) {
   return 0.5 * (lower + upper);
 }
 
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) throw InvalidArgument("quantile: no values");
+  if (!(q >= 0.0 && q <= 1.0)) {
+    throw InvalidArgument(fmt::format("quantile: q = {} must be in [0, 1]", q));
+  }
+  std::sort(values.begin(), values.end());
+  const double pos = q * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (pos - static_cast<double>(lo)) * (values[hi] - values[lo]);
+}
+
 double abs_pct_error(double predicted, double measured) {
   return std::abs(predicted - measured) / measured * 100.0;
 }

@@ -24,6 +24,13 @@ struct CalibrationOptions {
   std::uint64_t seed = 1;      ///< seeds the train/hold-out split
   int max_evaluations = 3000;  ///< objective evaluations per Nelder-Mead run
   int restarts = 2;            ///< extra Nelder-Mead runs from the best point (escapes stalls)
+  /// Parameters held at the starting device's value, by the names the result lists (e.g.
+  /// "alignment_tiers[2B].factor"): values the data cannot speak for, such as one the model
+  /// cannot represent or one a previous fit pushed to the edge of its range. An unknown name is an
+  /// error.
+  std::vector<std::string> fixed;
+  /// Names the measurements (e.g. their file) in the fitted device's prediction_error.source.
+  std::string data_label = "the calibration measurements";
 };
 
 /// One fitted value with the interval the data support: moving the value alone anywhere in
@@ -41,7 +48,9 @@ struct FittedValue {
 };
 
 struct CalibrationResult {
-  DeviceSpec device;  ///< the input device with fitted efficiency parameters
+  /// The input device with fitted efficiency parameters; its prediction_error is the held-out
+  /// error after the fit (unset when nothing was held out: errors on fitted points are no bar).
+  DeviceSpec device;
   std::uint64_t seed = 0;
   std::size_t train_count = 0;
   std::size_t holdout_count = 0;
@@ -53,6 +62,7 @@ struct CalibrationResult {
   /// Parameters left at their prior, "name: reason" (no training point exercises them, or the
   /// fit is flat across their physical range).
   std::vector<std::string> unidentified;
+  std::vector<std::string> fixed;  ///< CalibrationOptions::fixed, held at their starting value
 };
 
 /// A small, dependency-free Nelder-Mead minimizer (standard coefficients 1, 2, 0.5, 0.5).

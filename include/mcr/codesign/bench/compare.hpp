@@ -24,6 +24,7 @@ struct ComparisonRow {
 struct ComparisonSummary {
   std::size_t count = 0;
   double median_abs_pct_error = 0;
+  double p90_abs_pct_error = 0;  ///< 90th percentile of |error| (quantile())
   double median_ratio = 0;
   /// Spearman rank correlation of predicted vs measured TFLOP/s; NaN with fewer than 2 rows.
   double spearman = 0;

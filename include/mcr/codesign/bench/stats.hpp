@@ -9,6 +9,10 @@ namespace mcr::codesign::bench {
 /// Median of `values` (mean of the two middle values for an even count). Throws on an empty input.
 double median(std::vector<double> values);
 
+/// The q-quantile of `values` (q in [0, 1]), interpolating linearly between order statistics
+/// (position q x (n - 1), as numpy's default). Throws on an empty input or q outside [0, 1].
+double quantile(std::vector<double> values, double q);
+
 /// |predicted - measured| / measured * 100 for one pair.
 double abs_pct_error(double predicted, double measured);
 
