@@ -5,6 +5,7 @@
 #include "mcr/errors.hpp"
 #include "mcr/flight_recorder.hpp"
 #include "mcr/observer.hpp"
+#include "mcr/store.hpp"
 #include "mcr/tensor.hpp"
 #include "mcr/types.hpp"
 #include "mcr/work.hpp"

@@ -13,6 +13,7 @@
 
 #include "mcr/observer.hpp"
 #include "mcr/selection.hpp"
+#include "mcr/store.hpp"
 #include "mcr/tensor.hpp"
 #include "mcr/types.hpp"
 #include "mcr/work.hpp"
@@ -194,10 +195,22 @@ struct InitOptions {
   /// root, reduce op, backend and form, and raise MismatchError on every rank when they differ
   /// (MCR_VERIFY=1). Costs one small all-gather per collective; must agree on every rank.
   bool verify = false;
+
+  /// A key-value store the ranks of the job already share (mcr/store.hpp). When set, init() forms
+  /// the world through it: the world exchange (unless MPI formed the world), Gloo's rendezvous,
+  /// NCCL's unique ids, group formation, the timeout diagnostics and finalize()'s check-in. It
+  /// starts no store server and needs no MCR_STORE_TOKEN (the store already belongs to the job),
+  /// and MASTER_ADDR/MASTER_PORT are not read. `rank` and `size` must then be set; they take the
+  /// place of the launcher's RANK/WORLD_SIZE. Every key mcr writes starts with "mcr/".
+  std::shared_ptr<KeyValueStore> store;
+  int rank = -1;  ///< with `store`: this process's rank, in [0, size)
+  int size = 0;   ///< with `store`: the number of ranks in the world, >= 1
 };
 
 /// Reads the launcher environment (mpirun/mpiexec, Slurm srun, or RANK/WORLD_SIZE/MASTER_ADDR/
 /// MASTER_PORT), brings up every usable backend and returns the world communicator. Collective.
+/// Throws InvalidArgument naming the field and value, before anything blocks, when `options.store`
+/// is set without a valid `rank` and `size`, or `rank`/`size` are set without a store.
 Communicator init(const InitOptions& options = {});
 /// Whether init() has run and finalize() has not.
 bool is_initialized() noexcept;

@@ -32,6 +32,13 @@ struct RuntimeInfo {
   std::map<std::string, std::string>
       build;  ///< build options: type, compiler, backends compiled in
   std::string launcher;
+  /// How the world was formed: "tcp store" (mcr's own, on rank 0) or the description of the store
+  /// given in InitOptions::store ("InitOptions::store", "torch store", ...).
+  std::string rendezvous;
+  std::string world_exchange;  ///< "mpi" (MPI formed the world) or "store"
+  /// The address of rank 0's TCP store, which every rank reached ("127.0.0.1" when all ranks share
+  /// a host); empty when a given store was used.
+  std::string store_host;
   int rank = 0;
   int size = 1;
   std::vector<BackendInfo> backends;  ///< every backend compiled in, in default priority order

@@ -30,6 +30,9 @@ RuntimeInfo runtime_info() {
   info.build["cublaslt"] = MCR_HAVE_CUBLASLT ? "on" : "off";
   info.build["blas"] = MCR_HAVE_BLAS ? "on" : "off";
   info.launcher = detail::to_string(rt.launch.launcher);
+  info.rendezvous = rt.rendezvous;
+  info.world_exchange = rt.world_exchange;
+  info.store_host = rt.store_host;
   info.rank = rt.launch.rank;
   info.size = rt.launch.size;
   info.rules = rt.rules ? rt.rules->canonical() : "";

@@ -148,10 +148,65 @@ namespace mcr {
 
 using namespace detail;
 
+namespace {
+
+// InitOptions::store and the rank and size it implies; checked before anything blocks.
+void check_store_options(const InitOptions& o) {
+  if (!o.store) {
+    if (o.rank != -1 || o.size != 0) {
+      throw InvalidArgument(fmt::format(
+          "InitOptions::rank = {}, InitOptions::size = {} given without InitOptions::store: rank "
+          "and size come from the launcher unless a store is given",
+          o.rank, o.size));
+    }
+    return;
+  }
+  if (o.size < 1) {
+    throw InvalidArgument(
+        fmt::format("InitOptions::size = {}: a given store needs the world size, >= 1", o.size));
+  }
+  if (o.rank < 0 || o.rank >= o.size) {
+    throw InvalidArgument(fmt::format(
+        "InitOptions::rank = {} is outside [0, {}) (InitOptions::size = {}): a given store needs "
+        "this process's rank",
+        o.rank, o.size, o.size));
+  }
+}
+
+// With a given store, its rank and size replace the launcher's. Only an MPI launcher's world is
+// worth joining, and only when it is the same world (checked here, before anything blocks);
+// without an MPI launcher, MPI_Init would form a world of one beside the real one.
+void take_rank_from_options(LaunchInfo& launch, const InitOptions& options) {
+  if (!options.store) return;
+  if (launch.mpi_world && (launch.rank != options.rank || launch.size != options.size)) {
+    throw InvalidArgument(fmt::format(
+        "InitOptions::rank = {}, InitOptions::size = {} disagree with the MPI launcher ({}: rank "
+        "{} of {}); the given store must serve the world MPI forms",
+        options.rank, options.size, to_string(launch.launcher), launch.rank, launch.size));
+  }
+  launch.rank = options.rank;
+  launch.size = options.size;
+}
+
+// Brings up the rendezvous: the given store, or mcr's own TCP store on rank 0.
+void form_world(Runtime& rt, const InitOptions& options, std::chrono::milliseconds timeout) {
+  if (!options.store) {
+    start_store(rt, launcher_world_exchange(rt.launch), timeout);
+    return;
+  }
+  std::unique_ptr<Exchange> mpi =
+      rt.launch.mpi_world ? launcher_world_exchange(rt.launch) : nullptr;
+  use_given_store(rt, options.store, std::move(mpi), timeout);
+}
+
+}  // namespace
+
 Communicator init(const InitOptions& options) {
   if (runtime_exists()) return Communicator(runtime().world);
+  check_store_options(options);
   auto rt = std::make_unique<Runtime>();
-  rt->launch = detect_launch();
+  rt->launch = detect_launch(options.store != nullptr);
+  take_rank_from_options(rt->launch, options);
 
   // Every input is read and checked before anything blocks. A rank whose input is rejected still
   // joins the bootstrap and the configuration exchange below, so that its peers raise at once too
@@ -174,7 +229,7 @@ Communicator init(const InitOptions& options) {
   rt->table = in.table;
   rt->table_source = in.table_source;
 
-  start_store(*rt, launcher_world_exchange(rt->launch), timeout);
+  form_world(*rt, options, timeout);
   runtime_slot() = std::move(rt);
   Runtime& r = runtime();
 
@@ -297,6 +352,15 @@ void wait_for_all_ranks(Runtime& r) noexcept {
     if (r.store_server && !r.store_server->wait_for_ranks_to_leave(0, r.bootstrap->timeout())) {
       log_debug("finalize: some ranks were still connected to the store after {} ms",
                 r.bootstrap->timeout().count());
+    }
+    // A given store may live in rank 0's process too (torch's TCPStore when launched by hand),
+    // and mcr cannot see its connections: every rank says when it is done with the store, and
+    // rank 0 waits for all of them before it returns (and may exit).
+    if (r.store_given) {
+      if (store.add("mcr/finalize/done", 1) == r.launch.size) {
+        store.set("mcr/finalize/done/all", {1});
+      }
+      if (r.launch.rank == 0) (void)store.get("mcr/finalize/done/all", r.bootstrap->timeout());
     }
   } catch (const std::exception& e) {  // finalize must not throw: say why and leave
     log_debug("finalize: not every rank checked in: {}", e.what());

@@ -17,7 +17,11 @@ namespace mcr::detail {
 
 struct Runtime {
   LaunchInfo launch;
-  std::unique_ptr<TcpStoreServer> store_server;  // rank 0 only
+  std::unique_ptr<TcpStoreServer> store_server;  // rank 0 only, never with a given store
+  bool store_given = false;    // InitOptions::store: the application's store, not mcr's
+  std::string rendezvous;      // the store's description: "tcp store", or the given store's
+  std::string world_exchange;  // "mpi" or "store"
+  std::string store_host;      // where rank 0's TCP store listens; empty with a given store
   std::unique_ptr<Bootstrap> bootstrap;
   std::shared_ptr<const RuleSet> rules;
   std::shared_ptr<const TuningTable> table;

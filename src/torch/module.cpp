@@ -11,8 +11,12 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include <mcr/comm.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <mcr/comm.hpp>
+#include <mcr/info.hpp>
+
+#include "c10d_store.hpp"
 #include "comm_thread.hpp"
 #include "process_group.hpp"
 
@@ -84,17 +88,44 @@ class ScopedEnv {
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
-// Brings the runtime up with `env` set for the duration of mcr::init() only: the torchrun path
-// passes the port agreed through torch's store (MASTER_PORT itself is taken by torch's store).
-CommHandle init_runtime(const std::map<std::string, std::string>& env) {
+// Brings the runtime up with `env` set for the duration of mcr::init() only. With `store` (a c10d
+// store, not None), the world is formed through it as rank `rank` of `size` (InitOptions::store):
+// the path of init_process_group("mcr") without an MPI launcher, so that torch's store is the
+// job's only rendezvous.
+CommHandle init_runtime(const std::map<std::string, std::string>& env, const py::object& store,
+                        int rank, int size) {
+  mcr::InitOptions options;
+  if (!store.is_none()) {
+    options.store = wrap_c10d_store(store.cast<c10::intrusive_ptr<c10d::Store>>());
+    options.rank = rank;
+    options.size = size;
+  }
   py::gil_scoped_release no_gil;
-  return CommThread::instance().call([&env] {
+  return CommThread::instance().call([&env, &options] {
     if (!world_slot()) {
       ScopedEnv scoped(env);
-      world_slot() = mcr::init();
+      world_slot() = mcr::init(options);
     }
     return describe(*world_slot());
   });
+}
+
+// How the runtime formed its world: {"rendezvous": "torch store" | "tcp store", "world_exchange":
+// "mpi" | "store", "store_host": rank 0's TCP store address or ""} (mcr::RuntimeInfo).
+py::dict rendezvous() {
+  mcr::RuntimeInfo info;
+  {
+    py::gil_scoped_release no_gil;
+    info = CommThread::instance().call([] {
+      if (!world_slot()) throw mcr::Error("mcr runtime is not initialised");
+      return mcr::runtime_info();
+    });
+  }
+  py::dict out;
+  out["rendezvous"] = info.rendezvous;
+  out["world_exchange"] = info.world_exchange;
+  out["store_host"] = info.store_host;
+  return out;
 }
 
 CommHandle world() {
@@ -184,7 +215,9 @@ PYBIND11_MODULE(_mcr_torch, m) {
       .def_readonly("size", &CommHandle::size)
       .def_readonly("global_ranks", &CommHandle::global_ranks);
 
-  m.def("init_runtime", &init_runtime, py::arg("env") = std::map<std::string, std::string>{});
+  m.def("init_runtime", &init_runtime, py::arg("env") = std::map<std::string, std::string>{},
+        py::arg("store") = py::none(), py::arg("rank") = -1, py::arg("size") = 0);
+  m.def("rendezvous", &rendezvous);
   m.def("is_initialized", [] {
     // Asked of the communication thread, which owns the runtime; false once it has shut down.
     py::gil_scoped_release no_gil;

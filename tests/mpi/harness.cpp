@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "file_store.hpp"
 
 namespace mcr::test {
 namespace {
@@ -16,6 +19,14 @@ namespace {
 Communicator g_world;
 std::vector<std::string> g_args;
 std::shared_ptr<LastOpObserver> g_observer;
+std::shared_ptr<FileStore> g_given_store;
+
+// An integer launcher variable: Open MPI's when present, else the torchrun-style one.
+int launcher_int(const char* ompi, const char* torchrun) {
+  const char* v = std::getenv(ompi);
+  if (v == nullptr) v = std::getenv(torchrun);
+  return v != nullptr ? std::atoi(v) : -1;
+}
 
 // Prints failed assertions of a non-zero rank (whose default gtest printer is muted so that the
 // log is not N interleaved copies of the same progress output).
@@ -109,6 +120,10 @@ LastOpObserver& observer() {
   return *g_observer;
 }
 
+FileStore* given_store() {
+  return g_given_store.get();
+}
+
 }  // namespace mcr::test
 
 int main(int argc, char** argv) {
@@ -122,6 +137,14 @@ int main(int argc, char** argv) {
     // A generous default so that a stalled operation fails the test instead of hanging it; the
     // environment (MCR_TIMEOUT) overrides it.
     if (std::getenv("MCR_TIMEOUT") == nullptr) init.timeout = std::chrono::seconds(60);
+    // MCR_TEST_GIVEN_STORE=<dir>: form the world through a file store under <dir>
+    // (InitOptions::store) instead of mcr's own TCP store.
+    if (const char* base = std::getenv("MCR_TEST_GIVEN_STORE"); base != nullptr && *base != '\0') {
+      g_given_store = std::make_shared<FileStore>(job_store_dir(base));
+      init.store = g_given_store;
+      init.rank = launcher_int("OMPI_COMM_WORLD_RANK", "RANK");
+      init.size = launcher_int("OMPI_COMM_WORLD_SIZE", "WORLD_SIZE");
+    }
     g_world = mcr::init(init);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mcr::init failed: %s\n", e.what());
@@ -138,7 +161,10 @@ int main(int argc, char** argv) {
 
   const bool local_failed = RUN_ALL_TESTS() != 0;
   const int status = job_verdict(local_failed);
+  const bool first = g_world.rank() == 0;
   g_world = mcr::Communicator();
   mcr::finalize();
+  // finalize() returned on rank 0 only once every rank was done with the store.
+  if (g_given_store && first) std::filesystem::remove_all(g_given_store->dir());
   return status;
 }

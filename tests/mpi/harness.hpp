@@ -41,4 +41,8 @@ class LastOpObserver : public OpObserver {
 /// The observer attached to world() (and inherited by communicators created from it).
 LastOpObserver& observer();
 
+class FileStore;
+/// The store the world was formed through when MCR_TEST_GIVEN_STORE is set, else nullptr.
+FileStore* given_store();
+
 }  // namespace mcr::test

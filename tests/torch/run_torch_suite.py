@@ -2,7 +2,7 @@
 distributed_test.py, shipped with torch) run against the "mcr" backend.
 
 Each test spawns WORLD_SIZE processes that initialise the default group with init_method=file://,
-so mcr comes up torchrun-style (Gloo only) with its rendezvous port agreed through torch's store.
+so mcr comes up torchrun-style (Gloo only) with its world formed through torch's store.
 Usage: run_torch_suite.py [-v] [test names...]  (default: TESTS below)."""
 
 import os

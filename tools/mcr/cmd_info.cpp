@@ -15,6 +15,9 @@ nlohmann::json to_json(const RuntimeInfo& info) {
   j["version"] = info.version;
   j["build"] = info.build;
   j["launcher"] = info.launcher;
+  j["rendezvous"] = {{"store", info.rendezvous},
+                     {"world_exchange", info.world_exchange},
+                     {"store_host", info.store_host}};
   j["rank"] = info.rank;
   j["size"] = info.size;
   j["timeout_ms"] = info.timeout.count();
@@ -79,6 +82,9 @@ void print_text(const RuntimeInfo& info) {
     fmt::print(" {}={}", k, v);
   fmt::print("\nlauncher: {} (rank {} of {}), default timeout {} s\n", info.launcher, info.rank,
              info.size, info.timeout.count() / 1000.0);
+  fmt::print("rendezvous: {}{}, world exchange through {}\n", info.rendezvous,
+             info.store_host.empty() ? "" : fmt::format(" at {}", info.store_host),
+             info.world_exchange);
   fmt::print("rules: {} (source: {})\n", info.rules.empty() ? "(none)" : info.rules,
              info.rules_source);
   fmt::print("tuning table: {}\n", info.tuning_source.empty() ? "(none)" : info.tuning_source);

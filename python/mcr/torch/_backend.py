@@ -1,8 +1,10 @@
 """Registers the c10d backend "mcr" and brings the mcr runtime up once per process.
 
-The world is formed once. Under mpirun/srun mcr forms it through MPI; under torchrun-style variables
-mcr runs its own rendezvous on a port agreed through torch's store (MASTER_PORT itself is torch's
-store). All mcr calls happen on one communication thread inside the extension.
+The world is formed once. Under mpirun/srun mcr forms it through MPI (with its own TCP store for
+the backends' rendezvous); otherwise (torchrun, or by hand with an init_method) mcr forms it
+through the c10d store torch hands to the backend's creator, so torch's store is the job's only
+rendezvous (mcr keeps its keys under "mcr/"). All mcr calls happen on one communication thread
+inside the extension.
 """
 
 import atexit
@@ -40,24 +42,18 @@ def _free_port():
 def ensure_runtime(store=None, rank=None, size=None):
     """Initialises mcr unless it already is; returns the world communicator handle.
 
-    Without an MPI launcher, rank 0 picks a free port for mcr's rendezvous and publishes it (with
-    its address) through torch's `store`; every rank waits for it there.
+    Under an MPI launcher, or without a store, mcr forms the world from the launcher's environment.
+    Otherwise it forms it through torch's `store` as `rank` of `size`: every rank must pass the same
+    store (the creator's, or the default store for groups formed before the default group is mcr).
     """
     with _lock:
         if _C.is_initialized():
             return _C.world()
         if launched_by_mpi() or store is None:
             return _C.init_runtime({})
-        env = {}
-        if rank is not None and "RANK" not in os.environ:  # launched by hand with init_method=tcp://
-            env["RANK"], env["WORLD_SIZE"] = str(rank), str(size)
-        if rank == 0:
-            host = os.environ.get("MASTER_ADDR") or socket.gethostname()
-            store.set("mcr/runtime_addr", f"{host}:{_free_port()}")
-        addr = store.get("mcr/runtime_addr").decode()
-        host, port = addr.rsplit(":", 1)
-        env["MASTER_ADDR"], env["MASTER_PORT"] = host, port
-        return _C.init_runtime(env)
+        if rank is None or size is None:
+            rank, size = dist.get_rank(), dist.get_world_size()
+        return _C.init_runtime({}, store, rank, size)
 
 
 def _as_timedelta(t):

@@ -77,29 +77,23 @@ def _launcher_env():
 def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_method=None):
     """Forms the world once and initialises torch.distributed's default group on `dist_backend`.
 
-    Launchers: mpirun/srun (mcr forms the world through MPI; rank 0's address for torch's store
-    travels through mcr), torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or by hand with the
-    same variables. `dist_backend` may be "gloo" to run torch's own backend for comparison.
+    Launchers: mpirun/srun (mcr forms the world through MPI; torch's store then listens on rank 0
+    at the address of mcr's own store, on a port rank 0 picks), torchrun (RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT; mcr forms its world through torch's store) or by hand with the same
+    variables. `dist_backend` may be "gloo" to run torch's own backend for comparison.
     """
     if dist.is_initialized():
         return
     _launcher_env()
     if init_method is None and _backend.launched_by_mpi() and "MASTER_PORT" not in os.environ:
         world = _backend.ensure_runtime()
-        mine = f"127.0.0.1:{_backend._free_port()}" if world.rank == 0 else ""
-        host, port = _C.broadcast_string(world, mine).rsplit(":", 1)
-        if _same_host(world):
-            os.environ["MASTER_ADDR"] = host
-        else:
-            os.environ["MASTER_ADDR"] = os.environ.get("MCR_STORE_HOST") or _C.broadcast_string(
-                world, os.uname().nodename)
+        port = _C.broadcast_string(world, str(_backend._free_port()) if world.rank == 0 else "")
+        # torch's store runs on rank 0, where mcr's own store listens: at the address every rank
+        # has already reached (loopback on one host; else MCR_STORE_HOST's interface address or
+        # the default route's, never MCR_STORE_HOST itself, which may name an interface).
+        os.environ["MASTER_ADDR"] = _C.rendezvous()["store_host"]
         os.environ["MASTER_PORT"] = port
     dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method)
-
-
-def _same_host(world):
-    local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("SLURM_NTASKS_PER_NODE")
-    return local is not None and local.isdigit() and int(local) == world.size
 
 
 def is_initialized():

@@ -9,9 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "mcr/store.hpp"
+
 namespace mcr::detail {
 
-using Bytes = std::vector<std::uint8_t>;
+using Bytes = KeyValueStore::Bytes;
 
 /// Text as store/exchange bytes, and back.
 inline Bytes to_bytes(std::string_view s) {
@@ -45,19 +47,15 @@ struct LaunchInfo {
 
 /// Reads OMPI_COMM_WORLD_*, PMIX_RANK, SLURM_PROCID/SLURM_NTASKS/..., RANK/WORLD_SIZE/LOCAL_RANK/
 /// MASTER_ADDR/MASTER_PORT. Throws InvalidArgument naming the variable when one is malformed.
-LaunchInfo detect_launch();
+/// `store_given`: init() was handed a store, so MASTER_ADDR/MASTER_PORT (where mcr's own store
+/// would listen) are not required.
+LaunchInfo detect_launch(bool store_given = false);
 
-/// A blocking key-value store shared by all ranks of the job.
-class Store {
+/// The store every part of the runtime talks to: the public contract (mcr/store.hpp) plus a probe
+/// for diagnostics. Two kinds exist: the client of mcr's own TCP store (tcp_store.hpp), and an
+/// adapter over a store the application handed to init() (given_store.hpp).
+class Store : public KeyValueStore {
  public:
-  virtual ~Store() = default;
-  virtual void set(const std::string& key, const Bytes& value) = 0;
-  /// Blocks until `key` exists, at most `timeout`; throws TimeoutError naming the key.
-  virtual Bytes get(const std::string& key, std::chrono::milliseconds timeout) = 0;
-  /// Atomically adds `delta` to the integer at `key` (0 if absent) and returns the new value.
-  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
-  /// Whether every key exists, without blocking.
-  virtual bool check(const std::vector<std::string>& keys) = 0;
   /// Whether the store answers a request within `bound` (much shorter than the store's own reply
   /// timeout): diagnostics written while a peer or a link may be gone ask this first, so that an
   /// unreachable store costs them `bound`, not another full timeout.

@@ -47,7 +47,7 @@ const char* to_string(Launcher l) noexcept {
   return "?";
 }
 
-LaunchInfo detect_launch() {
+LaunchInfo detect_launch(bool store_given) {
   LaunchInfo info;
   if (env("OMPI_COMM_WORLD_SIZE") != nullptr) {  // Open MPI's mpirun/mpiexec
     info.launcher = Launcher::mpi;
@@ -82,14 +82,16 @@ LaunchInfo detect_launch() {
     info.local_rank = env_int("LOCAL_RANK", 0, 0);
     info.local_size = env_int("LOCAL_WORLD_SIZE", info.size, 1);
     const char* addr = env("MASTER_ADDR");
-    if (info.size > 1 && addr == nullptr) {
+    // A store handed to init() replaces the one mcr would start at MASTER_ADDR:MASTER_PORT.
+    const bool need_master = info.size > 1 && !store_given;
+    if (need_master && addr == nullptr) {
       throw InvalidArgument(fmt::format(
           "RANK/WORLD_SIZE are set (WORLD_SIZE={}) but MASTER_ADDR is not: the rendezvous store "
           "needs MASTER_ADDR and MASTER_PORT",
           info.size));
     }
     info.master_addr = addr != nullptr ? addr : "127.0.0.1";
-    info.master_port = env_int("MASTER_PORT", info.size > 1 ? -1 : 29500, 0);
+    info.master_port = env_int("MASTER_PORT", need_master ? -1 : 29500, 0);
     if (info.master_port < 0) {
       throw InvalidArgument("RANK/WORLD_SIZE are set but MASTER_PORT is not");
     }

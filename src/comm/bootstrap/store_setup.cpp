@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "bootstrap/given_store.hpp"
 #include "bootstrap/host.hpp"
 #include "bootstrap/store_exchange.hpp"
 #include "bootstrap/store_socket.hpp"
@@ -172,14 +173,33 @@ StoreAddress mpi_store(Runtime& rt, Exchange& mpi, bool single_host) {
   return a;
 }
 
+// What both ways of setting up share: the host identities (gathered through MPI already, or now
+// through the store's exchange, the first world exchange of the job), then the Bootstrap.
+void form_bootstrap(Runtime& rt, const std::string& me, std::vector<Bytes> identities,
+                    std::unique_ptr<Exchange> exchange, std::unique_ptr<Store> store,
+                    std::chrono::milliseconds timeout) {
+  if (identities.empty()) {
+    identities =
+        rt.launch.size > 1 ? exchange->all_gather(to_bytes(me)) : std::vector<Bytes>{to_bytes(me)};
+  }
+  const bool single_host = all_equal(identities);
+  std::vector<std::string> names;
+  for (const auto& b : identities)
+    names.push_back(from_bytes(b));
+  rt.launch.host_id = me;
+  rt.launch.single_host = single_host;
+  rt.launch.host_of_rank = host_indices(names);
+  rt.bootstrap =
+      std::make_unique<Bootstrap>(rt.launch, std::move(exchange), std::move(store), timeout);
+}
+
 }  // namespace
 
 void start_store(Runtime& rt, std::unique_ptr<Exchange> mpi, std::chrono::milliseconds timeout) {
   const std::string me = host_identity();
-  const bool through_store = mpi == nullptr;
+  std::vector<Bytes> identities;
   bool single_host = rt.launch.size == 1;
-  std::vector<Bytes> identities{to_bytes(me)};
-  if (!through_store) {
+  if (mpi != nullptr) {
     identities = mpi->all_gather(to_bytes(me));
     single_host = all_equal(identities);
   }
@@ -189,21 +209,27 @@ void start_store(Runtime& rt, std::unique_ptr<Exchange> mpi, std::chrono::millis
     rt.store_server->set_goodbye_grace(std::min(timeout, std::chrono::milliseconds(2000)));
   }
   auto store = connect_tcp_store(a.host, a.port, timeout, a.job, rt.launch.rank);
+  rt.rendezvous = store->description();
+  rt.world_exchange = mpi != nullptr ? "mpi" : "store";
+  rt.store_host = a.host;
   std::unique_ptr<Exchange> exchange =
       mpi ? std::move(mpi) : make_store_exchange(*store, rt.launch.rank, rt.launch.size, timeout);
-  // Without MPI the identities travel through the store: the first world exchange of the job.
-  if (through_store && rt.launch.size > 1) {
-    identities = exchange->all_gather(to_bytes(me));
-    single_host = all_equal(identities);
-  }
-  std::vector<std::string> names;
-  for (const auto& b : identities)
-    names.push_back(from_bytes(b));
-  rt.launch.host_id = me;
-  rt.launch.single_host = single_host;
-  rt.launch.host_of_rank = host_indices(names);
-  rt.bootstrap =
-      std::make_unique<Bootstrap>(rt.launch, std::move(exchange), std::move(store), timeout);
+  form_bootstrap(rt, me, std::move(identities), std::move(exchange), std::move(store), timeout);
+}
+
+void use_given_store(Runtime& rt, std::shared_ptr<KeyValueStore> given,
+                     std::unique_ptr<Exchange> mpi, std::chrono::milliseconds timeout) {
+  const std::string me = host_identity();
+  std::vector<Bytes> identities;
+  if (mpi != nullptr) identities = mpi->all_gather(to_bytes(me));
+  std::unique_ptr<Store> store = adopt_given_store(std::move(given), rt.launch.rank);
+  rt.store_given = true;
+  rt.rendezvous = store->description();
+  rt.world_exchange = mpi != nullptr ? "mpi" : "store";
+  rt.store_host.clear();
+  std::unique_ptr<Exchange> exchange =
+      mpi ? std::move(mpi) : make_store_exchange(*store, rt.launch.rank, rt.launch.size, timeout);
+  form_bootstrap(rt, me, std::move(identities), std::move(exchange), std::move(store), timeout);
 }
 
 }  // namespace mcr::detail

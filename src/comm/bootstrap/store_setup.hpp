@@ -19,4 +19,10 @@ struct Runtime;
 /// BackendError, never as a hang.
 void start_store(Runtime& rt, std::unique_ptr<Exchange> mpi, std::chrono::milliseconds timeout);
 
+/// Forms the world through a store the application handed to init() instead: starts no server and
+/// connects nowhere. Fills rt.bootstrap and rt.launch's host fields like start_store(); the world
+/// exchange is `mpi` when MPI formed the world, else goes through `given`. Collective.
+void use_given_store(Runtime& rt, std::shared_ptr<KeyValueStore> given,
+                     std::unique_ptr<Exchange> mpi, std::chrono::milliseconds timeout);
+
 }  // namespace mcr::detail

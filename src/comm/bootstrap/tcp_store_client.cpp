@@ -91,6 +91,8 @@ class TcpStoreClient final : public Store {
     expect_ok(round_trip(w.bytes()), "set", key);
   }
 
+  std::string description() const override { return "tcp store"; }
+
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
     const auto deadline = Clock::now() + timeout;
     for (;;) {

@@ -87,3 +87,14 @@ TEST(Launch, MalformedVariablesAreErrors) {
   unsetenv("MASTER_ADDR");
   EXPECT_THROW(detect_launch(), mcr::InvalidArgument);
 }
+
+TEST(Launch, GivenStoreNeedsNoMasterAddress) {
+  CleanEnv clean;
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  EXPECT_THROW(detect_launch(), mcr::InvalidArgument);  // mcr's own store needs MASTER_ADDR
+  auto l = detect_launch(/*store_given=*/true);
+  EXPECT_EQ(l.launcher, Launcher::torchrun);
+  EXPECT_EQ(l.rank, 1);
+  EXPECT_EQ(l.size, 2);
+}

@@ -1,0 +1,47 @@
+"""How init_process_group("mcr") forms the world. Without an MPI launcher (torchrun) mcr forms it
+through torch's own store: it starts no TCP store of its own and needs no MCR_STORE_TOKEN. Under
+mpirun MPI forms it, and torch's store listens at the address of mcr's store on rank 0. Either way
+the world, and groups formed later, carry operations."""
+
+import os
+
+import torch
+import torch.distributed as dist
+
+import mcr.torch
+from common import check, finish, same, setup
+from mcr.torch import _mcr_torch as _C
+
+
+def main():
+    by_mpi = mcr.torch._backend.launched_by_mpi()
+    os.environ.pop("MCR_STORE_TOKEN", None)  # never needed with torch's store
+    rank, ws = setup()
+    info = _C.rendezvous()
+    if by_mpi:
+        check(info["rendezvous"] == "tcp store", f"rendezvous under mpirun: {info}")
+        check(info["world_exchange"] == "mpi", f"world exchange under mpirun: {info}")
+        check(info["store_host"] == os.environ["MASTER_ADDR"],
+              f"torch's store at mcr's store address: {info} vs {os.environ['MASTER_ADDR']}")
+    else:
+        check(info == {"rendezvous": "torch store", "world_exchange": "store", "store_host": ""},
+              f"rendezvous under torchrun: {info}")
+
+    t = torch.full((5,), float(rank + 1))
+    dist.all_reduce(t)
+    same(t, torch.full((5,), float(ws * (ws + 1) // 2)), "all_reduce on the world")
+    # A group formed after init: its communicator is formed through the same store.
+    first = dist.new_group([0])
+    if rank == 0:
+        t = torch.full((2,), 3.0)
+        dist.all_reduce(t, group=first)
+        same(t, torch.full((2,), 3.0), "all_reduce on a group of rank 0")
+    everyone = dist.new_group(list(range(ws)))
+    t = torch.ones(4, dtype=torch.int64)
+    dist.all_reduce(t, group=everyone)
+    same(t, torch.full((4,), ws, dtype=torch.int64), "all_reduce on a whole-world group")
+    finish("test_rendezvous")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+// InitOptions::store in one process: the checks of rank and size (before anything blocks), and a
+// world of one formed through an in-memory store, whose keys must all lie under "mcr/".
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "mcr/comm.hpp"
+#include "mcr/info.hpp"
+
+namespace {
+
+class MemoryStore final : public mcr::KeyValueStore {
+ public:
+  void set(const std::string& key, const Bytes& value) override {
+    std::lock_guard lock(mu_);
+    kv_[key] = value;
+  }
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
+    std::lock_guard lock(mu_);
+    auto it = kv_.find(key);  // one process: nobody else could set it while we wait
+    if (it == kv_.end()) {
+      throw mcr::TimeoutError(
+          "memory store: no key '" + key + "' after " + std::to_string(timeout.count()) + " ms",
+          "store_get", 0, "memory");
+    }
+    return it->second;
+  }
+  std::int64_t add(const std::string& key, std::int64_t delta) override {
+    std::lock_guard lock(mu_);
+    auto& v = kv_[key];
+    const std::int64_t now = (v.empty() ? 0 : std::stoll(std::string(v.begin(), v.end()))) + delta;
+    const std::string text = std::to_string(now);
+    v.assign(text.begin(), text.end());
+    return now;
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    std::lock_guard lock(mu_);
+    for (const auto& k : keys)
+      if (kv_.count(k) == 0) return false;
+    return true;
+  }
+  std::string description() const override { return "memory store"; }
+
+  std::vector<std::string> keys() {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& [k, v] : kv_)
+      out.push_back(k);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, Bytes> kv_;
+};
+
+std::string init_error(const mcr::InitOptions& o) {
+  try {
+    mcr::init(o);
+  } catch (const mcr::InvalidArgument& e) {
+    return e.what();
+  }
+  mcr::finalize();
+  return "(no InvalidArgument)";
+}
+
+}  // namespace
+
+TEST(GivenStore, RankAndSizeAreChecked) {
+  mcr::InitOptions o;
+  o.store = std::make_shared<MemoryStore>();
+  o.size = 2;
+  EXPECT_NE(init_error(o).find("InitOptions::rank = -1"), std::string::npos) << init_error(o);
+  o.rank = 2;
+  EXPECT_NE(init_error(o).find("InitOptions::rank = 2 is outside [0, 2)"), std::string::npos);
+  o.rank = 0;
+  o.size = 0;
+  EXPECT_NE(init_error(o).find("InitOptions::size = 0"), std::string::npos) << init_error(o);
+  mcr::InitOptions no_store;
+  no_store.rank = 1;
+  no_store.size = 2;
+  EXPECT_NE(init_error(no_store).find("without InitOptions::store"), std::string::npos);
+  EXPECT_FALSE(mcr::is_initialized());
+}
+
+TEST(GivenStore, FormsAWorldOfOne) {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "RANK", "WORLD_SIZE",
+                        "MCR_BACKENDS", "MCR_RULES", "MCR_RULES_FILE", "MCR_TUNING"})
+    unsetenv(v);
+  auto store = std::make_shared<MemoryStore>();
+  mcr::InitOptions o;
+  o.store = store;
+  o.rank = 0;
+  o.size = 1;
+  mcr::Communicator world = mcr::init(o);
+  const mcr::RuntimeInfo info = mcr::runtime_info();
+  EXPECT_EQ(info.rendezvous, "memory store");
+  EXPECT_EQ(info.world_exchange, "store");
+  EXPECT_EQ(info.store_host, "");
+  EXPECT_EQ(world.size(), 1);
+  std::vector<float> v{1.0F, 2.0F};
+  world.all_reduce(mcr::Tensor(v.data(), v.size(), mcr::DType::f32), mcr::ReduceOp::sum);
+  EXPECT_EQ(v, (std::vector<float>{1.0F, 2.0F}));
+  mcr::finalize();
+  const auto keys = store->keys();
+  EXPECT_FALSE(keys.empty());
+  for (const auto& k : keys)
+    EXPECT_EQ(k.rfind("mcr/", 0), 0U) << k;
+  EXPECT_EQ(store->check({"mcr/generation/0"}), true);
+}
