@@ -246,6 +246,11 @@ class TcpStoreClient final : public Store {
       ssize_t k = ::send(fd_.get(), p, n, MSG_NOSIGNAL);
       if (k < 0) {
         if (errno == EINTR) continue;
+        if (errno == ECONNRESET || errno == EPIPE) {
+          throw ClosedByServer(fmt::format("TCP store {}: the server closed the connection ({})",
+                                           where_,
+                                           errno == EPIPE ? "broken pipe" : "reset by peer"));
+        }
         throw_socket_error(fmt::format("send to {}", where_), errno);
       }
       p += k;
@@ -261,6 +266,12 @@ class TcpStoreClient final : public Store {
       }
       if (k < 0) {
         if (errno == EINTR) continue;
+        // A server that closes a connection with our request still unread (it was full when it
+        // accepted us) makes the kernel answer with a reset, not an orderly close: the same event.
+        if (errno == ECONNRESET) {
+          throw ClosedByServer(fmt::format(
+              "TCP store {}: the server closed the connection (reset by peer)", where_));
+        }
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
           throw BackendError(fmt::format("TCP store {}: no reply from the server within {} ms",
                                          where_, reply_timeout_.count()));
