@@ -84,7 +84,9 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
     """
     if dist.is_initialized():
         return
-    _launcher_env()
+    # The launch is recognised before RANK & co. are filled in from the launcher's variables: under
+    # srun, a RANK already set would make both this check and mcr's own launch detection take the
+    # job for a torchrun-style one.
     if init_method is None and _backend.launched_by_mpi() and "MASTER_PORT" not in os.environ:
         world = _backend.ensure_runtime()
         port = _C.broadcast_string(world, str(_backend._free_port()) if world.rank == 0 else "")
@@ -93,6 +95,7 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
         # the default route's, never MCR_STORE_HOST itself, which may name an interface).
         os.environ["MASTER_ADDR"] = _C.rendezvous()["store_host"]
         os.environ["MASTER_PORT"] = port
+    _launcher_env()
     dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method)
 
 
