@@ -18,6 +18,7 @@
 
 #include "c10d_store.hpp"
 #include "comm_thread.hpp"
+#include "native_timing.hpp"
 #include "process_group.hpp"
 
 namespace py = pybind11;
@@ -31,6 +32,7 @@ struct CommHandle {
   int rank = -1;
   int size = 0;
   std::vector<int> global_ranks;
+  int local_ranks = 0;  // the world's ranks on this host (0: hosts hold different numbers)
 };
 
 std::optional<mcr::Communicator>& world_slot() {  // communication thread only
@@ -50,8 +52,11 @@ void release(mcr::Communicator* c) {
 }
 
 CommHandle describe(mcr::Communicator c) {  // on the communication thread
-  CommHandle h{
-      std::shared_ptr<mcr::Communicator>(new mcr::Communicator(std::move(c)), release), -1, 0, {}};
+  CommHandle h{std::shared_ptr<mcr::Communicator>(new mcr::Communicator(std::move(c)), release),
+               -1,
+               0,
+               {},
+               world_slot() ? world_slot()->ranks_per_host() : 0};
   if (h.comm->valid()) {
     h.rank = h.comm->rank();
     h.size = h.comm->size();
@@ -233,6 +238,15 @@ PYBIND11_MODULE(_mcr_torch, m) {
   m.def("explain", &explain, py::arg("group"), py::arg("op"), py::arg("dtype"), py::arg("bytes"),
         py::arg("reduce") = "sum");
   m.def("shutdown", &shutdown_runtime);
+  m.def(
+      "time_native",
+      [](const ProcessGroupMCR& pg, const std::string& op, const at::Tensor& input,
+         const at::Tensor& output, int iters, int warmup, const std::string& backend) {
+        py::gil_scoped_release no_gil;
+        return time_native(pg, op, input, output, iters, warmup, backend);
+      },
+      py::arg("group"), py::arg("op"), py::arg("input"), py::arg("output"), py::arg("iters"),
+      py::arg("warmup") = 0, py::arg("backend") = "");
   m.def("set_backend_override", &ProcessGroupMCR::set_backend_override);
   m.def("backend_override", &ProcessGroupMCR::backend_override);
 
@@ -242,7 +256,8 @@ PYBIND11_MODULE(_mcr_torch, m) {
              TORCH_CHECK(h.comm->valid(), "mcr: this rank is not a member of the communicator");
              TORCH_CHECK(h.rank == rank && h.size == size, "mcr: torch sees rank ", rank, " of ",
                          size, ", the mcr communicator rank ", h.rank, " of ", h.size);
-             return c10::make_intrusive<ProcessGroupMCR>(*h.comm, rank, size, timeout);
+             return c10::make_intrusive<ProcessGroupMCR>(*h.comm, rank, size, timeout,
+                                                         h.local_ranks);
            }),
            py::arg("comm"), py::arg("rank"), py::arg("size"), py::arg("timeout"))
       .def_property_readonly("timeout", &ProcessGroupMCR::timeout);

@@ -22,17 +22,24 @@ std::string& override_slot() {
 
 }  // namespace
 
-WorkMCR::WorkMCR(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+bool waiter_spins(int local_ranks, unsigned hardware_threads) {
+  return local_ranks > 0 && 2 * static_cast<unsigned>(local_ranks) <= hardware_threads;
+}
+
+WorkMCR::WorkMCR(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, bool spin)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())),
+      spin_(spin) {}
 
 bool WorkMCR::wait(std::chrono::milliseconds timeout) {
-  // Small messages finish within microseconds: poll briefly before sleeping on the condition
-  // variable, whose wake-up alone costs more than a small all_reduce.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-  while (!isCompleted() && std::chrono::steady_clock::now() < until)
-    std::this_thread::yield();
+  // With a core to spare, small messages finish within microseconds: poll briefly before sleeping
+  // on the condition variable, whose wake-up alone costs more than a small all_reduce.
+  if (spin_) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (!isCompleted() && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+  }
   return c10d::Work::wait(timeout);
 }
 
@@ -47,8 +54,11 @@ void WorkMCR::complete(std::exception_ptr error) {
 }
 
 ProcessGroupMCR::ProcessGroupMCR(mcr::Communicator comm, int rank, int size,
-                                 std::chrono::milliseconds timeout)
-    : ProcessGroupBase(rank, size), comm_(std::move(comm)), timeout_(timeout) {}
+                                 std::chrono::milliseconds timeout, int local_ranks)
+    : ProcessGroupBase(rank, size),
+      comm_(std::move(comm)),
+      timeout_(timeout),
+      spin_wait_(waiter_spins(local_ranks, std::thread::hardware_concurrency())) {}
 
 ProcessGroupMCR::~ProcessGroupMCR() {
   // The communicator's state must be destroyed on the communication thread (it drains its
@@ -77,7 +87,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
                                                         std::chrono::milliseconds op_timeout,
                                                         Start start, std::function<void()> after,
                                                         int tag) {
-  auto work = c10::make_intrusive<WorkMCR>(rank_, type, std::move(outputs));
+  auto work = c10::make_intrusive<WorkMCR>(rank_, type, std::move(outputs), spin_wait_);
   const auto limit = pick_timeout(op_timeout);
   PostedOp op;
   op.timeout = limit;

@@ -32,7 +32,8 @@ using ProcessGroupBase = c10d::ProcessGroup;
 /// hooks chain on it) holding the operation's output tensors.
 class WorkMCR : public c10d::Work {
  public:
-  WorkMCR(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
+  /// `spin`: wait() polls for a short while before sleeping (see waiter_spins()).
+  WorkMCR(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, bool spin);
 
   bool wait(std::chrono::milliseconds timeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
@@ -44,13 +45,25 @@ class WorkMCR : public c10d::Work {
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool spin_;
 };
+
+/// Whether a waiting caller polls for completion briefly before sleeping on the work's condition
+/// variable: only when this host has at least two hardware threads per local rank (the caller and
+/// the communication thread each have one), the rule the runtime's Gloo backend uses for its
+/// inline path. On an oversubscribed host the polling caller holds the core its own communication
+/// thread or a peer rank needs: sleeping at once measured 12 us per 4-byte all_reduce against 16
+/// us polling (2 ranks, 2 cores; docs/performance.md section 7). `local_ranks` 0: unknown (no
+/// poll).
+bool waiter_spins(int local_ranks, unsigned hardware_threads);
 
 class ProcessGroupMCR : public ProcessGroupBase {
  public:
   /// `comm` must have been created on the communication thread; rank and size are torch's view of
   /// the group and must equal the communicator's.
-  ProcessGroupMCR(mcr::Communicator comm, int rank, int size, std::chrono::milliseconds timeout);
+  /// `local_ranks`: processes of the job on this host (the world's ranks per host; 0 unknown).
+  ProcessGroupMCR(mcr::Communicator comm, int rank, int size, std::chrono::milliseconds timeout,
+                  int local_ranks);
   ~ProcessGroupMCR() override;
 
   const std::string getBackendName() const override { return "mcr"; }
@@ -113,6 +126,7 @@ class ProcessGroupMCR : public ProcessGroupBase {
 
   mcr::Communicator comm_;
   std::chrono::milliseconds timeout_;
+  bool spin_wait_;
 };
 
 }  // namespace mcr::torch_ext

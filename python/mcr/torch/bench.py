@@ -2,19 +2,26 @@
 
     mpirun -np 2 python3 -m mcr.torch.bench [-b 4] [-e 64M] [-f 4] [--op all_reduce]
 
-Columns: time per operation in microseconds (the slowest rank's mean over the timed iterations) and
-bus bandwidth, for torch's gloo ProcessGroup, mcr's automatic selection and mcr forced to each
-backend, then mcr auto's speedup over gloo. Sizes are the op's global message size, as in
-nccl-tests and `mcr bench`.
+Columns: time per operation in microseconds and bus bandwidth, for torch's gloo ProcessGroup, mcr's
+automatic selection, mcr forced to each backend, and the same mcr operation issued from C++ on the
+communication thread (no Python, torch dispatch or thread hand-off: what `mcr bench` measures);
+then the Python-side overhead (first mcr column minus the C++ one), mcr's speedup over gloo, and
+#wrong: elements that differ from the expected result in one checked call of every variant
+before the timed ones (the command exits with status 1 if any does).
+Each point runs in blocks with the variants interleaved (a new order per block); a block's figure
+is the slowest rank's mean, and the table shows the median block. Sizes are the op's global
+message size, as in nccl-tests and `mcr bench`.
 """
 
 import argparse
+import statistics
 import time
 
 import torch
 import torch.distributed as dist
 
 import mcr.torch as mt
+from mcr.torch import _mcr_torch as _C
 
 
 def parse_size(s):
@@ -30,36 +37,87 @@ def human(n):
 
 
 def make_op(op, nbytes, dtype, ws):
+    """(count, bus factor, fn(group), input, output): the op as torch.distributed calls it."""
     esize = torch.tensor([], dtype=dtype).element_size()
     count = max(nbytes // esize, 1)
     if op == "all_reduce":
         t = torch.ones(count, dtype=dtype)
-        return count, 2 * (ws - 1) / ws, lambda group: dist.all_reduce(t, group=group)
+        return count, 2 * (ws - 1) / ws, lambda group: dist.all_reduce(t, group=group), t, t
     if op == "all_gather":
         per = max(count // ws, 1)
         out, inp = torch.empty(per * ws, dtype=dtype), torch.ones(per, dtype=dtype)
         outs = list(out.chunk(ws))  # gloo has no flat all_gather in 1.13: use its list form
         return per * ws, (ws - 1) / ws, lambda group: (
             dist.all_gather(outs, inp, group=group) if group is not None
-            else dist.all_gather_into_tensor(out, inp))
+            else dist.all_gather_into_tensor(out, inp)), inp, out
     if op == "all_to_all":
         per = max(count // ws, 1) * ws
         inp, out = torch.ones(per, dtype=dtype), torch.empty(per, dtype=dtype)
-        return per, (ws - 1) / ws, lambda group: dist.all_to_all_single(out, inp, group=group)
+        return per, (ws - 1) / ws, lambda group: dist.all_to_all_single(out, inp, group=group), inp, out
     raise SystemExit(f"unknown op {op}")
 
 
-def time_op(fn, group, iters, warmup):
-    for _ in range(warmup):
-        fn(group)
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn(group)
-    elapsed = (time.perf_counter() - start) / iters
-    t = torch.tensor([elapsed], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)  # on mcr: the slowest rank sets the figure
-    return t.item() * 1e6
+def fill_and_expect(op, inp, out, rank, ws):
+    """Gives `inp` rank-dependent values and returns what `out` must hold after the op."""
+    if op == "all_reduce":
+        inp.fill_(rank + 1)
+        return torch.full_like(inp, ws * (ws + 1) // 2)
+    if op == "all_gather":
+        inp.fill_(rank + 1)
+        return torch.cat([torch.full_like(inp, r + 1) for r in range(ws)])
+    chunks = inp.view(ws, -1)  # all_to_all: block j goes to rank j
+    for j in range(ws):
+        chunks[j].fill_(rank * ws + j)
+    return torch.cat([torch.full_like(chunks[0], i * ws + rank) for i in range(ws)])
+
+
+def wrong_elements(variants, fn, gloo, op, inp, out):
+    """Elements that differ from the expected result, one checked call per variant (nccl-tests'
+    #wrong), summed over the variants; the largest count of any rank."""
+    rank, ws = dist.get_rank(), dist.get_world_size()
+    wrong = 0
+    for v in variants:
+        expected = fill_and_expect(op, inp, out, rank, ws)
+        if v == "c++":
+            _C.time_native(dist.distributed_c10d._get_default_group(), op, inp, out, 1)
+        else:
+            with mt.backend(None if v in ("torch-gloo", "auto") else v):
+                fn(gloo if v == "torch-gloo" else None)
+        wrong += int((out != expected).sum())
+    t = torch.tensor([wrong], dtype=torch.int64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def slowest(seconds):
+    """The largest of the ranks' figures (reduced over mcr's default group)."""
+    t = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def time_block(variant, fn, gloo, iters, op, inp, out):
+    """Seconds per operation of one block of `iters` calls, on the slowest rank."""
+    if variant == "c++":  # the same op issued from C++ on the communication thread
+        return slowest(_C.time_native(dist.distributed_c10d._get_default_group(), op, inp, out,
+                                      iters))
+    group = gloo if variant == "torch-gloo" else None
+    with mt.backend(None if variant in ("torch-gloo", "auto") else variant):
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn(group)
+        return slowest((time.perf_counter() - start) / iters)
+
+
+def warm(variants, fn, gloo, iters, op, inp, out):
+    for v in variants:
+        if v == "c++":
+            _C.time_native(dist.distributed_c10d._get_default_group(), op, inp, out, iters)
+            continue
+        with mt.backend(None if v in ("torch-gloo", "auto") else v):
+            for _ in range(iters):
+                fn(gloo if v == "torch-gloo" else None)
 
 
 def main():
@@ -70,36 +128,56 @@ def main():
     p.add_argument("--op", default="all_reduce", choices=["all_reduce", "all_gather", "all_to_all"])
     p.add_argument("--dtype", default="float32")
     p.add_argument("--backends", default="auto,mpi,gloo", help="mcr variants (auto = selection)")
-    p.add_argument("--iters", type=int, default=0, help="timed iterations (0: by size)")
+    p.add_argument("--iters", type=int, default=0, help="timed iterations per point (0: by size)")
+    p.add_argument("--blocks", type=int, default=5,
+                   help="blocks per point, the variants interleaved in each; the median is shown")
     a = p.parse_args()
+    if a.blocks < 1:
+        raise SystemExit(f"--blocks {a.blocks}: must be at least 1")
 
     mt.init_processes("mcr")
     ws = dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
     dtype = getattr(torch, a.dtype)
     usable = set(["gloo"] + (["mpi"] if mt._backend.launched_by_mpi() else []))
-    variants = [b for b in a.backends.split(",") if b == "auto" or b in usable]
+    mcr_variants = [b for b in a.backends.split(",") if b == "auto" or b in usable]
+    variants = ["torch-gloo"] + mcr_variants + ["c++"]
     if dist.get_rank() == 0:
         head = f"{'size':>8} {'count':>10} {'torch-gloo us':>14}"
-        head += "".join(f" {'mcr-' + v + ' us':>12}" for v in variants)
-        print(f"# {a.op}, {a.dtype}, {ws} ranks; time per op (slowest rank), busbw in GB/s\n{head}"
-              f" {'gloo busbw':>10} {'mcr busbw':>10} {'speedup':>8}", flush=True)
+        head += "".join(f" {'mcr-' + v + ' us':>12}" for v in mcr_variants)
+        print(f"# {a.op}, {a.dtype}, {ws} ranks; time per op: median over {a.blocks} blocks of the slowest"
+              f" rank's mean; c++: mcr auto issued from C++ on the communication thread; py-ovh:"
+              f" mcr-{mcr_variants[0]} minus c++\n{head} {'mcr-c++ us':>12} {'py-ovh us':>10}"
+              f" {'gloo busbw':>10} {'mcr busbw':>10} {'speedup':>8} {'#wrong':>7}", flush=True)
     size = parse_size(a.minbytes)
+    first = True
+    total_wrong = 0
     while size <= parse_size(a.maxbytes):
-        count, factor, fn = make_op(a.op, size, dtype, ws)
+        count, factor, fn, inp, out = make_op(a.op, size, dtype, ws)
         iters = a.iters or max(5, min(2000, (64 << 20) // max(size, 1) // 8))
-        warmup = max(2, iters // 10)
-        gloo_us = time_op(fn, gloo, iters, warmup)
-        mcr_us = []
-        for v in variants:
-            with mt.backend(None if v == "auto" else v):
-                mcr_us.append(time_op(fn, None, iters, warmup))
+        per_block = max(1, iters // a.blocks)
+        # The first point also pays for connections and caches: warm every variant far longer.
+        warm(variants, fn, gloo, max(2, iters // 10) * (10 if first else 1), a.op, inp, out)
+        first = False
+        wrong = wrong_elements(variants, fn, gloo, a.op, inp, out)
+        total_wrong += wrong
+        times = {v: [] for v in variants}
+        for b in range(a.blocks):
+            order = variants[b % len(variants):] + variants[:b % len(variants)]
+            for v in order:
+                times[v].append(time_block(v, fn, gloo, per_block, a.op, inp, out))
+        us = {v: statistics.median(t) * 1e6 for v, t in times.items()}
         if dist.get_rank() == 0:
-            bw = lambda us: size * factor / us / 1e3  # noqa: E731 - bytes/us -> GB/s
-            row = f"{human(size):>8} {count:>10} {gloo_us:>14.1f}" + "".join(f" {u:>12.1f}" for u in mcr_us)
-            print(f"{row} {bw(gloo_us):>10.3f} {bw(mcr_us[0]):>10.3f} {gloo_us / mcr_us[0]:>7.1f}x",
-                  flush=True)
+            bw = lambda t: size * factor / t / 1e3  # noqa: E731 - bytes/us -> GB/s
+            lead = us[mcr_variants[0]]
+            row = f"{human(size):>8} {count:>10} {us['torch-gloo']:>14.1f}"
+            row += "".join(f" {us[v]:>12.1f}" for v in mcr_variants)
+            row += f" {us['c++']:>12.1f} {lead - us['c++']:>10.1f}"
+            print(f"{row} {bw(us['torch-gloo']):>10.3f} {bw(lead):>10.3f} {us['torch-gloo'] / lead:>7.1f}x"
+                  f" {wrong:>7}", flush=True)
         size *= a.stepfactor
+    if total_wrong:
+        raise SystemExit(f"mcr.torch.bench: {total_wrong} wrong elements (see #wrong)")
 
 
 if __name__ == "__main__":
