@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 
 #include "harness.hpp"
+#include "mcr/info.hpp"
 #include "verify/api_driver.hpp"
 #include "verify/conformance.hpp"
 #include "verify/device_mirror.hpp"
@@ -368,6 +369,32 @@ TEST(Launch, MpiexecBringsUpMpiAndGloo) {
   EXPECT_NE(std::find(b.begin(), b.end(), "mpi"), b.end());
   EXPECT_NE(std::find(b.begin(), b.end(), "gloo"), b.end());
   EXPECT_EQ(std::to_string(world().size()), std::string(std::getenv("OMPI_COMM_WORLD_SIZE")));
+}
+
+// Launched by srun: rank and size are Slurm's. Without an MPI plugin (no PMIx/PMI variables) the
+// world forms through mcr's own store on rank 0 and only Gloo comes up; with --mpi=pmix MPI forms
+// the world and both CPU backends come up.
+TEST(Launch, SrunSetsRankAndSizeAndFormsTheWorld) {
+  const char* procid = std::getenv("SLURM_PROCID");
+  if (procid == nullptr || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
+      std::getenv("RANK") != nullptr) {
+    GTEST_SKIP() << "not launched by srun";
+  }
+  EXPECT_EQ(std::to_string(world().rank()), std::string(procid));
+  EXPECT_EQ(std::to_string(world().size()), std::string(std::getenv("SLURM_NTASKS")));
+  const mcr::RuntimeInfo info = mcr::runtime_info();
+  EXPECT_EQ(info.launcher, "srun");
+  EXPECT_EQ(info.rendezvous, "tcp store");
+  const auto b = world().backends();
+  if (std::getenv("PMIX_RANK") != nullptr) {
+    EXPECT_EQ(info.world_exchange, "mpi");
+    EXPECT_NE(std::find(b.begin(), b.end(), "mpi"), b.end());
+    EXPECT_NE(std::find(b.begin(), b.end(), "gloo"), b.end());
+  } else {
+    EXPECT_EQ(info.world_exchange, "store");
+    EXPECT_EQ(b, std::vector<std::string>{"gloo"});
+    EXPECT_EQ(info.store_host, "127.0.0.1");  // one node: loopback
+  }
 }
 
 // With every backend free to be chosen (no explicit backend), selection must send operations to

@@ -1,7 +1,8 @@
-"""How init_process_group("mcr") forms the world. Without an MPI launcher (torchrun) mcr forms it
-through torch's own store: it starts no TCP store of its own and needs no MCR_STORE_TOKEN. Under
-mpirun MPI forms it, and torch's store listens at the address of mcr's store on rank 0. Either way
-the world, and groups formed later, carry operations."""
+"""How init_process_group("mcr") forms the world. Without an MPI launcher (torchrun, srun without
+PMI) mcr forms it through torch's own store: it starts no TCP store of its own and needs no
+MCR_STORE_TOKEN. Under mpirun (or srun --mpi=pmix) MPI forms it, and torch's store listens at the
+address of mcr's store on rank 0. Either way the world, and groups formed later, carry operations.
+Under srun the ranks must be Slurm's."""
 
 import os
 
@@ -16,8 +17,15 @@ from mcr.torch import _mcr_torch as _C
 def main():
     by_mpi = mcr.torch._backend.launched_by_mpi()
     os.environ.pop("MCR_STORE_TOKEN", None)  # never needed with torch's store
+    by_srun = mcr.torch._backend.launched_by_srun_without_mpi()
     rank, ws = setup()
     info = _C.rendezvous()
+    if "SLURM_PROCID" in os.environ:
+        check((rank, ws) == (int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])),
+              f"rank {rank} of {ws} under srun: {os.environ['SLURM_PROCID']} of "
+              f"{os.environ['SLURM_NTASKS']} expected")
+    if by_srun:
+        check(os.environ["MASTER_ADDR"] == "127.0.0.1", "srun on one node: torch's store on loopback")
     if by_mpi:
         check(info["rendezvous"] == "tcp store", f"rendezvous under mpirun: {info}")
         check(info["world_exchange"] == "mpi", f"world exchange under mpirun: {info}")
@@ -25,11 +33,15 @@ def main():
               f"torch's store at mcr's store address: {info} vs {os.environ['MASTER_ADDR']}")
     else:
         check(info == {"rendezvous": "torch store", "world_exchange": "store", "store_host": ""},
-              f"rendezvous under torchrun: {info}")
+              f"rendezvous under torchrun or srun without PMI: {info}")
 
     t = torch.full((5,), float(rank + 1))
     dist.all_reduce(t)
     same(t, torch.full((5,), float(ws * (ws + 1) // 2)), "all_reduce on the world")
+    # Every rank gets the last rank's values, computed here from its rank alone.
+    t = torch.arange(6, dtype=torch.int32) * (rank + 1)
+    dist.broadcast(t, src=ws - 1)
+    same(t, torch.arange(6, dtype=torch.int32) * ws, "broadcast from the last rank")
     # A group formed after init: its communicator is formed through the same store.
     first = dist.new_group([0])
     if rank == 0:

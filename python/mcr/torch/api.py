@@ -77,10 +77,12 @@ def _launcher_env():
 def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_method=None):
     """Forms the world once and initialises torch.distributed's default group on `dist_backend`.
 
-    Launchers: mpirun/srun (mcr forms the world through MPI; torch's store then listens on rank 0
-    at the address of mcr's own store, on a port rank 0 picks), torchrun (RANK, WORLD_SIZE,
-    MASTER_ADDR, MASTER_PORT; mcr forms its world through torch's store) or by hand with the same
-    variables. `dist_backend` may be "gloo" to run torch's own backend for comparison.
+    Launchers: mpirun, srun with PMI (mcr forms the world through MPI; torch's store then listens
+    on rank 0 at the address of mcr's own store, on a port rank 0 picks), torchrun (RANK,
+    WORLD_SIZE, MASTER_ADDR, MASTER_PORT; mcr forms its world through torch's store), srun without
+    PMI (the same, with RANK & co. from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and MASTER_ADDR/
+    MASTER_PORT, unless set, derived from the step: _backend.slurm_master) or by hand with the
+    same variables. `dist_backend` may be "gloo" to run torch's own backend for comparison.
     """
     if dist.is_initialized():
         return
@@ -95,6 +97,11 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
         # the default route's, never MCR_STORE_HOST itself, which may name an interface).
         os.environ["MASTER_ADDR"] = _C.rendezvous()["store_host"]
         os.environ["MASTER_PORT"] = port
+    elif init_method is None and _backend.launched_by_srun_without_mpi():
+        # No MPI to agree on a port with: every task derives torch's store address from the step.
+        addr, port = _backend.slurm_master()
+        os.environ["MASTER_ADDR"] = addr
+        os.environ["MASTER_PORT"] = str(port)
     _launcher_env()
     dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method)
 
@@ -116,7 +123,9 @@ def get_world_size(group=None):
 
 
 def get_local_rank():
-    return int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
+    env = os.environ
+    return int(env.get("LOCAL_RANK", env.get("OMPI_COMM_WORLD_LOCAL_RANK",
+                                              env.get("SLURM_LOCALID", "0"))))
 
 
 def get_world_group():

@@ -33,8 +33,11 @@ struct LaunchInfo {
   int size = 1;
   int local_rank = 0;
   int local_size = 1;
-  std::string master_addr;  ///< torchrun: MASTER_ADDR
-  int master_port = 0;      ///< torchrun: MASTER_PORT
+  /// Where rank 0 runs mcr's store when no MPI launcher forms the world: torchrun's MASTER_ADDR
+  /// and MASTER_PORT; under srun without PMI the same variables when set, else derived from the
+  /// step (launch.cpp). Empty under mpirun and srun with PMI.
+  std::string master_addr;
+  int master_port = 0;
   /// Whether an MPI launcher (mpirun/mpiexec, or srun with PMI) set this job up, so that MPI_Init
   /// forms the real world. Under torchrun-style variables alone it is false, and the MPI backend
   /// reports itself unusable rather than forming a world of one.
@@ -50,6 +53,13 @@ struct LaunchInfo {
 /// `store_given`: init() was handed a store, so MASTER_ADDR/MASTER_PORT (where mcr's own store
 /// would listen) are not required.
 LaunchInfo detect_launch(bool store_given = false);
+
+/// Slurm's tasks-per-node list ("4", "2(x3),1") at node index `node`; -1 when malformed or short.
+int slurm_tasks_on_node(std::string_view per_node, int node);
+/// The first host of a Slurm host list ("node[01-04],gpu5" -> "node01"); empty when malformed.
+std::string slurm_first_host(std::string_view list);
+/// The store port of an srun step without PMI when neither MASTER_PORT nor reserved ports are set.
+int slurm_default_port(int job_id, int step_id);
 
 /// The store every part of the runtime talks to: the public contract (mcr/store.hpp) plus a probe
 /// for diagnostics. Two kinds exist: the client of mcr's own TCP store (tcp_store.hpp), and an

@@ -2,6 +2,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -31,6 +32,78 @@ int env_int(const char* name, int fallback, int min_value) {
   return out;
 }
 
+// Tasks on this node of the step: SLURM_STEP_TASKS_PER_NODE (srun's), else the job's
+// SLURM_TASKS_PER_NODE, else SLURM_NTASKS_PER_NODE (set only by --ntasks-per-node), at the index
+// SLURM_NODEID. Only a hint (device binding, topology guesses), so a form this code does not know
+// falls back to the whole job rather than failing.
+int slurm_local_size(int size) {
+  const int node = env_int("SLURM_NODEID", 0, 0);
+  for (const char* name :
+       {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"}) {
+    if (const char* v = env(name)) {
+      const int n = slurm_tasks_on_node(v, node);
+      return n > 0 ? n : size;
+    }
+  }
+  return size;
+}
+
+struct SlurmMaster {
+  std::string addr;
+  int port = 0;
+};
+
+// Where rank 0 of an srun step without PMI runs mcr's store. Every task must arrive at the same
+// answer from its own environment: MASTER_ADDR/MASTER_PORT when the user set them; else loopback
+// when the step has one node, and otherwise the first node of the step (srun places task 0 there
+// under its block and cyclic distributions); the first port srun reserved for the step
+// (--resv-ports), else one derived from the job and step ids.
+SlurmMaster slurm_master() {
+  SlurmMaster m;
+  if (const char* addr = env("MASTER_ADDR")) {
+    m.addr = addr;
+  } else if (env_int("SLURM_STEP_NUM_NODES", env_int("SLURM_NNODES", 0, 1), 1) == 1) {
+    m.addr = "127.0.0.1";
+  } else {
+    const char* name = env("SLURM_STEP_NODELIST") != nullptr  ? "SLURM_STEP_NODELIST"
+                       : env("SLURM_JOB_NODELIST") != nullptr ? "SLURM_JOB_NODELIST"
+                                                              : "SLURM_NODELIST";
+    const char* list = env(name);
+    m.addr = list != nullptr ? slurm_first_host(list) : std::string();
+    if (m.addr.empty()) {
+      throw InvalidArgument(fmt::format(
+          "srun without PMI: cannot tell rank 0's node from {}='{}'; set MASTER_ADDR to it", name,
+          list != nullptr ? list : ""));
+    }
+  }
+  if (env("MASTER_PORT") != nullptr) {
+    m.port = env_int("MASTER_PORT", 0, 1);
+  } else if (const char* resv = env("SLURM_STEP_RESV_PORTS")) {
+    // "12000-12003" or "12000": the step's own ports, which no other step is given.
+    std::string_view s(resv);
+    s = s.substr(0, s.find_first_of("-,"));
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), m.port);
+    if (ec != std::errc() || ptr != s.data() + s.size() || m.port < 1) {
+      throw InvalidArgument(fmt::format(
+          "environment variable SLURM_STEP_RESV_PORTS='{}' is not a port range such as 12000-12003",
+          resv));
+    }
+  } else {
+    const int job = env_int("SLURM_JOB_ID", env_int("SLURM_JOBID", -1, 0), 0);
+    const int step = env_int("SLURM_STEP_ID", env_int("SLURM_STEPID", 0, 0), 0);
+    if (job < 0) {
+      throw InvalidArgument(
+          "srun without PMI: SLURM_JOB_ID is not set, so no store port can be derived; set "
+          "MASTER_PORT");
+    }
+    m.port = slurm_default_port(job, step);
+  }
+  if (m.port > 65535) {
+    throw InvalidArgument(fmt::format("MASTER_PORT={} is not a TCP port (1-65535)", m.port));
+  }
+  return m;
+}
+
 }  // namespace
 
 const char* to_string(Launcher l) noexcept {
@@ -47,6 +120,57 @@ const char* to_string(Launcher l) noexcept {
   return "?";
 }
 
+int slurm_tasks_on_node(std::string_view per_node, int node) {
+  // Comma-separated groups "COUNT" or "COUNT(xREPEAT)", in node order.
+  int first_node = 0;
+  while (!per_node.empty()) {
+    const auto comma = per_node.find(',');
+    std::string_view group = per_node.substr(0, comma);
+    per_node = comma == std::string_view::npos ? std::string_view() : per_node.substr(comma + 1);
+    int count = 0, repeat = 1;
+    auto [ptr, ec] = std::from_chars(group.data(), group.data() + group.size(), count);
+    if (ec != std::errc() || count < 1) return -1;
+    std::string_view rest(ptr, static_cast<std::size_t>(group.data() + group.size() - ptr));
+    if (!rest.empty()) {
+      if (!rest.starts_with("(x") || !rest.ends_with(")")) return -1;
+      rest = rest.substr(2, rest.size() - 3);
+      auto [p2, e2] = std::from_chars(rest.data(), rest.data() + rest.size(), repeat);
+      if (e2 != std::errc() || p2 != rest.data() + rest.size() || repeat < 1) return -1;
+    }
+    if (node < first_node + repeat) return count;
+    first_node += repeat;
+  }
+  return -1;
+}
+
+std::string slurm_first_host(std::string_view list) {
+  // "a[01-04,07]b[1-2],c" -> "a01b1": up to the first comma outside brackets, each bracketed
+  // range replaced by its first value (zero padding is part of the value).
+  std::string host;
+  std::size_t i = 0;
+  while (i < list.size() && list[i] != ',') {
+    if (list[i] == ']') return {};
+    if (list[i] != '[') {
+      host += list[i++];
+      continue;
+    }
+    const auto close = list.find(']', i);
+    if (close == std::string_view::npos) return {};
+    const std::string_view range = list.substr(i + 1, close - i - 1);
+    const std::string_view first = range.substr(0, range.find_first_of(",-"));
+    if (first.empty()) return {};
+    host += first;
+    i = close + 1;
+  }
+  return host;
+}
+
+int slurm_default_port(int job_id, int step_id) {
+  // 10000-29999: below Linux's ephemeral range (32768-60999), where srun's and slurmstepd's own
+  // sockets are; consecutive jobs and the first ten steps of a job get distinct ports.
+  return 10000 + (job_id % 2000) * 10 + step_id % 10;
+}
+
 LaunchInfo detect_launch(bool store_given) {
   LaunchInfo info;
   if (env("OMPI_COMM_WORLD_SIZE") != nullptr) {  // Open MPI's mpirun/mpiexec
@@ -57,24 +181,25 @@ LaunchInfo detect_launch(bool store_given) {
     info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, 0);
     info.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1);
   } else if (env("SLURM_PROCID") != nullptr && env("SLURM_NTASKS") != nullptr &&
-             env("RANK") == nullptr) {  // srun; MPI_Init forms the world through PMI/PMIx
+             env("RANK") == nullptr) {  // srun
     info.launcher = Launcher::slurm;
+    // With an MPI plugin (srun --mpi=pmix or pmi2) MPI_Init forms the world through PMI/PMIx.
+    // Without one (MpiDefault=none, srun --mpi=none) srun still exports SLURM_MPI_TYPE=none on
+    // some installations, which says nothing of the kind.
+    const char* mpi_type = env("SLURM_MPI_TYPE");
     info.mpi_world = env("PMIX_RANK") != nullptr || env("PMI_RANK") != nullptr ||
-                     env("SLURM_MPI_TYPE") != nullptr;
+                     (mpi_type != nullptr && std::string_view(mpi_type) != "none");
     info.rank = env_int("SLURM_PROCID", 0, 0);
     info.size = env_int("SLURM_NTASKS", 1, 1);
     info.local_rank = env_int("SLURM_LOCALID", 0, 0);
-    // SLURM_NTASKS_PER_NODE may be "2(x3)"; SLURM_TASKS_PER_NODE similar. The local size is only a
-    // hint (for device binding), so fall back to the whole job when it is not a plain number.
-    const char* per_node = env("SLURM_NTASKS_PER_NODE");
-    int local = info.size;
-    if (per_node != nullptr) {
-      std::string_view s(per_node);
-      int v = 0;
-      auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (ec == std::errc() && ptr == s.data() + s.size() && v > 0) local = v;
+    info.local_size = slurm_local_size(info.size);
+    if (!info.mpi_world) {
+      // mcr's own store forms the world: rank 0 listens where every task can find it without
+      // talking to the others first (store_setup.cpp).
+      const SlurmMaster m = slurm_master();
+      info.master_addr = m.addr;
+      info.master_port = m.port;
     }
-    info.local_size = local;
   } else if (env("RANK") != nullptr || env("WORLD_SIZE") != nullptr) {  // torchrun-style
     info.launcher = Launcher::torchrun;
     info.rank = env_int("RANK", 0, 0);

@@ -1,7 +1,9 @@
 // The rendezvous store of init(). Binding rules (docs/reliability.md, "The rendezvous store"):
-//   torchrun-style: rank 0 listens on the address MASTER_ADDR resolves to, which must be its own
-//     (127.0.0.1 when every rank is local); the token is MCR_STORE_TOKEN, when set.
-//   mpirun / srun: loopback when every rank shares rank 0's host identity; else the interface
+//   torchrun-style, and srun without PMI: rank 0 listens on the address MASTER_ADDR resolves to
+//     (srun: derived from the step, launch.cpp), which must be its own (127.0.0.1 when every
+//     rank is local); the token is MCR_STORE_TOKEN, when set.
+//   mpirun / srun with PMI: loopback when every rank shares rank 0's host identity; else the
+//   interface
 //     named by MCR_STORE_HOST; else the address of the default route's interface. Rank 0 draws a
 //     random token and hands it, with the address, to every rank through the launcher's exchange.
 #include "bootstrap/store_setup.hpp"
@@ -98,10 +100,13 @@ StoreAddress torchrun_store(Runtime& rt) {
   StoreAddress a;
   a.job.token = env("MCR_STORE_TOKEN") != nullptr ? env("MCR_STORE_TOKEN") : "";
   const char* run_id = env("TORCHELASTIC_RUN_ID");
-  a.job.job_id = fmt::format("torchrun:{}", run_id != nullptr ? run_id : "default");
+  a.job.job_id = l.launcher == Launcher::slurm
+                     ? launcher_job_id()
+                     : fmt::format("torchrun:{}", run_id != nullptr ? run_id : "default");
   a.job.world_size = l.size;
-  // A world of one needs nobody to reach it: loopback, on a port of the kernel's choosing.
-  const bool alone = l.size == 1 || l.launcher != Launcher::torchrun;
+  // A world of one needs nobody to reach it: loopback, on a port of the kernel's choosing. The
+  // launch says where rank 0 listens otherwise (torchrun, srun without PMI).
+  const bool alone = l.size == 1 || l.master_addr.empty();
   a.host = alone ? "127.0.0.1" : l.master_addr;
   a.port = alone ? 0 : l.master_port;
   if (l.rank == 0) {

@@ -11,11 +11,36 @@ namespace {
 // Clears every launcher variable for the duration of a test.
 struct CleanEnv {
   CleanEnv() {
-    for (const char* v :
-         {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-          "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-          "SLURM_NTASKS_PER_NODE", "PMIX_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-          "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE",
+                          "OMPI_COMM_WORLD_RANK",
+                          "OMPI_COMM_WORLD_LOCAL_RANK",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE",
+                          "SLURM_PROCID",
+                          "SLURM_NTASKS",
+                          "SLURM_LOCALID",
+                          "SLURM_NTASKS_PER_NODE",
+                          "PMIX_RANK",
+                          "RANK",
+                          "WORLD_SIZE",
+                          "LOCAL_RANK",
+                          "LOCAL_WORLD_SIZE",
+                          "MASTER_ADDR",
+                          "MASTER_PORT",
+                          "PMI_RANK",
+                          "SLURM_MPI_TYPE",
+                          "SLURM_NODEID",
+                          "SLURM_STEP_TASKS_PER_NODE",
+                          "SLURM_TASKS_PER_NODE",
+                          "SLURM_STEP_NUM_NODES",
+                          "SLURM_NNODES",
+                          "SLURM_STEP_NODELIST",
+                          "SLURM_JOB_NODELIST",
+                          "SLURM_NODELIST",
+                          "SLURM_STEP_RESV_PORTS",
+                          "SLURM_JOB_ID",
+                          "SLURM_JOBID",
+                          "SLURM_STEP_ID",
+                          "SLURM_STEPID"}) {
       unsetenv(v);
     }
   }
@@ -97,4 +122,93 @@ TEST(Launch, GivenStoreNeedsNoMasterAddress) {
   EXPECT_EQ(l.launcher, Launcher::torchrun);
   EXPECT_EQ(l.rank, 1);
   EXPECT_EQ(l.size, 2);
+}
+
+// srun without an MPI plugin: rank, size and local rank from Slurm, and an address for mcr's own
+// store that every task derives alike. Loopback when the step has one node.
+TEST(Launch, SlurmWithoutPmiFormsTheWorldThroughTheStore) {
+  CleanEnv clean;
+  setenv("SLURM_PROCID", "2", 1);
+  setenv("SLURM_NTASKS", "4", 1);
+  setenv("SLURM_LOCALID", "2", 1);
+  setenv("SLURM_NODEID", "0", 1);
+  setenv("SLURM_STEP_TASKS_PER_NODE", "4", 1);
+  setenv("SLURM_STEP_NUM_NODES", "1", 1);
+  setenv("SLURM_STEP_NODELIST", "vm", 1);
+  setenv("SLURM_JOB_ID", "7", 1);
+  setenv("SLURM_STEP_ID", "1", 1);
+  setenv("SLURM_MPI_TYPE", "none", 1);  // srun --mpi=none: no PMI
+  auto l = detect_launch();
+  EXPECT_EQ(l.launcher, Launcher::slurm);
+  EXPECT_FALSE(l.mpi_world);
+  EXPECT_EQ(l.rank, 2);
+  EXPECT_EQ(l.size, 4);
+  EXPECT_EQ(l.local_rank, 2);
+  EXPECT_EQ(l.local_size, 4);
+  EXPECT_EQ(l.master_addr, "127.0.0.1");
+  EXPECT_EQ(l.master_port, slurm_default_port(7, 1));
+}
+
+TEST(Launch, SlurmStoreAddressOnSeveralNodes) {
+  CleanEnv clean;
+  setenv("SLURM_PROCID", "5", 1);
+  setenv("SLURM_NTASKS", "6", 1);
+  setenv("SLURM_LOCALID", "0", 1);
+  setenv("SLURM_NODEID", "3", 1);
+  setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2),1(x2)", 1);
+  setenv("SLURM_STEP_NUM_NODES", "4", 1);
+  setenv("SLURM_STEP_NODELIST", "gpu[07-09],cpu1", 1);
+  setenv("SLURM_JOB_ID", "1234", 1);
+  setenv("SLURM_STEP_RESV_PORTS", "12010-12013", 1);
+  auto l = detect_launch();
+  EXPECT_EQ(l.local_size, 1);
+  EXPECT_EQ(l.master_addr, "gpu07");
+  EXPECT_EQ(l.master_port, 12010);       // the step's reserved ports come before a derived one
+  setenv("MASTER_ADDR", "10.1.2.3", 1);  // the user's choice comes first
+  setenv("MASTER_PORT", "29400", 1);
+  l = detect_launch();
+  EXPECT_EQ(l.master_addr, "10.1.2.3");
+  EXPECT_EQ(l.master_port, 29400);
+  unsetenv("MASTER_ADDR");
+  unsetenv("MASTER_PORT");
+  setenv("SLURM_STEP_NODELIST", "gpu[07-09", 1);
+  try {
+    detect_launch();
+    FAIL() << "a malformed node list must be an error";
+  } catch (const mcr::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("SLURM_STEP_NODELIST='gpu[07-09'"), std::string::npos);
+  }
+}
+
+TEST(Launch, SlurmTasksPerNode) {
+  EXPECT_EQ(slurm_tasks_on_node("4", 0), 4);
+  EXPECT_EQ(slurm_tasks_on_node("4", 1), -1);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 0), 2);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 2), 2);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 3), 1);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 4), -1);
+  EXPECT_EQ(slurm_tasks_on_node("2(x)", 0), -1);
+  EXPECT_EQ(slurm_tasks_on_node("two", 0), -1);
+}
+
+TEST(Launch, SlurmFirstHost) {
+  EXPECT_EQ(slurm_first_host("vm"), "vm");
+  EXPECT_EQ(slurm_first_host("a,b"), "a");
+  EXPECT_EQ(slurm_first_host("node[01-04,07],gpu5"), "node01");
+  EXPECT_EQ(slurm_first_host("node[3,1-2]"), "node3");
+  EXPECT_EQ(slurm_first_host("rack[2-3]-n[008-009]"), "rack2-n008");
+  EXPECT_EQ(slurm_first_host("node[01-04"), "");
+  EXPECT_EQ(slurm_first_host("node]"), "");
+  EXPECT_EQ(slurm_first_host("node[]"), "");
+}
+
+TEST(Launch, SlurmDefaultPortsStayBelowTheEphemeralRange) {
+  EXPECT_NE(slurm_default_port(41, 0), slurm_default_port(42, 0));
+  EXPECT_NE(slurm_default_port(41, 0), slurm_default_port(41, 1));
+  for (int job : {0, 1, 1999, 2000, 123456789}) {
+    for (int step : {0, 9, 10, 4096}) {
+      EXPECT_GE(slurm_default_port(job, step), 10000);
+      EXPECT_LT(slurm_default_port(job, step), 30000);
+    }
+  }
 }

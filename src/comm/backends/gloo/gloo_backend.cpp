@@ -101,9 +101,8 @@ std::string gloo_hostname(const LaunchInfo& launch) {
   // all reach the store); the host name is next, unless it names a loopback address (Debian maps
   // it to 127.0.1.1), which peers elsewhere could not connect to.
   const char* store_host = std::getenv("MCR_STORE_HOST");
-  const std::string toward = store_host != nullptr && *store_host != '\0' ? store_host
-                             : launch.launcher == Launcher::torchrun      ? launch.master_addr
-                                                                          : std::string();
+  const std::string toward =
+      store_host != nullptr && *store_host != '\0' ? store_host : launch.master_addr;
   if (!toward.empty()) {
     if (auto a = address_towards(toward); a && !is_loopback_ipv4(*a)) return *a;
   }
