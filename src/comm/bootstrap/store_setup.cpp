@@ -3,9 +3,9 @@
 //     (srun: derived from the step, launch.cpp), which must be its own (127.0.0.1 when every
 //     rank is local); the token is MCR_STORE_TOKEN, when set.
 //   mpirun / srun with PMI: loopback when every rank shares rank 0's host identity; else the
-//   interface
-//     named by MCR_STORE_HOST; else the address of the default route's interface. Rank 0 draws a
-//     random token and hands it, with the address, to every rank through the launcher's exchange.
+//     interface named by MCR_STORE_HOST; else the address of the default route's interface. Rank 0
+//     draws a random token and hands it, with the address, to every rank through the launcher's
+//     exchange.
 #include "bootstrap/store_setup.hpp"
 
 #include <sys/random.h>
