@@ -1,6 +1,9 @@
 #include "bootstrap/given_store.hpp"
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -30,13 +33,44 @@ class GivenStore final : public Store {
   }
   std::string description() const override { return store_->description(); }
 
+  // mcr cannot bound a given store's requests (torch's stores wait their own timeout, 30 minutes
+  // by default), so the probe asks on a thread of its own and waits at most `bound`. One probe at
+  // a time: while an earlier one has not returned, the store counts as not answering, so a store
+  // that is gone never collects threads. A request that fails at once (a reset connection) did
+  // answer: the caller's next request reports that failure itself, with the store's message.
+  bool responds_within(std::chrono::milliseconds bound) override {
+    {
+      std::lock_guard lock(probe_->mu);
+      if (probe_->pending) return false;
+      probe_->pending = true;
+    }
+    std::thread([probe = probe_, store = store_, key = named("probe")] {
+      try {
+        store->check({key});
+      } catch (...) {  // answered, with an error
+      }
+      std::lock_guard lock(probe->mu);
+      probe->pending = false;
+      probe->cv.notify_all();
+    }).detach();
+    std::unique_lock lock(probe_->mu);
+    return probe_->cv.wait_for(lock, bound, [this] { return !probe_->pending; });
+  }
+
  private:
+  struct Probe {  // shared with a probe's thread, which may outlive the store's adapter
+    std::mutex mu;
+    std::condition_variable cv;
+    bool pending = false;
+  };
+
   // Unconditionally prefixed (even keys that already start with "mcr/"): two runtime keys can
   // then never map to the same store key.
   std::string named(const std::string& key) const { return prefix_ + key; }
 
   std::shared_ptr<KeyValueStore> store_;
   std::string prefix_;
+  std::shared_ptr<Probe> probe_ = std::make_shared<Probe>();
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 // world of one formed through an in-memory store, whose keys must all lie under "mcr/".
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/given_store.hpp"
 #include "mcr/comm.hpp"
 #include "mcr/info.hpp"
 
@@ -112,4 +115,57 @@ TEST(GivenStore, FormsAWorldOfOne) {
   for (const auto& k : keys)
     EXPECT_EQ(k.rfind("mcr/", 0), 0U) << k;
   EXPECT_EQ(store->check({"mcr/generation/0"}), true);
+}
+
+// A store whose check() blocks until released: a store host that stopped answering.
+class StalledStore final : public mcr::KeyValueStore {
+ public:
+  void set(const std::string&, const Bytes&) override {}
+  Bytes get(const std::string&, std::chrono::milliseconds) override { return {}; }
+  std::int64_t add(const std::string&, std::int64_t delta) override { return delta; }
+  bool check(const std::vector<std::string>&) override {
+    std::unique_lock lock(mu_);
+    ++checks_;
+    cv_.wait(lock, [this] { return released_; });
+    return false;
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  int checks() {
+    std::lock_guard lock(mu_);
+    return checks_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  int checks_ = 0;
+};
+
+TEST(GivenStore, ProbeAnswersForAResponsiveStore) {
+  auto store = mcr::detail::adopt_given_store(std::make_shared<MemoryStore>(), 0);
+  EXPECT_TRUE(store->responds_within(std::chrono::milliseconds(2000)));
+  EXPECT_TRUE(store->responds_within(std::chrono::milliseconds(2000)));
+}
+
+TEST(GivenStore, ProbeGivesUpOnAStalledStoreAndAsksOnceAtATime) {
+  auto stalled = std::make_shared<StalledStore>();
+  auto store = mcr::detail::adopt_given_store(stalled, 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(store->responds_within(std::chrono::milliseconds(50)));
+  // Bounded by the probe, not by the store: a generous limit that only a hang would exceed.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // The first probe has not returned: the second one does not ask again.
+  EXPECT_FALSE(store->responds_within(std::chrono::milliseconds(50)));
+  EXPECT_EQ(stalled->checks(), 1);
+  stalled->release();
+  // Once the store answers, so does the probe (the stalled one finishes first).
+  bool answered = false;
+  for (int i = 0; i < 100 && !answered; ++i)
+    answered = store->responds_within(std::chrono::milliseconds(100));
+  EXPECT_TRUE(answered);
 }
