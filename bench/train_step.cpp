@@ -12,8 +12,9 @@
 //
 // Rank 0 prints one JSON object: the median step time with a 95 % interval over the timed steps,
 // the time inside GEMMs, the gradient all_reduce, the optimizer and elsewhere (by the wall clock
-// and by process CPU time), and whether the reduced gradients matched an independent check (raw
-// MPI on sampled values and per-bucket sums).
+// and by process CPU time), how long the ranks waited for each other inside the all_reduces
+// (`comm_wait_s`, from when each rank entered them), and whether the reduced gradients matched an
+// independent check (raw MPI on sampled values and per-bucket sums).
 #include <cblas.h>
 #include <mpi.h>
 
@@ -101,6 +102,9 @@ class Trainer {
 
   std::size_t params() const { return w_.size(); }
   std::size_t buckets() const { return buckets_.size(); }
+  /// When this rank entered each bucket's all_reduce in the last step (steady clock, which all
+  /// processes of one host share): the ranks' spread is time the earlier one waits inside it.
+  const std::vector<double>& arrivals() const { return arrivals_; }
   double gemm_flops() const { return clock_.flops; }
 
   // One step; returns the bucket checks' verdict when `verify` (true otherwise).
@@ -109,6 +113,7 @@ class Trainer {
     verify_ = verify;
     ok_ = true;
     next_bucket_ = 0;
+    arrivals_.clear();
     forward_backward();
     flush(0);
     const double t0 = wall_now(), c0 = cpu_now();
@@ -245,6 +250,7 @@ class Trainer {
       ts::BucketCheck check;
       if (verify_) check = ts::BucketCheck::before(part);
       const double t0 = wall_now(), c0 = cpu_now();
+      arrivals_.push_back(t0);
       comm_.all_reduce(mcr::Tensor(part), mcr::ReduceOp::sum);
       clock_.comm += wall_now() - t0;
       clock_.comm_cpu += cpu_now() - c0;
@@ -261,6 +267,7 @@ class Trainer {
   std::vector<int> tokens_, targets_;
   std::vector<std::pair<std::size_t, std::size_t>> buckets_;
   std::size_t next_bucket_ = 0;
+  std::vector<double> arrivals_;
   Clock clock_;
   bool verify_ = false, ok_ = true;
   std::uint64_t seed_ = 1;
@@ -319,7 +326,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < c.warmup; ++i)
       verified = trainer.step(i == 0, clk) && verified;
     // Per step, per rank: wall, CPU, GEMM and all_reduce seconds.
-    std::vector<double> wall, cpu, gemm, red, opt, gemm_cpu, red_cpu, opt_cpu;
+    std::vector<double> wall, cpu, gemm, red, opt, gemm_cpu, red_cpu, opt_cpu, arrive;
     for (int i = 0; i < c.steps; ++i) {
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = wall_now(), c0 = cpu_now();
@@ -328,6 +335,7 @@ int main(int argc, char** argv) {
       gemm.push_back(clk.gemm), red.push_back(clk.comm);
       gemm_cpu.push_back(clk.gemm_cpu), red_cpu.push_back(clk.comm_cpu);
       opt.push_back(clk.opt), opt_cpu.push_back(clk.opt_cpu);
+      arrive.insert(arrive.end(), trainer.arrivals().begin(), trainer.arrivals().end());
     }
     verified =
         trainer.step(true, clk) && verified;  // untimed: the check costs a pass and MPI calls
@@ -340,6 +348,19 @@ int main(int argc, char** argv) {
       for (auto& x : *v)
         x /= comm.size();
     }
+    // Waiting for the other ranks inside the all_reduces, per step (mean of the ranks): for each
+    // bucket, the last rank's arrival less the mean arrival. `mcr tune` leaves this out (it starts
+    // its ranks together), so it tells the reduction's own time apart from the ranks' imbalance.
+    const int na = static_cast<int>(arrive.size());
+    std::vector<double> last(arrive), mean(arrive), wait(static_cast<std::size_t>(n), 0.0);
+    MPI_Allreduce(MPI_IN_PLACE, last.data(), na, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, mean.data(), na, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    const std::size_t per_step = trainer.buckets();
+    for (std::size_t k = 0; k < arrive.size(); ++k)
+      wait[k / per_step] += last[k] - mean[k] / comm.size();
+    std::vector<double> own(static_cast<std::size_t>(n));  // wall time in all_reduce less waiting
+    for (std::size_t i = 0; i < own.size(); ++i)
+      own[i] = red[i] - wait[i];
     int ok = verified ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     std::vector<double> other(n), other_cpu(n);
@@ -377,6 +398,8 @@ int main(int argc, char** argv) {
                             {"comm", summary(red_cpu)},
                             {"optimizer", summary(opt_cpu)},
                             {"other", summary(other_cpu)}}},
+                          {"comm_wait_s", summary(wait)},
+                          {"comm_without_wait_s", summary(own)},
                           {"all_reduce_verified", ok == 1}};
       std::printf("%s\n", j.dump(2).c_str());
     }

@@ -12,6 +12,12 @@
 // call is divided by the element count the planner uses for that class (norm, residual,
 // embedding: s*b*h; activation: s*b*d_ff; attention: b*a*s*s scores; cross entropy: b*s*v;
 // optimizer: parameters). Prints one JSON object, `elementwise_ns` in the system-file format.
+//
+// Under `mpirun -np 2` every rank runs the same kernels at the same moment (a barrier before each
+// timed call), as the two ranks of the data-parallel step do: the kernels that stream from DRAM
+// (Adam) then share the memory bandwidth as they do in the step. Each rank takes its own median;
+// the rates printed are the mean over the ranks (the step's components are ranks' means too),
+// with the smallest and largest rank's rate in `per_rank_range`.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include <mpi.h>
 #include <nlohmann/json.hpp>
 
 #include "train_step_kernels.hpp"
@@ -29,10 +36,19 @@ namespace {
 
 using ts::Vec;
 
+// More than one rank: start every call together, so that each kernel runs beside its twin.
+bool g_together = false;
+
+void together() {
+  if (g_together) MPI_Barrier(MPI_COMM_WORLD);
+}
+
 double median_ns(int reps, double elements, const std::function<void()>& f) {
+  together();
   f();  // warm: first touch of the pages, caches
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
+    together();
     const double c0 = ts::cpu_now();
     f();
     t.push_back(ts::cpu_now() - c0);
@@ -41,9 +57,7 @@ double median_ns(int reps, double elements, const std::function<void()>& f) {
   return t[t.size() / 2] * 1e9 / elements;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) try {
+int run(int argc, char** argv, int rank, int ranks) {
   std::size_t h = 512, a = 8, s = 128, b = 2, v = 4096, params = 10000000;
   int reps = 30;
   const std::pair<const char*, std::size_t*> sizes[] = {{"--hidden", &h}, {"--heads", &a},
@@ -69,9 +83,12 @@ int main(int argc, char** argv) try {
   ts::fill_random(x, 1, 1.0f), ts::fill_random(z, 2, 1.0f);
   std::vector<std::uint8_t> mask(std::max(S, T * ff));
   std::uint64_t seed = 7;
-  nlohmann::json r;
+  // (class, forward, backward) in a fixed order, the same on every rank, for the reduction.
+  std::vector<std::string> classes;
+  std::vector<double> rates;
   auto put = [&](const char* cls, double fwd, double bwd) {
-    r[cls] = {{"forward", fwd}, {"backward", bwd}};
+    classes.emplace_back(cls);
+    rates.push_back(fwd), rates.push_back(bwd);
   };
   // Layer norm.
   put("norm",
@@ -145,6 +162,18 @@ int main(int argc, char** argv) try {
     put("optimizer", median_ns(std::max(5, reps / 3), n, [&] { ts::adam(w, gr, m1, m2, ++step); }),
         0.0);
   }
+  const int n = static_cast<int>(rates.size());
+  std::vector<double> sum(rates.size()), lo(rates.size()), hi(rates.size());
+  MPI_Reduce(rates.data(), sum.data(), n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Reduce(rates.data(), lo.data(), n, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+  MPI_Reduce(rates.data(), hi.data(), n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (rank != 0) return 0;
+  nlohmann::json r, range;
+  for (std::size_t i = 0; i < classes.size(); ++i) {
+    r[classes[i]] = {{"forward", sum[2 * i] / ranks}, {"backward", sum[2 * i + 1] / ranks}};
+    range[classes[i]] = {{"forward", {lo[2 * i], hi[2 * i]}},
+                         {"backward", {lo[2 * i + 1], hi[2 * i + 1]}}};
+  }
   nlohmann::json out = {{"format", "mcr-elementwise-rate"},
                         {"shape",
                          {{"hidden", h},
@@ -154,10 +183,29 @@ int main(int argc, char** argv) try {
                           {"vocab", v},
                           {"params", params}}},
                         {"reps", reps},
-                        {"elementwise_ns", r}};
+                        {"ranks", ranks},
+                        {"elementwise_ns", r},
+                        {"per_rank_range", range}};
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
-} catch (const std::exception& e) {
-  std::fprintf(stderr, "train_step_elementwise: %s\n", e.what());
-  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  g_together = ranks > 1;
+  int rc = 0;
+  try {
+    rc = run(argc, argv, rank, ranks);
+  } catch (const std::exception& e) {
+    // Every rank parses the same arguments, so every rank fails alike and none waits.
+    if (rank == 0) std::fprintf(stderr, "train_step_elementwise: %s\n", e.what());
+    rc = 2;
+  }
+  MPI_Finalize();
+  return rc;
 }

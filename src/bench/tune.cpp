@@ -52,6 +52,7 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
     const char* hier = std::getenv("MCR_HIER");
     table.provenance["hier"] = (hier != nullptr && *hier != '\0') ? hier : "intra=auto;inter=auto";
   }
+  table.provenance["place"] = o.in_place ? "in (in-place form where the op has one)" : "out";
   table.provenance["method"] = fmt::format(
       "median over {} interleaved repetitions of the max-across-ranks mean time per iteration; "
       "~{} ms per repetition",
@@ -71,7 +72,8 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
     for (DType dtype : types) {
       const std::string klass = is_reduction(op) ? std::string(dtype_class(dtype)) : "any";
       for (std::size_t size : distinct_sizes(op, o.sizes, dtype, world.size())) {
-        Point point(world, {op, dtype, size, false, 0, ReduceOp::sum, false, 1});
+        const bool in_place = o.in_place && has_in_place(op);
+        Point point(world, {op, dtype, size, in_place, 0, ReduceOp::sum, false, 1});
         TunePoint p;
         p.op = op;
         p.dtype_class = klass;

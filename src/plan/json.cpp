@@ -24,6 +24,9 @@ nlohmann::json to_json(const PlanResult& r) {
                  {"sequence_parallel", l.sequence_parallel},
                  {"zero", l.zero},
                  {"dp_overlap", l.dp_overlap}};
+  // Inputs that are not part of the model or the layout.
+  j["inputs"] = {{"dp_bucket_bytes", r.dp_bucket_bytes}, {"dp_bucket_mb", r.dp_bucket_bytes / 1e6}};
+  j["dp_reduction"] = {{"buckets", r.dp_buckets}, {"last_bucket_bytes", r.dp_last_bucket_bytes}};
   j["step_time_s"] = r.step_time_s;
   j["tokens_per_s"] = r.tokens_per_s;
   j["tflops_per_gpu"] = r.tflops_per_gpu;

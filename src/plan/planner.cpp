@@ -71,6 +71,7 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   r.layout = l;
   r.device = device.name;
   r.system = comm.system().name;
+  r.dp_bucket_bytes = options.dp_bucket_bytes;
   const auto c = detail::layer_cost(m, device, comm, l);
   const auto ends = detail::ends_cost(m, device, comm, l);
   const double mb = as_double(l.microbatches());
@@ -133,6 +134,9 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   if (l.dp > 1) {
     // The gradients are reduced bucket by bucket, as DDP and Megatron's distributed optimizer
     // issue them: full buckets from the end of the flat gradient, the remainder last.
+    const auto buckets = gradient_buckets(grad_bytes, options.dp_bucket_bytes);
+    r.dp_buckets = buckets.size();
+    r.dp_last_bucket_bytes = buckets.empty() ? 0.0 : buckets.back();
     const auto ar =
         bucketed_cost(comm, Collective::all_reduce, grad_bytes, options.dp_bucket_bytes, dpg, dt);
     const auto rs = bucketed_cost(comm, Collective::reduce_scatter, grad_bytes,
@@ -206,7 +210,18 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
                     comm.system().elementwise_ns.size()));
   }
   if (!p2p_source.empty()) r.notes.push_back("pipeline p2p: " + p2p_source);
-  if (!dp_source.empty()) r.notes.push_back("dp reduction: " + dp_source);
+  if (!dp_source.empty()) {
+    // Which sizes the reduction was priced at, so that a table can be checked against them.
+    const std::string sizes =
+        r.dp_buckets <= 1 ? fmt::format("one all-reduce of {:.4g} MB", r.dp_last_bucket_bytes / 1e6)
+                          : fmt::format("{} buckets ({} x {:.4g} MB, last {:.4g} MB)", r.dp_buckets,
+                                        r.dp_buckets - 1, options.dp_bucket_bytes / 1e6,
+                                        r.dp_last_bucket_bytes / 1e6);
+    const std::string cap = options.dp_bucket_bytes > 0
+                                ? fmt::format("--dp-bucket-mb {:g}", options.dp_bucket_bytes / 1e6)
+                                : std::string("no bucketing");
+    r.notes.push_back(fmt::format("dp reduction: {} ({}); {}", sizes, cap, dp_source));
+  }
   if (m.tied_embeddings && l.pp > 1) {
     r.notes.push_back(
         "dp reduction includes the tied-embedding all-reduce of the first and last stage");

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <optional>
 
@@ -39,7 +40,21 @@ struct PlanArgs {
   std::string validate;
   int top = 10;
   double budget = 0.02;
+  double dp_bucket_mb = 25;  // PyTorch DDP's bucket_cap_mb, and bench/train_step's
 };
+
+/// The planner's options from the flags; rejects a bucket size that is not a positive, finite
+/// number of megabytes before anything is planned.
+plan::PlanOptions plan_options(const PlanArgs& a) {
+  if (!(std::isfinite(a.dp_bucket_mb) && a.dp_bucket_mb > 0)) {
+    throw InvalidArgument(fmt::format(
+        "--dp-bucket-mb {}: must be a positive, finite number of megabytes (10^6 bytes)",
+        a.dp_bucket_mb));
+  }
+  plan::PlanOptions o;
+  o.dp_bucket_bytes = a.dp_bucket_mb * 1e6;
+  return o;
+}
 
 /// The system's device: --device, else the catalog entry the system names, else (local-cpu) this
 /// machine's CPU with one core per rank, its fp32 peak measured by the quick SGEMM peak probe on
@@ -132,6 +147,7 @@ void run_validation(const PlanArgs& a) {
 }
 
 void run(const PlanArgs& a) {
+  const auto options = plan_options(a);
   if (!a.validate.empty()) {
     run_validation(a);
     return;
@@ -144,7 +160,8 @@ void run(const PlanArgs& a) {
     codesign::AdvisorOptions opts;
     opts.budget = a.budget;
     opts.top = a.top;
-    const auto pairs = plan::advise_with_layouts(model, dev, comm, space_from(a, sys), opts);
+    const auto pairs =
+        plan::advise_with_layouts(model, dev, comm, space_from(a, sys), opts, options);
     if (a.json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& p : pairs) {
@@ -162,7 +179,7 @@ void run(const PlanArgs& a) {
   }
   if (a.search) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto found = plan::search_layouts(model, dev, comm, space_from(a, sys), a.top);
+    const auto found = plan::search_layouts(model, dev, comm, space_from(a, sys), a.top, options);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (a.json) {
@@ -187,7 +204,7 @@ void run(const PlanArgs& a) {
     return;
   }
   const auto layout = plan::resolve_layout(layout_from(a), model, sys);
-  const auto r = plan::plan_step(model, dev, comm, layout);
+  const auto r = plan::plan_step(model, dev, comm, layout, options);
   if (a.json) {
     auto j = plan::to_json(r);
     j["device_peak"] = peak_json(dev, model.dtype);
@@ -230,6 +247,10 @@ void add_plan_command(CLI::App& app) {
                 "accept a TP group larger than a node");
   cmd->add_flag("--no-dp-overlap", args->no_dp_overlap,
                 "do not overlap the gradient reduction with the last backward pass");
+  cmd->add_option("--dp-bucket-mb", args->dp_bucket_mb,
+                  "gradient bucket of the data-parallel reduction in MB (10^6 bytes); each "
+                  "bucket is priced at its own size")
+      ->capture_default_str();
   cmd->add_option("--comm-table", args->comm_tables,
                   "measured `mcr tune` table: FILE (every tier), intra=FILE or inter=FILE");
   cmd->add_option("--rules", args->rules,

@@ -26,6 +26,7 @@ struct TuneFlags {
   double hysteresis = 0.03;
   int repetitions = 5;
   double budget_ms = 10.0;
+  std::string place = "out";
   std::string validate;
   bool plot = false;
   std::string plot_format = "png";
@@ -69,6 +70,13 @@ void print_entries(const TuningTable& t) {
   }
 }
 
+void check_place(const std::string& place) {
+  if (place != "out" && place != "in") {
+    throw InvalidArgument(fmt::format(
+        "--place '{}': must be out or in (a table holds one placement per op and size)", place));
+  }
+}
+
 bench::TuneOptions tune_options(const TuneFlags& f) {
   bench::TuneOptions o;
   o.ops = resolve_ops(f.sweep, o.ops);
@@ -78,6 +86,8 @@ bench::TuneOptions tune_options(const TuneFlags& f) {
   o.hysteresis = f.hysteresis;
   o.repetitions = f.repetitions;
   o.budget_ms = f.budget_ms;
+  check_place(f.place);
+  o.in_place = f.place == "in";
   o.command = bench::command_line();
   return o;
 }
@@ -150,6 +160,10 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--budget-ms", opts->budget_ms,
                   "target time of one repetition (sets iteration counts)")
       ->capture_default_str();
+  cmd->add_option("--place", opts->place,
+                  "out (out-of-place) or in (in-place form of every op that has one, as a "
+                  "training step reduces its gradients)")
+      ->capture_default_str();
   cmd->add_option("--validate", opts->validate,
                   "check a table file (gaps, overlaps, unknown ops/backends) and exit");
   cmd->add_flag("--plot", opts->plot,
@@ -161,6 +175,7 @@ void add_tune_command(CLI::App& app) {
       exit_code() = validate_file(opts->validate);
       return;
     }
+    check_place(opts->place);  // before init(): no rank waits on one that failed
     Communicator world = init();
     try {
       tune(world, *opts);

@@ -31,7 +31,11 @@ struct TuneOptions {
   double hysteresis = 0.03;           ///< --hysteresis (see build_entries())
   int repetitions = 5;                ///< --reps: interleaved repetitions per point (median)
   double budget_ms = 10.0;            ///< --budget-ms: target time of one repetition
-  std::string command;                ///< the provenance's "command" (see command_line())
+  /// --place in: time the in-place form of every op that has one (as a training step reduces its
+  /// gradient buckets); out-of-place by default. A table holds one placement, named in its
+  /// provenance.
+  bool in_place = false;
+  std::string command;  ///< the provenance's "command" (see command_line())
 };
 
 /// One measured point, reported as it completes. Identical on every rank.

@@ -74,6 +74,12 @@ struct PlanResult {
   /// The model's ends on the stage(s) that run them, per microbatch (parts of logits_embedding),
   /// so that a measurement can put the logits GEMMs with the other GEMMs.
   double embedding_s = 0, logits_gemm_s = 0, cross_entropy_s = 0;
+  /// The data-parallel reduction as priced: the bucket size it was given (PlanOptions), how many
+  /// buckets the gradients made (0 without data parallelism) and the size of the last one (the
+  /// remainder; the others are full).
+  double dp_bucket_bytes = 0;
+  std::size_t dp_buckets = 0;
+  double dp_last_bucket_bytes = 0;
   MemoryBreakdown memory;
   std::vector<std::string> notes;  ///< communication sources, assumptions that applied
 };

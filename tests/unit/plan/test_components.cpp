@@ -85,6 +85,30 @@ TEST(PlanBuckets, DataParallelReductionPaysOneLatencyPerBucket) {
               grad / 100e9 + 2 * 10e-6, 1e-9);
 }
 
+TEST(PlanBuckets, ResultSaysWhichBucketsWerePriced) {
+  const auto m = gpt();
+  const SystemSpec sys = round_system();
+  const Layout l = one_layout(2, m, sys);
+  const double grad = 2 * kParams;  // fp16
+  PlanOptions o;
+  o.dp_bucket_bytes = 40e6;
+  const auto r = plan_step(m, a100(), CommModel(sys), l, o);
+  const double full = std::floor(grad / 40e6);
+  EXPECT_EQ(r.dp_bucket_bytes, 40e6);
+  EXPECT_EQ(r.dp_buckets, static_cast<std::size_t>(full) + 1);
+  EXPECT_NEAR(r.dp_last_bucket_bytes, grad - full * 40e6, 1e-3);
+  const auto j = to_json(r);
+  EXPECT_EQ(j["inputs"]["dp_bucket_mb"].get<double>(), 40.0);
+  EXPECT_EQ(j["dp_reduction"]["buckets"].get<std::size_t>(), r.dp_buckets);
+  bool noted = false;
+  for (const auto& n : r.notes)
+    noted = noted || n.find("--dp-bucket-mb 40)") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // Without data parallelism there is nothing to bucket.
+  const auto single = plan_step(m, a100(), CommModel(sys), one_layout(1, m, sys), o);
+  EXPECT_EQ(single.dp_buckets, 0u);
+}
+
 SystemSpec with_rates() {
   SystemSpec s = round_system();
   s.elementwise_ns = {{"norm", {1, 2}},       {"residual", {3, 4}},   {"activation", {5, 6}},
