@@ -34,26 +34,24 @@ class GivenStore final : public Store {
   std::string description() const override { return store_->description(); }
 
   // mcr cannot bound a given store's requests (torch's stores wait their own timeout, 30 minutes
-  // by default), so the probe asks on a thread of its own and waits at most `bound`. One probe at
-  // a time: while an earlier one has not returned, the store counts as not answering, so a store
-  // that is gone never collects threads. A request that fails at once (a reset connection) did
-  // answer: the caller's next request reports that failure itself, with the store's message.
+  // by default), so the probe asks on a thread of its own and waits at most `bound`. One request
+  // at a time: while an earlier probe's has not returned, a new probe waits for that one instead
+  // of asking again, so a store that is gone never collects threads. A request that fails at once
+  // (a reset connection) did answer: the caller's next request reports that failure itself.
   bool responds_within(std::chrono::milliseconds bound) override {
-    {
-      std::lock_guard lock(probe_->mu);
-      if (probe_->pending) return false;
-      probe_->pending = true;
-    }
-    std::thread([probe = probe_, store = store_, key = named("probe")] {
-      try {
-        store->check({key});
-      } catch (...) {  // answered, with an error
-      }
-      std::lock_guard lock(probe->mu);
-      probe->pending = false;
-      probe->cv.notify_all();
-    }).detach();
     std::unique_lock lock(probe_->mu);
+    if (!probe_->pending) {
+      probe_->pending = true;
+      std::thread([probe = probe_, store = store_, key = named("probe")] {
+        try {
+          store->check({key});
+        } catch (...) {  // answered, with an error
+        }
+        std::lock_guard done(probe->mu);
+        probe->pending = false;
+        probe->cv.notify_all();
+      }).detach();
+    }
     return probe_->cv.wait_for(lock, bound, [this] { return !probe_->pending; });
   }
 
