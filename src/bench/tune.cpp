@@ -53,6 +53,7 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
     table.provenance["hier"] = (hier != nullptr && *hier != '\0') ? hier : "intra=auto;inter=auto";
   }
   table.provenance["place"] = o.in_place ? "in (in-place form where the op has one)" : "out";
+  table.provenance["form"] = o.async ? "async (i* call, waited for inside the timing)" : "sync";
   table.provenance["method"] = fmt::format(
       "median over {} interleaved repetitions of the max-across-ranks mean time per iteration; "
       "~{} ms per repetition",
@@ -73,7 +74,7 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
       const std::string klass = is_reduction(op) ? std::string(dtype_class(dtype)) : "any";
       for (std::size_t size : distinct_sizes(op, o.sizes, dtype, world.size())) {
         const bool in_place = o.in_place && has_in_place(op);
-        Point point(world, {op, dtype, size, in_place, 0, ReduceOp::sum, false, 1});
+        Point point(world, {op, dtype, size, in_place, 0, ReduceOp::sum, o.async, 1});
         TunePoint p;
         p.op = op;
         p.dtype_class = klass;

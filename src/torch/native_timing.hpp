@@ -1,5 +1,6 @@
 // The C++ reference of `python -m mcr.torch.bench`: the same operation on the same communicator,
-// issued from C++ on the communication thread, with no Python, torch dispatch or thread hand-off.
+// in the same (asynchronous) form, issued and waited for from C++ on the communication thread,
+// with no Python, torch dispatch or thread hand-off.
 #pragma once
 
 #include <string>
@@ -10,7 +11,8 @@
 
 namespace mcr::torch_ext {
 
-/// Seconds per operation (this rank) of `iters` blocking calls of `op` ("all_reduce" in place on
+/// Seconds per operation (this rank) of `iters` calls of `op` in its asynchronous form, each
+/// waited for before the next (as the binding issues it; "all_reduce" in place on
 /// `input`; "all_gather" and "all_to_all" from `input` into `output`) after `warmup` untimed ones
 /// and a barrier. `backend` forces a backend ("" selects as usual). Runs on the communication
 /// thread, after every operation posted before it was issued; the caller releases the GIL.

@@ -27,6 +27,7 @@ struct TuneFlags {
   int repetitions = 5;
   double budget_ms = 10.0;
   std::string place = "out";
+  bool async = false;
   std::string validate;
   bool plot = false;
   std::string plot_format = "png";
@@ -88,6 +89,7 @@ bench::TuneOptions tune_options(const TuneFlags& f) {
   o.budget_ms = f.budget_ms;
   check_place(f.place);
   o.in_place = f.place == "in";
+  o.async = f.async;
   o.command = bench::command_line();
   return o;
 }
@@ -164,6 +166,9 @@ void add_tune_command(CLI::App& app) {
                   "out (out-of-place) or in (in-place form of every op that has one, as a "
                   "training step reduces its gradients)")
       ->capture_default_str();
+  cmd->add_flag("--async", opts->async,
+                "time the asynchronous form (i* call and wait), as callers that issue only i* "
+                "calls run it (mcr.torch does)");
   cmd->add_option("--validate", opts->validate,
                   "check a table file (gaps, overlaps, unknown ops/backends) and exit");
   cmd->add_flag("--plot", opts->plot,

@@ -35,6 +35,11 @@ struct TuneOptions {
   /// gradient buckets); out-of-place by default. A table holds one placement, named in its
   /// provenance.
   bool in_place = false;
+  /// --async: time the asynchronous form (the i* call, waited for inside the timing), which is
+  /// what callers that only issue i* calls run (the PyTorch backend does): MPI's nonblocking
+  /// collectives take other algorithms than its blocking ones. A table holds one form, named in
+  /// its provenance.
+  bool async = false;
   std::string command;  ///< the provenance's "command" (see command_line())
 };
 
