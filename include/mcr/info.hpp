@@ -61,8 +61,10 @@ RuntimeInfo runtime_info();
 /// `ranks` ranks (the world's backends; `ranks` need not be the world size), with every candidate's
 /// reason. At the world's size the world's hosts x ranks per host decide which tuning entries fit;
 /// at another size the placement is unknown and only entries that name no topology fit
-/// (Communicator::explain answers for a real communicator). Requires init().
+/// (Communicator::explain answers for a real communicator). `form`: the blocking call or its i*
+/// counterpart. Requires init().
 Selection explain_selection(OpType op, DType dtype, std::size_t bytes, int ranks,
-                            ReduceOp reduce = ReduceOp::sum, Device device = Device::cpu());
+                            ReduceOp reduce = ReduceOp::sum, Device device = Device::cpu(),
+                            CallForm form = CallForm::sync);
 
 }  // namespace mcr

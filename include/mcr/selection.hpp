@@ -72,6 +72,13 @@ std::size_t parse_size(std::string_view text);
 /// 65536 -> "64K", 1048576 -> "1M", 100 -> "100".
 std::string format_size(std::size_t bytes);
 
+/// The form of a call: the blocking call, or its i* counterpart waited for later. Libraries may run
+/// the two differently (Open MPI's nonblocking collectives take other algorithms and progress
+/// side by side), so a tuning table may hold entries per form.
+enum class CallForm : std::uint8_t { sync, async };
+/// "sync" or "async".
+std::string_view to_string(CallForm form) noexcept;
+
 /// One byte range of a tuning table with the backend that won it.
 struct TuningRange {
   std::size_t min_bytes = 0;
@@ -102,6 +109,9 @@ struct TuningEntry {
   std::vector<TuningRange> ranges;
   int hosts = 0;           ///< hosts the table was measured on; 0 matches any
   int ranks_per_host = 0;  ///< ranks per host it was measured with; 0 matches any
+  /// The call form it was measured with: "sync", "async" or "any" (not recorded). Lookups prefer
+  /// an entry of the call's form, then "any", then the other form.
+  std::string form = "any";
   friend bool operator==(const TuningEntry&, const TuningEntry&) = default;
 
   /// Whether the entry applies to a communicator of this shape (0 fields match anything; an
@@ -122,8 +132,9 @@ struct TuningSample {
   std::size_t bytes = 0;
   std::string backend;
   double time_us = 0;
-  int hosts = 0;           ///< as in TuningEntry: 0 = not recorded
-  int ranks_per_host = 0;  ///< as in TuningEntry: 0 = not recorded
+  int hosts = 0;             ///< as in TuningEntry: 0 = not recorded
+  int ranks_per_host = 0;    ///< as in TuningEntry: 0 = not recorded
+  std::string form = "any";  ///< as in TuningEntry: "sync", "async", "any" = not recorded
   friend bool operator==(const TuningSample&, const TuningSample&) = default;
 };
 
@@ -149,25 +160,28 @@ struct TuningTable {
   std::string to_json(int indent = 2) const;
   void save(const std::string& path) const;
 
-  /// The backend for (op, dtype, group size, host shape, bytes), or nullptr when the table has no
-  /// range for it. Among the entries that fit, one naming the shape (hosts and ranks per host) wins
-  /// over one naming part of it, which wins over one naming none; then an entry for the exact group
-  /// size wins over one for any size (0); then a "float"/"int" entry wins over "any".
+  /// The backend for (op, dtype, group size, host shape, bytes) called in `form`, or nullptr when
+  /// the table has no range for it. Among the entries that fit, one naming the shape (hosts and
+  /// ranks per host) wins over one naming part of it, which wins over one naming none; then an
+  /// entry of the call's form wins over one of form "any", which wins over one of the other form;
+  /// then an entry for the exact group size wins over one for any size (0); then a "float"/"int"
+  /// entry wins over "any".
   const std::string* lookup(OpType op, DType dtype, int group_size, HostShape shape,
-                            std::size_t bytes) const;
+                            std::size_t bytes, CallForm form = CallForm::sync) const;
   /// The same for a communicator of unknown shape: only entries that name no topology fit.
   const std::string* lookup(OpType op, DType dtype, int group_size, std::size_t bytes) const {
     return lookup(op, dtype, group_size, HostShape{}, bytes);
   }
-  /// The entry lookup() reads for (op, dtype, group size, shape), or nullptr.
-  const TuningEntry* entry_for(OpType op, DType dtype, int group_size, HostShape shape) const;
+  /// The entry lookup() reads for (op, dtype, group size, shape, form), or nullptr.
+  const TuningEntry* entry_for(OpType op, DType dtype, int group_size, HostShape shape,
+                               CallForm form = CallForm::sync) const;
   /// Why no entry applies when the only entries for (op, dtype, group size) were measured on other
   /// topologies, e.g. "measured on 4x1, this communicator is 2x2; not applied"; empty otherwise
   /// (an entry fits, or none exists for the op).
   std::string topology_mismatch(OpType op, DType dtype, int group_size, HostShape shape) const;
   /// Problems: gaps, overlaps, unsorted ranges, unknown backends (if `known_backends` non-empty),
-  /// negative hosts or ranks per host, a group size other than hosts x ranks per host, duplicate
-  /// (op, dtype class, group size, hosts, ranks per host).
+  /// negative hosts or ranks per host, a group size other than hosts x ranks per host, an unknown
+  /// form, duplicate (op, dtype class, group size, hosts, ranks per host, form).
   std::vector<std::string> validate(const std::vector<std::string>& known_backends = {}) const;
   /// Hash of the selection-relevant content (entries), equal on ranks that loaded the same table.
   std::uint64_t selection_hash() const;

@@ -24,11 +24,12 @@ constexpr std::uint32_t kRoundOrderSeed = 0x6d637231;
 // with them a share of that fixed cost in every repetition which the other backends do not carry.
 double probe_seconds(Point& point, const std::string& backend, const InterleavedOptions& options) {
   Communicator comm = point.comm();
-  const int cap = std::max(options.max_iterations, 1);
+  const int least = std::max(options.min_iterations, 1);
+  const int cap = std::max(options.max_iterations, least);
   const double target = options.repetition_budget_s / 4;
-  point.time(backend, std::max(options.warmup, 1));
+  point.time(backend, std::max(options.warmup, least));
   comm.barrier();
-  int n = 1;
+  int n = least;
   double per = reduce_across(comm, {point.time(backend, n)}, TimeReduce::max)[0];
   while (per * n < target && n < cap) {
     const double grow = target / std::max(per * n, 1e-9);
@@ -117,8 +118,9 @@ std::vector<BackendTiming> measure_interleaved(Point& point,
     if (!out[b].supported) continue;
     const double per = std::max(probe[b] <= fastest * kSameSpeed ? fastest : probe[b], 1e-9);
     const auto want = static_cast<long long>(std::llround(options.repetition_budget_s / per));
-    out[b].iterations =
-        static_cast<int>(std::clamp<long long>(want, 1, std::max(options.max_iterations, 1)));
+    const int least = std::max(options.min_iterations, 1);
+    out[b].iterations = static_cast<int>(
+        std::clamp<long long>(want, least, std::max(options.max_iterations, least)));
   }
   int reps = std::max(options.repetitions, 1);
   if (options.point_budget_s > 0) {

@@ -20,7 +20,8 @@ struct Key {
   int group_size;
   int hosts;
   int ranks_per_host;
-  auto tie() const { return std::tie(op, dtype_class, group_size, hosts, ranks_per_host); }
+  std::string form;
+  auto tie() const { return std::tie(op, dtype_class, group_size, hosts, ranks_per_host, form); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -51,14 +52,15 @@ std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples,
   std::map<Key, std::map<std::size_t, std::map<std::string, double>>> grouped;
   for (const auto& s : samples) {
     if (!(s.time_us > 0) || !std::isfinite(s.time_us)) continue;  // failed or unmeasured points
-    auto& slot = grouped[Key{s.op, s.dtype_class, s.group_size, s.hosts, s.ranks_per_host}][s.bytes]
-                        [s.backend];
+    auto& slot = grouped[Key{s.op, s.dtype_class, s.group_size, s.hosts, s.ranks_per_host, s.form}]
+                        [s.bytes][s.backend];
     slot = slot > 0 ? std::min(slot, s.time_us) : s.time_us;
   }
   std::vector<TuningEntry> entries;
   for (const auto& [key, by_size] : grouped) {
     const auto points = winners(by_size, hysteresis);
-    TuningEntry e{key.op, key.dtype_class, key.group_size, {}, key.hosts, key.ranks_per_host};
+    TuningEntry e{key.op,    key.dtype_class,    key.group_size, {},
+                  key.hosts, key.ranks_per_host, key.form};
     for (std::size_t i = 0; i < points.size(); ++i) {
       const auto& [bytes, backend] = points[i];
       if (!e.ranges.empty() && e.ranges.back().backend == backend) continue;

@@ -24,6 +24,11 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 void check_tune_options(const TuneOptions& o, const std::vector<std::string>& usable) {
   detail::require_points(o.ops, o.sizes, o.dtypes);
   detail::require_usable("--backends", o.backends, usable, false);
+  if (o.forms.empty()) throw InvalidArgument("--form: name at least one of sync, async (or both)");
+  if (o.in_flight < 1 || o.in_flight > kTuneMaxIterations) {
+    throw InvalidArgument(fmt::format("--in-flight {}: must be in [1, {}] operations", o.in_flight,
+                                      kTuneMaxIterations));
+  }
   if (o.repetitions < 1)
     throw InvalidArgument(fmt::format("--reps {}: must be >= 1", o.repetitions));
   if (!(o.budget_ms > 0))
@@ -53,7 +58,16 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
     table.provenance["hier"] = (hier != nullptr && *hier != '\0') ? hier : "intra=auto;inter=auto";
   }
   table.provenance["place"] = o.in_place ? "in (in-place form where the op has one)" : "out";
-  table.provenance["form"] = o.async ? "async (i* call, waited for inside the timing)" : "sync";
+  const bool timed_async =
+      std::find(o.forms.begin(), o.forms.end(), CallForm::async) != o.forms.end();
+  std::string forms;
+  for (CallForm f : o.forms)
+    forms += fmt::format("{}{}", forms.empty() ? "" : " and ", to_string(f));
+  table.provenance["form"] =
+      timed_async
+          ? fmt::format("{} (async: i* calls, at least {} in flight, waited for inside the timing)",
+                        forms, o.in_flight)
+          : forms;
   table.provenance["method"] = fmt::format(
       "median over {} interleaved repetitions of the max-across-ranks mean time per iteration; "
       "~{} ms per repetition",
@@ -62,7 +76,7 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
   for (OpType op : o.ops) {
     if (skip_single_rank_p2p(world.size(), op)) continue;
     total += (is_reduction(op) ? o.dtypes.size() : 1) *
-             distinct_sizes(op, o.sizes, o.dtypes.front(), world.size()).size();
+             distinct_sizes(op, o.sizes, o.dtypes.front(), world.size()).size() * o.forms.size();
   }
   std::size_t done = 0;
   for (OpType op : o.ops) {
@@ -73,29 +87,36 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
     for (DType dtype : types) {
       const std::string klass = is_reduction(op) ? std::string(dtype_class(dtype)) : "any";
       for (std::size_t size : distinct_sizes(op, o.sizes, dtype, world.size())) {
-        const bool in_place = o.in_place && has_in_place(op);
-        Point point(world, {op, dtype, size, in_place, 0, ReduceOp::sum, o.async, 1});
-        TunePoint p;
-        p.op = op;
-        p.dtype_class = klass;
-        p.bytes = point.layout().bytes;
-        p.timings = measure_interleaved(point, backends, io);
-        p.index = ++done;
-        p.total = total;
-        for (const auto& r : p.timings) {
-          if (!r.supported) continue;
-          if (r.wrong > 0) {  // a backend that computed wrong values must not win a range
-            result.wrong += r.wrong;
-            continue;
+        // Both forms of one size one after the other: measured in the same minute, so that where
+        // they differ it is the form, not the load.
+        for (CallForm form : o.forms) {
+          const bool in_place = o.in_place && has_in_place(op);
+          const bool async = form == CallForm::async;
+          Point point(world, {op, dtype, size, in_place, 0, ReduceOp::sum, async, 1});
+          io.min_iterations = async ? o.in_flight : 1;
+          TunePoint p;
+          p.op = op;
+          p.dtype_class = klass;
+          p.bytes = point.layout().bytes;
+          p.form = form;
+          p.timings = measure_interleaved(point, backends, io);
+          p.index = ++done;
+          p.total = total;
+          for (const auto& r : p.timings) {
+            if (!r.supported) continue;
+            if (r.wrong > 0) {  // a backend that computed wrong values must not win a range
+              result.wrong += r.wrong;
+              continue;
+            }
+            // The world's shape: a table measured on 4x1 must not decide for a 2x2 job. An uneven
+            // world (ranks_per_host 0) records its host count only.
+            table.samples.push_back(
+                TuningSample{op, klass, world.size(), p.bytes, r.backend, r.seconds * 1e6,
+                             world.hosts(), world.ranks_per_host(), std::string(to_string(form))});
           }
-          // The world's shape: a table measured on 4x1 must not decide for a 2x2 job. An uneven
-          // world (ranks_per_host 0) records its host count only.
-          table.samples.push_back(TuningSample{op, klass, world.size(), p.bytes, r.backend,
-                                               r.seconds * 1e6, world.hosts(),
-                                               world.ranks_per_host()});
+          p.elapsed_s = seconds_since(start);
+          if (cb.on_point) cb.on_point(p);
         }
-        p.elapsed_s = seconds_since(start);
-        if (cb.on_point) cb.on_point(p);
         if (op == OpType::barrier) break;
       }
     }

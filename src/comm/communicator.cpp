@@ -92,8 +92,8 @@ std::vector<std::string> Communicator::backends() const {
   return out;
 }
 Selection Communicator::explain(OpType op, DType dtype, std::size_t bytes, ReduceOp reduce,
-                                Device device) const {
-  return state().selector->explain(op, dtype, reduce, device.kind, bytes);
+                                Device device, CallForm form) const {
+  return state().selector->explain(op, dtype, reduce, device.kind, bytes, {}, form);
 }
 void Communicator::set_observer(std::shared_ptr<OpObserver> observer) {
   if (observer) detail::TickClock::prepare();

@@ -140,7 +140,8 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   const ReduceOp reduce = is_reduction(args.op) ? args.reduce : ReduceOp::sum;
   auto pick = [&]() -> detail::Backend& {
     return opts.backend.empty()
-               ? selector->pick(args.op, args.dtype, reduce, args.device.kind, bytes)
+               ? selector->pick(args.op, args.dtype, reduce, args.device.kind, bytes,
+                                args.async ? CallForm::async : CallForm::sync)
                : selector->pick_override(opts.backend, args.op, args.dtype, reduce,
                                          args.device.kind, bytes);
   };

@@ -71,7 +71,7 @@ RuntimeInfo runtime_info() {
 }
 
 Selection explain_selection(OpType op, DType dtype, std::size_t bytes, int ranks, ReduceOp reduce,
-                            Device device) {
+                            Device device, CallForm form) {
   detail::Runtime& rt = detail::runtime();
   if (ranks < 1) {
     throw InvalidArgument(fmt::format("explain_selection: ranks {} must be >= 1", ranks));
@@ -83,7 +83,7 @@ Selection explain_selection(OpType op, DType dtype, std::size_t bytes, int ranks
   // only table entries that name no topology apply to it.
   const HostShape shape = ranks == rt.world->size ? rt.world->selector->shape() : HostShape{};
   detail::Selector selector(rt.rules, rt.table, raw, rt.unusable, ranks, shape);
-  return selector.explain(op, dtype, reduce, device.kind, bytes);
+  return selector.explain(op, dtype, reduce, device.kind, bytes, {}, form);
 }
 
 }  // namespace mcr

@@ -19,15 +19,17 @@ Selector::Selector(std::shared_ptr<const RuleSet> rules, std::shared_ptr<const T
       unusable_(std::move(unusable)),
       group_size_(group_size),
       shape_(shape),
-      plans_(static_cast<std::size_t>(kNumOpTypes) * 8 * 8 * 2),
+      plans_(static_cast<std::size_t>(kNumOpTypes) * 8 * 8 * 2 * 2),
       can_run_(backends_.size(), std::vector<signed char>(plans_.size(), -1)) {}
 
-std::size_t Selector::plan_index(OpType op, DType dtype, ReduceOp reduce,
-                                 Device::Kind device) noexcept {
-  return ((static_cast<std::size_t>(op) * 8 + static_cast<std::size_t>(dtype)) * 8 +
-          static_cast<std::size_t>(reduce)) *
+std::size_t Selector::plan_index(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
+                                 CallForm form) noexcept {
+  return (((static_cast<std::size_t>(op) * 8 + static_cast<std::size_t>(dtype)) * 8 +
+           static_cast<std::size_t>(reduce)) *
+              2 +
+          static_cast<std::size_t>(device)) *
              2 +
-         static_cast<std::size_t>(device);
+         static_cast<std::size_t>(form);
 }
 
 Backend* Selector::find(std::string_view name) const noexcept {
@@ -93,7 +95,7 @@ Backend& Selector::pick_override(std::string_view name, OpType op, DType dtype, 
 
 std::vector<Candidate> Selector::consider(OpType op, DType dtype, ReduceOp reduce,
                                           Device::Kind device, std::size_t bytes,
-                                          std::string_view override_name) const {
+                                          std::string_view override_name, CallForm form) const {
   std::vector<Candidate> out;
   // Appends one candidate with its verdict; true when it is chosen (the walk stops there).
   auto add = [&](std::string_view name, Candidate::Source source, std::size_t index) -> bool {
@@ -130,8 +132,18 @@ std::vector<Candidate> Selector::consider(OpType op, DType dtype, ReduceOp reduc
   }
   std::string table_note;
   if (table_) {
-    if (const std::string* name = table_->lookup(op, dtype, group_size_, shape_, bytes)) {
+    if (const std::string* name = table_->lookup(op, dtype, group_size_, shape_, bytes, form)) {
       if (add(*name, Candidate::Source::tuning, 0)) {
+        // Which form's measurement decided: said when the table recorded one.
+        const TuningEntry* e = table_->entry_for(op, dtype, group_size_, shape_, form);
+        if (e != nullptr && e->form != "any") {
+          out.back().detail = e->form == to_string(form)
+                                  ? fmt::format("measured with {} calls", e->form)
+                                  : fmt::format(
+                                        "measured with {} calls; the table has no {} "
+                                        "entry for this op",
+                                        e->form, to_string(form));
+        }
         for (Backend* b : backends_) {  // the measured alternatives lost to it
           if (b->name() == *name) continue;
           out.push_back({std::string(b->name()),
@@ -164,9 +176,10 @@ Backend* Selector::chosen(const std::vector<Candidate>& candidates) noexcept {
 }
 
 Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
-                            std::size_t bytes, std::string_view override_name) const {
+                            std::size_t bytes, std::string_view override_name,
+                            CallForm form) const {
   Selection sel;
-  for (const auto& c : consider(op, dtype, reduce, device, bytes, override_name)) {
+  for (const auto& c : consider(op, dtype, reduce, device, bytes, override_name, form)) {
     std::string why;
     switch (c.source) {
       case Candidate::Source::override:
@@ -180,8 +193,11 @@ Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kin
         break;
       case Candidate::Source::tuning:
         sel.source = "tuning";
-        why = fmt::format("tuning table: fastest measured at {} bytes, {} ranks on {}", bytes,
-                          group_size_, describe(shape_));
+        why = fmt::format("tuning table: fastest measured at {} bytes, {} ranks on {}{}", bytes,
+                          group_size_, describe(shape_),
+                          c.verdict == Candidate::Verdict::chosen && !c.detail.empty()
+                              ? fmt::format(" ({})", c.detail)
+                              : std::string());
         break;
       case Candidate::Source::fallback:
         sel.source = "default";
@@ -209,8 +225,8 @@ Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kin
   return sel;
 }
 
-Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce,
-                                    Device::Kind device) const {
+Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
+                                    CallForm form) const {
   // Every byte count where the answer may change: rule bounds and tuning-range bounds.
   std::vector<std::size_t> cuts{0};
   auto cut_after = [&](std::size_t hi) {
@@ -243,7 +259,7 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce,
   for (std::size_t i = 0; i < cuts.size(); ++i) {
     const std::size_t lo = cuts[i];
     const std::size_t hi = i + 1 < cuts.size() ? cuts[i + 1] - 1 : kMaxBytes;
-    const auto candidates = consider(op, dtype, reduce, device, lo);
+    const auto candidates = consider(op, dtype, reduce, device, lo, {}, form);
     for (const auto& c : candidates) {
       if (!c.table_note.empty() && !noted) {  // the same for every size: said once per plan
         noted = true;
@@ -265,15 +281,15 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce,
 }
 
 Backend& Selector::pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
-                        std::size_t bytes) {
-  auto& slot = plans_[plan_index(op, dtype, reduce, device)];
-  if (!slot) slot = build_plan(op, dtype, reduce, device);
+                        std::size_t bytes, CallForm form) {
+  auto& slot = plans_[plan_index(op, dtype, reduce, device, form)];
+  if (!slot) slot = build_plan(op, dtype, reduce, device, form);
   const Plan& plan = *slot;
   auto it = std::upper_bound(plan.begin(), plan.end(), bytes,
                              [](std::size_t b, const Interval& iv) { return b < iv.lo; });
   Backend* b = (it == plan.begin()) ? nullptr : std::prev(it)->backend;
   if (b == nullptr) {
-    Selection s = explain(op, dtype, reduce, device, bytes);
+    Selection s = explain(op, dtype, reduce, device, bytes, {}, form);
     std::string reasons;
     for (const auto& step : s.steps)
       reasons += fmt::format("; {}: {}", step.backend, step.reason);

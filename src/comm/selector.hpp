@@ -33,7 +33,7 @@ struct Candidate {
   Source source = Source::fallback;
   std::size_t index = 0;  ///< rule number (rule) or default priority (fallback), from 0
   Verdict verdict = Verdict::unsupported;
-  std::string detail;  ///< unavailable/unsupported: the reason
+  std::string detail;  ///< unavailable/unsupported: the reason; tuning: the entry's form note
   /// On the first default-priority candidate: why the tuning table did not decide although it has
   /// entries for the op (measured on another topology). Empty otherwise.
   std::string table_note;
@@ -49,18 +49,21 @@ class Selector {
            std::vector<std::pair<std::string, std::string>> unusable, int group_size,
            HostShape shape);
 
-  /// The backend for this operation. `bytes` is the op's global message size.
-  Backend& pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes);
+  /// The backend for this operation. `bytes` is the op's global message size; `form` whether it
+  /// was called in its blocking or its i* form (a table may hold entries per form).
+  Backend& pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes,
+                CallForm form = CallForm::sync);
   /// The backend named by a per-call override; errors name backend, op and dtype.
   Backend& pick_override(std::string_view name, OpType op, DType dtype, ReduceOp reduce,
                          Device::Kind device, std::size_t bytes) const;
   /// The full reasoning, every candidate with why it was or was not chosen.
   Selection explain(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes,
-                    std::string_view override_name = {}) const;
+                    std::string_view override_name = {}, CallForm form = CallForm::sync) const;
 
   /// Every candidate considered for this operation, ending with the chosen one (if any).
   std::vector<Candidate> consider(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
-                                  std::size_t bytes, std::string_view override_name = {}) const;
+                                  std::size_t bytes, std::string_view override_name = {},
+                                  CallForm form = CallForm::sync) const;
   /// The chosen backend of a consider() result, or nullptr when none can run the operation.
   static Backend* chosen(const std::vector<Candidate>& candidates) noexcept;
 
@@ -78,9 +81,10 @@ class Selector {
   using Plan = std::vector<Interval>;
   std::string why_unsupported(const Backend& b, OpType op, DType dtype, ReduceOp reduce,
                               Device::Kind device, std::size_t bytes) const;
-  Plan build_plan(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const;
-  static std::size_t plan_index(OpType op, DType dtype, ReduceOp reduce,
-                                Device::Kind device) noexcept;
+  Plan build_plan(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
+                  CallForm form) const;
+  static std::size_t plan_index(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
+                                CallForm form = CallForm::sync) noexcept;
 
   std::shared_ptr<const RuleSet> rules_;
   std::shared_ptr<const TuningTable> table_;
@@ -88,8 +92,8 @@ class Selector {
   std::vector<std::pair<std::string, std::string>> unusable_;
   int group_size_;
   HostShape shape_;
-  // Lazily built selection plans, one per (op, dtype, reduce, device kind): a sorted list of byte
-  // intervals and their backend, so the hot path is a short binary search with no allocation.
+  // Lazily built selection plans, one per (op, dtype, reduce, device kind, form): a sorted list of
+  // byte intervals and their backend, so the hot path is a short binary search with no allocation.
   std::vector<std::optional<Plan>> plans_;
   // Per backend, whether it can run each (op, dtype, reduce, device): -1 unknown, 0 no, 1 yes. Lets
   // a per-call override skip the capability query on repeated calls.

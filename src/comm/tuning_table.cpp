@@ -37,6 +37,15 @@ void put_topology(json& item, int hosts, int ranks_per_host) {
   if (ranks_per_host != 0) item["ranks_per_host"] = ranks_per_host;
 }
 
+// Written only when recorded, so that a table of one form reads as it always did.
+void put_form(json& item, const std::string& form) {
+  if (form != "any") item["form"] = form;
+}
+
+bool known_form(std::string_view form) {
+  return form == "sync" || form == "async" || form == "any";
+}
+
 // The structural half of problems(): every field of the document has the type and value range the
 // format allows, so that parse_checked() can read it without a conversion that wraps or truncates
 // (nlohmann turns -5 into 2^64-5 when asked for a size_t).
@@ -105,6 +114,11 @@ class StructureCheck {
                         g.dump()));
       }
     }
+    if (item.contains("form")) {
+      const auto& f = item["form"];
+      if (!f.is_string() || !known_form(f.get<std::string>()))
+        add(fmt::format("{}: unknown form {} (use sync, async or any)", where, f.dump()));
+    }
     for (const char* field : {"hosts", "ranks_per_host"}) {
       if (!item.contains(field)) continue;
       const auto& v = item[field];
@@ -151,7 +165,8 @@ class StructureCheck {
       add(fmt::format("{}: must be an object", where));
       return;
     }
-    keys(e, {"op", "dtype_class", "group_size", "hosts", "ranks_per_host", "ranges"}, where);
+    keys(e, {"op", "dtype_class", "group_size", "hosts", "ranks_per_host", "form", "ranges"},
+         where);
     common(e, where);
     if (!e.contains("ranges") || !e["ranges"].is_array()) {
       add(fmt::format("{}: missing \"ranges\" array", where));
@@ -177,7 +192,7 @@ class StructureCheck {
       return;
     }
     keys(s,
-         {"op", "dtype_class", "group_size", "hosts", "ranks_per_host", "bytes", "backend",
+         {"op", "dtype_class", "group_size", "hosts", "ranks_per_host", "form", "bytes", "backend",
           "time_us"},
          where);
     common(s, where);
@@ -205,6 +220,7 @@ TuningTable parse_checked(const json& doc) {
     entry.group_size = e.value("group_size", 0);
     entry.hosts = e.value("hosts", 0);
     entry.ranks_per_host = e.value("ranks_per_host", 0);
+    entry.form = e.value("form", "any");
     for (const auto& r : e.at("ranges")) {
       const bool bounded = r.contains("max_bytes") && !r["max_bytes"].is_null();
       entry.ranges.push_back(TuningRange{r.value("min_bytes", std::size_t{0}),
@@ -218,7 +234,7 @@ TuningTable parse_checked(const json& doc) {
         TuningSample{*parse_op(s.at("op").get<std::string>()), s.value("dtype_class", "float"),
                      s.value("group_size", 0), s.at("bytes").get<std::size_t>(),
                      s.at("backend").get<std::string>(), s.at("time_us").get<double>(),
-                     s.value("hosts", 0), s.value("ranks_per_host", 0)});
+                     s.value("hosts", 0), s.value("ranks_per_host", 0), s.value("form", "any")});
   }
   return t;
 }
@@ -298,6 +314,7 @@ std::string TuningTable::to_json(int indent) const {
   for (const auto& e : entries) {
     json je{{"op", to_string(e.op)}, {"dtype_class", e.dtype_class}, {"group_size", e.group_size}};
     put_topology(je, e.hosts, e.ranks_per_host);
+    put_form(je, e.form);
     je["ranges"] = json::array();
     for (const auto& r : e.ranges) {
       je["ranges"].push_back({{"min_bytes", r.min_bytes},
@@ -311,6 +328,7 @@ std::string TuningTable::to_json(int indent) const {
     json js{{"op", to_string(s.op)}, {"dtype_class", s.dtype_class}, {"group_size", s.group_size},
             {"bytes", s.bytes},      {"backend", s.backend},         {"time_us", s.time_us}};
     put_topology(js, s.hosts, s.ranks_per_host);
+    put_form(js, s.form);
     doc["samples"].push_back(std::move(js));
   }
   return doc.dump(indent);
@@ -320,6 +338,10 @@ void TuningTable::save(const std::string& path) const {
   std::ofstream out(path);
   if (!out) throw InvalidArgument(fmt::format("tuning table '{}' cannot be written", path));
   out << to_json() << '\n';
+}
+
+std::string_view to_string(CallForm form) noexcept {
+  return form == CallForm::async ? "async" : "sync";
 }
 
 std::string describe(HostShape shape) {
@@ -345,25 +367,30 @@ bool for_operation(const TuningEntry& e, OpType op, std::string_view cls, int gr
 
 }  // namespace
 
-const TuningEntry* TuningTable::entry_for(OpType op, DType dtype, int group_size,
-                                          HostShape shape) const {
+const TuningEntry* TuningTable::entry_for(OpType op, DType dtype, int group_size, HostShape shape,
+                                          CallForm form) const {
   // Most specific wins, most significant first: the topology (each of hosts and ranks per host
-  // named), then the exact group size, then the dtype class.
+  // named), then the call form (the call's own, then "any", then the other one: a table of one
+  // form still decides for calls of the other, as before forms were recorded), then the exact
+  // group size, then the dtype class.
   const TuningEntry* best = nullptr;
   int best_score = -1;
   const auto cls = dtype_class(dtype);
+  const auto own = to_string(form);
   for (const auto& e : entries) {
     if (!for_operation(e, op, cls, group_size) || !e.fits(shape)) continue;
     const int named = (e.hosts != 0 ? 1 : 0) + (e.ranks_per_host != 0 ? 1 : 0);
-    const int score = named * 4 + (e.group_size != 0 ? 2 : 0) + (e.dtype_class != "any" ? 1 : 0);
+    const int form_rank = e.form == own ? 2 : e.form == "any" ? 1 : 0;
+    const int score =
+        named * 16 + form_rank * 4 + (e.group_size != 0 ? 2 : 0) + (e.dtype_class != "any" ? 1 : 0);
     if (score > best_score) best = &e, best_score = score;
   }
   return best;
 }
 
 const std::string* TuningTable::lookup(OpType op, DType dtype, int group_size, HostShape shape,
-                                       std::size_t bytes) const {
-  const TuningEntry* best = entry_for(op, dtype, group_size, shape);
+                                       std::size_t bytes, CallForm form) const {
+  const TuningEntry* best = entry_for(op, dtype, group_size, shape, form);
   if (best == nullptr) return nullptr;
   auto it = std::upper_bound(best->ranges.begin(), best->ranges.end(), bytes,
                              [](std::size_t b, const TuningRange& r) { return b < r.min_bytes; });
@@ -394,11 +421,12 @@ std::vector<std::string> TuningTable::validate(const std::vector<std::string>& k
   auto where_of = [&](std::size_t i) {
     const auto& e = entries[i];
     return fmt::format(
-        "entries[{}] ({}, dtype_class {}, group_size {}{})", i, to_string(e.op), e.dtype_class,
+        "entries[{}] ({}, dtype_class {}, group_size {}{}{})", i, to_string(e.op), e.dtype_class,
         e.group_size,
         e.hosts == 0 && e.ranks_per_host == 0
             ? std::string()
-            : fmt::format(", hosts {}, ranks_per_host {}", e.hosts, e.ranks_per_host));
+            : fmt::format(", hosts {}, ranks_per_host {}", e.hosts, e.ranks_per_host),
+        e.form == "any" ? std::string() : fmt::format(", form {}", e.form));
   };
   for (std::size_t n = 0; n < entries.size(); ++n) {
     const auto& e = entries[n];
@@ -408,6 +436,10 @@ std::vector<std::string> TuningTable::validate(const std::vector<std::string>& k
     }
     if (e.group_size < 0) {
       problems.push_back(fmt::format("{}: group_size must be >= 0 (0: any size)", where));
+    }
+    if (!known_form(e.form)) {
+      problems.push_back(
+          fmt::format("{}: unknown form '{}' (use sync, async or any)", where, e.form));
     }
     if (e.hosts < 0 || e.ranks_per_host < 0) {
       problems.push_back(fmt::format("{}: hosts and ranks_per_host must be >= 1 (0: any)", where));
@@ -454,10 +486,10 @@ std::vector<std::string> TuningTable::validate(const std::vector<std::string>& k
       const auto& a = entries[i];
       const auto& b = entries[j];
       if (a.op == b.op && a.dtype_class == b.dtype_class && a.group_size == b.group_size &&
-          a.hosts == b.hosts && a.ranks_per_host == b.ranks_per_host) {
+          a.hosts == b.hosts && a.ranks_per_host == b.ranks_per_host && a.form == b.form) {
         problems.push_back(
             fmt::format("{}: duplicate entry (entries[{}] has the same op, "
-                        "dtype_class, group_size, hosts and ranks_per_host)",
+                        "dtype_class, group_size, hosts, ranks_per_host and form)",
                         where_of(j), i));
       }
     }
@@ -472,6 +504,7 @@ std::uint64_t TuningTable::selection_hash() const {
     // Only when named, so that a table without topology keeps the hash it always had.
     if (e.hosts != 0 || e.ranks_per_host != 0)
       canon += fmt::format("@{}x{}", e.hosts, e.ranks_per_host);
+    if (e.form != "any") canon += fmt::format("~{}", e.form);
     for (const auto& r : e.ranges)
       canon += fmt::format("|{}-{}={}", r.min_bytes, r.max_bytes, r.backend);
     canon += ';';

@@ -174,7 +174,10 @@ py::dict explain(const ProcessGroupMCR& pg, const std::string& op, const std::st
   mcr::Selection sel;
   {
     py::gil_scoped_release no_gil;
-    sel = CommThread::instance().call([&] { return pg.communicator().explain(*o, *d, bytes, *r); });
+    // The backend issues every op in its i* form on the communication thread: explain that form.
+    sel = CommThread::instance().call([&] {
+      return pg.communicator().explain(*o, *d, bytes, *r, mcr::Device::cpu(), mcr::CallForm::async);
+    });
   }
   py::dict out;
   out["backend"] = sel.backend;

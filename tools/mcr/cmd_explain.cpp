@@ -20,6 +20,7 @@ struct ExplainOptions {
   int ranks = 0;
   std::string reduce = "sum";
   std::string device = "cpu";
+  bool async = false;
   bool json = false;
 };
 
@@ -47,10 +48,11 @@ void run_explain(const ExplainOptions& o) {
   // size has no placement, so only table entries that name no topology apply.
   const bool own = ranks == world.size();
   const HostShape shape = own ? HostShape{world.hosts(), world.ranks_per_host()} : HostShape{};
+  const CallForm form = o.async ? CallForm::async : CallForm::sync;
   Selection s;
   try {
-    s = own ? world.explain(*op, *dtype, bytes, *reduce, device)
-            : explain_selection(*op, *dtype, bytes, ranks, *reduce, device);
+    s = own ? world.explain(*op, *dtype, bytes, *reduce, device, form)
+            : explain_selection(*op, *dtype, bytes, ranks, *reduce, device, form);
   } catch (...) {
     finalize();
     throw;
@@ -67,6 +69,7 @@ void run_explain(const ExplainOptions& o) {
                      {"ranks_per_host", shape.ranks_per_host},
                      {"topology", describe(shape)},
                      {"device", o.device},
+                     {"form", std::string(to_string(form))},
                      {"backend", s.backend},
                      {"source", s.source},
                      {"candidates", nlohmann::json::array()}};
@@ -77,12 +80,12 @@ void run_explain(const ExplainOptions& o) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("{} of {} bytes ({}), {}{}, {} ranks ({}), {}\n", to_string(*op), bytes,
+  fmt::print("{} of {} bytes ({}), {}{}, {} ranks ({}), {}, {} call\n", to_string(*op), bytes,
              format_size(bytes), to_string(*dtype),
              is_reduction(*op) ? fmt::format(", reduce {}", to_string(*reduce)) : "", ranks,
              own ? fmt::format("{}: hosts x ranks per host", describe(shape))
                  : std::string("unknown topology: --ranks differs from this job"),
-             o.device);
+             o.device, to_string(form));
   fmt::print("chosen: {} (source: {})\n", s.backend, s.source);
   for (const auto& st : s.steps) {
     fmt::print("  {:<6} {:<8} {}\n", st.backend, st.chosen ? "chosen" : "rejected", st.reason);
@@ -104,6 +107,8 @@ void add_explain_command(CLI::App& app) {
   cmd->add_option("--reduce", opts->reduce, "reduce operator for reductions")
       ->capture_default_str();
   cmd->add_option("--device", opts->device, "cpu or cuda")->capture_default_str();
+  cmd->add_flag("--async", opts->async,
+                "the asynchronous (i*) form of the call: a table may hold entries per form");
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->callback([opts] { run_explain(*opts); });
 }

@@ -28,6 +28,8 @@ struct TuneFlags {
   double budget_ms = 10.0;
   std::string place = "out";
   bool async = false;
+  std::string form;  // empty: sync, or async with --async
+  int in_flight = 1;
   std::string validate;
   bool plot = false;
   std::string plot_format = "png";
@@ -56,8 +58,8 @@ int validate_file(const std::string& path) {
 }
 
 void print_entries(const TuningTable& t) {
-  fmt::print("{:<15} {:<6} {:>5} {:>8}  ranges (bytes: backend)\n", "op", "dtype", "ranks",
-             "topology");
+  fmt::print("{:<15} {:<6} {:>5} {:>8} {:<5}  ranges (bytes: backend)\n", "op", "dtype", "ranks",
+             "topology", "form");
   for (const auto& e : t.entries) {
     std::string ranges;
     for (const auto& r : e.ranges) {
@@ -66,9 +68,23 @@ void print_entries(const TuningTable& t) {
           r.max_bytes == kMaxBytes ? std::string("inf") : std::to_string(r.max_bytes), r.backend);
     }
     const std::string shape = e.hosts != 0 || e.ranks_per_host != 0 ? e.topology() : "any";
-    fmt::print("{:<15} {:<6} {:>5} {:>8}  {}\n", to_string(e.op), e.dtype_class, e.group_size,
-               shape, ranges);
+    fmt::print("{:<15} {:<6} {:>5} {:>8} {:<5}  {}\n", to_string(e.op), e.dtype_class, e.group_size,
+               shape, e.form, ranges);
   }
+}
+
+// --form sync|async|both; --async is --form async. Checked before init(), as --place is.
+std::vector<CallForm> parse_forms(const TuneFlags& f) {
+  if (f.async && !f.form.empty() && f.form != "async") {
+    throw InvalidArgument(fmt::format(
+        "--async with --form '{}': --async means --form async; give one of them", f.form));
+  }
+  const std::string form = f.form.empty() ? (f.async ? "async" : "sync") : f.form;
+  if (form == "sync") return {CallForm::sync};
+  if (form == "async") return {CallForm::async};
+  if (form == "both") return {CallForm::sync, CallForm::async};
+  throw InvalidArgument(
+      fmt::format("--form '{}': must be sync, async or both (entries are kept per form)", form));
 }
 
 void check_place(const std::string& place) {
@@ -89,7 +105,8 @@ bench::TuneOptions tune_options(const TuneFlags& f) {
   o.budget_ms = f.budget_ms;
   check_place(f.place);
   o.in_place = f.place == "in";
-  o.async = f.async;
+  o.forms = parse_forms(f);
+  o.in_flight = f.in_flight;
   o.command = bench::command_line();
   return o;
 }
@@ -107,8 +124,8 @@ void print_point(const bench::TunePoint& p, bool quiet) {
     line += fmt::format(" {}={:.2f}us", r.backend, r.seconds * 1e6);
   }
   if (!quiet) {
-    fmt::print(stderr, "[{:>4}/{}] {:>6.1f}s {:<15} {:<5} {:>10} B:{}\n", p.index, p.total,
-               p.elapsed_s, to_string(p.op), p.dtype_class, p.bytes, line);
+    fmt::print(stderr, "[{:>4}/{}] {:>6.1f}s {:<15} {:<5} {:<5} {:>10} B:{}\n", p.index, p.total,
+               p.elapsed_s, to_string(p.op), p.dtype_class, to_string(p.form), p.bytes, line);
   }
 }
 
@@ -166,9 +183,14 @@ void add_tune_command(CLI::App& app) {
                   "out (out-of-place) or in (in-place form of every op that has one, as a "
                   "training step reduces its gradients)")
       ->capture_default_str();
-  cmd->add_flag("--async", opts->async,
-                "time the asynchronous form (i* call and wait), as callers that issue only i* "
-                "calls run it (mcr.torch does)");
+  cmd->add_option("--form", opts->form,
+                  "call form(s) to time: sync, async (i* calls waited for inside the timing, as "
+                  "mcr.torch and bucketed gradient reductions issue them) or both; each gives "
+                  "entries of its own form [default: sync]");
+  cmd->add_flag("--async", opts->async, "the same as --form async");
+  cmd->add_option("--in-flight", opts->in_flight,
+                  "async form: operations issued before waiting for them, at least")
+      ->capture_default_str();
   cmd->add_option("--validate", opts->validate,
                   "check a table file (gaps, overlaps, unknown ops/backends) and exit");
   cmd->add_flag("--plot", opts->plot,
@@ -181,6 +203,7 @@ void add_tune_command(CLI::App& app) {
       return;
     }
     check_place(opts->place);  // before init(): no rank waits on one that failed
+    (void)parse_forms(*opts);
     Communicator world = init();
     try {
       tune(world, *opts);

@@ -35,11 +35,17 @@ struct TuneOptions {
   /// gradient buckets); out-of-place by default. A table holds one placement, named in its
   /// provenance.
   bool in_place = false;
-  /// --async: time the asynchronous form (the i* call, waited for inside the timing), which is
-  /// what callers that only issue i* calls run (the PyTorch backend does): MPI's nonblocking
-  /// collectives take other algorithms than its blocking ones. A table holds one form, named in
-  /// its provenance.
-  bool async = false;
+  /// --form (--async = --form async): the call forms timed, each giving entries of its own form.
+  /// The asynchronous form (the i* call, waited for inside the timing) is what callers that issue
+  /// i* calls run (the PyTorch backend, a data-parallel step's gradient buckets): MPI's
+  /// nonblocking collectives take other algorithms than its blocking ones and progress side by
+  /// side, so the winner can differ from the blocking call's. At run time each call reads the
+  /// entries of its own form (docs/tuning-format.md).
+  std::vector<CallForm> forms{CallForm::sync};
+  /// --in-flight: the async form issues at least this many operations before waiting for them
+  /// (as a data-parallel step issues its buckets), so that the time per operation includes what
+  /// a library gains or loses with several in flight. 1 = one at a time when they are slow.
+  int in_flight = 1;
   std::string command;  ///< the provenance's "command" (see command_line())
 };
 
@@ -48,6 +54,7 @@ struct TunePoint {
   OpType op = OpType::all_reduce;
   std::string dtype_class;  ///< "float", "int" (reductions) or "any"
   std::size_t bytes = 0;
+  CallForm form = CallForm::sync;
   /// Every backend's timing; a supported one with wrong > 0 gave wrong values and is not used.
   std::vector<BackendTiming> timings;
   std::size_t index = 0;  ///< 1-based

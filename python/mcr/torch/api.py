@@ -251,7 +251,8 @@ def _mcr_group(group):
 def explain(op, nbytes=None, dtype=torch.float32, reduce_op=ReduceOp.SUM, group=None, tensor=None):
     """Which backend mcr picks for `op` on a message of `nbytes` (the op's global size, as in
     nccl-tests: the full output of all_gather) and why. Pass `tensor` instead of nbytes/dtype to use
-    its size and type. Returns {"backend", "source", "steps": [(backend, chosen, reason), ...]}."""
+    its size and type. The answer is for the asynchronous (i*) form, the form the backend issues
+    every op in. Returns {"backend", "source", "steps": [(backend, chosen, reason), ...]}."""
     if tensor is not None:
         dtype = tensor.dtype
         nbytes = tensor.numel() * tensor.element_size()

@@ -85,3 +85,20 @@ TEST(BuildEntries, TableRoundTripsThroughJson) {
   EXPECT_EQ(back.selection_hash(), t.selection_hash());
   EXPECT_TRUE(validate_table_text(t.to_json()).empty());
 }
+
+TEST(BuildEntries, OneEntryPerFormWithItsOwnWinners) {
+  // The blocking call is faster on gloo at 16 MiB, the asynchronous one on mpi (several in flight
+  // progress side by side): two entries, each naming its form.
+  std::vector<TuningSample> s;
+  for (auto [form, mpi, gloo] : {std::tuple{"sync", 9.0, 1.0}, std::tuple{"async", 1.0, 9.0}}) {
+    s.push_back({OpType::all_reduce, "float", 4, 1 << 24, "mpi", mpi, 2, 2, form});
+    s.push_back({OpType::all_reduce, "float", 4, 1 << 24, "gloo", gloo, 2, 2, form});
+  }
+  TuningTable t;
+  t.entries = build_entries(s, 0.03);
+  ASSERT_EQ(t.entries.size(), 2u);
+  EXPECT_TRUE(t.validate(backend_names()).empty());
+  const HostShape shape{2, 2};
+  EXPECT_EQ(*t.lookup(OpType::all_reduce, DType::f32, 4, shape, 1 << 24, CallForm::sync), "gloo");
+  EXPECT_EQ(*t.lookup(OpType::all_reduce, DType::f32, 4, shape, 1 << 24, CallForm::async), "mpi");
+}

@@ -199,3 +199,42 @@ TEST(Selector, ExactTopologyBeatsWildcardWhichBeatsNothing) {
   // Different topologies, different selection inputs: the cross-rank hash tells them apart.
   EXPECT_NE(f.make("", table).config_hash(), f.make("", exact_only).config_hash());
 }
+
+TEST(Selector, EachCallFormReadsItsOwnEntriesAndSaysWhich) {
+  Fixture f;
+  auto table = std::make_shared<TuningTable>();
+  auto sync = all_reduce_on("gloo", 0, 0);
+  sync.form = "sync";
+  auto async = all_reduce_on("mpi", 0, 0);
+  async.form = "async";
+  table->entries = {sync, async};
+  auto s = f.make("", table);
+  const auto cpu = Device::Kind::cpu;
+  // The same op and size, cached in separate plans per form.
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, cpu, 1 << 24).name(), "gloo");
+  EXPECT_EQ(
+      s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, cpu, 1 << 24, CallForm::async).name(),
+      "mpi");
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, cpu, 1 << 24).name(), "gloo");
+  const auto e =
+      s.explain(OpType::all_reduce, DType::f32, ReduceOp::sum, cpu, 64, {}, CallForm::async);
+  EXPECT_EQ(e.backend, "mpi");
+  EXPECT_NE(e.steps[0].reason.find("(measured with async calls)"), std::string::npos)
+      << e.steps[0].reason;
+  // A table of one form decides for the other and says so.
+  auto sync_only = std::make_shared<TuningTable>();
+  sync_only->entries = {sync};
+  const auto o =
+      f.make("", sync_only)
+          .explain(OpType::all_reduce, DType::f32, ReduceOp::sum, cpu, 64, {}, CallForm::async);
+  EXPECT_EQ(o.backend, "gloo");
+  EXPECT_NE(o.steps[0].reason.find(
+                "(measured with sync calls; the table has no async entry for this op)"),
+            std::string::npos)
+      << o.steps[0].reason;
+  // Rules come first whatever the form.
+  EXPECT_EQ(f.make("all_reduce:*=gloo", table)
+                .pick(OpType::all_reduce, DType::f32, ReduceOp::sum, cpu, 64, CallForm::async)
+                .name(),
+            "gloo");
+}

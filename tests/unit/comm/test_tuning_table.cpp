@@ -244,7 +244,7 @@ TEST(TuningTableTopology, DuplicateKeyIncludesTheTopology) {
   ASSERT_EQ(p.size(), 1u);
   EXPECT_NE(p[0].find("entries[2] (all_reduce, dtype_class any, group_size 0, hosts 4, "
                       "ranks_per_host 1): duplicate entry (entries[0] has the same op, "
-                      "dtype_class, group_size, hosts and ranks_per_host)"),
+                      "dtype_class, group_size, hosts, ranks_per_host and form)"),
             std::string::npos)
       << p[0];
   // And loading it names the file.
@@ -298,4 +298,82 @@ TEST(TuningTableTopology, OtherTopologyIsNotAppliedAndSaysWhy) {
   // Where an entry fits, or the op has none, there is nothing to say.
   EXPECT_EQ(t.topology_mismatch(OpType::all_reduce, DType::f32, 4, HostShape{4, 1}), "");
   EXPECT_EQ(t.topology_mismatch(OpType::broadcast, DType::f32, 4, HostShape{2, 2}), "");
+}
+
+// ---- call form: sync (blocking) and async (i*) entries
+// -------------------------------------------
+
+namespace {
+TuningEntry whole_form(std::string form, std::string backend, int hosts = 0, int rph = 0) {
+  TuningEntry e = whole(OpType::all_reduce, "any", 0, hosts, rph, std::move(backend));
+  e.form = std::move(form);
+  return e;
+}
+}  // namespace
+
+TEST(TuningTableForm, EachFormReadsItsOwnEntryThenAnyThenTheOther) {
+  TuningTable t;
+  t.entries.push_back(whole_form("sync", "hier"));
+  t.entries.push_back(whole_form("async", "mpi"));
+  auto pick = [](const TuningTable& table, CallForm form) {
+    const auto* b = table.lookup(OpType::all_reduce, DType::f32, 4, HostShape{2, 2}, 1 << 24, form);
+    return b ? *b : std::string("none");
+  };
+  EXPECT_EQ(pick(t, CallForm::sync), "hier");
+  EXPECT_EQ(pick(t, CallForm::async), "mpi");
+  // A table of one form still decides for the other (as before forms were recorded)...
+  TuningTable sync_only;
+  sync_only.entries.push_back(whole_form("sync", "hier"));
+  EXPECT_EQ(pick(sync_only, CallForm::async), "hier");
+  // ...but an unrecorded form ("any") is preferred to the other form's measurement.
+  sync_only.entries.push_back(whole_form("any", "gloo"));
+  EXPECT_EQ(pick(sync_only, CallForm::async), "gloo");
+  EXPECT_EQ(pick(sync_only, CallForm::sync), "hier");
+  // The topology stays the most significant key: an exact-shape entry of the other form beats a
+  // shapeless one of the call's own form.
+  TuningTable shaped;
+  shaped.entries.push_back(whole_form("sync", "hier", 2, 2));
+  shaped.entries.push_back(whole_form("async", "mpi"));
+  EXPECT_EQ(pick(shaped, CallForm::async), "hier");
+}
+
+TEST(TuningTableForm, RoundTripsWritesOnlyWhenRecordedAndChangesTheHash) {
+  TuningTable t;
+  t.entries.push_back(whole_form("sync", "hier"));
+  t.entries.push_back(whole_form("async", "mpi"));
+  t.samples.push_back({OpType::all_reduce, "float", 4, 64, "mpi", 2.0, 2, 2, "async"});
+  const auto back = TuningTable::parse_json(t.to_json());
+  EXPECT_EQ(back.entries, t.entries);
+  EXPECT_EQ(back.samples, t.samples);
+  EXPECT_EQ(back.selection_hash(), t.selection_hash());
+  // An entry without a form reads as "any", is written without the key and hashes as before.
+  const auto old = TuningTable::parse_json(
+      with_entries(R"({"op": "all_reduce", "ranges": [{"backend": "gloo"}]})"));
+  EXPECT_EQ(old.entries[0].form, "any");
+  EXPECT_EQ(old.to_json().find("\"form\""), std::string::npos);
+  EXPECT_EQ(old.selection_hash(), fnv1a("all_reduce|any|0|0-18446744073709551615=gloo;"));
+  auto relabelled = t;
+  relabelled.entries[1].form = "any";
+  EXPECT_NE(relabelled.selection_hash(), t.selection_hash());
+}
+
+TEST(TuningTableForm, UnknownFormsAndDuplicatesNamed) {
+  const auto p = TuningTable::problems(with_entries(
+      R"({"op": "all_reduce", "form": "nonblocking", "ranges": [{"backend": "mpi"}]},
+         {"op": "broadcast", "form": 1, "ranges": [{"backend": "mpi"}]})"));
+  EXPECT_TRUE(mentions(p, "entries[0]: unknown form \"nonblocking\" (use sync, async or any)"));
+  EXPECT_TRUE(mentions(p, "entries[1]: unknown form 1 (use sync, async or any)"));
+  // Same key except the form: two entries, no duplicate.
+  const std::string sync =
+      R"({"op": "all_reduce", "form": "sync", "ranges": [{"backend": "mpi"}]})";
+  const std::string async =
+      R"({"op": "all_reduce", "form": "async", "ranges": [{"backend": "mpi"}]})";
+  EXPECT_TRUE(TuningTable::problems(with_entries(sync + "," + async)).empty());
+  const auto d = TuningTable::problems(with_entries(async + "," + async));
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_NE(d[0].find("entries[1] (all_reduce, dtype_class any, group_size 0, form async): "
+                      "duplicate entry (entries[0] has the same op, dtype_class, group_size, "
+                      "hosts, ranks_per_host and form)"),
+            std::string::npos)
+      << d[0];
 }
