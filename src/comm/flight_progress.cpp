@@ -6,6 +6,7 @@
 // while it changes), and by a rank that times out. A peer that is stuck waiting has therefore
 // published by the time another rank's timeout reads the keys; a peer that never reached the
 // operation has published a smaller count, or nothing.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -15,6 +16,7 @@
 
 #include "flight_recorder.hpp"
 #include "flight_registry.hpp"
+#include "log.hpp"
 #include "mcr/errors.hpp"
 #include "runtime.hpp"
 
@@ -39,6 +41,22 @@ Store* store_or_null() noexcept {
   if (!runtime_exists()) return nullptr;
   Runtime& rt = runtime();
   return rt.bootstrap ? &rt.bootstrap->store() : nullptr;
+}
+
+// A skipped publication only matters if an operation then times out (its message says when the
+// store did not answer), and under saturated links it can happen every second: the first is said,
+// later ones only with MCR_DEBUG=1.
+void note_unpublished(const char* why) noexcept {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    std::fprintf(
+        stderr, "mcr: progress not published: %s (said once; MCR_DEBUG=1 shows every time)\n", why);
+    return;
+  }
+  try {
+    log_debug("progress not published: {}", why);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a debug line is not worth an exception here
+  }
 }
 
 std::int64_t steady_ns() {
@@ -76,16 +94,15 @@ void publish_stuck_progress() noexcept {
     // A store that does not answer (its host frozen or cut off) must not hold the store's lock
     // for a whole reply timeout: the timeout message of a rank's operation needs it next.
     if (!store->responds_within(kWatchdogProbe)) {
-      std::fprintf(stderr,
-                   "mcr: progress not published: the rendezvous store did not answer "
-                   "within %lld ms\n",
-                   static_cast<long long>(kWatchdogProbe.count()));
+      note_unpublished(
+          fmt::format("the rendezvous store did not answer within {} ms", kWatchdogProbe.count())
+              .c_str());
       return;
     }
     for (const auto& [key, value] : updates)
       store->set(key, count_bytes(value));
   } catch (const std::exception& e) {  // the store's host may be gone: nothing to publish to
-    std::fprintf(stderr, "mcr: progress not published: %s\n", e.what());
+    note_unpublished(e.what());
   }
 }
 

@@ -24,6 +24,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -392,8 +394,23 @@ TEST(Launch, SrunSetsRankAndSizeAndFormsTheWorld) {
     EXPECT_NE(std::find(b.begin(), b.end(), "gloo"), b.end());
   } else {
     EXPECT_EQ(info.world_exchange, "store");
-    EXPECT_EQ(b, std::vector<std::string>{"gloo"});
-    EXPECT_EQ(info.store_host, "127.0.0.1");  // one node: loopback
+    EXPECT_NE(std::find(b.begin(), b.end(), "gloo"), b.end());
+    EXPECT_EQ(std::find(b.begin(), b.end(), "mpi"), b.end());
+    const char* nodes = std::getenv("SLURM_STEP_NUM_NODES");
+    if (nodes == nullptr || std::string_view(nodes) == "1") {
+      EXPECT_EQ(b, std::vector<std::string>{"gloo"});
+      EXPECT_EQ(info.store_host, "127.0.0.1");  // one node: loopback
+    } else {
+      // Several nodes: the store listens on task 0's node, named as Slurm names it (rank 0's
+      // SLURMD_NODENAME, sent to every rank), and hier composes Gloo across the hosts.
+      const char* mine = std::getenv("SLURMD_NODENAME");
+      ASSERT_NE(mine, nullptr);
+      std::vector<std::uint8_t> name(256, 0);
+      std::copy_n(mine, std::min<std::size_t>(std::strlen(mine), name.size() - 1), name.begin());
+      world().broadcast(name, 0);
+      EXPECT_EQ(info.store_host, std::string(reinterpret_cast<const char*>(name.data())));
+      EXPECT_NE(std::find(b.begin(), b.end(), "hier"), b.end());
+    }
   }
 }
 
