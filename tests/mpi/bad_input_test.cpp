@@ -367,51 +367,58 @@ TEST_F(BadInput, MalformedRules) {
 class Timeouts : public ::testing::Test {};
 
 TEST_F(Timeouts, RecvWithoutSendTimesOut) {
+  // One receiving rank at a time, each in turn: a Gloo context whose wait timed out signals the
+  // error to its pairs and closes their connections, so a second rank still waiting in its own
+  // receive (it started a little later) saw its peer close the connection instead of its own
+  // timeout, once under load.
   for (const std::string& backend : world().backends()) {
     for (bool async : {false, true}) {
-      const std::string what = fmt::format("{} recv on {}", async ? "async" : "sync", backend);
-      // A fresh communicator: the timeout aborts it.
-      Communicator comm = world().split(0, world().rank());
-      [&] {
-        std::int32_t value = 0;
-        CallOptions o{.backend = backend, .timeout = 500ms, .tag = 9};
-        const int src = (comm.rank() + 1) % comm.size();
-        const auto start = Clock::now();
-        try {
-          if (async) {
-            comm.irecv(Tensor(&value, 1, DType::i32), src, o).wait();
-          } else {
-            comm.recv(Tensor(&value, 1, DType::i32), src, o);
+      for (int receiver = 0; receiver < world().size(); ++receiver) {
+        const std::string what = fmt::format("{} recv on {} (receiver: rank {})",
+                                             async ? "async" : "sync", backend, receiver);
+        // A fresh communicator: the timeout aborts it.
+        Communicator comm = world().split(0, world().rank());
+        [&] {
+          if (comm.rank() != receiver) return;
+          std::int32_t value = 0;
+          CallOptions o{.backend = backend, .timeout = 500ms, .tag = 9};
+          const int src = (comm.rank() + 1) % comm.size();
+          const auto start = Clock::now();
+          try {
+            if (async) {
+              comm.irecv(Tensor(&value, 1, DType::i32), src, o).wait();
+            } else {
+              comm.recv(Tensor(&value, 1, DType::i32), src, o);
+            }
+            ADD_FAILURE() << fmt::format("[{}] {}: completed without a sender", rank_tag(), what);
+            return;
+          } catch (const TimeoutError& e) {
+            const auto waited =
+                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+            EXPECT_EQ(e.op(), "recv") << what;
+            EXPECT_EQ(e.backend(), backend) << what;
+            const std::string message = e.what();
+            for (const std::string& word :
+                 {std::string("recv"), backend, std::to_string(e.sequence())}) {
+              EXPECT_NE(message.find(word), std::string::npos) << fmt::format(
+                  "[{}] {}: message does not name '{}': {}", rank_tag(), what, word, message);
+            }
+            EXPECT_GE(waited.count(), 450) << what;
+            EXPECT_LT(waited.count(), 10000) << what;
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << fmt::format("[{}] {}: raised something other than TimeoutError: {}",
+                                         rank_tag(), what, e.what());
+            return;
           }
-          ADD_FAILURE() << fmt::format("[{}] {}: completed without a sender", rank_tag(), what);
-          return;
-        } catch (const TimeoutError& e) {
-          const auto waited =
-              std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-          EXPECT_EQ(e.op(), "recv") << what;
-          EXPECT_EQ(e.backend(), backend) << what;
-          const std::string message = e.what();
-          for (const std::string& word :
-               {std::string("recv"), backend, std::to_string(e.sequence())}) {
-            EXPECT_NE(message.find(word), std::string::npos) << fmt::format(
-                "[{}] {}: message does not name '{}': {}", rank_tag(), what, word, message);
-          }
-          EXPECT_GE(waited.count(), 450) << what;
-          EXPECT_LT(waited.count(), 10000) << what;
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << fmt::format("[{}] {}: raised something other than TimeoutError: {}",
-                                       rank_tag(), what, e.what());
-          return;
-        }
-        // The aborted communicator fails fast rather than matching against a peer's stale
-        // operation.
-        const auto again = Clock::now();
-        EXPECT_THROW(comm.barrier(CallOptions{.timeout = 5s}), Error) << what;
-        EXPECT_LT(Clock::now() - again, 2s) << what;
-      }();
-      // Every rank leaves its timed-out receive before any destroys the communicator: a peer still
-      // waiting in its own receive would otherwise see the connection close, not its timeout.
-      world().barrier();
+          // The aborted communicator fails fast rather than matching against a peer's stale
+          // operation.
+          const auto again = Clock::now();
+          EXPECT_THROW(comm.barrier(CallOptions{.timeout = 5s}), Error) << what;
+          EXPECT_LT(Clock::now() - again, 2s) << what;
+        }();
+        // The receiver leaves its timed-out receive before any rank destroys the communicator.
+        world().barrier();
+      }
     }
   }
   // The world is unaffected.
