@@ -3,7 +3,7 @@ cmake_minimum_required(VERSION 3.25)
 # whose asynchronous one names mpi. explain answers per form and says which measurement decided;
 # a replay of one blocking and one asynchronous all_reduce runs each on its form's backend (the
 # communication log records the backend of every op); `mcr tune --form both --in-flight 4` writes
-# entries and samples of both forms and validates.
+# entries and samples of both forms, validates, and plots each form as series of its own.
 # -DMPIEXEC -DMCR -DOUT
 set(MPI ${MPIEXEC} --oversubscribe --bind-to none --allow-run-as-root --mca mpi_yield_when_idle 1 -np 2)
 file(MAKE_DIRECTORY ${OUT})
@@ -78,7 +78,7 @@ message(STATUS "log: ${seen_sync} blocking all_reduces on gloo, ${seen_async} as
 
 # tune --form both: entries and samples of both forms, a valid table, the form in the provenance.
 execute_process(COMMAND ${MPI} ${MCR} tune --op all_reduce --sizes 4K,64K --form both --in-flight 4
-                        --reps 1 --budget-ms 1 -q -o ${OUT}/tuned.json
+                        --reps 1 --budget-ms 1 -q -o ${OUT}/tuned.json --plot
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0 OR err MATCHES "wrong values")
   message(FATAL_ERROR "mcr tune --form both failed (${rc}):\n${out}\n${err}")
@@ -103,6 +103,16 @@ foreach(list entries samples)
   endforeach()
   if(sync EQUAL 0 OR NOT sync EQUAL async)
     message(FATAL_ERROR "tune --form both wrote ${sync} sync and ${async} async ${list}")
+  endif()
+endforeach()
+
+# The plot's data keeps the forms apart: a series per backend and form (written whether or not
+# gnuplot is installed).
+file(READ ${OUT}/tuned.all_reduce.dat dat)
+foreach(series "# mpi (sync)" "# mpi (async)" "# gloo (sync)" "# gloo (async)")
+  string(FIND "${dat}" "${series}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "tuned.all_reduce.dat has no series '${series}':\n${dat}")
   endif()
 endforeach()
 

@@ -17,14 +17,24 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
   if (format != "png" && format != "svg") {
     throw InvalidArgument(fmt::format("--plot-format '{}': must be png or svg", format));
   }
-  // op -> backend -> (bytes -> us), for the first dtype class measured per op
+  // op -> series -> (bytes -> us), for the first dtype class measured per op. A table of two call
+  // forms (tune --form both) gets a series per backend and form, "mpi (async)".
   std::map<std::string, std::map<std::string, std::map<std::size_t, double>>> series;
   std::map<std::string, std::string> klass;
+  std::map<std::string, std::set<std::string>> forms;
   for (const auto& s : table.samples) {
     const std::string op(to_string(s.op));
     if (!klass.count(op)) klass[op] = s.dtype_class;
+    if (klass[op] == s.dtype_class) forms[op].insert(s.form);
+  }
+  auto series_name = [&](const std::string& op, const std::string& backend,
+                         const std::string& form) {
+    return forms[op].size() > 1 ? fmt::format("{} ({})", backend, form) : backend;
+  };
+  for (const auto& s : table.samples) {
+    const std::string op(to_string(s.op));
     if (klass[op] != s.dtype_class) continue;
-    series[op][s.backend][s.bytes] = s.time_us;
+    series[op][series_name(op, s.backend, s.form)][s.bytes] = s.time_us;
   }
   std::ofstream gp(prefix + ".gp");
   if (!gp) throw Error(fmt::format("--plot: cannot write '{}.gp'", prefix));
@@ -49,19 +59,22 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
       plots.push_back(
           fmt::format("'{}' index {} with linespoints title '{}'", dat, index++, backend));
     }
-    // The tuned choice: the chosen backend's latency at each measured size.
+    // The tuned choice: the chosen backend's latency at each measured size, per form measured.
     d << "# tuned\n";
-    for (const auto& [bytes, unused] : backends.begin()->second) {
-      // The table's choice for the communicator it was measured on.
-      const TuningSample* first = table.samples.empty() ? nullptr : &table.samples.front();
-      const auto* chosen =
-          table.lookup(*parse_op(op), klass[op] == "int" ? DType::i32 : DType::f32,
-                       first ? first->group_size : 0,
-                       first ? HostShape{first->hosts, first->ranks_per_host} : HostShape{}, bytes);
-      if (chosen == nullptr) continue;
-      auto it = backends.find(*chosen);
-      if (it != backends.end() && it->second.count(bytes)) {
-        d << std::max<std::size_t>(bytes, 1) << ' ' << it->second.at(bytes) << '\n';
+    for (const std::string& form : forms[op]) {
+      for (const auto& [bytes, unused] : backends.begin()->second) {
+        // The table's choice for the communicator it was measured on.
+        const TuningSample* first = table.samples.empty() ? nullptr : &table.samples.front();
+        const auto* chosen =
+            table.lookup(*parse_op(op), klass[op] == "int" ? DType::i32 : DType::f32,
+                         first ? first->group_size : 0,
+                         first ? HostShape{first->hosts, first->ranks_per_host} : HostShape{},
+                         bytes, form == "async" ? CallForm::async : CallForm::sync);
+        if (chosen == nullptr) continue;
+        auto it = backends.find(series_name(op, *chosen, form));
+        if (it != backends.end() && it->second.count(bytes)) {
+          d << std::max<std::size_t>(bytes, 1) << ' ' << it->second.at(bytes) << '\n';
+        }
       }
     }
     plots.push_back(fmt::format(
