@@ -20,6 +20,7 @@
 #include "launch_hooks.hpp"
 #include "log.hpp"
 #include "mcr/errors.hpp"
+#include "process_memory.hpp"
 #include "selection_inputs.hpp"
 #include "verify.hpp"
 #include "watchdog.hpp"
@@ -214,7 +215,9 @@ Communicator init(const InitOptions& options) {
   SelectionInputs in;
   std::exception_ptr rejected;
   std::string rejected_what;
+  bool retain_memory = false;
   try {
+    retain_memory = malloc_retain_requested();
     in = read_selection_inputs(options);
     rt->verify = verify_requested(options);
     rt->hier = read_hier_config();
@@ -228,6 +231,8 @@ Communicator init(const InitOptions& options) {
   rt->rules_source = in.rules_source;
   rt->table = in.table;
   rt->table_source = in.table_source;
+  // Before any backend exists, so that their first buffers already come from the retained heap.
+  const std::string memory_policy = retain_memory ? retain_freed_memory() : std::string();
 
   form_world(*rt, options, timeout);
   runtime_slot() = std::move(rt);
@@ -272,6 +277,7 @@ Communicator init(const InitOptions& options) {
   digest.error = rejected_what;
   check_config_agrees(r.bootstrap->exchange(), r.launch.rank, digest);
   if (rejected) std::rethrow_exception(rejected);
+  if (!memory_policy.empty()) log_debug("{}", memory_policy);
   if (r.rules) log_skipped_rules(*r.rules, r.unusable);
 
   std::vector<std::unique_ptr<Backend>> backends;

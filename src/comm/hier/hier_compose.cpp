@@ -64,8 +64,8 @@ class Composer {
 
  private:
   std::byte* scratch(std::size_t elements) {
-    op_->scratch.emplace_back(elements * es_);
-    return op_->scratch.back().data();
+    op_->scratch.push_back(std::make_unique_for_overwrite<std::byte[]>(elements * es_));
+    return op_->scratch.back().get();
   }
   Tensor t(const void* p, std::size_t n) const {
     return Tensor(const_cast<void*>(p), n, a_.dtype);  // NOLINT: inputs are only read
@@ -96,6 +96,11 @@ class Composer {
     if (padded != a_.count) {
       std::byte* in = scratch(padded);
       copy(in, a_.in, a_.count);
+      const std::size_t tail = (padded - a_.count) * es_, used = a_.count * es_;
+      op_->steps.back().local = [copy_in = op_->steps.back().local, in, used, tail] {
+        copy_in();
+        std::memset(in + used, 0, tail);  // the padding is reduced too: keep it defined
+      };
       first.push_back(op_->steps.size() - 1);
       src = in;
       gathered = scratch(padded);

@@ -53,7 +53,8 @@ struct ComposedStep {
 /// A composed operation in progress: its steps, the scratch buffers they share, and where it is.
 struct ComposedOp {
   std::vector<ComposedStep> steps;
-  std::vector<std::vector<std::byte>> scratch;
+  // Not zero-filled: a step writes every byte before another reads it (padding included).
+  std::vector<std::unique_ptr<std::byte[]>> scratch;
   std::size_t next = 0;        ///< the next step to issue, in list order
   std::vector<Work> works;     ///< per issued sub-operation step, while in flight
   std::vector<char> finished;  ///< per step
