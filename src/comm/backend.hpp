@@ -139,6 +139,9 @@ class LaunchSupport {
   /// Ends the whole job after an unrecoverable error when the library is up (MPI_Abort); returns
   /// when it is not, so that the caller can try the next way out.
   virtual void abort_job(int code) noexcept = 0;
+  /// Whether the library, as initialised, accepts calls from whichever thread holds a communicator
+  /// (one thread at a time: MPI_THREAD_SERIALIZED or above). True when it is not initialised.
+  virtual bool any_thread_may_call() const noexcept { return true; }
 };
 
 /// Creates the world instance of one backend, or explains why it is unusable in this process.

@@ -17,5 +17,7 @@ void shutdown_launchers() noexcept;
 /// Ends the whole job after an unrecoverable error: through the launching library when it is up
 /// (so every rank goes down), else by ending this process.
 [[noreturn]] void abort_job(int code) noexcept;
+/// Whether every initialised launching library accepts calls from any one thread at a time.
+bool launchers_accept_any_thread() noexcept;
 
 }  // namespace mcr::detail

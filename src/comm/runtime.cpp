@@ -299,6 +299,10 @@ bool is_initialized() noexcept {
   return runtime_exists();
 }
 
+bool any_thread_may_call() noexcept {
+  return detail::launchers_accept_any_thread();
+}
+
 namespace detail {
 namespace {
 

@@ -1,4 +1,5 @@
-// The communication thread: issue in posted order, poll everything in flight, complete futures.
+// The communication thread: issue in posted order, poll everything in flight, complete futures;
+// and the posting thread's shortcut while the communication thread is idle.
 #include "comm_thread.hpp"
 
 #include <stdexcept>
@@ -7,6 +8,16 @@
 #include <mcr/errors.hpp>
 
 namespace mcr::torch_ext {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a posting thread polls the operation it issued itself before leaving it to the
+// communication thread. A small collective whose peers are in step completes within a few
+// microseconds; 50 µs also bounds what an asynchronous call can cost its caller.
+constexpr auto kCallerPoll = std::chrono::microseconds(50);
+
+}  // namespace
 
 CommThread& CommThread::instance() {
   // Never destroyed: a static destructor would run after Python finalised and after torch's own
@@ -22,15 +33,63 @@ CommThread::~CommThread() {
 }
 
 void CommThread::post(PostedOp op) {
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) {
-      auto err = std::make_exception_ptr(
-          mcr::Error("mcr: the communication thread has shut down (mcr.torch.shutdown() or exit)"));
-      op.complete(err);
+  posted_.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock lock(mu_);
+  if (stopping_) {
+    lock.unlock();
+    op.complete(std::make_exception_ptr(
+        mcr::Error("mcr: the communication thread has shut down (mcr.torch.shutdown() or exit)")));
+    return;
+  }
+  // The shortcut: nothing queued ahead of this operation and nobody calling mcr (the communication
+  // thread holds own_ whenever it has anything to issue or poll). try_to_lock, never a wait: this
+  // thread holds mu_, and the communication thread takes mu_ while holding own_.
+  if (caller_issue_.load(std::memory_order_relaxed) && queue_.empty() && !on_thread()) {
+    std::unique_lock own(own_, std::try_to_lock);
+    if (own.owns_lock()) {
+      lock.unlock();
+      issue_here(op, std::move(own));
       return;
     }
-    queue_.push_back(Item{std::move(op), {}});
+  }
+  queue_.push_back(Item{std::move(op), {}});
+  queued_.store(true, std::memory_order_release);
+  lock.unlock();
+  cv_.notify_one();
+}
+
+void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
+  const bool alone = in_flight_.empty();  // else: earlier operations are left to the thread
+  issued_by_caller_.fetch_add(1, std::memory_order_relaxed);
+  mcr::Work work;
+  try {
+    work = op.issue();
+  } catch (...) {
+    own.unlock();  // complete() may run callbacks that post: never while holding own_
+    op.complete(std::current_exception());
+    return;
+  }
+  InFlight f{std::move(work), std::move(op.issue), std::move(op.complete),
+             Clock::now() + op.timeout, op.timeout};
+  if (alone) {
+    const auto until = Clock::now() + kCallerPoll;
+    std::exception_ptr error;
+    for (;;) {
+      if (poll_one(f, error)) {
+        own.unlock();
+        completed_by_caller_.fetch_add(1, std::memory_order_relaxed);
+        f.complete(error);  // f.issue, which owns the buffers, outlives the copy-back
+        return;
+      }
+      if (Clock::now() >= until) break;
+      std::this_thread::yield();
+    }
+  }
+  in_flight_.push_back(std::move(f));
+  own.unlock();
+  {
+    std::lock_guard lock(mu_);
+    handed_over_ = true;
     queued_.store(true, std::memory_order_release);
   }
   cv_.notify_one();
@@ -87,7 +146,7 @@ void CommThread::shutdown(const std::function<void()>& at_exit) {
 void CommThread::issue(PostedOp& op) {
   try {
     mcr::Work w = op.issue();
-    auto deadline = std::chrono::steady_clock::now() + op.timeout;
+    auto deadline = Clock::now() + op.timeout;
     in_flight_.push_back(
         InFlight{std::move(w), std::move(op.issue), std::move(op.complete), deadline, op.timeout});
   } catch (...) {
@@ -95,33 +154,35 @@ void CommThread::issue(PostedOp& op) {
   }
 }
 
+bool CommThread::poll_one(InFlight& f, std::exception_ptr& error) {
+  try {
+    if (f.work.test()) return true;
+    // Past the deadline: a short wait raises mcr's TimeoutError (naming op, sequence number and
+    // backend) and aborts the communicator, exactly as a timed-out blocking wait would.
+    if (Clock::now() >= f.deadline) {
+      f.work.wait(std::chrono::milliseconds(1));
+      return true;
+    }
+    return false;
+  } catch (const mcr::TimeoutError& e) {
+    // The runtime's message names the 1 ms of the wait above; report the operation's own limit.
+    error = std::make_exception_ptr(mcr::TimeoutError(
+        e.op() + " (sequence #" + std::to_string(e.sequence()) + ") on backend '" + e.backend() +
+            "' did not complete within " + std::to_string(f.timeout.count()) +
+            " ms; the communicator is aborted",
+        e.op(), e.sequence(), e.backend()));
+    return true;
+  } catch (...) {
+    error = std::current_exception();
+    return true;
+  }
+}
+
 bool CommThread::poll_in_flight() {
   bool progressed = false;
-  const auto now = std::chrono::steady_clock::now();
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
     std::exception_ptr error;
-    bool finished = false;
-    try {
-      finished = it->work.test();
-      // Past the deadline: a short wait raises mcr's TimeoutError (naming op, sequence number and
-      // backend) and aborts the communicator, exactly as a timed-out blocking wait would.
-      if (!finished && now >= it->deadline) {
-        it->work.wait(std::chrono::milliseconds(1));
-        finished = true;
-      }
-    } catch (const mcr::TimeoutError& e) {
-      // The runtime's message names the 1 ms of the wait above; report the operation's own limit.
-      error = std::make_exception_ptr(mcr::TimeoutError(
-          e.op() + " (sequence #" + std::to_string(e.sequence()) + ") on backend '" + e.backend() +
-              "' did not complete within " + std::to_string(it->timeout.count()) +
-              " ms; the communicator is aborted",
-          e.op(), e.sequence(), e.backend()));
-      finished = true;
-    } catch (...) {
-      error = std::current_exception();
-      finished = true;
-    }
-    if (!finished) {
+    if (!poll_one(*it, error)) {
       ++it;
       continue;
     }
@@ -134,24 +195,27 @@ bool CommThread::poll_in_flight() {
   return progressed;
 }
 
-void CommThread::loop() {
-  auto idle_since = std::chrono::steady_clock::now();
+void CommThread::wait_for_work() {
+  // Training issues operations back to back: watch for work a short while before sleeping, since
+  // a condition-variable wake-up costs more than a small all_reduce.
+  const auto until = Clock::now() + std::chrono::microseconds(50);
+  while (!queued_.load(std::memory_order_acquire) && Clock::now() < until) {
+    std::this_thread::yield();
+  }
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return !queue_.empty() || handed_over_ || stopping_; });
+}
+
+bool CommThread::run_until_idle() {
+  auto idle_since = Clock::now();
   for (;;) {
     std::deque<Item> batch;
-    if (in_flight_.empty()) {
-      // Training issues operations back to back: watch the queue for a short while before
-      // sleeping, since a condition-variable wake-up costs more than a small all_reduce.
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-      while (!queued_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
-        std::this_thread::yield();
-      }
-    }
     {
-      std::unique_lock lock(mu_);
-      if (in_flight_.empty()) cv_.wait(lock, [this] { return !queue_.empty() || stopping_; });
+      std::lock_guard lock(mu_);
       queued_.store(false, std::memory_order_relaxed);
-      if (stopping_ && queue_.empty() && in_flight_.empty()) return;
+      handed_over_ = false;
       batch.swap(queue_);
+      if (batch.empty() && in_flight_.empty()) return stopping_;  // idle: posters may issue
     }
     for (auto& item : batch) {
       if (item.op.issue) {
@@ -162,22 +226,30 @@ void CommThread::loop() {
     }
     {
       std::lock_guard lock(mu_);
-      if (stopping_ && in_flight_.empty()) return;
+      if (stopping_ && in_flight_.empty()) return true;
     }
     const bool progressed = poll_in_flight() || !batch.empty();
     if (progressed) {
-      idle_since = std::chrono::steady_clock::now();
+      idle_since = Clock::now();
       continue;
     }
     // Nothing moved. Every test() also drives MPI's nonblocking collectives (a large all_reduce
     // advances a segment per call), so poll on, yielding the core; after a quiet millisecond (a
     // peer still computing, or DDP's buckets waiting on the backward pass) back off to short
     // sleeps, or this thread takes the cores the computation needs.
-    if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(1)) {
+    if (Clock::now() - idle_since < std::chrono::milliseconds(1)) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+  }
+}
+
+void CommThread::loop() {
+  for (;;) {
+    wait_for_work();
+    std::unique_lock own(own_);
+    if (run_until_idle()) return;
   }
 }
 

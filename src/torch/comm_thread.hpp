@@ -1,16 +1,25 @@
-// The communication thread: the one thread of the process that calls into mcr.
+// The communication thread: the thread of the process that calls into mcr.
 //
 // mcr's threading contract (docs/design.md, "Threads") lets one thread at a time use a communicator
-// and its Work handles, and MPI is initialised FUNNELED. torch calls a process group from the
-// Python thread, from autograd threads and from future callbacks, so every mcr call (init, group
-// creation, each operation, finalize) is handed to this thread, as torch-ucc and oneCCL's bindings
-// do. The thread issues queued operations in the order they were posted (the order is what every
-// rank must agree on), polls every operation in flight and completes it even when nobody waits.
+// and its Work handles. torch calls a process group from the Python thread, from autograd threads
+// and from future callbacks, so mcr calls (init, group creation, each operation, finalize) are
+// handed to this thread, as torch-ucc and oneCCL's bindings do. The thread issues queued
+// operations in the order they were posted (the order every rank must agree on), polls every
+// operation in flight and completes it even when nobody waits.
+//
+// One shortcut: while the thread is idle (nothing queued, nothing in flight), an operation is
+// issued by the thread that posts it, which then polls it briefly and completes it itself when it
+// finished; otherwise it leaves it in flight for the communication thread. A small synchronous
+// operation then costs no hand-off between threads. Who calls mcr is decided by one mutex
+// (`own_`): the communication thread holds it whenever it has work, a poster for the microseconds
+// of its shortcut. Posting order is kept because a poster takes the shortcut only while it holds
+// the queue's lock, sees the queue empty, and gets `own_` without waiting.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -26,11 +35,12 @@ namespace mcr::torch_ext {
 
 /// One asynchronous operation as the communication thread sees it.
 struct PostedOp {
-  /// Starts the operation (an mcr i* call) and returns its handle. Runs on the communication
-  /// thread. Kept until the operation completed: its captures own the buffers the runtime reads and
-  /// writes.
+  /// Starts the operation (an mcr i* call) and returns its handle. Runs on the thread that holds
+  /// the right to call mcr. Kept until the operation completed: its captures own the buffers the
+  /// runtime reads and writes.
   std::function<mcr::Work()> issue;
-  /// Runs on the communication thread once the operation completed (nullptr) or failed.
+  /// Runs once the operation completed (nullptr) or failed: on the communication thread, or on the
+  /// posting thread when its shortcut saw the operation finish.
   std::function<void(std::exception_ptr)> complete;
   /// After this long the operation fails with mcr::TimeoutError. mcr enforces timeouts inside
   /// Work::wait and in Gloo; a polled MPI request needs the deadline kept here.
@@ -44,9 +54,25 @@ class CommThread {
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
 
-  /// Queues an operation; returns at once. Safe from any thread, including a future callback that
-  /// runs on the communication thread itself.
+  /// Queues an operation, or issues it on the calling thread while the communication thread is
+  /// idle (above); never waits for other operations. Safe from any thread, including a future
+  /// callback that runs on the communication thread itself.
   void post(PostedOp op);
+
+  /// Allows the shortcut above. Off until the runtime is up, and wherever the thread that calls mcr
+  /// must not change (mcr::any_thread_may_call()) or MCR_TORCH_INLINE=0 asks for it off.
+  void set_caller_issue(bool on) noexcept { caller_issue_.store(on, std::memory_order_relaxed); }
+
+  /// Operations posted so far, how many a posting thread issued itself, and how many of those it
+  /// also completed (the rest the communication thread finished).
+  struct Counts {
+    std::uint64_t posted = 0, issued_by_caller = 0, completed_by_caller = 0;
+  };
+  Counts counts() const noexcept {
+    return {posted_.load(std::memory_order_relaxed),
+            issued_by_caller_.load(std::memory_order_relaxed),
+            completed_by_caller_.load(std::memory_order_relaxed)};
+  }
 
   /// Runs `task` on the communication thread without waiting for it. Returns false (and drops the
   /// task) once the thread has shut down.
@@ -84,18 +110,27 @@ class CommThread {
     std::function<void()> task;  // otherwise
   };
 
+  void enqueue(Item item);
   void run_task(std::function<void()> task);
   void loop();
+  void wait_for_work();
+  bool run_until_idle();
+  void issue_here(PostedOp& op, std::unique_lock<std::mutex> own);
   void issue(PostedOp& op);
   bool poll_in_flight();
+  static bool poll_one(InFlight& f, std::exception_ptr& error);
 
-  std::mutex mu_;
+  std::mutex own_;  // held by the thread that calls mcr (above); guards in_flight_
+  std::mutex mu_;   // guards the queue and the flags below
   std::condition_variable cv_;
   std::deque<Item> queue_;
-  std::atomic<bool> queued_{false};  // queue_ non-empty; read without the lock while spinning
+  std::atomic<bool> queued_{false};  // work for the thread; read without the lock while spinning
+  std::atomic<bool> caller_issue_{false};
+  std::atomic<std::uint64_t> posted_{0}, issued_by_caller_{0}, completed_by_caller_{0};
+  bool handed_over_ = false;  // a poster left an operation in flight for the thread to finish
   bool stopping_ = false;
   bool stopped_ = false;
-  std::deque<InFlight> in_flight_;  // touched by the communication thread only
+  std::deque<InFlight> in_flight_;
   std::thread thread_;
 };
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <pybind11/chrono.h>
@@ -93,6 +94,17 @@ class ScopedEnv {
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
+// MCR_TORCH_INLINE: 1 (default) lets a posting thread issue an operation itself while the
+// communication thread is idle (comm_thread.hpp); 0 hands every operation to that thread.
+bool caller_issue_requested() {
+  const char* v = std::getenv("MCR_TORCH_INLINE");
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "1") return true;
+  if (std::string_view(v) == "0") return false;
+  throw mcr::InvalidArgument(std::string("MCR_TORCH_INLINE='") + v +
+                             "' must be 1 (issue on the calling thread while the communication "
+                             "thread is idle, the default) or 0 (always hand over)");
+}
+
 // Brings the runtime up with `env` set for the duration of mcr::init() only. With `store` (a c10d
 // store, not None), the world is formed through it as rank `rank` of `size` (InitOptions::store):
 // the path of init_process_group("mcr") without an MPI launcher, so that torch's store is the
@@ -109,7 +121,9 @@ CommHandle init_runtime(const std::map<std::string, std::string>& env, const py:
   return CommThread::instance().call([&env, &options] {
     if (!world_slot()) {
       ScopedEnv scoped(env);
+      const bool inline_wanted = caller_issue_requested();
       world_slot() = mcr::init(options);
+      CommThread::instance().set_caller_issue(inline_wanted && mcr::any_thread_may_call());
     }
     return describe(*world_slot());
   });
@@ -226,6 +240,14 @@ PYBIND11_MODULE(_mcr_torch, m) {
   m.def("init_runtime", &init_runtime, py::arg("env") = std::map<std::string, std::string>{},
         py::arg("store") = py::none(), py::arg("rank") = -1, py::arg("size") = 0);
   m.def("rendezvous", &rendezvous);
+  m.def("comm_thread_counts", [] {
+    const auto c = CommThread::instance().counts();
+    py::dict d;
+    d["posted"] = c.posted;
+    d["issued_by_caller"] = c.issued_by_caller;
+    d["completed_by_caller"] = c.completed_by_caller;
+    return d;
+  });
   m.def("is_initialized", [] {
     // Asked of the communication thread, which owns the runtime; false once it has shut down.
     py::gil_scoped_release no_gil;

@@ -32,6 +32,13 @@ void shutdown_launchers() noexcept {
   }
 }
 
+bool launchers_accept_any_thread() noexcept {
+  for (const auto& f : compiled_backends()) {
+    if (f.launch_support != nullptr && !f.launch_support()->any_thread_may_call()) return false;
+  }
+  return true;
+}
+
 [[noreturn]] void abort_job(int code) noexcept {
   for (const auto& f : compiled_backends()) {
     if (f.launch_support != nullptr) f.launch_support()->abort_job(code);

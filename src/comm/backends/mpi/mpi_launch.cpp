@@ -57,10 +57,12 @@ std::unique_ptr<Exchange> MpiLaunch::world_exchange(const LaunchInfo& launch) {
     // one; a process started alone is a genuine world of one.
     if (!launch.mpi_world && launch.launcher != Launcher::single) return nullptr;
     int provided = 0;
-    // Only the calling thread enters MPI (Gloo and NCCL progress on their own threads and never
-    // call MPI); the watchdog's MPI_Abort is the one exception, and Open MPI allows it from any
-    // thread.
-    MCR_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    // One thread at a time enters MPI, not always the same one: a binding may run an operation on
+    // the thread that asked for it while its communication thread is idle (src/torch). Gloo and
+    // NCCL progress on their own threads and never call MPI; the watchdog's MPI_Abort is the one
+    // exception, and Open MPI allows it from any thread. An MPI that offers less is asked again
+    // below, and the runtime then keeps to one thread (any_thread_may_call()).
+    MCR_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
     g_we_initialized = true;
   }
   MCR_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
@@ -90,6 +92,13 @@ void MpiLaunch::shutdown() noexcept {
   if (init && !fin) free_mpi_user_ops();
   if (g_we_initialized && init && !fin) MPI_Finalize();
   g_we_initialized = false;
+}
+
+bool MpiLaunch::any_thread_may_call() const noexcept {
+  if (!mpi_usable()) return true;
+  int level = MPI_THREAD_SINGLE;
+  if (MPI_Query_thread(&level) != MPI_SUCCESS) return false;
+  return level >= MPI_THREAD_SERIALIZED;
 }
 
 void MpiLaunch::abort_job(int code) noexcept {

@@ -14,6 +14,7 @@ class MpiLaunch final : public LaunchSupport {
   std::unique_ptr<Exchange> world_exchange(const LaunchInfo& launch) override;
   void shutdown() noexcept override;
   void abort_job(int code) noexcept override;
+  bool any_thread_may_call() const noexcept override;
 };
 
 /// The process's one MpiLaunch.

@@ -1,0 +1,84 @@
+"""Operations posted while the communication thread is idle are issued by the posting thread
+(src/torch/comm_thread.hpp), and results and ordering are the same either way. argv[1]: "on" (the
+default, MCR_TORCH_INLINE unset), "off" (MCR_TORCH_INLINE=0: every operation handed over) or "bad"
+(MCR_TORCH_INLINE=yes: init_processes raises, naming the variable). Run with 2 ranks."""
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+import mcr.torch as mt
+from common import check, data, finish, setup
+
+
+def counts():
+    return mt._backend._C.comm_thread_counts()
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "on"
+    if mode == "off":
+        os.environ["MCR_TORCH_INLINE"] = "0"
+    if mode == "bad":
+        os.environ["MCR_TORCH_INLINE"] = "yes"
+        try:
+            setup()
+            check(False, "MCR_TORCH_INLINE=yes was accepted")
+        except RuntimeError as e:
+            check("MCR_TORCH_INLINE='yes'" in str(e) and "must be 1" in str(e), f"message: {e}")
+        print("test_caller_issue[bad]: OK", flush=True)
+        return
+    rank, ws = setup()
+    before = counts()
+
+    # Back-to-back synchronous calls: the thread is idle before each, so each may be issued here.
+    n_sync = 300
+    for i in range(n_sync):
+        t = torch.full((1,), float(rank + i))
+        dist.all_reduce(t)
+        check(t.item() == sum(r + i for r in range(ws)), f"sync all_reduce {i}: {t.item()}")
+
+    # Many in flight, then mixed with point-to-point: later posts queue behind the ones in flight,
+    # and every rank still sees the same order.
+    outs = [data(rank, 4097, torch.float32, salt=k) for k in range(24)]
+    works = [dist.all_reduce(t, async_op=True) for t in outs]
+    nxt, prev = (rank + 1) % ws, (rank - 1) % ws
+    got = torch.zeros(1000, dtype=torch.int64)
+    mine = torch.arange(1000, dtype=torch.int64) + rank
+    if rank == 0:
+        r = dist.irecv(got, src=prev)
+        s = dist.isend(mine, dst=nxt)
+    else:
+        s = dist.isend(mine, dst=nxt)
+        r = dist.irecv(got, src=prev)
+    tail = torch.full((3,), float(rank))
+    dist.all_reduce(tail)
+    for w in works + [r, s]:
+        w.wait()
+    for k, t in enumerate(outs):
+        want = sum(data(q, 4097, torch.float32, salt=k) for q in range(ws))
+        check(torch.equal(t, want), f"async all_reduce {k} differs")
+    check(torch.equal(got, torch.arange(1000, dtype=torch.int64) + prev), "recv data")
+    check(torch.equal(tail, torch.full((3,), float(sum(range(ws))))), "all_reduce after p2p")
+
+    after = counts()
+    posted = after["posted"] - before["posted"]
+    by_caller = after["issued_by_caller"] - before["issued_by_caller"]
+    done_here = after["completed_by_caller"] - before["completed_by_caller"]
+    print(f"rank {rank} [{mode}]: {posted} posted, {by_caller} issued by the caller, "
+          f"{done_here} also completed there", flush=True)
+    check(posted >= n_sync + 24 + 3, f"only {posted} operations counted as posted")
+    check(done_here <= by_caller <= posted, f"counts out of order: {after}")
+    if mode == "off":
+        check(by_caller == 0, f"MCR_TORCH_INLINE=0, yet {by_caller} were issued by the caller")
+    else:
+        # Between two synchronous calls the communication thread has nothing to do, so the next
+        # post finds it idle; only a thread still finishing the previous call makes it hand over.
+        check(by_caller >= n_sync // 10, f"only {by_caller} of {n_sync} idle posts issued here")
+    finish(f"test_caller_issue[{mode}]")
+
+
+if __name__ == "__main__":
+    main()
