@@ -39,11 +39,14 @@ std::string retain_freed_memory() {
   // trimmed: both hand pages back that the next operation would fault in again.
   const bool no_mmap = mallopt(M_MMAP_MAX, 0) == 1;
   const bool no_trim = mallopt(M_TRIM_THRESHOLD, -1) == 1;
-  if (no_mmap && no_trim) return "freed memory is kept for reuse (M_MMAP_MAX 0, M_TRIM_THRESHOLD -1)";
-  return fmt::format("glibc refused part of the memory policy (M_MMAP_MAX: {}, M_TRIM_THRESHOLD: {})",
-                     no_mmap ? "set" : "refused", no_trim ? "set" : "refused");
+  if (no_mmap && no_trim)
+    return "freed memory is kept for reuse (M_MMAP_MAX 0, M_TRIM_THRESHOLD -1)";
+  return fmt::format(
+      "glibc refused part of the memory policy (M_MMAP_MAX: {}, M_TRIM_THRESHOLD: {})",
+      no_mmap ? "set" : "refused", no_trim ? "set" : "refused");
 #else
-  return "freed memory follows the C library's defaults: only glibc's allocator can be told to keep it";
+  return "freed memory follows the C library's defaults: only glibc's allocator can be told to "
+         "keep it";
 #endif
 }
 

@@ -1,4 +1,5 @@
-// Whether memory the process frees is kept for reuse or handed back to the kernel (MCR_MALLOC_RETAIN).
+// Whether memory the process frees is kept for reuse or handed back to the kernel
+// (MCR_MALLOC_RETAIN).
 #pragma once
 
 #include <string>

@@ -14,3 +14,7 @@ for round in 1 2; do
       --sizes 1M,4M,16M,64M -q >"$out/round$round-retain$retain.txt"
   done
 done
+
+# The plain C probe (rs.c): MPI_Reduce_scatter_block of 16 MiB on 2 ranks, glibc defaults, then
+# with the mmap threshold fixed at 128 KiB (no dynamic raise): rs.txt.
+# mpicc -O2 rs.c -o /tmp/rs && for e in "" "-x MALLOC_MMAP_THRESHOLD_=131072"; do $M $e /tmp/rs 16777216; done

@@ -112,8 +112,9 @@ TEST(MallocRetain, AFreedBlockComesBackWithoutPageFaults) {
   const long pages = static_cast<long>(kBytes / kPage);
   const long by_default = measure_in_child(false);
   const long retained = measure_in_child(true);
-  std::printf("page faults reallocating %zu MiB: %ld with glibc's defaults, %ld retained (%ld pages)\n",
-              kBytes >> 20, by_default, retained, pages);
+  std::printf(
+      "page faults reallocating %zu MiB: %ld with glibc's defaults, %ld retained (%ld pages)\n",
+      kBytes >> 20, by_default, retained, pages);
   EXPECT_GE(by_default, pages * 9 / 10) << "the reference: the block is unmapped on free";
   EXPECT_LT(retained, pages / 10) << "a retained block must come back already mapped";
 }
