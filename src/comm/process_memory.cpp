@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "mcr/errors.hpp"
+#include "mcr/memory.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -36,14 +37,18 @@ bool malloc_retain_requested() {
 std::string retain_freed_memory() {
 #if defined(__GLIBC__)
   // Large blocks come from the heap instead of their own mappings, and the heap's top is never
-  // trimmed: both hand pages back that the next operation would fault in again.
+  // trimmed: both hand pages back that the next operation would fault in again. Threads started
+  // from now on share the main heap: glibc gives other threads heaps of at most 64 MiB, and a
+  // larger block there is mapped afresh on every allocation whatever the two settings say.
   const bool no_mmap = mallopt(M_MMAP_MAX, 0) == 1;
   const bool no_trim = mallopt(M_TRIM_THRESHOLD, -1) == 1;
-  if (no_mmap && no_trim)
-    return "freed memory is kept for reuse (M_MMAP_MAX 0, M_TRIM_THRESHOLD -1)";
+  const bool one_arena = mallopt(M_ARENA_MAX, 1) == 1;
+  if (no_mmap && no_trim && one_arena)
+    return "freed memory is kept for reuse (M_MMAP_MAX 0, M_TRIM_THRESHOLD -1, M_ARENA_MAX 1)";
   return fmt::format(
-      "glibc refused part of the memory policy (M_MMAP_MAX: {}, M_TRIM_THRESHOLD: {})",
-      no_mmap ? "set" : "refused", no_trim ? "set" : "refused");
+      "glibc refused part of the memory policy (M_MMAP_MAX: {}, M_TRIM_THRESHOLD: {}, "
+      "M_ARENA_MAX: {})",
+      no_mmap ? "set" : "refused", no_trim ? "set" : "refused", one_arena ? "set" : "refused");
 #else
   return "freed memory follows the C library's defaults: only glibc's allocator can be told to "
          "keep it";
@@ -51,3 +56,11 @@ std::string retain_freed_memory() {
 }
 
 }  // namespace mcr::detail
+
+namespace mcr {
+
+void apply_memory_policy() {
+  if (detail::malloc_retain_requested()) detail::retain_freed_memory();
+}
+
+}  // namespace mcr

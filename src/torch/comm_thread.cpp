@@ -6,6 +6,7 @@
 #include <string>
 
 #include <mcr/errors.hpp>
+#include <mcr/memory.hpp>
 
 namespace mcr::torch_ext {
 namespace {
@@ -26,7 +27,12 @@ CommThread& CommThread::instance() {
   return *t;
 }
 
-CommThread::CommThread() : thread_([this] { loop(); }) {}
+CommThread::CommThread() {
+  // Before the thread exists: the heap a thread allocates from is chosen at its first allocation,
+  // and only the main heap serves blocks of 64 MiB or more without mapping them afresh each time.
+  mcr::apply_memory_policy();
+  thread_ = std::thread([this] { loop(); });
+}
 
 CommThread::~CommThread() {
   if (thread_.joinable()) thread_.detach();

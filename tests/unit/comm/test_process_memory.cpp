@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "mcr/errors.hpp"
 #include "process_memory.hpp"
@@ -38,15 +39,25 @@ long faults_on_reallocation() {
   return after.ru_minflt - before.ru_minflt;
 }
 
+// The same on a thread started after the policy (or without it): glibc gives such a thread heaps
+// of at most 64 MiB of its own unless the policy puts it on the main heap.
+long faults_on_reallocation_in_new_thread() {
+  long faults = -1;
+  std::thread t([&faults] { faults = faults_on_reallocation(); });
+  t.join();
+  return faults;
+}
+
 // Runs the measurement in a child process, so that the policy does not outlive it.
-long measure_in_child(bool retain) {
+long measure_in_child(bool retain, bool new_thread = false) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
     if (retain) mcr::detail::retain_freed_memory();
-    const long faults = faults_on_reallocation();
+    const long faults =
+        new_thread ? faults_on_reallocation_in_new_thread() : faults_on_reallocation();
     const ssize_t n = write(fds[1], &faults, sizeof faults);
     _exit(n == static_cast<ssize_t>(sizeof faults) ? 0 : 1);
   }
@@ -117,4 +128,17 @@ TEST(MallocRetain, AFreedBlockComesBackWithoutPageFaults) {
       kBytes >> 20, by_default, retained, pages);
   EXPECT_GE(by_default, pages * 9 / 10) << "the reference: the block is unmapped on free";
   EXPECT_LT(retained, pages / 10) << "a retained block must come back already mapped";
+}
+
+TEST(MallocRetain, AThreadStartedAfterThePolicyReusesItsBlocksToo) {
+#if !defined(__GLIBC__)
+  GTEST_SKIP() << "the policy applies to glibc's allocator only";
+#endif
+  const long pages = static_cast<long>(kBytes / kPage);
+  const long by_default = measure_in_child(false, true);
+  const long retained = measure_in_child(true, true);
+  std::printf("page faults reallocating %zu MiB on a new thread: %ld by default, %ld retained\n",
+              kBytes >> 20, by_default, retained);
+  EXPECT_GE(by_default, pages * 9 / 10) << "the reference: a thread's own heap cannot keep it";
+  EXPECT_LT(retained, pages / 10) << "a thread started after the policy must reuse the block";
 }
