@@ -10,9 +10,11 @@ namespace mcr::detail {
 /// defaults; anything else throws InvalidArgument naming the variable, the value and the rule.
 bool malloc_retain_requested();
 
-/// Makes the C library keep freed memory in the process instead of unmapping or trimming it, so a
-/// buffer freed after one collective is reused, already mapped, by the next. Returns what it did,
-/// for MCR_DEBUG; where the C library offers no such control it does nothing and says so.
+/// Makes the C library keep freed memory in the process instead of unmapping or trimming it, and
+/// puts threads started from now on on the main heap (other threads' heaps cannot keep blocks of
+/// 64 MiB or more), so a buffer freed after one collective is reused, already mapped, by the next.
+/// Returns what it did, for MCR_DEBUG; where the C library offers no such control it does nothing
+/// and says so.
 std::string retain_freed_memory();
 
 }  // namespace mcr::detail
