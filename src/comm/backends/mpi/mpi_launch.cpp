@@ -60,8 +60,9 @@ std::unique_ptr<Exchange> MpiLaunch::world_exchange(const LaunchInfo& launch) {
     // One thread at a time enters MPI, not always the same one: a binding may run an operation on
     // the thread that asked for it while its communication thread is idle (src/torch). Gloo and
     // NCCL progress on their own threads and never call MPI; the watchdog's MPI_Abort is the one
-    // exception, and Open MPI allows it from any thread. An MPI that offers less is asked again
-    // below, and the runtime then keeps to one thread (any_thread_may_call()).
+    // exception, and Open MPI allows it from any thread. Where MPI provides less (or the
+    // application initialised it lower), any_thread_may_call() says so and bindings keep to one
+    // thread.
     MCR_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
     g_we_initialized = true;
   }
