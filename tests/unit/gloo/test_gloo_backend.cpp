@@ -261,6 +261,17 @@ TEST_P(GlooRanks, SendToSelfMatchesReceiveFromSelf) {
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 
+// A world (or group) dropped as soon as it is created: the ranks that connect first must not
+// destroy their side while a peer is still completing its handshake, or that peer's rendezvous
+// fails with "connection closed by peer". Repeated, since the window is short.
+TEST_P(GlooRanks, AWorldDroppedAtOnceFailsNoPeersRendezvous) {
+  constexpr int kWorlds = 25;
+  for (int i = 0; i < kWorlds; ++i) {
+    auto failures = run_ranks(GetParam(), [](int, Backend&, Bootstrap&) {});
+    ASSERT_TRUE(failures.empty()) << "world " << i << " of " << kWorlds << ":\n" << join(failures);
+  }
+}
+
 TEST_P(GlooRanks, StridedSubgroupRunsItsOwnCollectives) {
   auto failures = run_ranks(GetParam(), [](int rank, Backend& b, Bootstrap&) {
     const int n = b.size();

@@ -6,12 +6,14 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
+#include <gloo/barrier.h>
 #include <gloo/config.h>
 #include <gloo/context.h>
 #include <gloo/rendezvous/context.h>
@@ -29,6 +31,10 @@ namespace {
 
 // Used when the bootstrap carries no timeout: long enough for any real rendezvous.
 constexpr std::chrono::milliseconds kFallbackTimeout = std::chrono::minutes(5);
+
+// The tag of the barrier that ends a rendezvous, far from the collectives' tags (counted up from
+// 0). A clash would be harmless anyway: the barrier completes before any collective starts.
+constexpr std::uint32_t kConnectedBarrierTag = 0xFFFFFFFFu;
 
 enum Status : int { kPending = 0, kDone = 1, kFailed = 2 };
 
@@ -68,6 +74,16 @@ std::shared_ptr<gloo::Context> connect_context(GlooShared& shared, int rank, int
   GlooStoreAdapter store(*shared.store, prefix, shared.timeout);
   const GlooCallSite site{"rendezvous", 0, rank};
   MCR_GLOO_CHECK(site, context->connectFullMesh(store, shared.device));
+  // A rank leaves connectFullMesh once its own side of every pair is up, which can be before a
+  // peer has read the handshake on its side. Were this rank then to destroy the context (a group
+  // created and dropped at once, a world that only talks to itself), the peer's connect would fail
+  // with "connection closed by peer". Nobody leaves this barrier before every rank has entered it,
+  // so every rank's connect has returned by the time any context can go away.
+  gloo::BarrierOptions connected(context);
+  connected.setTag(kConnectedBarrierTag);
+  connected.setTimeout(shared.timeout);
+  const GlooCallSite barrier_site{"rendezvous barrier", 0, rank};
+  MCR_GLOO_CHECK(barrier_site, gloo::barrier(connected));
   return context;
 }
 
