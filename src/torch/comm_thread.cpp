@@ -18,6 +18,9 @@ using Clock = std::chrono::steady_clock;
 // microseconds; 50 µs also bounds what an asynchronous call can cost its caller.
 constexpr auto kCallerPoll = std::chrono::microseconds(50);
 
+constexpr const char* kShutDownMessage =
+    "mcr: the communication thread has shut down (mcr.torch.shutdown() or exit)";
+
 }  // namespace
 
 CommThread& CommThread::instance() {
@@ -43,8 +46,7 @@ void CommThread::post(PostedOp op) {
   std::unique_lock lock(mu_);
   if (stopping_) {
     lock.unlock();
-    op.complete(std::make_exception_ptr(
-        mcr::Error("mcr: the communication thread has shut down (mcr.torch.shutdown() or exit)")));
+    op.complete(std::make_exception_ptr(mcr::Error(kShutDownMessage)));
     return;
   }
   // The shortcut: nothing queued ahead of this operation and nobody calling mcr (the communication
@@ -118,8 +120,8 @@ void CommThread::run_task(std::function<void()> task) {
   }
   {
     std::lock_guard lock(mu_);
-    if (stopping_) throw mcr::Error("mcr: the communication thread has shut down");
-    queue_.push_back(Item{{}, std::move(task)});
+    if (stopping_) throw mcr::Error(kShutDownMessage);
+    queue_.push_back(Item{{}, std::move(task), true});
     queued_.store(true, std::memory_order_release);
   }
   cv_.notify_one();
@@ -132,13 +134,9 @@ void CommThread::shutdown(const std::function<void()>& at_exit) {
   }
   if (on_thread()) return;
   auto drain_and_exit = [this, &at_exit] {
-    // Operations nobody waited for still complete (or time out) before the runtime goes away.
-    while (!in_flight_.empty()) {
-      if (!poll_in_flight()) std::this_thread::yield();
-    }
+    drain();
     at_exit();
-    std::lock_guard lock(mu_);
-    stopping_ = true;
+    exited_ = true;
   };
   std::packaged_task<void()> task(drain_and_exit);
   auto done = task.get_future();
@@ -147,6 +145,46 @@ void CommThread::shutdown(const std::function<void()>& at_exit) {
   thread_.join();
   std::lock_guard lock(mu_);
   stopped_ = true;
+}
+
+void CommThread::drain() {
+  // Operations nobody waited for still complete (or time out) before the runtime goes away, and
+  // so do those posted meanwhile: a completion callback may post the next step of a chain. Posts
+  // fail from the moment nothing is queued or in flight, so none is left queued and never issued.
+  for (;;) {
+    std::deque<Item> more;
+    {
+      std::lock_guard lock(mu_);
+      if (queue_.empty() && in_flight_.empty()) {
+        stopping_ = true;
+        return;
+      }
+      more.swap(queue_);
+    }
+    for (auto& item : more) {
+      run_item(item);
+    }
+    if (!poll_in_flight() && more.empty()) std::this_thread::yield();
+  }
+}
+
+void CommThread::run_item(Item& item) {
+  if (!exited_) {
+    if (item.op.issue) {
+      issue(item.op);
+    } else {
+      item.task();
+    }
+    return;
+  }
+  // Taken in the same batch as the shutdown, after it: the runtime is gone. Operations fail;
+  // blocking calls run (mcr raises, and their caller gets the error instead of waiting forever);
+  // releases are dropped, their state leaked.
+  if (item.op.complete) {
+    item.op.complete(std::make_exception_ptr(mcr::Error(kShutDownMessage)));
+  } else if (item.awaited) {
+    item.task();
+  }
 }
 
 void CommThread::issue(PostedOp& op) {
@@ -224,11 +262,7 @@ bool CommThread::run_until_idle() {
       if (batch.empty() && in_flight_.empty()) return stopping_;  // idle: posters may issue
     }
     for (auto& item : batch) {
-      if (item.op.issue) {
-        issue(item.op);
-      } else {
-        item.task();
-      }
+      run_item(item);
     }
     {
       std::lock_guard lock(mu_);

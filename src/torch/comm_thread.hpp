@@ -89,8 +89,9 @@ class CommThread {
     return result.get();
   }
 
-  /// Waits for every operation in flight, runs `at_exit` (mcr::finalize) on the thread and joins
-  /// it. Later posts fail with an error. Idempotent.
+  /// Issues everything queued and waits for every operation in flight, including those their
+  /// completion callbacks post meanwhile; then runs `at_exit` (mcr::finalize) on the thread and
+  /// joins it. Posts fail with an error from the moment nothing is left to issue. Idempotent.
   void shutdown(const std::function<void()>& at_exit);
   bool on_thread() const noexcept { return std::this_thread::get_id() == thread_.get_id(); }
 
@@ -108,10 +109,12 @@ class CommThread {
   struct Item {
     PostedOp op;                 // when op.issue is set
     std::function<void()> task;  // otherwise
+    bool awaited = false;        // a caller blocks on the task's result (run_task)
   };
 
-  void enqueue(Item item);
   void run_task(std::function<void()> task);
+  void drain();
+  void run_item(Item& item);
   void loop();
   void wait_for_work();
   bool run_until_idle();
@@ -130,6 +133,7 @@ class CommThread {
   bool handed_over_ = false;  // a poster left an operation in flight for the thread to finish
   bool stopping_ = false;
   bool stopped_ = false;
+  bool exited_ = false;  // the runtime is finalized; communication thread only
   std::deque<InFlight> in_flight_;
   std::thread thread_;
 };
