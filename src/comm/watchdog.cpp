@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <string>
-#include <thread>
 
 #include "flight_recorder.hpp"
 #include "launch_hooks.hpp"
@@ -10,78 +9,109 @@
 
 namespace mcr::detail {
 namespace {
-// Grace beyond the op's own timeout, so that a library with its own timeout (Gloo) raises a
-// catchable TimeoutError first.
-constexpr std::int64_t kGraceNs = 2'000'000'000;
-// Progress publication period, in 50 ms ticks: an op outstanding for more than 1 s is published
+
+// Progress publication period, in default ticks: an op outstanding for more than 1 s is published
 // within 1.25 s of its issue.
 constexpr int kPublishTicks = 5;
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
+
+// The process watchdog's action: a blocked library call cannot be interrupted, so the job ends.
+void report_and_abort(const ArmedOp& a) {
+  const std::string context =
+      a.recorder != nullptr ? timeout_context(*a.recorder, a.sequence) : std::string();
+  std::fprintf(
+      stderr,
+      "mcr: TimeoutError: %.*s (sequence #%llu) on backend '%.*s' blocked for more than its "
+      "timeout of %lld ms inside the library%s; a blocked library call cannot be interrupted, "
+      "so the job is aborted\n",
+      static_cast<int>(a.op.size()), a.op.data(), static_cast<unsigned long long>(a.sequence),
+      static_cast<int>(a.backend.size()), a.backend.data(), static_cast<long long>(a.timeout_ms),
+      context.c_str());
+  std::fflush(stderr);
+  write_crash_reports("watchdog: an operation blocked inside the library beyond its timeout");
+  abort_job(124);
 }
+
 }  // namespace
 
 Watchdog& Watchdog::instance() {
-  static Watchdog w;
+  static Watchdog w(Options{});
   return w;
+}
+
+Watchdog::Watchdog(Options options) : options_(std::move(options)) {
+  if (!options_.on_expired) options_.on_expired = report_and_abort;
+}
+
+Watchdog::~Watchdog() {
+  stop();
 }
 
 void Watchdog::arm(std::string_view op, std::uint64_t sequence, std::string_view backend,
                    std::chrono::milliseconds timeout, const FlightRecorder* recorder) noexcept {
-  op_ = op;
-  recorder_ = recorder;
-  backend_ = backend;
-  sequence_ = sequence;
-  timeout_ms_ = timeout.count();
+  token_.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  op_.store(op.data(), std::memory_order_relaxed);
+  op_size_.store(op.size(), std::memory_order_relaxed);
+  backend_.store(backend.data(), std::memory_order_relaxed);
+  backend_size_.store(backend.size(), std::memory_order_relaxed);
+  sequence_.store(sequence, std::memory_order_relaxed);
+  timeout_ms_.store(timeout.count(), std::memory_order_relaxed);
+  recorder_.store(recorder, std::memory_order_relaxed);
   token_.store(++next_token_, std::memory_order_release);
+}
+
+bool Watchdog::read_armed(std::uint64_t token, ArmedOp& out) const noexcept {
+  out.op = {op_.load(std::memory_order_relaxed), op_size_.load(std::memory_order_relaxed)};
+  out.backend = {backend_.load(std::memory_order_relaxed),
+                 backend_size_.load(std::memory_order_relaxed)};
+  out.sequence = sequence_.load(std::memory_order_relaxed);
+  out.timeout_ms = timeout_ms_.load(std::memory_order_relaxed);
+  out.recorder = recorder_.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return token_.load(std::memory_order_relaxed) == token;
 }
 
 void Watchdog::start() {
   if (running_.exchange(true)) return;
-  install_flight_hooks();
-  thread_ = new std::thread([this] { run(); });
+  if (options_.process_duties) install_flight_hooks();
+  thread_ = std::thread([this] { run(); });
 }
 
 void Watchdog::stop() noexcept {
   if (!running_.exchange(false)) return;
-  auto* t = static_cast<std::thread*>(thread_);
-  t->join();
-  delete t;
-  thread_ = nullptr;
+  thread_.join();
 }
 
 void Watchdog::run() {
   std::uint64_t seen = 0;
-  std::int64_t seen_since_ns = 0;
+  Clock::time_point seen_since{};
   for (std::uint64_t tick = 1; running_.load(std::memory_order_relaxed); ++tick) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    advance_flight_clock();
-    if (take_dump_request()) dump_flight_record_to_dir("SIGUSR1");
-    if (tick % kPublishTicks == 0) publish_stuck_progress();
+    if (options_.tick.count() > 0) {
+      std::this_thread::sleep_for(options_.tick);
+    } else {
+      std::this_thread::yield();
+    }
+    if (options_.process_duties) {
+      advance_flight_clock();
+      if (take_dump_request()) dump_flight_record_to_dir("SIGUSR1");
+      if (tick % kPublishTicks == 0) publish_stuck_progress();
+    }
     const std::uint64_t token = token_.load(std::memory_order_acquire);
     if (token == 0) continue;
-    if (token != seen) {  // a new arming: start timing it (50 ms resolution is plenty here)
+    if (token != seen) {  // a new arming: start timing it (one tick of resolution is plenty)
       seen = token;
-      seen_since_ns = now_ns();
+      seen_since = Clock::now();
       continue;
     }
-    if (now_ns() - seen_since_ns < timeout_ms_ * 1'000'000 + kGraceNs) continue;
+    if (options_.between_reads) options_.between_reads();
+    ArmedOp armed;
+    if (!read_armed(token, armed)) continue;  // re-armed meanwhile: the next look times it
+    armed.armed_for = Clock::now() - seen_since;
+    if (armed.armed_for < std::chrono::milliseconds(armed.timeout_ms) + options_.grace) continue;
     // Still the same arming after its timeout and grace: the arming thread is blocked inside the
     // library, so the op's details and its communicator stay put.
-    const std::string context =
-        recorder_ != nullptr ? timeout_context(*recorder_, sequence_) : std::string();
-    std::fprintf(
-        stderr,
-        "mcr: TimeoutError: %.*s (sequence #%llu) on backend '%.*s' blocked for more than its "
-        "timeout of %lld ms inside the library%s; a blocked library call cannot be interrupted, "
-        "so the job is aborted\n",
-        static_cast<int>(op_.size()), op_.data(), static_cast<unsigned long long>(sequence_),
-        static_cast<int>(backend_.size()), backend_.data(), static_cast<long long>(timeout_ms_),
-        context.c_str());
-    std::fflush(stderr);
-    write_crash_reports("watchdog: an operation blocked inside the library beyond its timeout");
-    abort_job(124);
+    options_.on_expired(armed);
+    seen = 0;  // a hook that returns (tests) times the arming afresh
   }
 }
 
