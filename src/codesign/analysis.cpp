@@ -12,39 +12,57 @@ ModelShape dense_layer_of(const ModelShape& model) {
   return dense;
 }
 
+namespace {
+
+struct Summed {
+  double time_s = 0;
+  double flops = 0;
+};
+
+Summed add_gemms(const std::vector<Gemm>& gemms, const DeviceSpec& device,
+                 std::vector<GemmResult>* keep) {
+  Summed sum;
+  for (const Gemm& g : gemms) {
+    GemmPrediction p = predict(g, device);
+    sum.time_s += p.time_s;
+    sum.flops += g.flops();
+    if (keep != nullptr) keep->push_back({g, std::move(p)});
+  }
+  return sum;
+}
+
+}  // namespace
+
 ModelAnalysis analyze(const ModelShape& model, const DeviceSpec& device, bool training) {
   ModelAnalysis result;
   result.model = model;
   result.device = device.name;
   result.training = training;
   AnalysisTotals& t = result.totals;
-  for (Gemm& g : layer_gemms(model, training)) {
-    GemmPrediction p = predict(g, device);
-    t.time_per_layer_s += p.time_s;
-    t.flops_per_layer += g.flops();
-    result.layer.push_back({std::move(g), std::move(p)});
+  const Summed one = add_gemms(layer_gemms(model, training), device, &result.layer);
+  t.time_per_layer_s = one.time_s;
+  t.flops_per_layer = one.flops;
+  const Summed logits = add_gemms(logit_gemms(model, training), device, &result.logits);
+  t.logits_time_s = logits.time_s;
+  t.logits_flops = logits.flops;
+  // Every kind of layer by its count (layer_groups): leading dense layers of an MoE model
+  // (DeepSeekMoE) run a dense d_ff MLP instead of the experts, sliding-window layers attend to the
+  // window only. One layer of each kind other than the main one is listed.
+  double layers_time = 0, layers_flops = 0;
+  for (const LayerGroup& group : layer_groups(model)) {
+    std::vector<GemmResult>* keep = nullptr;
+    if (group.kind == "dense") keep = &result.dense_layer;
+    if (group.kind == "sliding") keep = &result.sliding_layer;
+    const Summed sum =
+        group.kind == "layer"
+            ? one
+            : add_gemms(layer_gemms(group.shape, training, group.span), device, keep);
+    layers_time += static_cast<double>(group.count) * sum.time_s;
+    layers_flops += static_cast<double>(group.count) * sum.flops;
   }
-  for (Gemm& g : logit_gemms(model, training)) {
-    GemmPrediction p = predict(g, device);
-    t.logits_time_s += p.time_s;
-    t.logits_flops += g.flops();
-    result.logits.push_back({std::move(g), std::move(p)});
-  }
-  // Leading dense layers of an MoE model (DeepSeekMoE) run a dense d_ff MLP instead of the experts.
-  double dense_time = 0, dense_flops = 0;
-  if (model.is_moe() && model.dense_layers > 0) {
-    for (Gemm& g : layer_gemms(dense_layer_of(model), training)) {
-      GemmPrediction p = predict(g, device);
-      dense_time += p.time_s;
-      dense_flops += g.flops();
-      result.dense_layer.push_back({std::move(g), std::move(p)});
-    }
-  }
-  const double dense = model.is_moe() ? static_cast<double>(model.dense_layers) : 0.0;
-  const double layers = static_cast<double>(model.L) - dense;
   t.tflops = t.flops_per_layer / t.time_per_layer_s / 1e12;
-  t.step_time_s = layers * t.time_per_layer_s + dense * dense_time + t.logits_time_s;
-  t.step_flops = layers * t.flops_per_layer + dense * dense_flops + t.logits_flops;
+  t.step_time_s = layers_time + t.logits_time_s;
+  t.step_flops = layers_flops + t.logits_flops;
   t.model_tflops = t.step_flops / t.step_time_s / 1e12;
   t.tokens_per_s_per_gpu =
       static_cast<double>(model.b * model.s) / t.step_time_s / static_cast<double>(model.t);

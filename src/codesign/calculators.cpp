@@ -45,6 +45,22 @@ double layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
   return dbl(m.s) * dbl(m.b) * dbl(m.h) * per_token;
 }
 
+// Multi-head latent attention (DeepSeek-V2 sec. 2.1): Q from h directly or through a q_lora_rank
+// latent with its norm; a shared down-projection to the KV latent plus the rotary key, the latent's
+// norm, the per-head up-projection to the non-rotary key and the value, and the output projection
+// from a x v_head_dim.
+double latent_attention_params(const ModelShape& m) {
+  const double h = dbl(m.h), a = dbl(m.a);
+  const double q_width = a * dbl(m.qk_head_dim());
+  const double q = m.q_lora_rank > 0
+                       ? h * dbl(m.q_lora_rank) + dbl(m.q_lora_rank) + dbl(m.q_lora_rank) * q_width
+                       : h * q_width;
+  const double kv = h * dbl(m.kv_lora_rank + m.qk_rope_dim) + dbl(m.kv_lora_rank) +
+                    dbl(m.kv_lora_rank) * a * dbl(m.qk_nope_dim + m.v_head_dim);
+  const double out = a * dbl(m.v_head_dim) * h;
+  return q + kv + out;
+}
+
 }  // namespace
 
 ParamCount count_parameters(const ModelShape& m) {
@@ -65,6 +81,9 @@ ParamCount count_parameters(const ModelShape& m) {
   } else if (m.qkv_bias) {
     attention += q + 2.0 * kv;
   }
+  if (m.is_mla()) attention = latent_attention_params(m);
+  if (m.qk_norm) attention += 2.0 * dbl(m.qk_head_dim());  // one weight per head dim, Q and K
+  if (m.attention_sinks) attention += dbl(m.a);            // one logit per head
   p.attention = layers * attention;
   // A gated MLP (SwiGLU, GeGLU) has gate, up and down matrices; a plain one up and down.
   const auto mlp_params = [&](double ff) {
@@ -77,7 +96,7 @@ ParamCount count_parameters(const ModelShape& m) {
   const double moe_layers = m.is_moe() ? dbl(m.L - m.dense_layers) : 0.0;
   const double dense_layers = layers - moe_layers;
   p.mlp = dense_layers * dense_mlp + moe_layers * (expert * dbl(m.experts) + shared);
-  p.router = moe_layers * h * dbl(m.experts);
+  p.router = moe_layers * (h + (bias ? 1.0 : 0.0)) * dbl(m.experts);
   const double one_norm = m.norm == NormType::layernorm ? 2.0 * h : h;
   p.norm = (dbl(m.norms_per_layer) * layers + 1.0) * one_norm;
   p.total = p.embedding + p.position + p.attention + p.mlp + p.router + p.norm;
@@ -89,21 +108,20 @@ ParamCount count_parameters(const ModelShape& m) {
 FlopCount count_flops(const ModelShape& model) {
   ModelShape whole = model;
   whole.t = 1;  // the whole model's FLOPs, not one TP rank's share
-  double layer = 0;
-  for (const Gemm& g : layer_gemms(whole, false))
-    layer += g.flops();
+  // Every kind of layer by its count: leading dense layers of an MoE model run the dense MLP, not
+  // the experts; sliding-window layers attend to the window only.
+  double layers = 0;
+  for (const LayerGroup& group : layer_groups(whole)) {
+    double one = 0;
+    for (const Gemm& g : layer_gemms(group.shape, false, group.span))
+      one += g.flops();
+    layers += dbl(group.count) * one;
+  }
   double logits = 0;
   for (const Gemm& g : logit_gemms(whole, false))
     logits += g.flops();
-  // Leading dense layers of an MoE model run the dense MLP, not the experts.
-  double dense = 0;
-  const double dense_count = whole.is_moe() ? dbl(whole.dense_layers) : 0.0;
-  if (dense_count > 0) {
-    for (const Gemm& g : layer_gemms(dense_layer_of(whole), false))
-      dense += g.flops();
-  }
   FlopCount f;
-  f.forward_per_step = (dbl(whole.L) - dense_count) * layer + dense_count * dense + logits;
+  f.forward_per_step = layers + logits;
   f.forward_per_token = f.forward_per_step / dbl(whole.b * whole.s);
   f.training_per_step = 3.0 * f.forward_per_step;
   f.training_recompute_per_step = 4.0 * f.forward_per_step;

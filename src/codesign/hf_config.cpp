@@ -23,9 +23,12 @@ namespace {
 // Families whose config the importer knows. Anything else is read with the Llama mapping and a
 // warning.
 constexpr std::string_view kKnownTypes[] = {
-    "llama",  "mistral",  "mixtral",    "qwen2",           "qwen2_moe", "gemma",
-    "gemma2", "falcon",   "RefinedWeb", "RefinedWebModel", "phi",       "gpt2",
-    "gptj",   "gpt_neox", "opt",        "bloom",           "mpt",       "deepseek"};
+    "llama",       "mistral",     "mixtral",    "qwen2",           "qwen2_moe",
+    "qwen3",       "qwen3_moe",   "gemma",      "gemma2",          "gemma3",
+    "gemma3_text", "falcon",      "RefinedWeb", "RefinedWebModel", "phi",
+    "phi3",        "gpt2",        "gptj",       "gpt_neox",        "opt",
+    "bloom",       "mpt",         "deepseek",   "deepseek_v2",     "deepseek_v3",
+    "llama4",      "llama4_text", "gpt_oss"};
 
 // Substrings of keys that never change a GEMM shape or a parameter count: numerics, token ids,
 // dropout, rotary settings, runtime switches and bookkeeping.
@@ -79,7 +82,14 @@ constexpr std::string_view kIrrelevantParts[] = {"token_id",
                                                  "norm_type",
                                                  "use_bfloat16",
                                                  "gradient_checkpointing",
-                                                 "pre_attn_scalar"};
+                                                 "pre_attn_scalar",
+                                                 "n_group",
+                                                 "topk_group",
+                                                 "ep_size",
+                                                 "swiglu_limit",
+                                                 "initial_context_length",
+                                                 "for_llm_compressor",
+                                                 "original_max_position"};
 
 bool irrelevant_key(const std::string& key) {
   return std::any_of(std::begin(kIrrelevantParts), std::end(kIrrelevantParts),
@@ -174,14 +184,78 @@ bool is(const std::string& type, std::initializer_list<const char*> names) {
 // Tying when the config does not say: transformers' per-class default (PretrainedConfig's is true;
 // Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Phi, GPT-J, GPT-NeoX and DeepSeek set false).
 bool default_tying(const std::string& type) {
-  return is(type, {"gemma", "gemma2", "falcon", "RefinedWeb", "RefinedWebModel", "gpt2", "opt",
-                   "bloom", "mpt"});
+  return is(type, {"gemma", "gemma2", "gemma3", "gemma3_text", "falcon", "RefinedWeb",
+                   "RefinedWebModel", "gpt2", "opt", "bloom", "mpt"});
+}
+
+// Layers with local attention and their window, from the forms configs use: a per-layer list
+// (gpt-oss `layer_types`), Gemma-3's pattern (every pattern-th layer global), or one window on
+// every layer (Mistral, Mixtral, Phi-3). Qwen2/3 switch it off with use_sliding_window.
+void read_sliding_window(const json& c, Reader& in, const std::string& type, ModelShape& m,
+                         HfImport& r) {
+  const bool allowed = c.value("use_sliding_window", true);
+  if (c.contains("use_sliding_window")) in.use("use_sliding_window");
+  const auto window = in.integer({"sliding_window"});
+  if (c.contains("sliding_window")) in.use("sliding_window");
+  if (!window || !allowed) return;
+  if (c.contains("layer_types") && c.at("layer_types").is_array()) {
+    in.use("layer_types");
+    std::int64_t sliding = 0;
+    for (const auto& t : c.at("layer_types")) {
+      if (t.is_string() && t.get<std::string>() == "sliding_attention") ++sliding;
+    }
+    m.sliding_window = *window;
+    m.sliding_layers = std::min(sliding, m.L);
+  } else if (const auto pattern = in.integer({"sliding_window_pattern"})) {
+    m.sliding_window = *window;
+    m.sliding_layers = m.L - m.L / *pattern;  // layers i with (i + 1) % pattern != 0 slide
+  } else if (is(type, {"mistral", "mixtral", "phi3"})) {
+    m.sliding_window = *window;
+    m.sliding_layers = m.L;
+  } else {
+    return;
+  }
+  r.defaults.push_back(
+      fmt::format("sliding window {} on {} of {} layers", m.sliding_window, m.sliding_layers, m.L));
+}
+
+// Multi-head latent attention (DeepSeek-V2/V3). q_lora_rank null means a plain Q projection.
+void read_latent_attention(Reader& in, const json& c, ModelShape& m) {
+  const auto kv_lora = in.integer({"kv_lora_rank"});
+  if (!kv_lora) return;
+  m.kv_lora_rank = *kv_lora;
+  if (c.contains("q_lora_rank")) in.use("q_lora_rank");
+  m.q_lora_rank = in.integer({"q_lora_rank"}).value_or(0);
+  m.qk_nope_dim = in.required({"qk_nope_head_dim"});
+  m.qk_rope_dim = in.required({"qk_rope_head_dim"});
+  m.v_head_dim = in.required({"v_head_dim"});
 }
 
 }  // namespace
 
 HfImport import_hf_config(const json& c) {
   if (!c.is_object()) throw InvalidArgument("config.json: expected a JSON object");
+  // Multimodal configs (Llama-4, Gemma-3 4B+, ...) nest the language model in text_config; the
+  // vision encoder and its projector are left out and said to be.
+  if (c.contains("text_config") && c.at("text_config").is_object() && !c.contains("hidden_size")) {
+    HfImport inner = import_hf_config(c.at("text_config"));
+    const std::string outer = c.value("model_type", std::string("unknown"));
+    inner.model_type = outer + "/" + inner.model_type;
+    inner.defaults.insert(
+        inner.defaults.begin(),
+        fmt::format("text_config of the '{}' config: the language model only", outer));
+    for (auto& key : inner.used)
+      key = "text_config." + key;
+    for (const auto& [key, value] : c.items()) {
+      if (key == "text_config") continue;
+      inner.ignored.push_back(key);
+    }
+    if (c.contains("vision_config")) {
+      inner.warnings.push_back(
+          "vision_config: the vision encoder and projector are not counted (text model only)");
+    }
+    return inner;
+  }
   HfImport r;
   Reader in(c, r);
   const auto type_text = in.text({"model_type"});
@@ -202,10 +276,12 @@ HfImport import_hf_config(const json& c) {
   if (m.name.empty()) m.name = type;
 
   const bool falcon = is(type, {"falcon", "RefinedWeb", "RefinedWebModel"});
-  const bool gemma = is(type, {"gemma", "gemma2"});
+  const bool gemma = is(type, {"gemma", "gemma2", "gemma3", "gemma3_text"});
   const bool llama_like =
       !r.known_type ||
-      is(type, {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "deepseek"}) || gemma;
+      is(type, {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
+                "deepseek", "deepseek_v2", "deepseek_v3", "llama4_text", "gpt_oss"}) ||
+      gemma;
 
   m.h = in.required({"hidden_size", "n_embd", "n_embed", "d_model"});
   m.a = in.required({"num_attention_heads", "n_head", "n_heads"});
@@ -239,6 +315,7 @@ HfImport import_hf_config(const json& c) {
   if (const auto d = in.integer({"head_dim"})) {
     if (*d * m.a != m.h) m.d_head = *d;
   }
+  read_latent_attention(in, c, m);
 
   // Sequence length: the config's maximum, capped at the training length the presets use.
   const auto max_pos =
@@ -272,7 +349,22 @@ HfImport import_hf_config(const json& c) {
   if (const auto experts =
           in.integer({"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"})) {
     m.experts = *experts;
-    m.top_k = in.integer({"num_experts_per_tok", "moe_top_k"}).value_or(2);
+    m.top_k = in.integer({"num_experts_per_tok", "experts_per_token", "moe_top_k"}).value_or(2);
+    if (c.contains("experts_per_token")) in.use("experts_per_token");  // gpt-oss writes both
+    if (type == "llama4_text") {
+      // Llama 4: intermediate_size is the width of each routed expert and of the one shared
+      // expert every MoE layer has; intermediate_size_mlp that of the dense layers.
+      m.d_ff_expert = m.d_ff;
+      m.d_ff_shared = m.d_ff;
+      m.d_ff = in.integer({"intermediate_size_mlp"}).value_or(m.d_ff);
+      const auto step = in.integer({"interleave_moe_layer_step"}).value_or(1);
+      if (step > 1) {
+        m.dense_layers = m.L - m.L / step;
+        r.warnings.push_back(fmt::format(
+            "interleave_moe_layer_step {}: the {} dense layers are counted as leading layers", step,
+            m.dense_layers));
+      }
+    }
     if (const auto moe_ff = in.integer({"moe_intermediate_size"})) m.d_ff_expert = *moe_ff;
     if (const auto shared = in.integer({"shared_expert_intermediate_size"})) {
       m.d_ff_shared = *shared;  // Qwen2-MoE: one shared expert of this width
@@ -296,7 +388,33 @@ HfImport import_hf_config(const json& c) {
 
   // Norms, positions, biases, tying.
   m.norm = llama_like ? NormType::rmsnorm : NormType::layernorm;
-  if (type == "gemma2") m.norms_per_layer = 4;  // pre and post norms around attention and MLP
+  if (is(type, {"gemma2", "gemma3", "gemma3_text"})) {
+    m.norms_per_layer = 4;  // pre and post norms around attention and MLP
+  }
+  // Per-head RMS norms of Q and K with weights (Qwen3, Gemma-3); Llama 4's use_qk_norm is a
+  // weightless L2 norm.
+  m.qk_norm = is(type, {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"});
+  if (c.contains("use_qk_norm")) in.use("use_qk_norm");
+  if (type == "gpt_oss") m.attention_sinks = true;  // one learned logit per head and layer
+  read_sliding_window(c, in, type, m, r);
+  if (type == "llama4_text") {
+    // Chunked local attention on three of every four layers (the fourth is global, without
+    // rotary embedding): for the GEMMs, a window of one chunk.
+    if (const auto chunk = in.integer({"attention_chunk_size"})) {
+      m.sliding_window = *chunk;
+      m.sliding_layers = m.L - m.L / 4;
+      r.defaults.push_back(fmt::format("chunked attention: {} of {} layers attend within {} tokens",
+                                       m.sliding_layers, m.L, *chunk));
+    }
+  }
+  if (is(type, {"deepseek_v2", "deepseek_v3"})) {
+    if (const auto mtp = in.integer({"num_nextn_predict_layers"})) {
+      r.defaults.push_back(fmt::format(
+          "num_nextn_predict_layers = {}: the multi-token-prediction module is not counted (it is "
+          "not part of the published main-model total)",
+          *mtp));
+    }
+  }
   if (is(type, {"gptj", "phi"})) m.norms_per_layer = 1;  // one norm feeds attention and MLP
   if (type == "gpt2") {
     m.position = PositionEmbedding::learned;
@@ -326,10 +444,15 @@ HfImport import_hf_config(const json& c) {
     m.linear_bias = !in.boolean("no_bias").value_or(false);
   } else if (type == "opt") {
     m.linear_bias = in.boolean("enable_bias").value_or(true);
+  } else if (type == "gpt_oss") {
+    // Biases on Q, K, V and O, on every expert's matrices and on the router.
+    m.linear_bias = in.boolean("attention_bias").value_or(true);
   } else if (llama_like) {
-    m.linear_bias =
-        in.boolean("attention_bias").value_or(false) && in.boolean("mlp_bias").value_or(false);
-    m.qkv_bias = is(type, {"qwen2", "qwen2_moe"}) || in.boolean("attention_bias").value_or(false);
+    // Both keys are read (and so accounted for) whatever the first says.
+    const bool attention_bias = in.boolean("attention_bias").value_or(false);
+    const bool mlp_bias = in.boolean("mlp_bias").value_or(false);
+    m.linear_bias = attention_bias && mlp_bias;
+    m.qkv_bias = is(type, {"qwen2", "qwen2_moe"}) || attention_bias;
   } else {
     m.linear_bias = true;  // GPT-2, GPT-J, GPT-NeoX, Phi, BLOOM
   }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "json_util.hpp"
+#include "mcr/codesign/analysis.hpp"
 #include "mcr/codesign/paths.hpp"
 #include "mcr/errors.hpp"
 
@@ -164,6 +165,36 @@ void ModelShape::validate() const {
     throw InvalidArgument(
         fmt::format("{}: dense_layers = {} must not exceed L = {}", ctx, dense_layers, L));
   }
+  non_negative("q_lora_rank", q_lora_rank);
+  non_negative("kv_lora_rank", kv_lora_rank);
+  non_negative("qk_nope_dim", qk_nope_dim);
+  non_negative("qk_rope_dim", qk_rope_dim);
+  non_negative("v_head_dim", v_head_dim);
+  non_negative("sliding_window", sliding_window);
+  non_negative("sliding_layers", sliding_layers);
+  if (is_mla() && (qk_nope_dim + qk_rope_dim <= 0 || v_head_dim <= 0)) {
+    throw InvalidArgument(fmt::format(
+        "{}: kv_lora_rank = {} (latent attention) needs qk_nope_dim + qk_rope_dim > 0 and "
+        "v_head_dim > 0 (got {}, {} and {})",
+        ctx, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim));
+  }
+  if (sliding_layers > L) {
+    throw InvalidArgument(
+        fmt::format("{}: sliding_layers = {} must not exceed L = {}", ctx, sliding_layers, L));
+  }
+  if (sliding_layers > 0 && sliding_window <= 0) {
+    throw InvalidArgument(fmt::format(
+        "{}: sliding_layers = {} needs sliding_window > 0 (the tokens each query attends to)", ctx,
+        sliding_layers));
+  }
+}
+
+std::int64_t ModelShape::qk_head_dim() const {
+  return is_mla() ? qk_nope_dim + qk_rope_dim : head_dim();
+}
+
+std::int64_t ModelShape::v_dim() const {
+  return is_mla() ? v_head_dim : head_dim();
 }
 
 bool operator==(const ModelShape& x, const ModelShape& y) {
@@ -197,6 +228,20 @@ void to_json(json& j, const ModelShape& m) {
            {"d_ff_expert", m.d_ff_expert},
            {"d_ff_shared", m.d_ff_shared},
            {"dense_layers", m.dense_layers}};
+  // Written only when used, so that the JSON of the older architectures does not change.
+  if (m.is_mla()) {
+    j["q_lora_rank"] = m.q_lora_rank;
+    j["kv_lora_rank"] = m.kv_lora_rank;
+    j["qk_nope_dim"] = m.qk_nope_dim;
+    j["qk_rope_dim"] = m.qk_rope_dim;
+    j["v_head_dim"] = m.v_head_dim;
+  }
+  if (m.sliding_layers > 0) {
+    j["sliding_window"] = m.sliding_window;
+    j["sliding_layers"] = m.sliding_layers;
+  }
+  if (m.attention_sinks) j["attention_sinks"] = true;
+  if (m.qk_norm) j["qk_norm"] = true;
 }
 
 void from_json(const json& j, ModelShape& m) {
@@ -227,6 +272,15 @@ void from_json(const json& j, ModelShape& m) {
                                            "d_ff_expert",
                                            "d_ff_shared",
                                            "dense_layers",
+                                           "q_lora_rank",
+                                           "kv_lora_rank",
+                                           "qk_nope_dim",
+                                           "qk_rope_dim",
+                                           "v_head_dim",
+                                           "sliding_window",
+                                           "sliding_layers",
+                                           "attention_sinks",
+                                           "qk_norm",
                                            "source",
                                            "notes"};
   for (const auto& [key, value] : j.items()) {
@@ -235,7 +289,9 @@ void from_json(const json& j, ModelShape& m) {
           fmt::format("model: unknown field '{}' (known: h, a, a_kv, L, v, s, b, "
                       "d_ff, mlp, tied_embeddings, experts, top_k, t, dtype, "
                       "attention, norm, position, linear_bias, head_dim, qkv_bias, "
-                      "norms_per_layer, positions, d_ff_expert, d_ff_shared, dense_layers, name)",
+                      "norms_per_layer, positions, d_ff_expert, d_ff_shared, dense_layers, "
+                      "q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim, "
+                      "sliding_window, sliding_layers, attention_sinks, qk_norm, name)",
                       key));
     }
   }
@@ -260,6 +316,15 @@ void from_json(const json& j, ModelShape& m) {
   optional(j, "d_ff_expert", ctx, m.d_ff_expert);
   optional(j, "d_ff_shared", ctx, m.d_ff_shared);
   optional(j, "dense_layers", ctx, m.dense_layers);
+  optional(j, "q_lora_rank", ctx, m.q_lora_rank);
+  optional(j, "kv_lora_rank", ctx, m.kv_lora_rank);
+  optional(j, "qk_nope_dim", ctx, m.qk_nope_dim);
+  optional(j, "qk_rope_dim", ctx, m.qk_rope_dim);
+  optional(j, "v_head_dim", ctx, m.v_head_dim);
+  optional(j, "sliding_window", ctx, m.sliding_window);
+  optional(j, "sliding_layers", ctx, m.sliding_layers);
+  optional(j, "attention_sinks", ctx, m.attention_sinks);
+  optional(j, "qk_norm", ctx, m.qk_norm);
   // head_dim is written for every model; only a value other than h/a is an override.
   std::int64_t head_dim = 0;
   optional(j, "head_dim", ctx, head_dim);
@@ -347,28 +412,68 @@ Gemm make(const char* role, std::int64_t m, std::int64_t n, std::int64_t k, std:
 }  // namespace
 
 std::vector<Gemm> layer_gemms(const ModelShape& model, bool training) {
+  return layer_gemms(model, training, model.s);
+}
+
+namespace {
+
+// The projections into Q, K and V. Standard attention: one fused QKV GEMM. Latent attention
+// (DeepSeek-V2/V3, as Megatron-Core runs it for training, without absorbing the up-projections):
+// down-projections to the latents, replicated on every TP rank, then per-head up-projections.
+void add_qkv(std::vector<Gemm>& out, const ModelShape& x, std::int64_t tokens,
+             std::int64_t heads_per_gpu, std::int64_t kv_per_gpu, bool training) {
+  const DType dt = x.dtype;
+  if (!x.is_mla()) {
+    add_with_backward(
+        out, make("qkv", tokens, (heads_per_gpu + 2 * kv_per_gpu) * x.head_dim(), x.h, 1, dt),
+        training);
+    return;
+  }
+  const std::int64_t q_width = heads_per_gpu * x.qk_head_dim();
+  if (x.q_lora_rank > 0) {
+    add_with_backward(out, make("q_down", tokens, x.q_lora_rank, x.h, 1, dt), training);
+    add_with_backward(out, make("q_up", tokens, q_width, x.q_lora_rank, 1, dt), training);
+  } else {
+    add_with_backward(out, make("q_proj", tokens, q_width, x.h, 1, dt), training);
+  }
+  add_with_backward(out, make("kv_down", tokens, x.kv_lora_rank + x.qk_rope_dim, x.h, 1, dt),
+                    training);
+  add_with_backward(
+      out,
+      make("kv_up", tokens, heads_per_gpu * (x.qk_nope_dim + x.v_head_dim), x.kv_lora_rank, 1, dt),
+      training);
+}
+
+}  // namespace
+
+std::vector<Gemm> layer_gemms(const ModelShape& model, bool training, std::int64_t span) {
   model.validate();
   const ModelShape& x = model;
   // Sharded dimensions that do not divide evenly are rounded up: the largest shard sets the time.
   const std::int64_t tokens = x.b * x.s;
-  const std::int64_t d = x.head_dim();
+  const std::int64_t dqk = x.qk_head_dim();
+  const std::int64_t dv = x.v_dim();
   const std::int64_t heads_per_gpu = ceil_div(x.a, x.t);
   const std::int64_t kv_per_gpu = ceil_div(x.kv_heads(), x.t);
+  const std::int64_t keys = span > 0 ? std::min(span, x.s) : x.s;
   const DType dt = x.dtype;
   std::vector<Gemm> out;
 
-  add_with_backward(out, make("qkv", tokens, (heads_per_gpu + 2 * kv_per_gpu) * d, x.h, 1, dt),
-                    training);
+  add_qkv(out, x, tokens, heads_per_gpu, kv_per_gpu, training);
   if (x.attention == AttentionImpl::unfused) {
-    // Grouped-query attention is modelled as repeat-KV: the BMMs run once per query head.
-    add_with_backward(out, make("attn_score", x.s, x.s, d, x.b * heads_per_gpu, dt), training);
-    add_with_backward(out, make("attn_over_value", x.s, d, x.s, x.b * heads_per_gpu, dt), training);
+    // Grouped-query attention is modelled as repeat-KV: the BMMs run once per query head. A
+    // sliding window masks scores but the BMMs still compute all s x s of them.
+    add_with_backward(out, make("attn_score", x.s, x.s, dqk, x.b * heads_per_gpu, dt), training);
+    add_with_backward(out, make("attn_over_value", x.s, dv, x.s, x.b * heads_per_gpu, dt),
+                      training);
   } else {
-    // Flash attention fuses QK^T and PV in one kernel: s x s outputs, each reducing over 2 head
-    // dims. Same FLOPs as the two BMMs; a small head dim shows up as a short K.
-    add_with_backward(out, make("attn_flash", x.s, x.s, 2 * d, x.b * heads_per_gpu, dt), training);
+    // Flash attention fuses QK^T and PV in one kernel: s x keys outputs, each reducing over the
+    // query/key and the value head dims. Same FLOPs as the two BMMs; a small head dim shows up as a
+    // short K. Attention sinks add one logit per head to the softmax: no GEMM.
+    add_with_backward(out, make("attn_flash", x.s, keys, dqk + dv, x.b * heads_per_gpu, dt),
+                      training);
   }
-  add_with_backward(out, make("attn_proj", tokens, x.h, heads_per_gpu * d, 1, dt), training);
+  add_with_backward(out, make("attn_proj", tokens, x.h, heads_per_gpu * dv, 1, dt), training);
 
   const std::int64_t ff = ceil_div(x.d_ff, x.t);
   if (!x.is_moe()) {
@@ -407,6 +512,27 @@ std::vector<Gemm> logit_gemms(const ModelShape& model, bool training) {
   add_with_backward(
       out, make("logits", model.b * model.s, ceil_div(model.v, model.t), model.h, 1, model.dtype),
       training);
+  return out;
+}
+
+std::vector<LayerGroup> layer_groups(const ModelShape& model) {
+  model.validate();
+  const std::int64_t dense = model.is_moe() ? model.dense_layers : 0;
+  const std::int64_t sliding = model.sliding_window > 0 ? model.sliding_layers : 0;
+  // Which layers slide is left open: counts split in proportion, dense layers first.
+  const std::int64_t dense_sliding = model.L > 0 ? dense * sliding / model.L : 0;
+  const std::int64_t moe_sliding = sliding - dense_sliding;
+  const ModelShape dense_shape = dense_layer_of(model);
+  const std::int64_t window = std::min(model.sliding_window, model.s);
+  std::vector<LayerGroup> out;
+  const auto add = [&out](const char* kind, std::int64_t count, const ModelShape& shape,
+                          std::int64_t span) {
+    if (count > 0) out.push_back({kind, count, shape, span});
+  };
+  add("layer", model.L - dense - moe_sliding, model, model.s);
+  add("sliding", moe_sliding, model, window);
+  add("dense", dense - dense_sliding, dense_shape, model.s);
+  add("dense sliding", dense_sliding, dense_shape, window);
   return out;
 }
 

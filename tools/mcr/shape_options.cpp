@@ -155,6 +155,7 @@ std::string describe_model(const codesign::ModelShape& m) {
       m.h % m.a == 0 ? fmt::format("{}", m.h / m.a)
                      : fmt::format("{:.2f}", static_cast<double>(m.h) / static_cast<double>(m.a));
   if (m.d_head > 0) head = fmt::format("{} given", m.d_head);
+  if (m.is_mla()) head = fmt::format("{} for Q and K, {} for V", m.qk_head_dim(), m.v_dim());
   std::string s = fmt::format(
       "{}: h={} a={} (head dim {}) a_kv={} L={} v={} s={} b={} d_ff={} {} t={} {} attention={}",
       m.name, m.h, m.a, head, m.kv_heads(), m.L, m.v, m.s, m.b, m.d_ff, to_string(m.mlp), m.t,
@@ -165,6 +166,14 @@ std::string describe_model(const codesign::ModelShape& m) {
     if (m.d_ff_shared > 0) s += fmt::format(" shared d_ff={}", m.d_ff_shared);
     if (m.dense_layers > 0) s += fmt::format(" dense layers={}", m.dense_layers);
   }
+  if (m.is_mla()) {
+    s += fmt::format(" latent attention (q_lora={} kv_lora={} qk={}+{} v={})", m.q_lora_rank,
+                     m.kv_lora_rank, m.qk_nope_dim, m.qk_rope_dim, m.v_head_dim);
+  }
+  if (m.sliding_layers > 0) {
+    s += fmt::format(" sliding window {} on {} layers", m.sliding_window, m.sliding_layers);
+  }
+  if (m.attention_sinks) s += " sinks";
   s += fmt::format(" {} positions={}", to_string(m.norm), to_string(m.position));
   s += m.tied_embeddings ? " tied" : " untied";
   return s;

@@ -39,6 +39,9 @@ struct ModelAnalysis {
   /// One of the model's leading dense layers (MoE models with dense_layers > 0, e.g. DeepSeekMoE);
   /// empty otherwise. The totals count dense_layers of these and L - dense_layers of `layer`.
   std::vector<GemmResult> dense_layer;
+  /// One of the model's sliding-window layers (sliding_layers > 0, e.g. Gemma-3, gpt-oss): its
+  /// attention covers the window only. The totals count each kind by its number of layers.
+  std::vector<GemmResult> sliding_layer;
   AnalysisTotals totals;
 };
 

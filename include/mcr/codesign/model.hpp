@@ -61,8 +61,27 @@ struct ModelShape {
   std::int64_t d_ff_expert = 0;   ///< MoE: width of one routed expert; 0 means d_ff
   std::int64_t d_ff_shared = 0;   ///< MoE: total width of the shared experts every token uses
   std::int64_t dense_layers = 0;  ///< MoE: leading layers with a dense d_ff MLP (DeepSeek-MoE)
+  // Multi-head latent attention (DeepSeek-V2/V3): K and V come from a compressed latent of
+  // kv_lora_rank values per token (plus a shared rotary key of qk_rope_dim), Q from a latent of
+  // q_lora_rank (0: a plain projection). Active when kv_lora_rank > 0; head dims replace head_dim.
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_dim = 0;  ///< per-head query/key dims without rotary embedding
+  std::int64_t qk_rope_dim = 0;  ///< per-head query/key dims with rotary embedding
+  std::int64_t v_head_dim = 0;   ///< per-head value dims
+  // Local attention: sliding_layers of the L layers attend to the last sliding_window tokens only
+  // (Gemma-3: 5 of every 6, gpt-oss: every other); the rest attend to the whole sequence.
+  std::int64_t sliding_window = 0;
+  std::int64_t sliding_layers = 0;
+  bool attention_sinks = false;  ///< one learned logit per head and layer (gpt-oss): a parameters
+  bool qk_norm = false;          ///< per-head norms of Q and K (Qwen3, Gemma-3): 2 x head_dim
 
   std::int64_t kv_heads() const { return a_kv > 0 ? a_kv : a; }
+  bool is_mla() const { return kv_lora_rank > 0; }
+  /// Per-head width of Q and K: qk_nope_dim + qk_rope_dim under MLA, else head_dim().
+  std::int64_t qk_head_dim() const;
+  /// Per-head width of V (and of the attention output): v_head_dim under MLA, else head_dim().
+  std::int64_t v_dim() const;
   /// d_head when given, else h / a (integer part; validate() requires h % a == 0 then).
   std::int64_t head_dim() const { return d_head > 0 ? d_head : (a > 0 ? h / a : 0); }
   bool is_moe() const { return experts > 1; }
@@ -115,5 +134,21 @@ ModelShape load_hf_config(const std::filesystem::path& path);
 std::vector<Gemm> layer_gemms(const ModelShape& model, bool training);
 /// The logit (unembedding) GEMMs, run once per model pass: N = v/t.
 std::vector<Gemm> logit_gemms(const ModelShape& model, bool training);
+
+/// Layers of one kind: `count` layers whose GEMMs are layer_gemms(shape, ..., span). A model has up
+/// to four kinds: dense or MoE MLP (leading dense layers of an MoE model), times full or sliding
+/// attention; `shape` is the model itself for MoE layers and dense_layer_of(model) for dense ones.
+struct LayerGroup {
+  std::string kind;  ///< "layer", "dense", "sliding", "dense sliding"
+  std::int64_t count = 0;
+  ModelShape shape;
+  std::int64_t span = 0;  ///< keys each query attends to: s, or the sliding window
+};
+/// The model's layers by kind (counts sum to L; groups with no layer are left out). Which layers
+/// slide is not said; every GEMM total depends only on the counts.
+std::vector<LayerGroup> layer_groups(const ModelShape& model);
+/// layer_gemms of a layer whose queries attend to `span` keys (a sliding window shorter than s).
+/// Flash attention then computes s x span scores; the unfused BMMs still compute s x s (masked).
+std::vector<Gemm> layer_gemms(const ModelShape& model, bool training, std::int64_t span);
 
 }  // namespace mcr::codesign
