@@ -22,6 +22,8 @@ OpType op_type(Collective c) {
       return OpType::reduce_scatter;
     case Collective::p2p:
       return OpType::send;
+    case Collective::all_to_all:
+      return OpType::all_to_all;
   }
   return OpType::all_reduce;
 }
@@ -35,11 +37,30 @@ double bus_factor(Collective c, int n) {
       return 2 * f;
     case Collective::all_gather:
     case Collective::reduce_scatter:
+    case Collective::all_to_all:
       return f;
     case Collective::p2p:
       return 1;
   }
   return 1;
+}
+
+/// all_to_all of `bytes` per rank: each rank keeps 1/n and sends an equal share to every other;
+/// the shares for ranks of the same node cross NVLink, the others the GPU's own adapter, at the
+/// same time. One latency per peer on the slower path (pairwise exchange).
+double all_to_all_time(double bytes, const Placement& p, const SystemSpec& s) {
+  const double n = p.size;
+  const double same_node = (p.per_node - 1.0) / n * bytes;
+  const double other_nodes = (n - p.per_node) / n * bytes;
+  double t = 0;
+  if (p.per_node > 1) {
+    t = same_node / s.intra.bytes_per_s() + (p.per_node - 1.0) * s.intra.latency_us * 1e-6;
+  }
+  if (p.nodes > 1) {
+    t = std::max(
+        t, other_nodes / s.inter.bytes_per_s() + (n - p.per_node) * s.inter.latency_us * 1e-6);
+  }
+  return t;
 }
 
 /// Latency steps of one phase: a ring inside a node, a tree (log2) between nodes, as NCCL does
@@ -152,6 +173,8 @@ std::string to_string(Collective c) {
       return "reduce_scatter";
     case Collective::p2p:
       return "p2p";
+    case Collective::all_to_all:
+      return "all_to_all";
   }
   return "?";
 }
@@ -182,6 +205,7 @@ double CommModel::alpha_beta(Collective op, double bytes, const Placement& where
     const Link& l = where.nodes > 1 ? system_.inter : system_.intra;
     return l.latency_us * 1e-6 + bytes / l.bytes_per_s();
   }
+  if (op == Collective::all_to_all) return all_to_all_time(bytes, where, system_);
   return phased(bytes, where, system_, op == Collective::all_reduce ? 2 : 1);
 }
 

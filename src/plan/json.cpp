@@ -21,19 +21,39 @@ nlohmann::json to_json(const PlanResult& r) {
                  {"microbatches", l.microbatches()},
                  {"interleave", l.interleave},
                  {"recompute", to_string(l.recompute)},
+                 {"recompute_modules", l.recompute_modules},
                  {"sequence_parallel", l.sequence_parallel},
                  {"zero", l.zero},
-                 {"dp_overlap", l.dp_overlap}};
+                 {"dp_overlap", l.dp_overlap},
+                 {"cp", l.cp},
+                 {"ep", l.ep},
+                 {"etp", l.expert_tp()},
+                 {"capacity_factor", l.capacity_factor},
+                 {"moe_dispatcher", to_string(l.moe_dispatcher)},
+                 {"fp8", to_string(l.fp8)},
+                 {"fp8_params", l.fp8_params},
+                 {"distributed_optimizer", l.distributed_optimizer},
+                 {"tp_comm_overlap", l.tp_comm_overlap},
+                 {"pp_comm_overlap", l.pp_comm_overlap},
+                 {"uneven_pipeline", l.uneven_pipeline}};
   // Inputs that are not part of the model or the layout.
   j["inputs"] = {{"dp_bucket_bytes", r.dp_bucket_bytes}, {"dp_bucket_mb", r.dp_bucket_bytes / 1e6}};
   j["dp_reduction"] = {{"buckets", r.dp_buckets}, {"last_bucket_bytes", r.dp_last_bucket_bytes}};
   j["step_time_s"] = r.step_time_s;
   j["tokens_per_s"] = r.tokens_per_s;
+  j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
   j["tflops_per_gpu"] = r.tflops_per_gpu;
   j["model_tflops_per_gpu"] = r.model_tflops_per_gpu;
   j["mfu"] = r.mfu;
+  j["mfu_causal"] = r.mfu_causal;
   j["hfu"] = r.hfu;
+  j["peak_tflops"] = r.peak_tflops;
   j["model_flops"] = r.model_flops;
+  j["model_flops_causal"] = r.model_flops_causal;
+  j["flops_convention"] =
+      "model_flops counts 3 x the forward GEMMs with attention over all s x s scores (Megatron-LM "
+      "and NeMo's model TFLOP/s); model_flops_causal halves the causal layers' scores; mfu and "
+      "hfu divide by peak_tflops (FP8's under an FP8 recipe)";
   j["hardware_flops"] = r.hardware_flops;
   j["params"] = r.params;
   j["bubble_fraction"] = r.bubble_fraction;
@@ -42,7 +62,10 @@ nlohmann::json to_json(const PlanResult& r) {
                     {"memory_bound_s", b.memory_bound},
                     {"recompute_s", b.recompute},
                     {"logits_embedding_s", b.logits_embedding},
+                    {"fp8_casts_s", b.fp8_casts},
                     {"tp_comm_s", b.tp_comm},
+                    {"cp_comm_s", b.cp_comm},
+                    {"ep_comm_s", b.ep_comm},
                     {"pp_comm_s", b.pp_comm},
                     {"bubble_s", b.bubble},
                     {"dp_comm_s", b.dp_comm},

@@ -1,6 +1,9 @@
 #include "mcr/plan/layout.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "mcr/errors.hpp"
 
@@ -25,20 +28,156 @@ Recompute parse_recompute(const std::string& s) {
   throw InvalidArgument(fmt::format("--recompute '{}' is not one of none, selective, full", s));
 }
 
+std::string to_string(Fp8 f) {
+  switch (f) {
+    case Fp8::none:
+      return "none";
+    case Fp8::delayed:
+      return "delayed";
+    case Fp8::current:
+      return "current";
+    case Fp8::blockwise:
+      return "blockwise";
+    case Fp8::mxfp8:
+      return "mxfp8";
+  }
+  return "none";
+}
+
+Fp8 parse_fp8(const std::string& s) {
+  if (s == "none") return Fp8::none;
+  if (s == "delayed") return Fp8::delayed;
+  if (s == "current") return Fp8::current;
+  if (s == "blockwise") return Fp8::blockwise;
+  if (s == "mxfp8") return Fp8::mxfp8;
+  throw InvalidArgument(
+      fmt::format("fp8 recipe '{}' is not one of none, delayed, current, blockwise, mxfp8", s));
+}
+
+std::string to_string(Dispatcher d) {
+  return d == Dispatcher::flex ? "flex" : "alltoall";
+}
+
+Dispatcher parse_dispatcher(const std::string& s) {
+  if (s == "alltoall") return Dispatcher::alltoall;
+  if (s == "flex") return Dispatcher::flex;
+  throw InvalidArgument(fmt::format("moe dispatcher '{}' is not one of alltoall, flex", s));
+}
+
+bool Layout::recomputes(const std::string& module) const {
+  if (recompute != Recompute::selective) return false;
+  if (recompute_modules.empty()) return module == "core_attn";
+  return std::find(recompute_modules.begin(), recompute_modules.end(), module) !=
+         recompute_modules.end();
+}
+
+int Layout::expert_replicas() const {
+  const int per = expert_tp() * ep;
+  return per > 0 ? tp * cp * dp / per : 0;
+}
+
 std::int64_t Layout::microbatches() const {
   const std::int64_t per = micro_batch * dp;
   return per > 0 ? global_batch / per : 0;
 }
 
 std::string describe(const Layout& l) {
-  std::string s = fmt::format("tp={} pp={} dp={} mb={} gbs={}", l.tp, l.pp, l.dp, l.micro_batch,
-                              l.global_batch);
+  std::string s = fmt::format("tp={}", l.tp);
+  if (l.cp > 1) s += fmt::format(" cp={}", l.cp);
+  s += fmt::format(" pp={} dp={}", l.pp, l.dp);
+  if (l.ep > 1) s += fmt::format(" ep={}", l.ep);
+  if (l.ep > 1 && l.expert_tp() != l.tp) s += fmt::format(" etp={}", l.expert_tp());
+  s += fmt::format(" mb={} gbs={}", l.micro_batch, l.global_batch);
   if (l.interleave > 1) s += fmt::format(" v={}", l.interleave);
   s += fmt::format(" recompute={}", to_string(l.recompute));
   if (l.sequence_parallel) s += " sp";
   if (l.zero > 0) s += fmt::format(" zero={}", l.zero);
+  if (l.distributed_optimizer) s += " dist-opt";
+  if (l.fp8 != Fp8::none)
+    s += fmt::format(" fp8={}{}", to_string(l.fp8), l.fp8_params ? "+params" : "");
   return s;
 }
+
+namespace {
+
+// Rules of context parallelism, expert parallelism, FP8 and the distributed optimizer; errors name
+// the layout fields (the command's flags have the same names).
+std::string parallelism_error(const Layout& l, const codesign::ModelShape& m) {
+  if (l.cp > 1) {
+    if (m.s % (2 * l.cp) != 0) {
+      return fmt::format(
+          "layout field cp = {}: the sequence s = {} must split into 2 x cp = {} equal chunks "
+          "(Megatron-Core balances causal attention over two chunks per rank)",
+          l.cp, m.s, 2 * l.cp);
+    }
+    if (m.attention != codesign::AttentionImpl::flash) {
+      return fmt::format(
+          "layout field cp = {} needs flash (fused) attention: ring attention exchanges K and V "
+          "between the steps of one fused kernel; set the model's attention to flash",
+          l.cp);
+    }
+  }
+  if (l.ep > 1 || l.etp > 0) {
+    if (!m.is_moe()) {
+      return fmt::format(
+          "layout field ep = {} (etp = {}) needs a mixture-of-experts model (experts > 1)", l.ep,
+          l.etp);
+    }
+  }
+  if (m.is_moe()) {
+    if (m.experts % l.ep != 0) {
+      return fmt::format(
+          "layout field ep = {} must divide the {} experts: every expert-parallel rank holds "
+          "the same number of experts",
+          l.ep, m.experts);
+    }
+    const long long shared = static_cast<long long>(l.tp) * l.cp * l.dp;
+    const long long per = static_cast<long long>(l.expert_tp()) * l.ep;
+    if (shared % per != 0) {
+      return fmt::format(
+          "layout fields etp {} x ep {} = {} must divide tp {} x cp {} x dp {} = {}: the experts "
+          "of a pipeline stage are laid over the same ranks as its dense layers",
+          l.expert_tp(), l.ep, per, l.tp, l.cp, l.dp, shared);
+    }
+    if (m.expert_width() % l.expert_tp() != 0) {
+      return fmt::format(
+          "layout field etp = {} must divide the expert width d_ff_expert = {}: the expert MLP is "
+          "split over the expert-tensor-parallel ranks",
+          l.expert_tp(), m.expert_width());
+    }
+    if (l.tp > 1 && !l.sequence_parallel) {
+      return fmt::format(
+          "layout field tp = {} with a mixture-of-experts model needs sequence_parallel "
+          "(Megatron-Core routes the tokens of each sequence-parallel shard)",
+          l.tp);
+    }
+  }
+  for (const auto& module : l.recompute_modules) {
+    if (module != "core_attn" && module != "layernorm" && module != "moe_act") {
+      return fmt::format(
+          "layout field recompute_modules has '{}': it must be one of core_attn, layernorm, "
+          "moe_act",
+          module);
+    }
+  }
+  if (!l.recompute_modules.empty() && l.recompute != Recompute::selective) {
+    return fmt::format("layout field recompute_modules ({}) needs recompute = selective",
+                       fmt::join(l.recompute_modules, ", "));
+  }
+  if (l.distributed_optimizer && l.zero != 0) {
+    return fmt::format(
+        "layout fields distributed_optimizer and zero = {}: the distributed optimizer is "
+        "Megatron's form of ZeRO stage 1; give one of them",
+        l.zero);
+  }
+  if (l.fp8_params && l.fp8 == Fp8::none) {
+    return "layout field fp8_params needs an fp8 recipe (fp8 = delayed, current, blockwise or "
+           "mxfp8)";
+  }
+  return {};
+}
+
+}  // namespace
 
 std::string layout_error(const Layout& l, const codesign::ModelShape& m, const SystemSpec& sys) {
   if (l.tp < 1) return fmt::format("--tp {} must be >= 1", l.tp);
@@ -47,11 +186,24 @@ std::string layout_error(const Layout& l, const codesign::ModelShape& m, const S
   if (l.micro_batch < 1) return fmt::format("--micro-batch {} must be >= 1", l.micro_batch);
   if (l.interleave < 1) return fmt::format("--interleave {} must be >= 1", l.interleave);
   if (l.zero < 0 || l.zero > 3) return fmt::format("--zero {} must be 0, 1, 2 or 3", l.zero);
-  const long long product = static_cast<long long>(l.tp) * l.pp * l.dp;
+  if (l.cp < 1) return fmt::format("layout field cp = {} must be >= 1", l.cp);
+  if (l.ep < 1) return fmt::format("layout field ep = {} must be >= 1", l.ep);
+  if (l.etp < 0) return fmt::format("layout field etp = {} must be >= 0 (0: tp)", l.etp);
+  if (!(l.capacity_factor >= 0)) {
+    return fmt::format("layout field capacity_factor = {} must be >= 0 (0: dropless)",
+                       l.capacity_factor);
+  }
+  const long long product = static_cast<long long>(l.tp) * l.cp * l.pp * l.dp;
   if (product != l.gpus) {
+    if (l.cp == 1) {
+      return fmt::format(
+          "--tp {} x --pp {} x --dp {} = {} GPUs, but --gpus is {}: tp*pp*dp must equal gpus", l.tp,
+          l.pp, l.dp, product, l.gpus);
+    }
     return fmt::format(
-        "--tp {} x --pp {} x --dp {} = {} GPUs, but --gpus is {}: tp*pp*dp must equal gpus", l.tp,
-        l.pp, l.dp, product, l.gpus);
+        "layout tp {} x cp {} x pp {} x dp {} = {} GPUs, but gpus is {}: tp*cp*pp*dp must equal "
+        "gpus",
+        l.tp, l.cp, l.pp, l.dp, product, l.gpus);
   }
   if (l.gpus > sys.total_gpus()) {
     return fmt::format("--gpus {} exceeds system '{}': {} nodes x {} GPUs = {}", l.gpus, sys.name,
@@ -81,7 +233,13 @@ std::string layout_error(const Layout& l, const codesign::ModelShape& m, const S
     return fmt::format("--ffn {} is not divisible by --tp {}: the MLP is split over TP ranks",
                        m.d_ff, l.tp);
   }
-  if (m.L % (static_cast<std::int64_t>(l.pp) * l.interleave) != 0) {
+  if (l.uneven_pipeline && m.L < static_cast<std::int64_t>(l.pp) * l.interleave) {
+    return fmt::format(
+        "layout field uneven_pipeline: layers L = {} must be at least pp {} x interleave {} = {}: "
+        "every model chunk needs a layer",
+        m.L, l.pp, l.interleave, l.pp * l.interleave);
+  }
+  if (!l.uneven_pipeline && m.L % (static_cast<std::int64_t>(l.pp) * l.interleave) != 0) {
     return fmt::format(
         "--layers {} is not divisible by --pp {} x --interleave {} = {}: every model chunk needs "
         "the same number of layers",
@@ -108,7 +266,7 @@ std::string layout_error(const Layout& l, const codesign::ModelShape& m, const S
         "combine with pipeline parallelism; use --zero 0 or 1",
         l.zero, l.pp);
   }
-  return {};
+  return parallelism_error(l, m);
 }
 
 Layout resolve_layout(Layout l, const codesign::ModelShape& m, const SystemSpec& sys) {
@@ -116,15 +274,23 @@ Layout resolve_layout(Layout l, const codesign::ModelShape& m, const SystemSpec&
   if (l.pp < 1) throw InvalidArgument(fmt::format("--pp {} must be >= 1", l.pp));
   if (l.gpus < 0) throw InvalidArgument(fmt::format("--gpus {} must be >= 1", l.gpus));
   if (l.dp < 0) throw InvalidArgument(fmt::format("--dp {} must be >= 1", l.dp));
-  if (l.gpus == 0) l.gpus = l.dp > 0 ? l.tp * l.pp * l.dp : sys.total_gpus();
+  if (l.cp < 1) throw InvalidArgument(fmt::format("layout field cp = {} must be >= 1", l.cp));
+  const int model_parallel = l.tp * l.cp * l.pp;
+  if (l.gpus == 0) l.gpus = l.dp > 0 ? model_parallel * l.dp : sys.total_gpus();
   if (l.dp == 0) {
-    if (l.gpus % (l.tp * l.pp) != 0) {
+    if (l.gpus % model_parallel != 0) {
+      if (l.cp == 1) {
+        throw InvalidArgument(fmt::format(
+            "--gpus {} is not divisible by --tp {} x --pp {} = {}: the data-parallel size must be "
+            "whole",
+            l.gpus, l.tp, l.pp, l.tp * l.pp));
+      }
       throw InvalidArgument(fmt::format(
-          "--gpus {} is not divisible by --tp {} x --pp {} = {}: the data-parallel size must be "
-          "whole",
-          l.gpus, l.tp, l.pp, l.tp * l.pp));
+          "layout gpus {} is not divisible by tp {} x cp {} x pp {} = {}: the data-parallel size "
+          "must be whole",
+          l.gpus, l.tp, l.cp, l.pp, model_parallel));
     }
-    l.dp = l.gpus / (l.tp * l.pp);
+    l.dp = l.gpus / model_parallel;
   }
   if (l.global_batch == 0) l.global_batch = l.micro_batch * l.dp;
   if (auto e = layout_error(l, m, sys); !e.empty()) throw InvalidArgument(e);

@@ -1,11 +1,15 @@
 // Memory per GPU: model states per the ZeRO paper (Rajbhandari et al. 2020: 2 + 2 + K bytes per
-// parameter with mixed-precision Adam, K = 12, sharded over data-parallel ranks by stage) and
-// activations per Korthikanti et al. 2022 (Table 2), generalised to GQA, SwiGLU and any dtype.
+// parameter with mixed-precision Adam, K = 12, sharded over data-parallel ranks by stage), or as
+// Megatron's distributed optimizer keeps them (the gradient buffer whole, the optimizer state
+// sharded over the data- and context-parallel ranks), and activations per Korthikanti et al. 2022
+// (Table 2), generalised to GQA, head dims other than h/a, SwiGLU, any dtype, context parallelism,
+// experts and FP8.
 #include <algorithm>
 #include <cmath>
 
 #include "mcr/codesign/calculators.hpp"
 #include "mcr/plan/planner.hpp"
+#include "stage_cost.hpp"
 
 namespace mcr::plan {
 
@@ -13,7 +17,79 @@ namespace {
 double as_double(std::int64_t v) {
   return static_cast<double>(v);
 }
+
+/// Parameters of one layer's MLP of width ff (no biases: a fraction of a percent).
+double mlp_params(const codesign::ModelShape& m, double ff) {
+  return (m.gated_mlp() ? 3.0 : 2.0) * as_double(m.h) * ff;
+}
+
+/// Bytes of one layer's activations kept for the backward pass, one microbatch, one rank. Kept
+/// whole on every TP rank unless sequence parallel: two norm inputs, the QKV and MLP inputs and
+/// two dropout masks (1 byte). Split over TP: Q, K and V, the projection input, the MLP
+/// intermediates (GeLU: its input and output; SwiGLU: gate, up and product). Unfused attention
+/// also keeps softmax output, dropout mask and dropout output per score. Under FP8 the inputs of
+/// the linear layers are kept in FP8 (1 byte). MoE layers keep the routed copies and the experts'
+/// intermediates instead of the MLP's.
+double layer_activations(const codesign::ModelShape& m, const Layout& l, bool moe_layer,
+                         bool keep_scores) {
+  const double e = codesign::dtype_bytes(m.dtype);
+  const double in = l.fp8 != Fp8::none ? 1.0 : e;  // a linear layer's saved input
+  const double t = l.tp;
+  const double sp_div = l.sequence_parallel ? t : 1.0;
+  const double h = as_double(m.h);
+  const double tokens = as_double(m.s) * as_double(m.b) / l.cp;
+  const double sbh = tokens * h;
+  const double kv = m.is_mla() ? as_double(m.a) : as_double(m.kv_heads());
+  const double q_width = as_double(m.a) * as_double(m.qk_head_dim());
+  const double kv_width = kv * as_double(m.qk_head_dim() + m.v_dim());
+  const double attn_out = as_double(m.a) * as_double(m.v_dim());
+  const double attention = (e * (q_width + kv_width) + in * attn_out) / h;
+  // Recomputing the norms keeps their inputs only, not the outputs the QKV and MLP GEMMs read.
+  const double replicated = 2 * e + (l.recomputes("layernorm") ? 0.0 : 2 * in) + 2;
+  double bytes = sbh * (replicated / sp_div + attention / t);
+  if (keep_scores) {
+    bytes += sbh * (2 * e + 1) * as_double(m.a) * as_double(m.s) / h / t;
+  }
+  const double ff_elems = m.gated_mlp() ? 2 * e + in : e + in;  // per intermediate element
+  // Recomputing the experts' activation keeps its inputs only, not the output the down GEMM reads.
+  const double expert_elems = ff_elems - (l.recomputes("moe_act") ? in : 0.0);
+  if (!moe_layer) {
+    bytes += tokens * as_double(m.d_ff) / t * ff_elems;
+    return bytes;
+  }
+  const int etp = l.expert_tp();
+  const double routed = tokens / t * etp * as_double(m.top_k);
+  const double cap = l.capacity_factor > 0 ? l.capacity_factor : 1.0;
+  const double copies = routed * cap;         // balanced: what this rank's experts receive
+  bytes += copies * h * in + routed * h * e;  // expert inputs, unpermute buffer
+  bytes += copies * as_double(m.expert_width()) / etp * expert_elems;
+  if (m.d_ff_shared > 0) bytes += tokens * as_double(m.d_ff_shared) / t * ff_elems;
+  return bytes;
+}
+
 }  // namespace
+
+namespace detail {
+
+StageParams stage_params(const codesign::ModelShape& model, const Layout& l) {
+  codesign::ModelShape whole = model;
+  whole.t = 1;
+  const auto pc = codesign::count_parameters(whole);
+  const double moe_layers = model.is_moe() ? as_double(model.L - model.dense_layers) : 0.0;
+  const double experts_total =
+      moe_layers * as_double(model.experts) * mlp_params(model, as_double(model.expert_width()));
+  const double dense_total = pc.attention + pc.mlp + pc.router + pc.norm - experts_total;
+  const double t = l.tp;
+  const double vh = as_double(model.v) * as_double(model.h) / t;
+  const double out_emb = model.tied_embeddings ? (l.pp > 1 ? vh : 0.0) : vh;
+  const double in_emb = vh + pc.position;
+  const double layers = dense_total / l.pp / t;
+  const double first = layers + in_emb + (l.pp == 1 ? out_emb : 0.0);
+  const double last = layers + out_emb;
+  return {std::max(first, last), experts_total / l.pp / (l.expert_tp() * l.ep)};
+}
+
+}  // namespace detail
 
 MemoryBreakdown plan_memory(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
                             const Layout& l, const PlanOptions& options) {
@@ -24,44 +100,47 @@ MemoryBreakdown plan_memory(const codesign::ModelShape& model, const codesign::D
   whole.t = 1;
   const auto pc = codesign::count_parameters(whole);
   const double t = l.tp;
-  const double per_layer = (pc.attention + pc.mlp + pc.router + pc.norm) / as_double(m.L);
-  const double layers = per_layer * as_double(m.L) / l.pp / t;
+  const double moe_layers = m.is_moe() ? as_double(m.L - m.dense_layers) : 0.0;
+  const double experts_total =
+      moe_layers * as_double(m.experts) * mlp_params(m, as_double(m.expert_width()));
+  const double dense_total = pc.attention + pc.mlp + pc.router + pc.norm - experts_total;
+  const double dense_layers = dense_total / l.pp / t;
+  const double expert_layers = experts_total / l.pp / (l.expert_tp() * l.ep);
   const double vh = as_double(m.v) * as_double(m.h) / t;
   const double in_emb = vh + pc.position;  // the position table is replicated over TP ranks
   const double out_emb = m.tied_embeddings ? (l.pp > 1 ? vh : 0.0) : vh;
-  const double first = layers + in_emb + (l.pp == 1 ? out_emb : 0.0);
-  const double last = layers + out_emb;
+  const double first = dense_layers + in_emb + (l.pp == 1 ? out_emb : 0.0);
+  const double last = dense_layers + out_emb;
 
   const double e = codesign::dtype_bytes(m.dtype);
-  const double dp = l.dp;
-  const auto states = [&](double params, MemoryBreakdown& r) {
-    r.weights = e * params / (l.zero >= 3 ? dp : 1.0);
-    r.gradients = e * params / (l.zero >= 2 ? dp : 1.0);
-    r.optimizer = options.optimizer_bytes_per_param * params / (l.zero >= 1 ? dp : 1.0);
+  const double grad = options.grad_bytes_per_param > 0 ? options.grad_bytes_per_param : e;
+  const bool shard_states = l.zero >= 1 || l.distributed_optimizer;
+  const auto states = [&](double dense, MemoryBreakdown& r) {
+    const double all = dense + expert_layers;
+    const double dense_dp = l.dense_replicas();
+    const double expert_dp = std::max(1, l.expert_replicas());
+    r.weights = e * all / (l.zero >= 3 ? dense_dp : 1.0);
+    r.gradients = grad * all / (l.zero >= 2 ? dense_dp : 1.0);
+    r.optimizer = options.optimizer_bytes_per_param *
+                  (shard_states ? dense / dense_dp + expert_layers / expert_dp : all);
   };
 
-  // Activations of one layer and one microbatch, in units of s*b*h bytes. Kept whole on every TP
-  // rank unless sequence parallel: two norm inputs, the QKV and MLP inputs (e each) and two
-  // dropout masks (1 byte). Split over TP: Q, K, V (K and V scaled by a_kv/a), the projection
-  // input, the MLP intermediates (GeLU: its input and output; SwiGLU: gate, up and product).
-  // Unfused attention also keeps softmax output, dropout mask and dropout output per score.
+  // Layers of the stage by kind; the MoE ones keep their routed tokens instead of an MLP's.
+  const bool keep_scores = m.attention == codesign::AttentionImpl::unfused &&
+                           l.recompute != Recompute::full && !l.recomputes("core_attn");
+  const double per_stage_layers = as_double(m.L) / l.pp;
+  const double moe_share = m.L > 0 ? moe_layers / as_double(m.L) : 0.0;
   const double sp_div = l.sequence_parallel ? t : 1.0;
-  const double r_kv = as_double(m.kv_heads()) / as_double(m.a);
-  const double ff = as_double(m.d_ff) / as_double(m.h);
-  const double mlp = (m.mlp == codesign::MlpType::swiglu ? 3.0 : 2.0) * ff * e;
-  const double split = e * (1 + 2 * r_kv) + e + mlp;
-  const double replicated = 4 * e + 2;
-  const double scores = (2 * e + 1) * as_double(m.a) * as_double(m.s) / as_double(m.h);
-  const bool keep_scores =
-      m.attention == codesign::AttentionImpl::unfused && l.recompute == Recompute::none;
-  const double sbh = as_double(m.s) * as_double(m.b) * as_double(m.h);
-  const double full_layer = sbh * (replicated / sp_div + split / t + scores / t);
-  double layer = sbh * (replicated / sp_div + split / t + (keep_scores ? scores / t : 0.0));
+  const double sbh = as_double(m.s) * as_double(m.b) * as_double(m.h) / l.cp;
+  const bool unfused = m.attention == codesign::AttentionImpl::unfused;
+  const double full_layer = (1 - moe_share) * layer_activations(m, l, false, unfused) +
+                            moe_share * layer_activations(m, l, true, unfused);
+  double layer = (1 - moe_share) * layer_activations(m, l, false, keep_scores) +
+                 moe_share * layer_activations(m, l, true, keep_scores);
   if (l.recompute == Recompute::full) layer = sbh * e / sp_div;  // the layer input only
 
   // 1F1B: the first stage holds min(m, p) microbatches of its L/p layers; interleaving adds
   // (p - 1) / (p v) of that (Korthikanti et al. 2022, sec. 4.2.3). The last stage holds one.
-  const double per_stage_layers = as_double(m.L) / l.pp;
   const double in_flight = std::min<double>(as_double(l.microbatches()), l.pp);
   double factor = 1.0;
   if (l.interleave > 1) factor += (l.pp - 1.0) / (l.pp * static_cast<double>(l.interleave));
@@ -72,17 +151,28 @@ MemoryBreakdown plan_memory(const codesign::ModelShape& model, const codesign::D
     last_act += full_layer;
   }
   // Logits (dtype) and their fp32 copy for the loss, on the last stage.
-  const double logits = as_double(m.s) * as_double(m.b) * as_double(m.v) / t * (e + 4);
+  const double logits = as_double(m.s) / l.cp * as_double(m.b) * as_double(m.v) / t * (e + 4);
   const double first_buf = l.pp == 1 ? logits : 0.0;
   const double last_buf = logits;
+  const double per_layer =
+      (dense_total + experts_total / (l.expert_tp() * l.ep) * t) / as_double(m.L);
   const double zero3 = l.zero >= 3 ? 2 * per_layer / t * e : 0.0;  // current + prefetched layer
+  // FP8: every linear layer's weight also lives as FP8 and transposed FP8 (2 bytes), cached for the
+  // step; with FP8 parameters those are the weights (1 byte less than e for each).
+  const double linear_share =
+      pc.total > 0 ? (pc.attention + pc.mlp) / (dense_total + experts_total) : 0.0;
+  const auto fp8_copies = [&](double params) {
+    if (l.fp8 == Fp8::none) return 0.0;
+    const double linear = std::min(1.0, linear_share) * params;
+    return l.fp8_params ? linear * (2.0 - e) : 2.0 * linear;
+  };
   MemoryBreakdown r_first, r_last;
   states(first, r_first);
   states(last, r_last);
   r_first.activations = first_act;
-  r_first.buffers = first_buf + zero3;
+  r_first.buffers = first_buf + zero3 + fp8_copies(dense_layers + expert_layers);
   r_last.activations = last_act;
-  r_last.buffers = last_buf + zero3;
+  r_last.buffers = last_buf + zero3 + fp8_copies(dense_layers + expert_layers);
   for (auto* x : {&r_first, &r_last}) {
     x->total = x->weights + x->gradients + x->optimizer + x->activations + x->buffers;
   }

@@ -53,53 +53,87 @@ SearchResult search_layouts(const codesign::ModelShape& model, const codesign::D
       or_default(space.recompute,
                  std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full});
   const auto zs = or_default(space.zero, std::vector<int>{0, 1});
+  const auto cps = or_default(space.cp, std::vector<int>{1});
+  std::vector<int> ep_default{1};
+  for (int e = 2; model.is_moe() && e <= model.experts && e <= gpus; e *= 2) {
+    if (model.experts % e == 0) ep_default.push_back(e);
+  }
+  const auto eps = or_default(space.ep, ep_default);
+  const auto dists = or_default(space.distributed_optimizer, std::vector<bool>{false, true});
+
+  // What a layout can vary at a fixed parallel mesh; built once.
+  struct Schedule {
+    std::int64_t micro_batch;
+    int interleave;
+    Recompute recompute;
+    int zero;
+    bool distributed_optimizer;
+  };
+  std::vector<Schedule> schedules;
+  for (std::int64_t mb : mbs)
+    for (int il : ils)
+      for (Recompute rc : rcs)
+        for (int z : zs)
+          for (bool dist : dists) {
+            // The distributed optimizer is Megatron's form of ZeRO-1: one or the other.
+            if (!(dist && z != 0)) schedules.push_back({mb, il, rc, z, dist});
+          }
 
   SearchResult out;
   std::vector<PlanResult> fits, too_big;
-  for (int tp : tps) {
-    if (gpus % tp != 0) continue;
-    for (int pp : pps) {
-      if ((gpus / tp) % pp != 0) continue;
-      const int dp = gpus / tp / pp;
-      const auto sps = or_default(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
-                                                                  : std::vector<bool>{false});
-      for (std::int64_t mb : mbs)
-        for (int il : ils)
-          for (Recompute rc : rcs)
-            for (bool sp : sps)
-              for (int z : zs) {
-                Layout l;
-                l.gpus = gpus;
-                l.tp = tp;
-                l.pp = pp;
-                l.dp = dp;
-                l.micro_batch = mb;
-                l.global_batch = space.global_batch;
-                l.interleave = il;
-                l.recompute = rc;
-                l.sequence_parallel = sp;
-                l.zero = z;
-                l.allow_tp_across_nodes = space.allow_tp_across_nodes;
-                l.dp_overlap = space.dp_overlap;
-                if (!layout_error(l, model, sys).empty()) {
-                  ++out.rejected;
-                  continue;
-                }
-                ++out.evaluated;
-                auto r = plan_step(model, device, comm, l, options);
-                if (r.memory.fits) {
-                  fits.push_back(std::move(r));
-                } else {
-                  ++out.out_of_memory;
-                  too_big.push_back(std::move(r));
-                }
-                // Bound the kept lists while searching large spaces.
-                if (static_cast<int>(fits.size()) > 4 * std::max(top, 16)) keep_top(fits, top);
-                if (static_cast<int>(too_big.size()) > 4 * std::max(top, 16))
-                  keep_top(too_big, top);
-              }
+  const auto consider = [&](const Layout& l) {
+    if (!layout_error(l, model, sys).empty()) {
+      ++out.rejected;
+      return;
     }
-  }
+    ++out.evaluated;
+    auto r = plan_step(model, device, comm, l, options);
+    if (r.memory.fits) {
+      fits.push_back(std::move(r));
+    } else {
+      ++out.out_of_memory;
+      too_big.push_back(std::move(r));
+    }
+    // Bound the kept lists while searching large spaces.
+    if (static_cast<int>(fits.size()) > 4 * std::max(top, 16)) keep_top(fits, top);
+    if (static_cast<int>(too_big.size()) > 4 * std::max(top, 16)) keep_top(too_big, top);
+  };
+  Layout l;  // the fields the space pins
+  l.gpus = gpus;
+  l.etp = space.etp;
+  l.capacity_factor = space.capacity_factor;
+  l.moe_dispatcher = space.moe_dispatcher;
+  l.uneven_pipeline = space.uneven_pipeline;
+  l.fp8 = space.fp8;
+  l.fp8_params = space.fp8_params;
+  l.tp_comm_overlap = space.tp_comm_overlap;
+  l.pp_comm_overlap = space.pp_comm_overlap;
+  l.global_batch = space.global_batch;
+  l.allow_tp_across_nodes = space.allow_tp_across_nodes;
+  l.dp_overlap = space.dp_overlap;
+  for (int tp : tps)
+    for (int cp : cps)
+      for (int pp : pps) {
+        if (cp < 1 || gpus % (tp * cp * pp) != 0) continue;
+        l.tp = tp;
+        l.cp = cp;
+        l.pp = pp;
+        l.dp = gpus / (tp * cp * pp);
+        const auto sps = or_default(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
+                                                                    : std::vector<bool>{false});
+        for (int ep : eps)
+          for (bool sp : sps)
+            for (const auto& sc : schedules) {
+              l.ep = ep;
+              l.sequence_parallel = sp;
+              l.micro_batch = sc.micro_batch;
+              l.interleave = sc.interleave;
+              l.recompute = sc.recompute;
+              l.zero = sc.zero;
+              l.distributed_optimizer = sc.distributed_optimizer;
+              consider(l);
+            }
+      }
   keep_top(fits, top);
   keep_top(too_big, top);
   out.ranked = std::move(fits);

@@ -3,26 +3,56 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "mcr/codesign/device.hpp"
+#include "mcr/codesign/gemm.hpp"
 #include "mcr/codesign/model.hpp"
 #include "mcr/plan/comm_model.hpp"
 #include "mcr/plan/layout.hpp"
+#include "mcr/plan/planner.hpp"
 
 namespace mcr::plan::detail {
 
-/// Seconds per microbatch for one layer on one GPU.
+/// What every part of a layer's cost needs. `model` has t = tp and b = micro_batch; `device` has
+/// the system's compute efficiency applied, `fp8_device` also the system's FP8 efficiency.
+struct Context {
+  const codesign::ModelShape& model;
+  const codesign::DeviceSpec& device;
+  const codesign::DeviceSpec& fp8_device;
+  const CommModel& comm;
+  const Layout& layout;
+  const PlanOptions& options;
+
+  /// Tokens of one microbatch on one rank before any sequence-parallel split: b * s / cp.
+  double tokens() const;
+  /// Bytes per element of the model dtype.
+  double elem() const;
+  bool fp8() const { return layout.fp8 != Fp8::none; }
+};
+
+/// Seconds per microbatch for one layer on one GPU (averaged over the model's kinds of layers:
+/// full or sliding attention, dense or MoE MLP).
 struct LayerCost {
   double fwd_gemm = 0;
   double bwd_gemm = 0;
-  double attn_core_fwd = 0;  ///< forward attention BMMs (what selective recomputation repeats)
+  double attn_core_fwd = 0;  ///< forward attention kernels (what selective recomputation repeats)
   double fwd_mem = 0;        ///< memory-bound kernels, forward
   double bwd_mem = 0;
   double attn_mem_fwd = 0;  ///< softmax + attention dropout, forward (unfused only)
-  double tp_fwd = 0;        ///< TP/SP collectives of the forward pass
+  double norm_fwd = 0;      ///< the layer's norms, forward (what recomputing layernorm repeats)
+  double moe_act_fwd = 0;   ///< the experts' activation, forward (recomputing moe_act repeats it)
+  double fp8_fwd = 0;       ///< FP8 casts of the forward pass (with the weights' share)
+  double fp8_bwd = 0;       ///< FP8 casts of the output gradients
+  double tp_fwd = 0;        ///< TP/SP collectives of the forward pass, exposed
   double tp_bwd = 0;
-  double fwd_flops = 0;  ///< GEMM FLOPs of the forward pass on this GPU
+  double cp_fwd = 0;  ///< ring-attention exchange of the forward pass, exposed
+  double cp_bwd = 0;
+  double ep_fwd = 0;  ///< expert all_to_all of the forward pass (and expert-TP gathers)
+  double ep_bwd = 0;
+  double fwd_flops = 0;  ///< GEMM FLOPs of the forward pass on this GPU (attention in full)
   double attn_core_flops = 0;
+  double causal_saving_flops = 0;  ///< forward attention FLOPs causal masking skips, this GPU
 };
 
 /// Costs of the pipeline's first and last stage beyond their layers, per microbatch.
@@ -43,13 +73,71 @@ double memory_time(double bytes, int kernels, const codesign::DeviceSpec& device
 double kernel_time(const std::string& cls, bool backward, double bytes, double elements,
                    int kernels, const codesign::DeviceSpec& device, const SystemSpec& system);
 
-/// `model` has t = tp and b = micro_batch already.
-LayerCost layer_cost(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
-                     const CommModel& comm, const Layout& layout);
-EndsCost ends_cost(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
-                   const CommModel& comm, const Layout& layout);
+/// Whether a GEMM role is a linear layer (a weight times activations): those run in FP8 under an
+/// FP8 recipe. Attention, the logits and the router do not.
+bool is_linear(const std::string& role);
+
+/// Time of one GEMM: linear layers in FP8 on the FP8 device when the recipe says so.
+double gemm_time(const codesign::Gemm& g, const Context& c);
+
+/// A forward GEMM and, when `training`, its dgrad and wgrad (as codesign::layer_gemms lists them).
+void add_gemm(std::vector<codesign::Gemm>& out, const char* role, std::int64_t m, std::int64_t n,
+              std::int64_t k, std::int64_t batch, codesign::DType dtype);
+
+LayerCost layer_cost(const Context& c);
+EndsCost ends_cost(const Context& c);
+
+/// Flash attention of one layer whose queries see `span` keys: the kernels (causal masking, the
+/// ring of context parallelism) and the exposed part of the K/V exchange. Adds to `cost`.
+void add_attention(const Context& c, const codesign::ModelShape& shape, std::int64_t span,
+                   LayerCost& cost);
+
+/// The mixture-of-experts block of one layer: router, routed experts at the tokens each local
+/// expert receives, shared experts, permutation, all_to_all dispatch and combine. Adds to `cost`;
+/// the linear GEMMs it times are appended to `linear` (for the FP8 cast accounting).
+void add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cost,
+             std::vector<codesign::Gemm>& linear);
+
+/// FP8 casts (and transposes) of the inputs of `forward` linear GEMMs and of their output
+/// gradients, plus the weights' cast once per step spread over the microbatches.
+void add_fp8_casts(const Context& c, const std::vector<codesign::Gemm>& forward, LayerCost& cost);
+
+/// Exposed time of collectives worth `comm` seconds paired with GEMMs worth `gemm` seconds:
+/// everything without overlap; with Transformer Engine's userbuffers, the first of tp chunks plus
+/// whatever the GEMMs cannot cover.
+double exposed_tp(double comm, double gemm, const Layout& layout);
 
 /// The runtime's element type for the model's dtype (collective sizes and table lookup).
 DType comm_dtype(codesign::DType d);
+
+/// "gloo, table:intra (tuning)" or "alpha-beta": where a collective's time came from.
+std::string origin(const CommCost& c);
+
+/// Parameters one rank holds on the more loaded of the first and last pipeline stage: those
+/// replicated over the data- and context-parallel ranks (attention, dense MLPs, shared experts,
+/// router, norms, embeddings; split over TP) and the routed experts' (split over EP and expert
+/// TP, replicated over the expert-data-parallel ranks).
+struct StageParams {
+  double dense = 0;
+  double expert = 0;
+};
+StageParams stage_params(const codesign::ModelShape& model, const Layout& layout);
+
+/// The step's data-parallel traffic and what of it is exposed (src/plan/data_parallel.cpp).
+struct DataParallel {
+  double exposed = 0;
+  std::string source;  ///< where the reduction's time came from
+  std::size_t buckets = 0;
+  double last_bucket = 0;
+};
+/// `fwd` and `bwd_window` are one microbatch's forward pass and backward pass (with its
+/// recomputation) on the stage, `bubble` the step's pipeline bubble.
+DataParallel data_parallel(const Context& c, const StageParams& params, double fwd,
+                           double bwd_window, double bubble);
+
+/// The plan's notes: sources of the collectives' times, the assumptions that applied, what the
+/// memory leaves out (src/plan/notes.cpp). `r` has its breakdown and memory already.
+void add_notes(PlanResult& r, const Context& ctx, const std::string& dp_source,
+               const std::string& p2p_source);
 
 }  // namespace mcr::plan::detail

@@ -72,6 +72,13 @@ void SystemSpec::validate() const {
                     "the device's memory efficiency",
                     name, stream_efficiency));
   }
+  for (const auto& [dtype, factor] : dtype_efficiency) {
+    if (!(factor > 0 && factor <= 1)) {
+      throw InvalidArgument(
+          fmt::format("system '{}': field 'dtype_efficiency.{}' is {}: it must be in (0, 1]", name,
+                      dtype, factor));
+    }
+  }
   for (const auto& [cls, rate] : elementwise_ns) {
     const auto& known = elementwise_classes();
     if (std::find(known.begin(), known.end(), cls) == known.end()) {
@@ -89,6 +96,11 @@ void SystemSpec::validate() const {
   }
   check_link(intra, "intra");
   check_link(inter, "inter");
+}
+
+double SystemSpec::efficiency_of(const std::string& dtype) const {
+  const auto it = dtype_efficiency.find(dtype);
+  return it == dtype_efficiency.end() ? 1.0 : it->second;
 }
 
 const std::vector<std::string>& elementwise_classes() {
@@ -111,6 +123,7 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
        {"inter", inter},
        {"sources", s.sources}};
   if (s.stream_efficiency > 0) j["stream_efficiency"] = s.stream_efficiency;
+  if (!s.dtype_efficiency.empty()) j["dtype_efficiency"] = s.dtype_efficiency;
   for (const auto& [cls, r] : s.elementwise_ns) {
     j["elementwise_ns"][cls] = {{"forward", r.forward_ns}, {"backward", r.backward_ns}};
   }
@@ -124,6 +137,9 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
   s.gpus_per_node = j.value("gpus_per_node", 1);
   s.compute_efficiency = j.value("compute_efficiency", 1.0);
   s.stream_efficiency = j.value("stream_efficiency", 0.0);
+  if (j.contains("dtype_efficiency")) {
+    s.dtype_efficiency = j.at("dtype_efficiency").get<std::map<std::string, double>>();
+  }
   if (j.contains("elementwise_ns")) {
     for (const auto& [cls, r] : j.at("elementwise_ns").items()) {
       s.elementwise_ns[cls] = {r.value("forward", 0.0), r.value("backward", 0.0)};

@@ -12,6 +12,7 @@
 #include "commands.hpp"
 #include "mcr/codesign/bench/local_device.hpp"
 #include "mcr/codesign/device.hpp"
+#include "mcr/codesign/dtype.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/plan/search.hpp"
 #include "plan_print.hpp"
@@ -25,9 +26,20 @@ struct PlanArgs {
   ModelFlags model;  // also holds --tp, --micro-batch and --dtype
   std::string device;
   std::string system = "dgx-a100";
-  std::optional<int> gpus, pp, dp, interleave, zero;
+  std::optional<int> gpus, pp, dp, interleave, zero, cp, ep, etp;
+  double capacity_factor = 0;
+  std::string moe_dispatcher = "alltoall";
+  std::optional<std::string> fp8;
+  bool fp8_params = false;
+  bool distributed_optimizer = false;
+  bool tp_comm_overlap = false;
+  bool pp_comm_overlap = false;
+  bool uneven_pipeline = false;
+  std::optional<std::string> grad_dtype;
+  double optimizer_bytes = 12;
   std::optional<std::int64_t> global_batch;
   std::optional<std::string> recompute;
+  std::vector<std::string> recompute_modules;
   bool sequence_parallel = false;
   bool allow_tp_across_nodes = false;
   bool no_dp_overlap = false;
@@ -51,8 +63,16 @@ plan::PlanOptions plan_options(const PlanArgs& a) {
         "--dp-bucket-mb {}: must be a positive, finite number of megabytes (10^6 bytes)",
         a.dp_bucket_mb));
   }
+  if (!(std::isfinite(a.optimizer_bytes) && a.optimizer_bytes >= 0)) {
+    throw InvalidArgument(
+        fmt::format("--optimizer-bytes {}: must be a finite number of bytes per parameter >= 0",
+                    a.optimizer_bytes));
+  }
   plan::PlanOptions o;
   o.dp_bucket_bytes = a.dp_bucket_mb * 1e6;
+  o.optimizer_bytes_per_param = a.optimizer_bytes;
+  if (a.grad_dtype)
+    o.grad_bytes_per_param = codesign::dtype_bytes(codesign::parse_dtype(*a.grad_dtype));
   return o;
 }
 
@@ -103,10 +123,22 @@ plan::Layout layout_from(const PlanArgs& a) {
   l.global_batch = a.global_batch.value_or(0);
   l.interleave = a.interleave.value_or(1);
   if (a.recompute) l.recompute = plan::parse_recompute(*a.recompute);
+  l.recompute_modules = a.recompute_modules;
   l.sequence_parallel = a.sequence_parallel;
   l.zero = a.zero.value_or(0);
   l.allow_tp_across_nodes = a.allow_tp_across_nodes;
   l.dp_overlap = !a.no_dp_overlap;
+  l.cp = a.cp.value_or(1);
+  l.ep = a.ep.value_or(1);
+  l.etp = a.etp.value_or(0);
+  l.capacity_factor = a.capacity_factor;
+  l.moe_dispatcher = plan::parse_dispatcher(a.moe_dispatcher);
+  if (a.fp8) l.fp8 = plan::parse_fp8(*a.fp8);
+  l.fp8_params = a.fp8_params;
+  l.distributed_optimizer = a.distributed_optimizer;
+  l.tp_comm_overlap = a.tp_comm_overlap;
+  l.pp_comm_overlap = a.pp_comm_overlap;
+  l.uneven_pipeline = a.uneven_pipeline;
   return l;
 }
 
@@ -124,6 +156,17 @@ plan::SearchSpace space_from(const PlanArgs& a, const plan::SystemSpec& sys) {
   if (a.zero) s.zero = {*a.zero};
   s.allow_tp_across_nodes = a.allow_tp_across_nodes;
   s.dp_overlap = !a.no_dp_overlap;
+  if (a.cp) s.cp = {*a.cp};
+  if (a.ep) s.ep = {*a.ep};
+  s.etp = a.etp.value_or(0);
+  s.capacity_factor = a.capacity_factor;
+  s.moe_dispatcher = plan::parse_dispatcher(a.moe_dispatcher);
+  if (a.fp8) s.fp8 = plan::parse_fp8(*a.fp8);
+  s.uneven_pipeline = a.uneven_pipeline;
+  s.fp8_params = a.fp8_params;
+  if (a.distributed_optimizer) s.distributed_optimizer = {true};
+  s.tp_comm_overlap = a.tp_comm_overlap;
+  s.pp_comm_overlap = a.pp_comm_overlap;
   return s;
 }
 
@@ -137,13 +180,23 @@ void run_validation(const PlanArgs& a) {
   for (const auto& r : rows) {
     j.push_back({{"name", r.run.name},
                  {"source", r.run.source},
+                 {"assumptions", r.run.assumptions},
                  {"quantity", r.quantity},
                  {"published", r.published},
                  {"predicted", r.prediction},
                  {"error", r.error},
+                 {"step_error", r.step_error},
                  {"plan", plan::to_json(r.predicted)}});
   }
-  std::cout << j.dump(2) << "\n";
+  nlohmann::json summary = nlohmann::json::array();
+  for (const auto& g : plan::summarize(rows)) {
+    summary.push_back({{"group", g.group},
+                       {"runs", g.runs},
+                       {"mean_abs_step_error", g.mean_abs},
+                       {"max_abs_step_error", g.max_abs},
+                       {"mean_step_error", g.mean}});
+  }
+  std::cout << nlohmann::json{{"runs", j}, {"summary", summary}}.dump(2) << "\n";
 }
 
 void run(const PlanArgs& a) {
@@ -240,9 +293,46 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--interleave", args->interleave, "model chunks per stage (interleaved 1F1B)");
   cmd->add_option("--recompute", args->recompute, "activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}));
+  cmd->add_option("--recompute-modules", args->recompute_modules,
+                  "what --recompute selective reruns: core_attn (default), layernorm, moe_act")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"core_attn", "layernorm", "moe_act"}));
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,
                 "shard norms and dropout over the TP group (Megatron sequence parallelism)");
   cmd->add_option("--zero", args->zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
+  cmd->add_option("--cp", args->cp,
+                  "context-parallel ranks (ring attention over s/cp tokens each; flash attention)");
+  cmd->add_option("--ep", args->ep, "expert-parallel ranks (MoE experts spread by all_to_all)");
+  cmd->add_option("--etp", args->etp, "expert tensor-parallel size (default: --tp)");
+  cmd->add_option("--capacity-factor", args->capacity_factor,
+                  "tokens per expert over the balanced share (padding or dropping); 0 = dropless")
+      ->capture_default_str();
+  cmd->add_option("--moe-dispatcher", args->moe_dispatcher,
+                  "alltoall (one copy per routed expert) or flex (DeepEP/HybridEP: once per "
+                  "remote node, forwarded over NVLink)")
+      ->check(CLI::IsMember({"alltoall", "flex"}))
+      ->capture_default_str();
+  cmd->add_option("--fp8", args->fp8,
+                  "FP8 linear layers as Transformer Engine runs them: scaling recipe")
+      ->check(CLI::IsMember({"none", "delayed", "current", "blockwise", "mxfp8"}));
+  cmd->add_flag("--fp8-params", args->fp8_params, "weights kept in FP8 (no per-step weight cast)");
+  cmd->add_flag("--distributed-optimizer", args->distributed_optimizer,
+                "Megatron's distributed optimizer: gradients reduce-scattered and parameters "
+                "all-gathered over dp x cp, overlapped; optimizer state sharded");
+  cmd->add_flag("--tp-comm-overlap", args->tp_comm_overlap,
+                "TP/SP collectives pipelined with their GEMMs (Transformer Engine userbuffers)");
+  cmd->add_flag("--pp-comm-overlap", args->pp_comm_overlap,
+                "pipeline sends and receives overlapped with compute");
+  cmd->add_flag("--uneven-pipeline", args->uneven_pipeline,
+                "layers need not divide pp x interleave (Megatron-Core pipeline layouts); each "
+                "stage is priced at L/pp layers");
+  cmd->add_option("--grad-dtype", args->grad_dtype,
+                  "dtype of the gradient buffer and its reduction (default: the model's; "
+                  "Megatron-LM accumulates bf16 models' gradients in fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  cmd->add_option("--optimizer-bytes", args->optimizer_bytes,
+                  "optimizer state per parameter in bytes (Adam with fp32 master: 12)")
+      ->capture_default_str();
   cmd->add_flag("--allow-tp-across-nodes", args->allow_tp_across_nodes,
                 "accept a TP group larger than a node");
   cmd->add_flag("--no-dp-overlap", args->no_dp_overlap,

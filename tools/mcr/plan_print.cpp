@@ -22,16 +22,19 @@ std::string mem_row(const char* name, double bytes) {
 
 std::string layout_row(int rank, const plan::PlanResult& r) {
   const auto& l = r.layout;
+  const std::string states =
+      l.distributed_optimizer ? std::string("dist") : fmt::format("{}", l.zero);
   return fmt::format(
-      "{:>3}  {:>3} {:>3} {:>5} {:>3} {:>2} {:<9} {:<3} {:>4}  {:>9.3f}  {:>7.1f}  {:>5.1f}  "
-      "{:>6.1f}  {:>6.1f}\n",
-      rank, l.tp, l.pp, l.dp, l.micro_batch, l.interleave, plan::to_string(l.recompute),
-      l.sequence_parallel ? "on" : "off", l.zero, r.step_time_s, r.tflops_per_gpu, 100 * r.mfu,
-      100 * r.bubble_fraction, r.memory.total / kGiB);
+      "{:>3}  {:>3} {:>3} {:>3} {:>5} {:>3} {:>3} {:>2} {:<9} {:<3} {:>4}  {:>9.3f}  {:>9.0f}  "
+      "{:>7.1f}  {:>5.1f}  {:>6.1f}  {:>6.1f}\n",
+      rank, l.tp, l.cp, l.pp, l.dp, l.ep, l.micro_batch, l.interleave, plan::to_string(l.recompute),
+      l.sequence_parallel ? "on" : "off", states, r.step_time_s, r.tokens_per_s_per_gpu,
+      r.tflops_per_gpu, 100 * r.mfu, 100 * r.bubble_fraction, r.memory.total / kGiB);
 }
 
 const char* kHeader =
-    "  #   tp  pp    dp  mb  v recompute sp  zero     step s  TFLOP/s  MFU %  bubble %  mem GiB\n";
+    "  #   tp  cp  pp    dp  ep  mb  v recompute sp  zero     step s  tok/s/GPU  TFLOP/s  MFU %  "
+    "bubble %  mem GiB\n";
 
 }  // namespace
 
@@ -44,18 +47,26 @@ std::string format_plan(const plan::PlanResult& r) {
                    100 * r.bubble_fraction);
   s += fmt::format("device: {}, system: {}, parameters: {:.3f} B\n\n", r.device, r.system,
                    r.params / 1e9);
-  s += fmt::format("step time        {:.4f} s   ({:.0f} tokens/s)\n", T, r.tokens_per_s);
+  s += fmt::format("step time        {:.4f} s   ({:.0f} tokens/s, {:.0f} tokens/s/GPU)\n", T,
+                   r.tokens_per_s, r.tokens_per_s_per_gpu);
   s += fmt::format(
       "TFLOP/s per GPU  {:.1f} counting recomputation (HFU {:.1f} %), {:.1f} model (MFU {:.1f} "
-      "%)\n\n",
+      "%)\n",
       r.tflops_per_gpu, 100 * r.hfu, r.model_tflops_per_gpu, 100 * r.mfu);
+  s += fmt::format(
+      "                 model FLOPs count attention over all s x s scores (Megatron-LM/NeMo);\n"
+      "                 with causal attention halved: MFU {:.1f} %; peak {:.4g} TFLOP/s\n\n",
+      100 * r.mfu_causal, r.peak_tflops);
   s += "breakdown (slowest pipeline stage):\n";
   s += row("forward GEMMs", b.forward_gemm, T);
   s += row("backward GEMMs", b.backward_gemm, T);
   s += row("memory-bound kernels", b.memory_bound, T);
+  if (b.fp8_casts > 0) s += row("FP8 casts", b.fp8_casts, T);
   s += row("recomputation", b.recompute, T);
   s += row("embedding and logits", b.logits_embedding, T);
   s += row("TP/SP collectives", b.tp_comm, T);
+  if (r.layout.cp > 1) s += row("CP K/V exchange", b.cp_comm, T);
+  if (r.layout.ep > 1 || r.layout.expert_tp() > 1) s += row("EP all_to_all", b.ep_comm, T);
   s += row("pipeline p2p", b.pp_comm, T);
   s += row("pipeline bubble", b.bubble, T);
   s += row("DP reduction (exposed)", b.dp_comm, T);
@@ -126,20 +137,33 @@ std::string format_advice(const std::vector<plan::AdvisedPair>& pairs) {
 }
 
 std::string format_validation(const std::vector<plan::ValidationRow>& rows) {
+  const bool mixed = std::any_of(rows.begin(), rows.end(), [&rows](const plan::ValidationRow& r) {
+    return r.quantity != rows.front().quantity;
+  });
   std::string out =
       "run                   layout                                                      "
       "published  predicted   error\n";
   double sum = 0, worst = 0;
   for (const auto& r : rows) {
     out +=
-        fmt::format("{:<21} {:<59} {:>9.3f}  {:>9.3f}  {:>+6.1f} %\n", r.run.name,
+        fmt::format("{:<21} {:<59} {:>9.3f}  {:>9.3f}  {:>+6.1f} %", r.run.name,
                     plan::describe(r.predicted.layout), r.published, r.prediction, 100 * r.error);
+    if (mixed) out += fmt::format("  ({}; step {:+.1f} %)", r.quantity, 100 * r.step_error);
+    out += "\n";
     sum += std::abs(r.error);
     worst = std::max(worst, std::abs(r.error));
   }
-  if (!rows.empty()) {
+  if (rows.empty()) return out;
+  if (!mixed) {
     out += fmt::format("\nmean |error| {:.2f} %, max |error| {:.2f} % over {} runs\n",
                        100 * sum / static_cast<double>(rows.size()), 100 * worst, rows.size());
+  }
+  // Per system and precision, as step-time errors (a throughput's error inverted).
+  out += "\nstep-time error by system and precision:\n";
+  for (const auto& g : plan::summarize(rows)) {
+    out += fmt::format(
+        "  {:<24} {:>3} runs  mean |error| {:>5.1f} %  max {:>5.1f} %  mean {:+.1f} %\n", g.group,
+        g.runs, 100 * g.mean_abs, 100 * g.max_abs, 100 * g.mean);
   }
   return out;
 }

@@ -14,7 +14,7 @@
 
 namespace mcr::plan {
 
-enum class Collective { all_reduce, all_gather, reduce_scatter, p2p };
+enum class Collective { all_reduce, all_gather, reduce_scatter, p2p, all_to_all };
 std::string to_string(Collective c);
 
 /// Where the ranks of one group sit: `size` ranks, `per_node` of them on each of `nodes` nodes.
@@ -47,7 +47,8 @@ class CommModel {
   bool has_tables() const { return intra_ || inter_; }
 
   /// `bytes` follows the nccl-tests convention (docs/tuning-format.md): the buffer for all_reduce
-  /// and p2p, the whole output for all_gather, the whole input for reduce_scatter.
+  /// and p2p, the whole output for all_gather, the whole input for reduce_scatter, each rank's
+  /// send buffer for all_to_all.
   CommCost cost(Collective op, double bytes, const Placement& where, DType dtype) const;
   /// The α-β estimate alone (used for tiers without a table).
   double alpha_beta(Collective op, double bytes, const Placement& where) const;

@@ -25,7 +25,10 @@ struct Breakdown {
   double memory_bound = 0;      ///< norms, activations, softmax, dropout, residual adds
   double recompute = 0;         ///< forward work repeated in the backward pass
   double logits_embedding = 0;  ///< embedding lookup, logits GEMMs, cross entropy
-  double tp_comm = 0;           ///< tensor/sequence-parallel collectives (not overlapped)
+  double tp_comm = 0;           ///< tensor/sequence-parallel collectives (exposed part)
+  double cp_comm = 0;           ///< ring-attention K/V exchange not hidden by attention
+  double ep_comm = 0;           ///< expert-parallel all_to_all dispatch and combine
+  double fp8_casts = 0;         ///< FP8 casts and transposes of inputs, gradients, weights
   double pp_comm = 0;           ///< pipeline sends and receives
   double bubble = 0;            ///< pipeline fill and drain
   double dp_comm = 0;           ///< exposed gradient reduction / ZeRO gathers and embedding sync
@@ -40,7 +43,7 @@ struct MemoryBreakdown {
   double gradients = 0;
   double optimizer = 0;
   double activations = 0;
-  double buffers = 0;  ///< logits in fp32, ZeRO-3 gathered layers
+  double buffers = 0;  ///< logits in fp32, ZeRO-3 gathered layers, FP8 weight copies
   double total = 0;
   double capacity = 0;  ///< the device's memory
   bool fits = true;
@@ -53,6 +56,11 @@ struct PlanOptions {
   /// Bytes per gradient bucket of the data-parallel reduction (PyTorch DDP's default
   /// bucket_cap_mb of 25 MB, and bench/train_step's); 0 = one reduction of every gradient.
   double dp_bucket_bytes = 25e6;
+  /// Bytes per parameter of the gradient buffer and of its data-parallel reduction; 0: the model
+  /// dtype's (Megatron-LM's bf16 default accumulates and reduces in fp32: 4).
+  double grad_bytes_per_param = 0;
+  /// Decoder (causal) attention: fused attention kernels skip the masked half of the scores.
+  bool causal = true;
 };
 
 struct PlanResult {
@@ -62,12 +70,21 @@ struct PlanResult {
   std::string system;
   double step_time_s = 0;
   double tokens_per_s = 0;
-  double model_flops = 0;     ///< per step: 3 x forward (no recomputation)
+  double tokens_per_s_per_gpu = 0;  ///< tokens_per_s / gpus, as performance tables publish it
+  /// Per step: 3 x forward (no recomputation), attention over all s x s scores: the convention of
+  /// Megatron-LM's and NeMo's "model TFLOP/s".
+  double model_flops = 0;
+  /// The same with the scores of causal full-attention layers halved: what the kernels run.
+  double model_flops_causal = 0;
   double hardware_flops = 0;  ///< per step, recomputation included (what Megatron reports)
   double tflops_per_gpu = 0;  ///< hardware_flops / step / gpus
   double model_tflops_per_gpu = 0;
-  double mfu = 0;              ///< model_tflops_per_gpu / dense peak of the dtype
-  double hfu = 0;              ///< tflops_per_gpu / dense peak
+  double mfu = 0;         ///< model_tflops_per_gpu / peak_tflops
+  double mfu_causal = 0;  ///< model_flops_causal per second per GPU / peak_tflops
+  double hfu = 0;         ///< tflops_per_gpu / dense peak
+  /// Dense peak the utilisations divide by: the model dtype's, or FP8's when the linear layers run
+  /// in FP8 (as NVIDIA's recipes state their MFU).
+  double peak_tflops = 0;
   double bubble_fraction = 0;  ///< (p - 1) / (m * v)
   double params = 0;           ///< whole model
   Breakdown breakdown;

@@ -24,6 +24,18 @@ struct SearchSpace {
   std::vector<Recompute> recompute;       ///< default: all three
   std::vector<bool> sequence_parallel;    ///< default: on when tp > 1, off otherwise
   std::vector<int> zero;                  ///< default: 0 and 1
+  std::vector<int> cp;                    ///< default: 1
+  std::vector<int> ep;  ///< default: 1; for MoE models also the powers of two dividing experts
+  /// default: without and with Megatron's distributed optimizer (only with zero 0)
+  std::vector<bool> distributed_optimizer;
+  int etp = 0;
+  double capacity_factor = 0;
+  Dispatcher moe_dispatcher = Dispatcher::alltoall;
+  Fp8 fp8 = Fp8::none;
+  bool fp8_params = false;
+  bool tp_comm_overlap = false;
+  bool pp_comm_overlap = false;
+  bool uneven_pipeline = false;
   bool allow_tp_across_nodes = false;
   bool dp_overlap = true;
 };

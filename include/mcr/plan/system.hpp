@@ -49,6 +49,10 @@ struct SystemSpec {
   /// whole training step on this system (clocks under sustained power, interference from
   /// concurrent communication kernels). Fitted, see docs/planner.md; 1 = the GEMM model as is.
   double compute_efficiency = 1.0;
+  /// Per GEMM dtype ("fp8", ...), a further factor on compute_efficiency: how much less of its
+  /// peak a GEMM of that dtype reaches than one of the models' 16-bit dtype (FP8 GEMMs reach a
+  /// smaller share of their doubled peak). Missing dtypes: 1.
+  std::map<std::string, double> dtype_efficiency;
   /// Fraction of the device's memory_bandwidth_gbs that the step's memory-bound kernels (norms,
   /// activations, softmax, optimizer) reach; 0 = the device's efficiency.memory_efficiency. A
   /// calibrated CPU device needs it: calibration fits memory_efficiency to GEMMs, where it prices
@@ -65,6 +69,8 @@ struct SystemSpec {
   std::map<std::string, std::string> sources;
 
   int total_gpus() const { return nodes * gpus_per_node; }
+  /// dtype_efficiency of `dtype` (codesign name, e.g. "fp8"), 1 when not given.
+  double efficiency_of(const std::string& dtype) const;
   /// Throws mcr::InvalidArgument naming the field when a value is missing or out of range.
   void validate() const;
 };

@@ -1,0 +1,110 @@
+// Data parallelism of one step: the gradient reduction (all-reduce, or reduce-scatter under ZeRO
+// and Megatron's distributed optimizer) and the parameter all-gather, bucket by bucket as DDP and
+// Megatron-Core issue them, for the dense parameters over the dp * cp ranks that share them and for
+// the experts over their expert-data-parallel ranks; and what the step does not hide of it.
+#include <algorithm>
+#include <cmath>
+
+#include "stage_cost.hpp"
+
+namespace mcr::plan {
+
+std::vector<double> gradient_buckets(double bytes, double bucket_bytes) {
+  std::vector<double> out;
+  if (!(bytes > 0)) return out;
+  if (!(bucket_bytes > 0) || bucket_bytes >= bytes) return {bytes};
+  const auto full = static_cast<std::int64_t>(std::floor(bytes / bucket_bytes));
+  out.assign(static_cast<std::size_t>(full), bucket_bytes);
+  const double rest = bytes - static_cast<double>(full) * bucket_bytes;
+  if (rest > 0) out.push_back(rest);
+  return out;
+}
+
+CommCost bucketed_cost(const CommModel& comm, Collective op, double bytes, double bucket_bytes,
+                       const Placement& where, DType dtype) {
+  CommCost total{0, "none", "local"};
+  for (const double part : gradient_buckets(bytes, bucket_bytes)) {
+    const CommCost c = comm.cost(op, part, where, dtype);
+    total.time_s += c.time_s;
+    total.backend = c.backend;
+    total.source = c.source;
+  }
+  return total;
+}
+
+namespace detail {
+
+DataParallel data_parallel(const Context& c, const StageParams& params, double fwd,
+                           double bwd_window, double bubble) {
+  const codesign::ModelShape& m = c.model;
+  const CommModel& comm = c.comm;
+  const Layout& l = c.layout;
+  const PlanOptions& options = c.options;
+  const double mb = static_cast<double>(l.microbatches());
+  DataParallel out;
+  const int g = comm.system().gpus_per_node;
+  const double e = codesign::dtype_bytes(m.dtype);
+  const double grad = options.grad_bytes_per_param > 0 ? options.grad_bytes_per_param : e;
+  const DType gdt = grad >= 4 ? DType::f32 : comm_dtype(m.dtype);
+  const DType pdt = l.fp8_params ? DType::u8 : comm_dtype(m.dtype);
+  const double param_bytes = l.fp8_params ? 1.0 : e;
+  struct Group {
+    double params;
+    Placement where;
+  };
+  std::vector<Group> groups;
+  if (l.dense_replicas() > 1) {
+    groups.push_back({params.dense, place_group(l.dense_replicas(), l.tp, g)});
+  }
+  if (params.expert > 0 && l.expert_replicas() > 1) {
+    groups.push_back({params.expert, place_group(l.expert_replicas(), l.expert_tp() * l.ep, g)});
+  }
+  double reduce = 0, gather = 0, zero3 = 0;
+  for (const auto& grp : groups) {
+    const double bytes = grp.params * grad;
+    // The gradients are reduced bucket by bucket, as DDP and Megatron's distributed optimizer
+    // issue them: full buckets from the end of the flat gradient, the remainder last.
+    const auto buckets = gradient_buckets(bytes, options.dp_bucket_bytes);
+    out.buckets += buckets.size();
+    if (!buckets.empty()) out.last_bucket = buckets.back();
+    const bool scatter = l.zero >= 1 || l.distributed_optimizer;
+    const auto red =
+        bucketed_cost(comm, scatter ? Collective::reduce_scatter : Collective::all_reduce, bytes,
+                      options.dp_bucket_bytes, grp.where, gdt);
+    reduce += red.time_s;
+    out.source = origin(red);
+    if (scatter) {
+      gather += comm.cost(Collective::all_gather, grp.params * param_bytes, grp.where, pdt).time_s;
+    }
+    if (l.zero >= 3) {
+      // ZeRO-3 gathers the weights for every forward and backward pass and reduce-scatters the
+      // gradients of every microbatch; prefetching hides what the compute covers.
+      const double ag = comm.cost(Collective::all_gather, grp.params * e, grp.where, pdt).time_s;
+      const double rs =
+          comm.cost(Collective::reduce_scatter, grp.params * e, grp.where, gdt).time_s;
+      zero3 += 2 * ag + rs;
+    }
+  }
+  if (groups.empty()) return out;
+  // The gradients are final once the last microbatch's backward pass has run through the stage;
+  // what is left of the step after that is this backward pass and the pipeline's drain, half of the
+  // bubble (the stage idles while later stages finish).
+  const double window = l.dp_overlap ? bwd_window + bubble / 2 : 0.0;
+  if (l.zero >= 3) {
+    const double cover = l.dp_overlap ? fwd + bwd_window : 0.0;
+    out.exposed = mb * std::max(0.0, zero3 - cover);
+  } else if (l.distributed_optimizer) {
+    // Megatron-Core overlaps each bucket's reduce-scatter with the rest of the backward pass and
+    // each bucket's parameter all-gather with the next step's first forward pass and the fill.
+    const double ahead = l.dp_overlap ? fwd + bubble / 2 : 0.0;
+    out.exposed = std::max(0.0, reduce - window) + std::max(0.0, gather - ahead);
+  } else {
+    // Bucketed reduction overlaps the backward pass of the last microbatch; the parameter
+    // all-gather after the optimizer step (ZeRO 1, 2) waits for it.
+    out.exposed = std::max(0.0, reduce - window) + gather;
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace mcr::plan

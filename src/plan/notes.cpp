@@ -1,0 +1,99 @@
+// The notes of a plan: where each kind of collective's time came from, which assumptions applied
+// (overlaps, FP8, expert routing, the distributed optimizer) and what the memory leaves out.
+#include <fmt/core.h>
+
+#include "stage_cost.hpp"
+
+namespace mcr::plan::detail {
+
+namespace {
+
+double as_double(std::int64_t v) {
+  return static_cast<double>(v);
+}
+
+}  // namespace
+
+std::string origin(const CommCost& c) {
+  return c.backend == "alpha-beta" ? c.source : c.backend + ", " + c.source;
+}
+
+void add_notes(PlanResult& r, const Context& ctx, const std::string& dp_source,
+               const std::string& p2p_source) {
+  const codesign::ModelShape& m = ctx.model;
+  const Layout& l = ctx.layout;
+  const CommModel& comm = ctx.comm;
+  const SystemSpec& sys = comm.system();
+  const PlanOptions& options = ctx.options;
+  const Breakdown& b = r.breakdown;
+  const MemoryBreakdown& mem = r.memory;
+  const int g = sys.gpus_per_node;
+  const double e = ctx.elem();
+  const DType dt = comm_dtype(m.dtype);
+  if (l.tp > 1) {
+    const Placement tp = place_group(l.tp, 1, g);
+    const auto op = l.sequence_parallel ? Collective::all_gather : Collective::all_reduce;
+    r.notes.push_back(
+        "tp collectives: " + origin(comm.cost(op, ctx.tokens() * as_double(m.h) * e, tp, dt)) +
+        (l.tp_comm_overlap ? " (overlapped with their GEMMs)" : ""));
+  }
+  if (l.cp > 1) {
+    const Placement ring = place_group(l.cp, l.tp, g);
+    r.notes.push_back(
+        fmt::format("cp ring: {} ranks {} a node; K/V exchange hidden behind "
+                    "attention where it is shorter",
+                    l.cp, ring.nodes > 1 ? "across" : "within"));
+  }
+  if (l.ep > 1) {
+    const Placement group = place_group(l.ep, l.expert_tp(), g);
+    r.notes.push_back(fmt::format(
+        "ep {}: {} ranks on {} node{} ({}); {} experts per rank; {}", to_string(l.moe_dispatcher),
+        l.ep, group.nodes, group.nodes > 1 ? "s" : "",
+        origin(comm.cost(Collective::all_to_all, 1 << 20, group, dt)), m.experts / l.ep,
+        l.capacity_factor > 0
+            ? fmt::format("each expert takes {} x its balanced share of tokens", l.capacity_factor)
+            : std::string("routing balanced, dropless")));
+  }
+  if (l.fp8 != Fp8::none) {
+    r.notes.push_back(fmt::format(
+        "fp8 ({}): linear layers' forward, dgrad and wgrad GEMMs in FP8 at {:.3g} of the model "
+        "dtype's efficiency; attention, logits and router in {}; casts {:.3g} s per step{}",
+        to_string(l.fp8), sys.efficiency_of("fp8"), codesign::to_string(m.dtype), b.fp8_casts,
+        l.fp8_params ? "; FP8 weights" : "; FP8 weight copies cast once per step"));
+  }
+  if (!sys.elementwise_ns.empty()) {
+    r.notes.push_back(
+        fmt::format("element-wise kernels: the system's measured per-element rates ({} classes)",
+                    sys.elementwise_ns.size()));
+  }
+  if (!p2p_source.empty()) r.notes.push_back("pipeline p2p: " + p2p_source);
+  if (!dp_source.empty()) {
+    // Which sizes the reduction was priced at, so that a table can be checked against them.
+    const std::string sizes =
+        r.dp_buckets <= 1 ? fmt::format("one all-reduce of {:.4g} MB", r.dp_last_bucket_bytes / 1e6)
+                          : fmt::format("{} buckets ({} x {:.4g} MB, last {:.4g} MB)", r.dp_buckets,
+                                        r.dp_buckets - 1, options.dp_bucket_bytes / 1e6,
+                                        r.dp_last_bucket_bytes / 1e6);
+    const std::string cap = options.dp_bucket_bytes > 0
+                                ? fmt::format("--dp-bucket-mb {:g}", options.dp_bucket_bytes / 1e6)
+                                : std::string("no bucketing");
+    r.notes.push_back(fmt::format("dp reduction: {} ({}); {}{}", sizes, cap, dp_source,
+                                  l.distributed_optimizer
+                                      ? "; distributed optimizer: reduce-scatter and all-gather "
+                                        "overlapped"
+                                      : ""));
+  }
+  if (m.tied_embeddings && l.pp > 1) {
+    r.notes.push_back(
+        "dp reduction includes the tied-embedding all-reduce of the first and last stage");
+  }
+  r.notes.push_back(
+      "memory leaves out the CUDA context, allocator caching and fragmentation, communication "
+      "buffers (NCCL, userbuffers) and library workspaces: a few GiB per GPU");
+  if (!mem.fits) {
+    r.notes.push_back(fmt::format("does not fit: {:.1f} GiB needed, {:.1f} GiB per GPU",
+                                  mem.total / (1 << 30), mem.capacity / (1 << 30)));
+  }
+}
+
+}  // namespace mcr::plan::detail

@@ -1,0 +1,140 @@
+// FP8 as Transformer Engine runs it, Megatron's distributed optimizer, and the throughput outputs,
+// against quantities worked out here: which GEMMs change dtype, the bytes the casts move, the
+// distributed optimizer's 6 + 12/d bytes per parameter (Megatron-LM docs, bf16 parameters with fp32
+// gradients), tokens per second per GPU and the FLOPs causal masking saves.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "mcr/codesign/device.hpp"
+#include "mcr/plan/planner.hpp"
+#include "test_helpers.hpp"
+
+namespace mcr::plan {
+namespace {
+
+using test::gpt;
+using test::round_system;
+
+const codesign::DeviceSpec& h100() {
+  static const auto d = codesign::device_from_catalog("h100-sxm");
+  return d;
+}
+
+codesign::ModelShape bf16_gpt() {
+  auto m = gpt(1024, 16, 24, 51200, 4096);
+  m.dtype = codesign::DType::bf16;
+  m.attention = codesign::AttentionImpl::flash;
+  return m;
+}
+
+Layout one_gpu(std::int64_t gbs = 1) {
+  Layout l;
+  l.gpus = 1;
+  l.global_batch = gbs;
+  return l;
+}
+
+TEST(PlanFp8, LinearLayersOnlyRunInFp8) {
+  const auto m = bf16_gpt();
+  const SystemSpec sys = round_system();
+  const CommModel comm(sys);
+  Layout l = resolve_layout(one_gpu(), m, sys);
+  const auto bf16 = plan_step(m, h100(), comm, l);
+  l.fp8 = Fp8::delayed;
+  const auto fp8 = plan_step(m, h100(), comm, l);
+  // The logits stay in bf16; the layers' GEMMs get faster; casts appear.
+  EXPECT_DOUBLE_EQ(fp8.logits_gemm_s, bf16.logits_gemm_s);
+  EXPECT_LT(fp8.breakdown.forward_gemm, bf16.breakdown.forward_gemm);
+  EXPECT_GT(fp8.breakdown.fp8_casts, 0.0);
+  EXPECT_EQ(bf16.breakdown.fp8_casts, 0.0);
+  // The same FLOPs are counted; utilisation is stated against the FP8 peak.
+  EXPECT_DOUBLE_EQ(fp8.model_flops, bf16.model_flops);
+  EXPECT_DOUBLE_EQ(fp8.peak_tflops, 1978.9);
+  EXPECT_DOUBLE_EQ(bf16.peak_tflops, 989.4);
+}
+
+TEST(PlanFp8, CastsMoveTheBytesOfInputsGradientsAndWeights) {
+  // One GPT layer, T = 4096 tokens, h = 1024, e = 2 (bf16), one microbatch per step, delayed
+  // scaling. Forward: the QKV and MLP-up inputs come from norm kernels (FP8 + transposed copy,
+  // 2 bytes each), the projection input (h wide) and the MLP-down input (4h wide) are read and
+  // written (2 + 2). Backward: every output gradient, read and written twice (2 + 2): 3h, h, 4h,
+  // h. Weights: 12 h^2, read and written twice, once per step.
+  const double T = 4096, h = 1024, e = 2;
+  const double forward = T * h * 2 + T * h * (e + 2) + T * h * 2 + T * 4 * h * (e + 2);
+  const double backward = T * (3 * h + h + 4 * h + h) * (e + 2);
+  const double weights = 12 * h * h * (e + 2);
+  const auto m = bf16_gpt();
+  SystemSpec sys = round_system();
+  sys.stream_efficiency = 1.0;
+  Layout l = resolve_layout(one_gpu(), m, sys);
+  l.fp8 = Fp8::delayed;
+  const auto r = plan_step(m, h100(), CommModel(sys), l);
+  const double bw = h100().memory_bandwidth_gbs * 1e9;
+  const double launch = h100().efficiency.launch_overhead_s;
+  const double expected = 24 * ((forward + weights) / bw + 4 * launch + backward / bw + 4 * launch);
+  EXPECT_NEAR(r.breakdown.fp8_casts / expected, 1.0, 1e-9);
+  // FP8 weights need no cast.
+  l.fp8_params = true;
+  const auto p = plan_step(m, h100(), CommModel(sys), l);
+  EXPECT_NEAR(p.breakdown.fp8_casts / (expected - 24 * weights / bw), 1.0, 1e-9);
+}
+
+TEST(PlanFp8, DtypeFp8MeansTransformerEngineStyle) {
+  auto m = bf16_gpt();
+  m.dtype = codesign::DType::fp8;
+  const SystemSpec sys = round_system();
+  const auto r = plan_step(m, h100(), CommModel(sys), resolve_layout(one_gpu(), m, sys));
+  EXPECT_EQ(r.model.dtype, codesign::DType::bf16);
+  EXPECT_EQ(r.layout.fp8, Fp8::delayed);
+  EXPECT_NE(r.notes.front().find("FP8 linear layers"), std::string::npos);
+}
+
+TEST(PlanDistributedOptimizer, SixPlusTwelveOverDBytesPerParameter) {
+  // Megatron-LM's distributed optimizer with bf16 parameters and fp32 gradients: 6 + 12/d bytes per
+  // parameter (its docs' table), d the data-parallel size.
+  const auto m = bf16_gpt();
+  const SystemSpec sys = round_system();
+  Layout l = one_gpu(8);
+  l.gpus = 8;
+  l.distributed_optimizer = true;
+  PlanOptions o;
+  o.grad_bytes_per_param = 4;
+  const auto r = plan_memory(m, h100(), resolve_layout(l, m, sys), o);
+  const double params = r.weights / 2;
+  EXPECT_NEAR((r.weights + r.gradients + r.optimizer) / params, 6 + 12.0 / 8, 1e-9);
+}
+
+TEST(PlanDistributedOptimizer, OverlapsItsGatherThatZeroOneExposes) {
+  const auto m = bf16_gpt();
+  const SystemSpec sys = round_system();
+  Layout l = one_gpu(64);
+  l.gpus = 16;  // dp 16 over two nodes
+  l = resolve_layout(l, m, sys);
+  l.zero = 1;
+  const auto zero1 = plan_step(m, h100(), CommModel(sys), l);
+  l.zero = 0;
+  l.distributed_optimizer = true;
+  const auto dist = plan_step(m, h100(), CommModel(sys), l);
+  EXPECT_LT(dist.breakdown.dp_comm, zero1.breakdown.dp_comm);
+  EXPECT_DOUBLE_EQ(dist.memory.optimizer, zero1.memory.optimizer);
+}
+
+TEST(PlanOutput, TokensPerGpuAndTheCausalConvention) {
+  // Causal flash attention computes the tiles on and below the diagonal: (n + 1) / (2n) of the
+  // n x n tiles of 128, n = s / 128 = 32. model_flops counts all s x s scores (4 b s^2 h per layer
+  // forward, Megatron's convention); model_flops_causal leaves out the skipped share.
+  const auto m = bf16_gpt();
+  const SystemSpec sys = round_system();
+  const auto r = plan_step(m, h100(), CommModel(sys), resolve_layout(one_gpu(2), m, sys));
+  const double s = 4096, h = 1024, L = 24, B = 2;
+  EXPECT_NEAR(r.tokens_per_s_per_gpu, B * s / r.step_time_s, 1e-6);
+  const double n = s / 128;
+  const double skipped = 3 * L * B * 4 * s * s * h * (1 - (n + 1) / (2 * n));
+  EXPECT_NEAR((r.model_flops - r.model_flops_causal) / skipped, 1.0, 1e-9);
+  EXPECT_LT(r.mfu_causal, r.mfu);
+}
+
+}  // namespace
+}  // namespace mcr::plan
