@@ -13,7 +13,7 @@ namespace {
 
 TEST(PlanSystem, CatalogHasTheRequiredSystems) {
   const auto names = catalog_systems();
-  for (const char* n : {"dgx-a100", "dgx-h100", "local-cpu"}) {
+  for (const char* n : {"dgx-a100", "dgx-h100", "dgx-b200", "gb200-nvl72", "local-cpu"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   }
 }
@@ -25,6 +25,36 @@ TEST(PlanSystem, DgxA100) {
   EXPECT_DOUBLE_EQ(s.intra.bandwidth_gbs, 300);  // 600 GB/s NVLink, both directions
   EXPECT_DOUBLE_EQ(s.inter.bandwidth_gbs, 25);   // one 200 Gb/s HDR adapter per GPU
   EXPECT_GE(s.total_gpus(), 4096);
+}
+
+TEST(PlanSystem, BlackwellSystems) {
+  // DGX B200 User Guide: 8 GPUs, NVLink 5 at 14.4 TB/s for the node (900 GB/s each way per GPU),
+  // one ConnectX-7 per GPU. GB200 NVL72: 72 GPUs in one NVLink domain.
+  const auto b = system_from_catalog("dgx-b200");
+  EXPECT_EQ(b.device, "b200");
+  EXPECT_EQ(b.gpus_per_node, 8);
+  EXPECT_DOUBLE_EQ(b.intra.bandwidth_gbs, 14400.0 / 8 / 2);
+  EXPECT_DOUBLE_EQ(b.inter.bandwidth_gbs, 50);
+  const auto g = system_from_catalog("gb200-nvl72");
+  EXPECT_EQ(g.gpus_per_node, 72);
+  EXPECT_DOUBLE_EQ(g.intra.bandwidth_gbs, b.intra.bandwidth_gbs);
+}
+
+TEST(PlanSystem, EveryEfficiencyCitesASource) {
+  // The fitted or derived constants say where they come from; an FP8 factor lies in (0, 1].
+  for (const auto& name : catalog_systems()) {
+    const auto s = system_from_catalog(name);
+    EXPECT_TRUE(s.sources.count("compute_efficiency") || s.compute_efficiency == 1.0) << name;
+    for (const auto& [dtype, factor] : s.dtype_efficiency) {
+      EXPECT_TRUE(s.sources.count("dtype_efficiency." + dtype)) << name << ": " << dtype;
+      EXPECT_GT(factor, 0);
+      EXPECT_LE(factor, 1);
+    }
+  }
+  // H100: MAMF FP8 1402.6 of 1978.9 over BF16 794.5 of 989.4 (docs/gpu-facts.md).
+  EXPECT_NEAR(system_from_catalog("dgx-h100").efficiency_of("fp8"),
+              (1402.6 / 1978.9) / (794.5 / 989.4), 5e-4);
+  EXPECT_DOUBLE_EQ(system_from_catalog("dgx-a100").efficiency_of("fp8"), 1.0);
 }
 
 TEST(PlanSystem, EveryLinkValueCitesASource) {
