@@ -127,62 +127,33 @@ void CommThread::run_task(std::function<void()> task) {
   cv_.notify_one();
 }
 
-void CommThread::shutdown(const std::function<void()>& at_exit) {
+void CommThread::shutdown(std::function<void()> at_exit) {
+  if (on_thread()) return;
+  {
+    std::unique_lock lock(mu_);
+    if (shutdown_requested_) {  // another thread is stopping it: wait for that
+      cv_.wait(lock, [this] { return stopped_; });
+      return;
+    }
+    shutdown_requested_ = true;
+    at_exit_ = std::move(at_exit);
+  }
+  cv_.notify_all();
+  thread_.join();
+  std::exception_ptr error;
   {
     std::lock_guard lock(mu_);
-    if (stopping_ || stopped_) return;
+    stopped_ = true;
+    error = exit_error_;
   }
-  if (on_thread()) return;
-  auto drain_and_exit = [this, &at_exit] {
-    drain();
-    at_exit();
-    exited_ = true;
-  };
-  std::packaged_task<void()> task(drain_and_exit);
-  auto done = task.get_future();
-  run_task([&task] { task(); });
-  done.get();
-  thread_.join();
-  std::lock_guard lock(mu_);
-  stopped_ = true;
-}
-
-void CommThread::drain() {
-  // Operations nobody waited for still complete (or time out) before the runtime goes away, and
-  // so do those posted meanwhile: a completion callback may post the next step of a chain. Posts
-  // fail from the moment nothing is queued or in flight, so none is left queued and never issued.
-  for (;;) {
-    std::deque<Item> more;
-    {
-      std::lock_guard lock(mu_);
-      if (queue_.empty() && in_flight_.empty()) {
-        stopping_ = true;
-        return;
-      }
-      more.swap(queue_);
-    }
-    for (auto& item : more) {
-      run_item(item);
-    }
-    if (!poll_in_flight() && more.empty()) std::this_thread::yield();
-  }
+  cv_.notify_all();
+  if (error) std::rethrow_exception(error);
 }
 
 void CommThread::run_item(Item& item) {
-  if (!exited_) {
-    if (item.op.issue) {
-      issue(item.op);
-    } else {
-      item.task();
-    }
-    return;
-  }
-  // Taken in the same batch as the shutdown, after it: the runtime is gone. Operations fail;
-  // blocking calls run (mcr raises, and their caller gets the error instead of waiting forever);
-  // releases are dropped, their state leaked.
-  if (item.op.complete) {
-    item.op.complete(std::make_exception_ptr(mcr::Error(kShutDownMessage)));
-  } else if (item.awaited) {
+  if (item.op.issue) {
+    issue(item.op);
+  } else {
     item.task();
   }
 }
@@ -200,22 +171,16 @@ void CommThread::issue(PostedOp& op) {
 
 bool CommThread::poll_one(InFlight& f, std::exception_ptr& error) {
   try {
+    // Work::test() enforces the operation's timeout itself (given at issue): past it, it raises
+    // mcr's TimeoutError, which names op, sequence number, backend, this rank and the peers that
+    // have not reached the operation, and aborts the communicator.
     if (f.work.test()) return true;
-    // Past the deadline: a short wait raises mcr's TimeoutError (naming op, sequence number and
-    // backend) and aborts the communicator, exactly as a timed-out blocking wait would.
-    if (Clock::now() >= f.deadline) {
+    // A backstop a second past the limit, should a backend fail to time out on its own.
+    if (Clock::now() >= f.deadline + std::chrono::seconds(1)) {
       f.work.wait(std::chrono::milliseconds(1));
       return true;
     }
     return false;
-  } catch (const mcr::TimeoutError& e) {
-    // The runtime's message names the 1 ms of the wait above; report the operation's own limit.
-    error = std::make_exception_ptr(mcr::TimeoutError(
-        e.op() + " (sequence #" + std::to_string(e.sequence()) + ") on backend '" + e.backend() +
-            "' did not complete within " + std::to_string(f.timeout.count()) +
-            " ms; the communicator is aborted",
-        e.op(), e.sequence(), e.backend()));
-    return true;
   } catch (...) {
     error = std::current_exception();
     return true;
@@ -247,7 +212,7 @@ void CommThread::wait_for_work() {
     std::this_thread::yield();
   }
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return !queue_.empty() || handed_over_ || stopping_; });
+  cv_.wait(lock, [this] { return !queue_.empty() || handed_over_ || shutdown_requested_; });
 }
 
 bool CommThread::run_until_idle() {
@@ -259,14 +224,16 @@ bool CommThread::run_until_idle() {
       queued_.store(false, std::memory_order_relaxed);
       handed_over_ = false;
       batch.swap(queue_);
-      if (batch.empty() && in_flight_.empty()) return stopping_;  // idle: posters may issue
+      if (batch.empty() && in_flight_.empty()) {
+        // Idle. After shutdown(), this is the moment to stop: checked under the queue's lock, so
+        // every operation posted before it was issued and has completed, and every later post
+        // fails at once. Otherwise posters may issue on their own threads until more arrives.
+        if (shutdown_requested_) stopping_ = true;
+        return stopping_;
+      }
     }
     for (auto& item : batch) {
       run_item(item);
-    }
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_ && in_flight_.empty()) return true;
     }
     const bool progressed = poll_in_flight() || !batch.empty();
     if (progressed) {
@@ -289,7 +256,15 @@ void CommThread::loop() {
   for (;;) {
     wait_for_work();
     std::unique_lock own(own_);
-    if (run_until_idle()) return;
+    if (!run_until_idle()) continue;
+    // Stopped: nothing queued or in flight, and nothing can be posted any more.
+    try {
+      at_exit_();
+    } catch (...) {
+      std::lock_guard lock(mu_);
+      exit_error_ = std::current_exception();
+    }
+    return;
   }
 }
 

@@ -42,8 +42,8 @@ struct PostedOp {
   /// Runs once the operation completed (nullptr) or failed: on the communication thread, or on the
   /// posting thread when its shortcut saw the operation finish.
   std::function<void(std::exception_ptr)> complete;
-  /// After this long the operation fails with mcr::TimeoutError. mcr enforces timeouts inside
-  /// Work::wait and in Gloo; a polled MPI request needs the deadline kept here.
+  /// After this long the operation fails with mcr::TimeoutError. `issue` passes it to mcr, whose
+  /// Work::test enforces it; the thread keeps a backstop a second later.
   std::chrono::milliseconds timeout{0};
 };
 
@@ -89,10 +89,13 @@ class CommThread {
     return result.get();
   }
 
-  /// Issues everything queued and waits for every operation in flight, including those their
-  /// completion callbacks post meanwhile; then runs `at_exit` (mcr::finalize) on the thread and
-  /// joins it. Posts fail with an error from the moment nothing is left to issue. Idempotent.
-  void shutdown(const std::function<void()>& at_exit);
+  /// Asks the thread to stop once it is idle: it issues everything queued and waits for every
+  /// operation in flight, including those their completion callbacks post meanwhile, in posted
+  /// order; at the first moment nothing is queued or in flight (decided under the queue's lock,
+  /// so no post can slip between the check and the stop) later posts fail at once. Then it runs
+  /// `at_exit` (mcr::finalize) on the thread, and this call joins it. Every wait in between is
+  /// bounded by the operations' timeouts. Idempotent; a no-op on the thread itself.
+  void shutdown(std::function<void()> at_exit);
   bool on_thread() const noexcept { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
@@ -113,7 +116,6 @@ class CommThread {
   };
 
   void run_task(std::function<void()> task);
-  void drain();
   void run_item(Item& item);
   void loop();
   void wait_for_work();
@@ -131,9 +133,13 @@ class CommThread {
   std::atomic<bool> caller_issue_{false};
   std::atomic<std::uint64_t> posted_{0}, issued_by_caller_{0}, completed_by_caller_{0};
   bool handed_over_ = false;  // a poster left an operation in flight for the thread to finish
-  bool stopping_ = false;
+  // shutdown() was called: stop at the next idle moment. Not a queued item: an item would be
+  // taken in one batch with operations posted after it, and the stop would overtake them.
+  bool shutdown_requested_ = false;
+  std::function<void()> at_exit_;  // set with shutdown_requested_
+  std::exception_ptr exit_error_;  // what at_exit_ raised, for shutdown() to rethrow
+  bool stopping_ = false;          // idle after the request: posts fail from here on
   bool stopped_ = false;
-  bool exited_ = false;  // the runtime is finalized; communication thread only
   std::deque<InFlight> in_flight_;
   std::thread thread_;
 };
