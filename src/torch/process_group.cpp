@@ -1,6 +1,8 @@
 // ProcessGroupMCR: work handles, the hand-off to the communication thread, the override switch.
 #include "process_group.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -53,11 +55,22 @@ void WorkMCR::complete(std::exception_ptr error) {
   finish(error);
 }
 
+std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
+                                        bool mcr_timeout_set,
+                                        std::chrono::milliseconds mcr_timeout) {
+  if (!mcr_timeout_set) return torch_timeout;
+  if (torch_timeout.count() <= 0) return mcr_timeout;
+  return std::min(torch_timeout, mcr_timeout);
+}
+
 ProcessGroupMCR::ProcessGroupMCR(mcr::Communicator comm, int rank, int size,
                                  std::chrono::milliseconds timeout, int local_ranks)
     : ProcessGroupBase(rank, size),
       comm_(std::move(comm)),
-      timeout_(timeout),
+      // MCR_TIMEOUT, when set, is the runtime's timeout (init() checked it) and caps the group's.
+      timeout_(group_timeout(
+          timeout, std::getenv("MCR_TIMEOUT") != nullptr && *std::getenv("MCR_TIMEOUT") != '\0',
+          comm_.timeout())),
       spin_wait_(waiter_spins(local_ranks, std::thread::hardware_concurrency())) {}
 
 ProcessGroupMCR::~ProcessGroupMCR() {

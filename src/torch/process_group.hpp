@@ -57,6 +57,14 @@ class WorkMCR : public c10d::Work {
 /// poll).
 bool waiter_spins(int local_ranks, unsigned hardware_threads);
 
+/// The timeout of a group's operations (unless a call passes its own): torch's (`timeout=` of
+/// init_process_group/new_group, 30 min by default), capped by MCR_TIMEOUT when that is set, so
+/// that the variable bounds every mcr operation whatever the launch (docs/torch.md, "Errors and
+/// timeouts"). `mcr_timeout`: the communicator's, which is MCR_TIMEOUT's when it is set.
+std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
+                                        bool mcr_timeout_set,
+                                        std::chrono::milliseconds mcr_timeout);
+
 class ProcessGroupMCR : public ProcessGroupBase {
  public:
   /// `comm` must have been created on the communication thread; rank and size are torch's view of
