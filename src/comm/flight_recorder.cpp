@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
@@ -168,7 +169,7 @@ nlohmann::json FlightRecorder::to_json(std::int64_t now_ns, std::int64_t wall_mi
           {"capacity", capacity()},      {"ops", std::move(ops)}};
 }
 
-std::string flight_record_json(std::string_view reason) {
+std::string flight_record_json(std::string_view reason, std::size_t* communicators) {
   const FlightConfig& c = flight_config();
   const std::int64_t steady_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now().time_since_epoch())
@@ -189,6 +190,7 @@ std::string flight_record_json(std::string_view reason) {
     for (const FlightRecorder* r : reg.live)
       comms.push_back(r->to_json(steady_ns, wall_minus_steady));
   }
+  if (communicators != nullptr) *communicators = comms.size();
   nlohmann::json j{{"format", "mcr-flight-record"},
                    {"version", 1},
                    {"reason", std::string(reason)},
@@ -219,16 +221,36 @@ bool write_whole_file(const std::string& path, const std::string& text) noexcept
   return ::close(fd) == 0 && std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
+// What this process has put in its record file (flight-rank<N>.json). The first record that
+// holds a communicator is the one that explains a failure (a timeout, a signal, the watchdog);
+// later dumps of the same process, such as an empty one written by a SIGTERM after finalize(),
+// must not replace it. Atomics only: dumps run in signal handlers.
+namespace {
+enum : int { kNothingWritten = 0, kWroteEmpty = 1, kWroteRecord = 2 };
+std::atomic<int> g_record_state{kNothingWritten};
+std::atomic<int> g_later_dumps{0};
+}  // namespace
+
 std::string dump_flight_record_to_dir(std::string_view reason) noexcept {
   try {
     const FlightConfig& c = flight_config();
     if (c.path.empty()) return {};
-    if (!write_whole_file(c.path, flight_record_json(reason))) {
+    std::size_t communicators = 0;
+    const std::string text = flight_record_json(reason, &communicators);
+    // The record file keeps the first dump with a communicator in it; every later dump of this
+    // process goes beside it, numbered, so that none is lost and `mcr doctor` reads the first.
+    std::string path = c.path;
+    if (g_record_state.load() == kWroteRecord) {
+      const int k = g_later_dumps.fetch_add(1) + 1;
+      path = fmt::format("{}/flight-rank{}.later-{}.json", c.dir, c.world_rank, k);
+    }
+    if (!write_whole_file(path, text)) {
       std::fprintf(stderr, "mcr[%d]: flight record not written to %s\n", c.world_rank,
-                   c.path.c_str());
+                   path.c_str());
       return {};
     }
-    return c.path;
+    if (path == c.path) g_record_state.store(communicators > 0 ? kWroteRecord : kWroteEmpty);
+    return path;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mcr: flight record not written: %s\n", e.what());
     return {};

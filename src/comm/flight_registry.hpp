@@ -30,7 +30,7 @@ struct FlightConfig {
 const FlightConfig& flight_config();
 
 /// The dump of every live communicator of this process, as JSON text.
-std::string flight_record_json(std::string_view reason);
+std::string flight_record_json(std::string_view reason, std::size_t* communicators = nullptr);
 /// Writes `text` to `path` through a temporary file and a rename; false on failure.
 bool write_whole_file(const std::string& path, const std::string& text) noexcept;
 

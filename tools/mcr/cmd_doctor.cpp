@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -86,9 +87,15 @@ Job load(const std::string& dir) {
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && name.starts_with("flight-rank") && name.ends_with(".json")) {
-      files.push_back(e.path());
-    }
+    // flight-rank<N>.json only: a process's later dumps (flight-rank<N>.later-<k>.json) follow
+    // the record that explains its failure, and would stand in for it.
+    const std::string_view rank = std::string_view(name).substr(
+        std::min(name.size(), std::string_view("flight-rank").size()));
+    const bool record =
+        e.is_regular_file() && name.starts_with("flight-rank") && name.ends_with(".json") &&
+        rank.size() > 5 &&
+        std::all_of(rank.begin(), rank.end() - 5, [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (record) files.push_back(e.path());
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) {

@@ -74,8 +74,15 @@ TEST(Recorder, TimeoutNamesThisRankAndTheLaggard) {
             << backend << ": does not name exactly the laggard: " << m;
         EXPECT_GE(waited, 2.9) << m;
         EXPECT_LT(waited, 10.0) << m;
-        // The dump written at the timeout holds this communicator, op #1 timed out.
-        const std::string path = fmt::format("{}/flight-rank{}.json", flight_dir(), world().rank());
+        // The dump written at the timeout, which the message names, holds this communicator, op
+        // #1 timed out. (The first dump of the process is flight-rank<N>.json; later ones are
+        // kept beside it, numbered.)
+        const auto named = m.find("flight record: ");
+        ASSERT_NE(named, std::string::npos) << "the message names no flight record: " << m;
+        const std::string path = m.substr(named + std::string_view("flight record: ").size());
+        EXPECT_TRUE(
+            path.starts_with(fmt::format("{}/flight-rank{}.", flight_dir(), world().rank())))
+            << path;
         std::ifstream in(path);
         ASSERT_TRUE(in) << path << " was not written";
         const auto j = nlohmann::json::parse(in);
