@@ -1,6 +1,7 @@
 #include "bootstrap/store_exchange.hpp"
 
 #include <cstdint>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -20,12 +21,31 @@ class StoreExchange final : public Exchange {
     store_.set(key(round, rank_), mine);
     std::vector<Bytes> all(static_cast<std::size_t>(size_));
     for (int r = 0; r < size_; ++r) {
-      all[static_cast<std::size_t>(r)] = r == rank_ ? mine : store_.get(key(round, r), timeout_);
+      if (r == rank_) {
+        all[static_cast<std::size_t>(r)] = mine;
+        continue;
+      }
+      try {
+        all[static_cast<std::size_t>(r)] = store_.get(key(round, r), timeout_);
+      } catch (const TimeoutError& e) {
+        throw TimeoutError(never_joined(r, round, e.what()), "exchange", round, "store");
+      } catch (const BackendError& e) {
+        throw BackendError(never_joined(r, round, e.what()));
+      }
     }
     return all;
   }
 
  private:
+  // The message when a rank's part never arrived: it names the rank, not the store key.
+  std::string never_joined(int r, std::uint64_t round, std::string_view why) const {
+    return fmt::format(
+        "rank {} of {} never joined the world's exchange #{} within {} ms (rank {} waited for "
+        "it): was it started, with WORLD_SIZE={} and the same MASTER_ADDR/MASTER_PORT, and did "
+        "it fail before init()? (store: {})",
+        r, size_, round, timeout_.count(), rank_, size_, why);
+  }
+
   static std::string key(std::uint64_t round, int rank) {
     return fmt::format("mcr/exchange/{}/{}", round, rank);
   }

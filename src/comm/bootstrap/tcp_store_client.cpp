@@ -68,6 +68,14 @@ class TcpStoreClient final : public Store {
       r = round_trip(w.bytes());
     } catch (const ClosedByServer&) {
       return false;
+    } catch (const BackendError& e) {
+      // Something accepted the connection but does not answer as a store: most often another
+      // program that holds the port (a busy MASTER_PORT), or a store that is not mcr's.
+      throw BackendError(fmt::format(
+          "{}; the process listening on {} did not answer rank {}'s hello as mcr's rendezvous "
+          "store: is the port used by another program (choose a free MASTER_PORT), or is rank 0 "
+          "so loaded that it cannot answer?",
+          e.what(), where_, rank));
     }
     if (r.status != Status::ok) {
       throw BackendError(fmt::format("TCP store {}: the server refused this process (rank {}): {}",
