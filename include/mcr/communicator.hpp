@@ -90,8 +90,9 @@ class Communicator {
   void set_observer(std::shared_ptr<OpObserver> observer);
   /// Pauses (false) or resumes (true) cross-rank verification of this communicator's collectives
   /// on the calling rank; peers must pause and resume at the same point. Only a communicator
-  /// created with verification on (InitOptions::verify, MCR_VERIFY=1) can verify: set_verify(true)
-  /// on another raises InvalidArgument. See docs/reliability.md.
+  /// created with verification on (by default, or InitOptions::verify / MCR_VERIFY=1; not with
+  /// MCR_VERIFY=0) can verify: set_verify(true) on another raises InvalidArgument. See
+  /// docs/reliability.md.
   void set_verify(bool on);
   /// Whether this rank verifies the next collective.
   bool verifying() const;
@@ -192,9 +193,11 @@ struct InitOptions {
   std::string tuning_file;               ///< tuning table (MCR_TUNING)
   std::vector<std::string> backends;     ///< backends to bring up, in priority order (MCR_BACKENDS)
   std::chrono::milliseconds timeout{0};  ///< default per-operation timeout (MCR_TIMEOUT, seconds)
-  /// Cross-rank verification: before each collective, the ranks exchange its op, dtype, count,
-  /// root, reduce op, backend and form, and raise MismatchError on every rank when they differ
-  /// (MCR_VERIFY=1). Costs one small all-gather per collective; must agree on every rank.
+  /// Cross-rank verification: before a collective, the ranks exchange its op, dtype, count, root,
+  /// reduce op, backend and form, and raise MismatchError on every rank when they differ. true:
+  /// every collective (MCR_VERIFY=1; one small all-gather each). false: as MCR_VERIFY says, by
+  /// default the first call of each distinct signature on each communicator (nothing in steady
+  /// state); MCR_VERIFY=0 turns it off. Must agree on every rank.
   bool verify = false;
 
   /// A key-value store the ranks of the job already share (mcr/store.hpp). When set, init() forms

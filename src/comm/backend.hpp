@@ -116,6 +116,13 @@ class Backend {
   /// them.
   virtual bool blocks_device() const noexcept { return false; }
 
+  /// Called once, by finalize() after this process saw a communication failure (docs/
+  /// reliability.md, "Finalize after a failure"): make whatever is pending fail without waiting
+  /// for peers, and close what peers may be blocked on (Gloo closes its connections, NCCL aborts
+  /// its communicator). Must not block. A library that cannot abandon its operations (MPI) does
+  /// nothing here; the runtime then never finalizes it.
+  virtual void abort() noexcept {}
+
   /// Collective over this backend's group: every rank calls it. Returns the backend of the new
   /// group formed by `members` (ranks of this group, in new-rank order), or nullptr on ranks not in
   /// `members`. `group_id` is equal on all ranks and unique per group (used for rendezvous keys).
@@ -136,6 +143,11 @@ class LaunchSupport {
   virtual std::unique_ptr<Exchange> world_exchange(const LaunchInfo& launch) = 0;
   /// Undoes what world_exchange() initialised; nothing when it initialised nothing.
   virtual void shutdown() noexcept = 0;
+  /// Whether shutdown() is still safe after this process saw a failure: false when an operation
+  /// of the library was abandoned and cannot be cancelled (the library would progress it into
+  /// freed memory, and wait for peers that may never come). The runtime then leaves the library
+  /// initialised and the launcher ends the job when the process exits.
+  virtual bool may_shut_down_after_failure() const noexcept { return true; }
   /// Ends the whole job after an unrecoverable error when the library is up (MPI_Abort); returns
   /// when it is not, so that the caller can try the next way out.
   virtual void abort_job(int code) noexcept = 0;

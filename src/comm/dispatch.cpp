@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "failure.hpp"
 #include "hier/hier_backend.hpp"
 #include "log.hpp"
 #include "mcr/errors.hpp"
@@ -112,6 +113,29 @@ void CommState::check_usable() const {
 void CommState::abort(std::string_view reason) {
   // The first timeout is the cause; later ones are its consequences and would hide it.
   if (aborted.empty()) aborted = fmt::format("communicator aborted: {}", reason);
+  note_failure(reason);
+}
+
+void CommState::abandon(std::string_view reason) noexcept {
+  try {
+    abort(reason);
+    const auto error = std::make_exception_ptr(Error(fmt::format(
+        "abandoned by mcr::finalize() after a failure of this process ({}); its buffers may still "
+        "be written by the library until the process exits",
+        reason)));
+    for (auto& w : outstanding) {
+      if (w->done || w->failed) continue;
+      w->failed = true;
+      w->error = error;
+      w->record_end(FlightState::failed);
+      if (w->pending) w->pending->abandon();
+      engine().op_finished(*w);
+    }
+    outstanding.clear();
+    for (auto& b : backends)
+      b->abort();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): never throws; what is left is kept, not waited
+  }
 }
 
 void CommState::notify(const WorkState& w) const noexcept {
@@ -145,8 +169,10 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
                : selector->pick_override(opts.backend, args.op, args.dtype, reduce,
                                          args.device.kind, bytes);
   };
-  // MCR_VERIFY: ranks compare the operation (and the backend each selected) before any starts.
-  detail::Backend& b = verifier ? verifier->pick(*this, args, opts, pick) : pick();
+  // Verification (MCR_VERIFY): ranks compare the operation (and the backend each selected) before
+  // any starts; by default only a signature's first call.
+  detail::Backend& b =
+      verifier && !verifier->skips(args) ? verifier->pick(*this, args, opts, pick) : pick();
   const auto limit = opts.timeout.count() > 0 ? opts.timeout : timeout;
   args.sequence = next_sequence++;
   args.timeout = limit;
@@ -170,6 +196,11 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
     const std::string msg = e.what() + timeout_context(flight, args.sequence);
     abort(msg);
     throw TimeoutError(msg, e.op(), e.sequence(), e.backend());
+  } catch (const BackendError& e) {
+    dog.disarm();
+    flight.ended(args.sequence, FlightState::failed);
+    abort(e.what());  // as in WorkState::poll: the peers' state is unknown
+    throw;
   } catch (...) {
     dog.disarm();
     flight.ended(args.sequence, FlightState::failed);

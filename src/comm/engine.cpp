@@ -58,6 +58,11 @@ void Engine::remove_comm(CommState* c) noexcept {
   std::erase(comms_, c);
 }
 
+std::vector<CommState*> Engine::live_comms() const {
+  std::lock_guard lock(comms_mu_);
+  return comms_;
+}
+
 std::exception_ptr Engine::drain_all(Clock::time_point deadline) noexcept {
   // Copied under the lock; draining takes none, as finalize() runs when no other thread uses mcr.
   std::vector<CommState*> comms;

@@ -14,6 +14,9 @@ struct LaunchInfo;
 std::unique_ptr<Exchange> launcher_world_exchange(const LaunchInfo& launch);
 /// Finalizes every library that launcher_world_exchange() initialised.
 void shutdown_launchers() noexcept;
+/// Whether every such library may still be finalized after a failure of this process
+/// (LaunchSupport::may_shut_down_after_failure).
+bool launchers_may_shut_down_after_failure() noexcept;
 /// Ends the whole job after an unrecoverable error: through the launching library when it is up
 /// (so every rank goes down), else by ending this process.
 [[noreturn]] void abort_job(int code) noexcept;

@@ -16,6 +16,7 @@
 #include "bootstrap/store_setup.hpp"
 #include "comm_log_hooks.hpp"
 #include "device/device_runtime.hpp"
+#include "failure.hpp"
 #include "hier/hier_backend.hpp"
 #include "launch_hooks.hpp"
 #include "log.hpp"
@@ -114,7 +115,7 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   mine.fields.emplace_back("hash of the selection rules and tuning table",
                            fmt::format("{:016x}", s->selector->config_hash()));
   mine.fields.emplace_back("backends", names);
-  mine.fields.emplace_back("MCR_VERIFY", rt.verify ? "1" : "0");
+  mine.fields.emplace_back("MCR_VERIFY", std::string(to_string(rt.verify)));
   const std::string text = mine.fields[0].second + "|" + names + "|" + mine.fields[2].second;
   auto all = rt.bootstrap->group_all_gather(s->world_ranks, fmt::format("mcr/hash/{}", id),
                                             to_bytes(text));
@@ -138,7 +139,11 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
         "MCR_RULES, MCR_RULES_FILE, MCR_TUNING, MCR_BACKENDS and MCR_VERIFY",
         id, differ));
   }
-  if (rt.verify) s->verifier = std::make_unique<Verifier>(*s);
+  // hier's sub-communicators are not verified themselves: their steps follow from an operation
+  // that was (or could have been) verified on the communicator hier composes it for.
+  if (rt.verify != VerifyMode::off && !forming_hier_groups()) {
+    s->verifier = std::make_unique<Verifier>(*s, rt.verify);
+  }
   form_hier_groups(*s);
   return s;
 }
@@ -219,7 +224,7 @@ Communicator init(const InitOptions& options) {
   try {
     retain_memory = malloc_retain_requested();
     in = read_selection_inputs(options);
-    rt->verify = verify_requested(options);
+    rt->verify = verify_mode_requested(options);
     rt->hier = read_hier_config();
   } catch (const Error& e) {
     rejected = std::current_exception();
@@ -380,15 +385,75 @@ void wait_for_all_ranks(Runtime& r) noexcept {
 }  // namespace
 }  // namespace detail
 
+namespace {
+
+// MPI_Finalize (or any launching library's shutdown) waits for every peer: bounded by the
+// watchdog, which ends the job when it blocks beyond `limit`, so finalize() never waits past the
+// timeout for a peer that does not come.
+// (The process's watchdog is stopped by then: its other duties read the runtime being torn down.)
+void shut_down_launchers_within(std::chrono::milliseconds limit) {
+  detail::Watchdog::Options o;
+  o.process_duties = false;
+  o.grace = std::chrono::nanoseconds(0);
+  detail::Watchdog dog(std::move(o));
+  dog.start();
+  dog.arm("finalize (MPI_Finalize)", 0, "mpi", limit, nullptr);
+  detail::shutdown_launchers();
+  dog.disarm();
+}
+
+// finalize() after a failure (failure.hpp): say once how this process ends, abandon every
+// communicator, and take the runtime down without waiting for any peer's check-in. A launching
+// library is finalized only when that is still safe (no operation of it was abandoned), within the
+// timeout; otherwise it is left initialised: an abandoned MPI request cannot be cancelled, and
+// MPI_Finalize would progress it into freed buffers.
+void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::string& reason) {
+  const bool launcher = slot->launch.mpi_world;
+  const bool shut_down = !launcher || detail::launchers_may_shut_down_after_failure();
+  const auto limit = slot->world ? slot->world->timeout : std::chrono::milliseconds(600'000);
+  detail::log_line(fmt::format(
+      "finalize after a failure ({}): operations in flight are abandoned and no peer's check-in "
+      "is waited for{}",
+      reason,
+      !launcher ? ""
+      : shut_down
+          ? fmt::format("; MPI is finalized within {} ms (else the job is aborted)", limit.count())
+          : std::string("; an MPI operation was abandoned, so MPI is not finalized: the "
+                        "launcher (mpirun, srun) ends the whole job when this process "
+                        "exits (mpirun's exit status is this process's, or 1 when that "
+                        "is 0)")));
+  detail::Watchdog::instance().stop();
+  detail::write_local_env_comm_log(fmt::format("finalize after a failure: {}", reason));
+  detail::abandon_all_communicators(reason);
+  slot->world.reset();  // kept by the abandoned list, never destroyed
+  // The store goes with the runtime: a peer waiting on it (rank 0's process holds it) fails at
+  // once, told that the store's owner is going away; no grace for peers to leave first.
+  if (slot->store_server) slot->store_server->set_goodbye_grace(std::chrono::milliseconds(50));
+  slot.reset();
+  if (shut_down) shut_down_launchers_within(limit);
+}
+
+}  // namespace
+
 void finalize() {
   auto& slot = detail::runtime_slot();
   if (!slot) return;
-  // Operations still in flight on any communicator (handles not waited yet, or dropped) finish
-  // first: a peer may still need this rank's part of them, and their buffers are the caller's.
-  // The wait is bounded by the world's timeout; what fails or does not finish in it is raised once
-  // the runtime is torn down, so that finalize() never returns over a silent failure.
+  std::string failure = detail::failure_reason();
+  std::exception_ptr unfinished;
   const auto limit = slot->world ? slot->world->timeout : std::chrono::milliseconds(600'000);
-  const std::exception_ptr unfinished = detail::engine().drain_all(detail::Clock::now() + limit);
+  if (failure.empty()) {
+    // Operations still in flight on any communicator (handles not waited yet, or dropped) finish
+    // first: a peer may still need this rank's part of them, and their buffers are the caller's.
+    // The wait is bounded by the world's timeout; what fails or does not finish in it is raised
+    // once the runtime is torn down, so that finalize() never returns over a silent failure.
+    unfinished = detail::engine().drain_all(detail::Clock::now() + limit);
+    failure = detail::failure_reason();  // an operation the drain waited for may have failed
+  }
+  if (!failure.empty()) {
+    finalize_after_failure(slot, failure);
+    if (unfinished) std::rethrow_exception(unfinished);
+    return;
+  }
   if (slot->world) {
     Communicator world(slot->world);
     finish_env_comm_log(world);
@@ -397,7 +462,7 @@ void finalize() {
   detail::wait_for_all_ranks(*slot);
   slot->world.reset();
   slot.reset();
-  detail::shutdown_launchers();
+  shut_down_launchers_within(limit);
   if (unfinished) std::rethrow_exception(unfinished);
 }
 

@@ -12,6 +12,7 @@
 #include "hier/hier_config.hpp"
 #include "mcr/selection.hpp"
 #include "state.hpp"
+#include "verify.hpp"
 
 namespace mcr::detail {
 
@@ -28,8 +29,8 @@ struct Runtime {
   std::string rules_source;  // where the rules came from, for `mcr info`
   std::string table_source;
   std::vector<std::pair<std::string, std::string>> unusable;  // compiled in, not usable here
-  bool verify = false;      // MCR_VERIFY / InitOptions::verify: every communicator verifies
-  HierConfig hier;          // MCR_HIER: the composed backend's two libraries
+  VerifyMode verify = VerifyMode::first;  // MCR_VERIFY / InitOptions::verify (verify.hpp)
+  HierConfig hier;                        // MCR_HIER: the composed backend's two libraries
   bool hier_wanted = true;  // MCR_BACKENDS / InitOptions::backends left hier in (or is unset)
   std::shared_ptr<CommState> world;
 };

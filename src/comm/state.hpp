@@ -87,9 +87,11 @@ class Engine {
   void remove_comm(CommState* c) noexcept;
   /// Drains every live communicator (CommState::drain) until `deadline`; the first unseen failure.
   std::exception_ptr drain_all(Clock::time_point deadline) noexcept;
+  /// Every live communicator, in creation order.
+  std::vector<CommState*> live_comms() const;
 
  private:
-  std::mutex comms_mu_;  // communicators may be created and freed on different threads
+  mutable std::mutex comms_mu_;  // communicators may be created and freed on different threads
   std::vector<CommState*> comms_;
   std::vector<Backend*> host_progress_backends_;
   int host_pending_ = 0;
@@ -127,6 +129,10 @@ class CommState : public std::enable_shared_from_this<CommState> {
   /// runtime or by a backend): later calls fail fast instead of matching against a peer stuck in
   /// the timed-out operation. The first reason is kept.
   void abort(std::string_view reason);
+  /// finalize() after a failure (failure.hpp): aborts this communicator, gives up on every
+  /// operation in flight without waiting (each fails with an Error saying so) and tells each
+  /// backend to abort. Never blocks.
+  void abandon(std::string_view reason) noexcept;
   /// Issues a validated operation. Sync: completes it (fast path when allowed). Async: returns
   /// work.
   std::shared_ptr<WorkState> issue(OpArgs& args, const CallOptions& opts, std::size_t bytes);

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "flight_recorder.hpp"
 #include "mcr/errors.hpp"
 #include "runtime.hpp"
 #include "state.hpp"
@@ -73,6 +74,23 @@ Descriptor describe(const OpArgs& a, std::uint64_t collective, std::uint64_t seq
     std::memcpy(d.backend, name.data(), std::min(name.size(), sizeof d.backend - 1));
   }
   return d;
+}
+
+// What makes two calls the same for `first` mode: everything the descriptor compares except the
+// backend (it follows from the rest on every rank) and the indices; a v-op's count arrays are left
+// out, since they change from call to call (MoE dispatch). Never 0 (the table's empty slot).
+std::uint64_t signature(const OpArgs& a) noexcept {
+  std::uint64_t h = 0x9e3779b97f4a7c15ULL;
+  auto mix = [&h](std::uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdULL;
+  };
+  mix(static_cast<std::uint64_t>(a.op) | (static_cast<std::uint64_t>(a.dtype) << 8) |
+      (static_cast<std::uint64_t>(is_reduction(a.op) ? a.reduce : ReduceOp::sum) << 16) |
+      (static_cast<std::uint64_t>(a.async) << 24));
+  mix(uses_count(a.op) ? a.count : 0);
+  mix(uses_root(a.op) ? static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.root)) : 0);
+  return h == 0 ? 1 : h;
 }
 
 Descriptor decode(const Bytes& b) {
@@ -187,15 +205,32 @@ std::string compare_counts(OpType op, const std::vector<std::vector<std::uint64_
 
 }  // namespace
 
-bool verify_requested(const InitOptions& options) {
-  if (options.verify) return true;
-  const char* v = std::getenv("MCR_VERIFY");
-  if (v == nullptr || *v == '\0' || std::string_view(v) == "0") return false;
-  if (std::string_view(v) == "1") return true;
-  throw InvalidArgument(fmt::format("MCR_VERIFY='{}' must be 1 (verify) or 0 (do not)", v));
+std::string_view to_string(VerifyMode m) noexcept {
+  switch (m) {
+    case VerifyMode::off:
+      return "0";
+    case VerifyMode::first:
+      return "first";
+    case VerifyMode::every:
+      return "1";
+  }
+  return "?";
 }
 
-Verifier::Verifier(CommState& state) {
+VerifyMode verify_mode_requested(const InitOptions& options) {
+  if (options.verify) return VerifyMode::every;
+  const char* v = std::getenv("MCR_VERIFY");
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "first") return VerifyMode::first;
+  if (std::string_view(v) == "0") return VerifyMode::off;
+  if (std::string_view(v) == "1") return VerifyMode::every;
+  throw InvalidArgument(fmt::format(
+      "MCR_VERIFY='{}' must be 1 (verify every collective), first (the first call of each "
+      "signature, the default) or 0 (verify nothing)",
+      v));
+}
+
+Verifier::Verifier(CommState& state, VerifyMode mode) : mode_(mode) {
+  if (mode_ == VerifyMode::first) seen_ = std::make_unique<std::uint64_t[]>(kSeenSlots);
   if (state.size <= 1) return;  // nothing to compare with
   std::vector<int> all(static_cast<std::size_t>(state.size));
   for (int r = 0; r < state.size; ++r)
@@ -237,11 +272,16 @@ std::vector<Bytes> exchange(Backend& channel, CommState& state, const OpArgs& ab
   x.sequence = index;
   x.op_name = "verify";
   auto timed_out = [&] {
+    // The operation is in this rank's flight record while it is verified (Verifier::pick), so the
+    // context names the ranks that have not reached it, as for any timeout.
+    state.flight.ended(state.next_sequence, FlightState::timed_out);
     const auto message = fmt::format(
         "verify: {} #{} on rank {}: not every rank reached the cross-rank verification within {} "
-        "ms (a rank may be in a point-to-point operation or another communicator's, may not "
-        "verify (MCR_VERIFY unset, or set_verify(false) there), or has stopped)",
-        about.op_name, state.next_sequence, state.rank, limit.count());
+        "ms (a rank may be late or stopped, may be in a point-to-point operation or in another "
+        "communicator's collective that it issued in a different order (then set MCR_VERIFY=0), "
+        "or may not verify this call (MCR_VERIFY=0 or set_verify(false) there)){}",
+        about.op_name, state.next_sequence, state.rank, limit.count(),
+        timeout_context(state.flight, state.next_sequence));
     state.abort(message);
     return TimeoutError(message, std::string(about.op_name), state.next_sequence, "verify");
   };
@@ -278,6 +318,34 @@ std::vector<Bytes> exchange(Backend& channel, CommState& state, const OpArgs& ab
 
 }  // namespace
 
+bool Verifier::seen(std::uint64_t signature) const noexcept {
+  for (std::size_t i = signature % kSeenSlots;; i = (i + 1) % kSeenSlots) {
+    if (seen_[i] == signature) return true;
+    if (seen_[i] == 0) return false;
+  }
+}
+
+void Verifier::remember(std::uint64_t signature) noexcept {
+  // A full table (a program with more than kSeenSlots / 2 distinct signatures, e.g. counts that
+  // change every step) stops learning: every later new signature is verified each time it comes.
+  if (seen_count_ >= kSeenSlots / 2) return;
+  for (std::size_t i = signature % kSeenSlots;; i = (i + 1) % kSeenSlots) {
+    if (seen_[i] == signature) return;
+    if (seen_[i] == 0) {
+      seen_[i] = signature;
+      ++seen_count_;
+      return;
+    }
+  }
+}
+
+bool Verifier::skips(const OpArgs& args) noexcept {
+  if (args.op == OpType::send || args.op == OpType::recv) return true;
+  if (enabled_ && channel_ && (mode_ != VerifyMode::first || !seen(signature(args)))) return false;
+  ++collectives_;
+  return true;
+}
+
 Backend& Verifier::pick(CommState& state, const OpArgs& args, const CallOptions& opts,
                         const std::function<Backend&()>& pick) {
   if (args.op == OpType::send || args.op == OpType::recv) return pick();
@@ -294,6 +362,26 @@ Backend& Verifier::pick(CommState& state, const OpArgs& args, const CallOptions&
   }
   const auto limit = opts.timeout.count() > 0 ? opts.timeout : state.timeout;
   const Descriptor mine = describe(args, collective, state.next_sequence, chosen);
+  // In the flight record while it is verified, so that a peer that never arrives is named as
+  // behind (published progress counts this rank as having reached the operation); the issue that
+  // follows records it again with its backend.
+  const std::uint64_t seq = state.next_sequence;
+  state.flight.issued(seq, args.op, args.dtype, args.count, args.root, args.async,
+                      chosen != nullptr ? chosen->name() : std::string_view("verify"),
+                      args.count * dtype_size(args.dtype));
+  struct EndVerify {
+    CommState& state;
+    std::uint64_t seq;
+    bool armed = true;
+    ~EndVerify() {
+      if (!armed) return;
+      const FlightEntry* e = state.flight.find(seq);
+      const bool open =
+          e != nullptr && (e->state.load(std::memory_order_relaxed) == FlightState::issued ||
+                           e->state.load(std::memory_order_relaxed) == FlightState::started);
+      if (open) state.flight.ended(seq, FlightState::failed);  // a timeout ended it already
+    }
+  } end_verify{state, seq};
   Bytes bytes(sizeof mine);
   std::memcpy(bytes.data(), &mine, sizeof mine);
   std::vector<Descriptor> all;
@@ -318,12 +406,17 @@ Backend& Verifier::pick(CommState& state, const OpArgs& args, const CallOptions&
     }
     verdict = compare_counts(args.op, tables);
   }
+  if (verdict.empty()) {
+    end_verify.armed = false;
+    state.flight.ended(seq, FlightState::completed);  // the issue records it afresh
+  }
   if (!verdict.empty()) {
     throw MismatchError(
         fmt::format("{} #{}: {} (MCR_VERIFY; the operation was not started on any rank)",
                     args.op_name, state.next_sequence, verdict));
   }
   if (failure) std::rethrow_exception(failure);
+  if (mode_ == VerifyMode::first) remember(signature(args));
   return *chosen;
 }
 
@@ -336,9 +429,10 @@ void Communicator::set_verify(bool on) {
   if (!s.verifier) {
     if (!on) return;
     throw InvalidArgument(
-        "set_verify(true): this communicator was created without cross-rank verification; set "
-        "InitOptions::verify or MCR_VERIFY=1 before init() (the verification channel is formed "
-        "when a communicator is created)");
+        "set_verify(true): this communicator was created without cross-rank verification "
+        "(MCR_VERIFY=0, a communicator of one rank, or one of hier's own); leave MCR_VERIFY unset "
+        "or set it to first or 1 before init() (the verification channel is formed when a "
+        "communicator is created)");
   }
   s.verifier->set_enabled(on);
 }

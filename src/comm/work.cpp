@@ -26,6 +26,15 @@ bool WorkState::poll() {
     engine().op_finished(*this);
     if (owner) owner->abort(msg);
     std::rethrow_exception(error);
+  } catch (const BackendError& e) {
+    // A library failed in the middle of the operation (a peer was lost, a connection reset): what
+    // its peers did is unknown, so the communicator is aborted as after a timeout.
+    failed = true;
+    record_end(FlightState::failed);
+    error = std::current_exception();
+    engine().op_finished(*this);
+    if (owner) owner->abort(e.what());
+    throw;
   } catch (...) {
     failed = true;
     record_end(FlightState::failed);

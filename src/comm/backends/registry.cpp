@@ -32,6 +32,15 @@ void shutdown_launchers() noexcept {
   }
 }
 
+bool launchers_may_shut_down_after_failure() noexcept {
+  for (const auto& f : compiled_backends()) {
+    if (f.launch_support != nullptr && !f.launch_support()->may_shut_down_after_failure()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool launchers_accept_any_thread() noexcept {
   for (const auto& f : compiled_backends()) {
     if (f.launch_support != nullptr && !f.launch_support()->any_thread_may_call()) return false;

@@ -7,6 +7,10 @@
 //                                        its handle: finalize() must raise TimeoutError naming the
 //                                        receive within the timeout (MCR_TIMEOUT), after tearing
 //                                        the runtime down.
+//   finalize_test after_timeout --backend=B FORM SLOW_MS
+//                                        rank 1 reaches an all_reduce SLOW_MS late; rank 0's times
+//                                        out, and its finalize() must not wait for rank 1 (run by
+//                                        after_timeout.sh, which checks how the job ends).
 //
 // Exit status 0 when the rank saw what it must, 1 otherwise; each rank prints why.
 #include <chrono>
@@ -104,11 +108,57 @@ int unmatched(mcr::Communicator world, std::string_view backend, long timeout_ms
   return 0;
 }
 
+// Rank 1 is slow: it reaches the all_reduce `slow_ms` after rank 0, long after rank 0's timeout.
+// Rank 0's operation times out; its finalize() must return at once (no check-in, no wait for the
+// slow peer), and the job must end within the timeout, not when the slow peer arrives.
+int after_timeout(mcr::Communicator world, std::string_view backend, std::string_view form,
+                  long timeout_ms, long slow_ms) {
+  const int rank = world.rank();
+  std::vector<float> v(1024, 1.0f);
+  mcr::CallOptions o;
+  o.backend = backend;
+  if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+  const auto t0 = Clock::now();
+  try {
+    if (form == "async") {
+      world.iall_reduce(mcr::Tensor(v), mcr::ReduceOp::sum, o).wait();
+    } else {
+      world.all_reduce(mcr::Tensor(v), mcr::ReduceOp::sum, o);
+    }
+    if (rank == 0) return fail(rank, "the all_reduce completed without the slow peer");
+  } catch (const std::exception& e) {
+    fmt::print("finalize_test rank {}: {} after {} ms: {}\n", rank,
+               rank == 0 ? "timed out" : "failed", ms_since(t0), e.what());
+    if (rank == 0 && ms_since(t0) > timeout_ms + 1000) {
+      return fail(rank, fmt::format("the timeout came after {} ms, timeout {} ms", ms_since(t0),
+                                    timeout_ms));
+    }
+  }
+  world = mcr::Communicator();
+  const auto t1 = Clock::now();
+  try {
+    mcr::finalize();
+  } catch (const std::exception& e) {
+    return fail(rank, fmt::format("finalize() raised: {}", e.what()));
+  }
+  const long took = ms_since(t1);
+  fmt::print("finalize_test rank {}: finalize() returned after {} ms\n", rank, took);
+  std::fflush(stdout);
+  // MPI_Finalize, when it is still safe, may wait for the slow peer up to the timeout; everything
+  // else is immediate.
+  if (rank == 0 && took > timeout_ms + 1000) {
+    return fail(rank, fmt::format("finalize() took {} ms after a failure", took));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3 || !std::string_view(argv[2]).starts_with("--backend=")) {
-    std::fprintf(stderr, "usage: finalize_test waits|unmatched --backend=NAME\n");
+    std::fprintf(stderr,
+                 "usage: finalize_test waits|unmatched --backend=NAME\n"
+                 "       finalize_test after_timeout --backend=NAME [sync|async [SLOW_MS]]\n");
     return 2;
   }
   const std::string_view mode = argv[1];
@@ -124,6 +174,11 @@ int main(int argc, char** argv) {
   const long timeout_ms = static_cast<long>(world.timeout().count());
   if (mode == "waits") return waits(std::move(world), backend);
   if (mode == "unmatched") return unmatched(std::move(world), backend, timeout_ms);
+  if (mode == "after_timeout") {
+    const std::string_view form = argc > 3 ? std::string_view(argv[3]) : "async";
+    const long slow_ms = argc > 4 ? std::stol(argv[4]) : 8000;
+    return after_timeout(std::move(world), backend, form, timeout_ms, slow_ms);
+  }
   std::fprintf(stderr, "finalize_test: unknown mode '%s'\n", argv[1]);
   return 2;
 }

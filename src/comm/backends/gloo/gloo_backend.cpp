@@ -168,6 +168,13 @@ GlooBackend::GlooBackend(std::shared_ptr<GlooShared> shared, std::shared_ptr<glo
 
 GlooBackend::~GlooBackend() = default;
 
+void GlooBackend::abort() noexcept {
+  try {
+    context_->closeConnections();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): aborting anyway; the process exits soon
+  }
+}
+
 int GlooBackend::rank() const noexcept {
   return context_->rank;
 }

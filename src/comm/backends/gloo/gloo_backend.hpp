@@ -64,6 +64,9 @@ class GlooBackend final : public Backend {
   int size() const noexcept override;
   Support supports(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const override;
   std::unique_ptr<PendingOp> start(const OpArgs& args) override;
+  /// Closes every connection of this context: this rank's blocked operations fail at once, and so
+  /// do its peers' (they read "connection closed by peer").
+  void abort() noexcept override;
   std::unique_ptr<Backend> split(const std::vector<int>& members, std::uint64_t group_id) override;
 
  private:

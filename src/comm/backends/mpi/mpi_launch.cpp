@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/mpi/mpi_launch.hpp"
+#include "backends/mpi/mpi_ops.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "mcr/errors.hpp"
 #include "mpi_check.hpp"
@@ -93,6 +94,10 @@ void MpiLaunch::shutdown() noexcept {
   if (init && !fin) free_mpi_user_ops();
   if (g_we_initialized && init && !fin) MPI_Finalize();
   g_we_initialized = false;
+}
+
+bool MpiLaunch::may_shut_down_after_failure() const noexcept {
+  return !mpi_request_abandoned();
 }
 
 bool MpiLaunch::any_thread_may_call() const noexcept {

@@ -13,6 +13,7 @@ class MpiLaunch final : public LaunchSupport {
  public:
   std::unique_ptr<Exchange> world_exchange(const LaunchInfo& launch) override;
   void shutdown() noexcept override;
+  bool may_shut_down_after_failure() const noexcept override;
   void abort_job(int code) noexcept override;
   bool any_thread_may_call() const noexcept override;
 };

@@ -1,6 +1,10 @@
 #include "backends/mpi/mpi_ops.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -16,7 +20,57 @@ int as_int(std::size_t n) {
   return static_cast<int>(n);
 }  // counts are checked against max_count()
 
+std::atomic<bool> g_abandoned{false};
+
+// What abandoned requests still own (scratch, count arrays): MPI may write into it until the
+// process ends, so it is never freed.
+std::mutex& kept_mutex() {
+  static auto& m = *new std::mutex;
+  return m;
+}
+std::vector<std::vector<std::byte>>& kept_scratch() {
+  static auto& v = *new std::vector<std::vector<std::byte>>;
+  return v;
+}
+std::vector<std::vector<int>>& kept_ints() {
+  static auto& v = *new std::vector<std::vector<int>>;
+  return v;
+}
+
 }  // namespace
+
+void MpiPending::abandon() noexcept {
+  if (request == MPI_REQUEST_NULL) return;
+  if (cancellable) {
+    // A receive can be cancelled: once MPI confirms it (promptly for an unmatched receive), the
+    // request is gone and nothing is left for MPI to progress. Bounded, in case it does not.
+    if (MPI_Cancel(&request) == MPI_SUCCESS) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      int done = 0;
+      while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done == 0 &&
+             std::chrono::steady_clock::now() < until) {
+      }
+      if (done != 0) {
+        request = MPI_REQUEST_NULL;
+        finish = nullptr;
+        return;
+      }
+    }
+  }
+  g_abandoned.store(true);
+  try {
+    std::lock_guard lock(kept_mutex());
+    if (!scratch.empty()) kept_scratch().push_back(std::move(scratch));
+    if (!ints.empty()) kept_ints().push_back(std::move(ints));
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory: the buffers go with the object
+  }
+  finish = nullptr;  // its copies out of scratch must never run
+  request = MPI_REQUEST_NULL;
+}
+
+bool mpi_request_abandoned() noexcept {
+  return g_abandoned.load();
+}
 
 std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool blocking) {
   const MPI_Datatype dt = mpi_datatype(a.dtype);
@@ -43,6 +97,7 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
       if (a.tag > g.tag_ub)
         throw UnsupportedError(fmt::format("recv: tag {} exceeds MPI_TAG_UB {}", a.tag, g.tag_ub));
       MCR_MPI_CHECK(MPI_Irecv(a.out, n, dt, a.root, a.tag, g.comm, req));
+      p->cancellable = true;
       break;
     case OpType::broadcast:
       if (blocking)

@@ -31,6 +31,7 @@ class MpiPending final : public PendingOp {
   std::function<void()> finish;
   std::vector<int> ints;
   std::vector<std::byte> scratch;
+  bool cancellable = false;  ///< a receive: MPI_Cancel can withdraw it
 
   bool test() override {
     int flag = 0;
@@ -41,12 +42,16 @@ class MpiPending final : public PendingOp {
     }
     return flag != 0;
   }
-  void abandon() noexcept override {
-    // A nonblocking collective cannot be cancelled; the communicator is aborted after a timeout, so
-    // the request is simply left to MPI_Finalize.
-    request = MPI_REQUEST_NULL;
-  }
+  /// A receive is cancelled. A send or a nonblocking collective cannot be, and MPI may still
+  /// write into the memory this object owns whenever it progresses (any later MPI call of the
+  /// process, MPI_Finalize): that memory is kept for the life of the process, and MPI is not
+  /// finalized after a failure (mpi_request_abandoned()).
+  void abandon() noexcept override;
 };
+
+/// Whether this process abandoned an MPI request (a timed-out nonblocking operation): MPI may
+/// still progress it, so MPI_Finalize is unsafe and may wait for peers that never come.
+bool mpi_request_abandoned() noexcept;
 
 /// Runs `a` on `g`: to completion when `blocking` (then returns nullptr), else returns the pending
 /// request. Counts were checked against INT_MAX by selection (max_count()).

@@ -194,6 +194,7 @@ class NcclBackend final : public Backend {
   int rank() const noexcept override { return ctx_->rank(); }
   int size() const noexcept override { return ctx_->size(); }
   bool blocks_device() const noexcept override { return true; }
+  void abort() noexcept override { ctx_->abort("finalize() after a failure of this process"); }
 
   Support supports(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const override {
     return nccl_support(op, dtype, reduce, device);

@@ -1,0 +1,26 @@
+// What this process knows about communication failures, and how finalize() ends after one.
+//
+// A failure (an operation timed out, a peer was lost, a library call failed during an operation)
+// leaves peers that may never arrive and library state that may never settle: an abandoned MPI
+// request cannot be cancelled, and MPI_Finalize waits for every peer. So once a process has seen
+// one, finalize() waits for nobody (docs/reliability.md, "Finalize after a failure").
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace mcr::detail {
+
+/// Records a communication failure of this process; the first reason is kept. Thread-safe.
+void note_failure(std::string_view reason) noexcept;
+/// The first failure's reason; empty when this process has seen none.
+std::string failure_reason();
+
+/// finalize() after a failure: every live communicator is aborted (later calls fail fast), its
+/// operations in flight are abandoned without waiting, and each backend is told to abort
+/// (Gloo closes its connections, so peers blocked on them fail at once; NCCL aborts its
+/// communicators). The communicators are then kept, never destroyed: tearing one down could wait
+/// on, or touch, what an abandoned operation still holds. Never blocks on a peer.
+void abandon_all_communicators(std::string_view reason) noexcept;
+
+}  // namespace mcr::detail
