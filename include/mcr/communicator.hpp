@@ -178,6 +178,13 @@ class Communicator {
   /// Collective over this communicator: a communicator of `ranks` (ranks of this communicator; the
   /// new rank i is ranks[i]). Every rank passes the same list; non-members get an invalid one.
   Communicator new_group(std::span<const int> ranks) const;
+  /// Collective over `ranks` only: the communicator of `ranks` (ranks of this communicator; the new
+  /// rank i is ranks[i]), formed by its members alone. Ranks outside it do not call this and take
+  /// no part, as torch's new_group(use_local_synchronization=True) and DeviceMesh expect. Every
+  /// member passes the same list and the same `key`, which must differ from the key of every other
+  /// member_group() of this communicator (a group's name). Throws InvalidArgument, before anything
+  /// blocks, when this rank is not in `ranks` or `ranks` is empty, out of range or repeats a rank.
+  Communicator member_group(std::span<const int> ranks, std::string_view key) const;
 
   detail::CommState& state() const;
 

@@ -128,6 +128,16 @@ class Backend {
   /// `members`. `group_id` is equal on all ranks and unique per group (used for rendezvous keys).
   virtual std::unique_ptr<Backend> split(const std::vector<int>& members,
                                          std::uint64_t group_id) = 0;
+
+  /// Collective over `members` only (ranks of this group, in new-rank order; this rank is one of
+  /// them): the same group as split(), formed without the other ranks of this group, which do not
+  /// call it. `group_id` as for split(). Returns nullptr when this library cannot form a group
+  /// that way; the new communicator then goes without it (equally on every member).
+  virtual std::unique_ptr<Backend> split_members(const std::vector<int>& members,
+                                                 std::uint64_t group_id) {
+    (void)members, (void)group_id;
+    return nullptr;
+  }
 };
 
 class Exchange;

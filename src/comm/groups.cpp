@@ -1,4 +1,5 @@
-// Sub-communicators: split(color, key) and new_group(ranks), collective over the parent.
+// Sub-communicators: split(color, key) and new_group(ranks), collective over the parent, and
+// member_group(ranks, key), collective over its members only.
 #include <algorithm>
 #include <cstring>
 #include <tuple>
@@ -75,7 +76,65 @@ Communicator do_split(detail::CommState& s, int color, int key) {
   return Communicator(std::move(child));
 }
 
+void check_ranks(const detail::CommState& s, std::span<const int> ranks, const char* call) {
+  if (ranks.empty()) throw InvalidArgument(fmt::format("{}: ranks is empty", call));
+  std::vector<int> seen;
+  for (int r : ranks) {
+    if (r < 0 || r >= s.size) {
+      throw InvalidArgument(fmt::format(
+          "{}: rank {} in ranks is out of range for a communicator of size {}", call, r, s.size));
+    }
+    if (std::find(seen.begin(), seen.end(), r) != seen.end()) {
+      throw InvalidArgument(fmt::format("{}: rank {} appears twice in ranks", call, r));
+    }
+    seen.push_back(r);
+  }
+}
+
+// The backends of a group that its members form alone; a library that cannot is left out (the
+// same on every member: the backend list is equal across ranks).
+Communicator form_from_members(detail::CommState& s, const std::vector<int>& members,
+                               std::uint64_t group_id) {
+  s.check_usable();
+  detail::finish_composed_ops();  // forming may block in a library (docs/design.md, rule 6)
+  std::vector<std::unique_ptr<detail::Backend>> children;
+  for (auto& b : s.backends) {
+    if (auto child = b->split_members(members, group_id)) children.push_back(std::move(child));
+  }
+  if (children.empty()) {
+    throw Error(
+        fmt::format("member_group: no backend of communicator {} can form a group of its "
+                    "members alone",
+                    s.id));
+  }
+  std::vector<int> world;
+  int my_rank = -1;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    world.push_back(s.world_ranks[static_cast<std::size_t>(members[i])]);
+    if (members[i] == s.rank) my_rank = static_cast<int>(i);
+  }
+  auto child = detail::make_comm_state(my_rank, static_cast<int>(members.size()), group_id,
+                                       std::move(world), std::move(children), s.timeout);
+  child->observer = s.observer;
+  return Communicator(std::move(child));
+}
+
 }  // namespace
+
+Communicator Communicator::member_group(std::span<const int> ranks, std::string_view key) const {
+  auto& s = state();
+  check_ranks(s, ranks, "member_group");
+  if (std::find(ranks.begin(), ranks.end(), s.rank) == ranks.end()) {
+    throw InvalidArgument(fmt::format(
+        "member_group: this rank ({}) is not in ranks; only the members of the new group call "
+        "member_group()",
+        s.rank));
+  }
+  // Equal on every member, distinct from split() ids (whose text has no "members") and from other
+  // member groups (their keys differ).
+  const std::uint64_t group_id = fnv1a(fmt::format("{}/members/{}", s.id, key)) | 1u;
+  return form_from_members(s, std::vector<int>(ranks.begin(), ranks.end()), group_id);
+}
 
 Communicator Communicator::split(int color, int key) const {
   if (color < 0 && color != kUndefinedColor) {
@@ -87,18 +146,7 @@ Communicator Communicator::split(int color, int key) const {
 
 Communicator Communicator::new_group(std::span<const int> ranks) const {
   auto& s = state();
-  std::vector<int> seen;
-  for (int r : ranks) {
-    if (r < 0 || r >= s.size) {
-      throw InvalidArgument(fmt::format(
-          "new_group: rank {} in ranks is out of range for a communicator of size {}", r, s.size));
-    }
-    if (std::find(seen.begin(), seen.end(), r) != seen.end()) {
-      throw InvalidArgument(fmt::format("new_group: rank {} appears twice in ranks", r));
-    }
-    seen.push_back(r);
-  }
-  if (ranks.empty()) throw InvalidArgument("new_group: ranks is empty");
+  check_ranks(s, ranks, "new_group");
   auto it = std::find(ranks.begin(), ranks.end(), s.rank);
   const bool member = it != ranks.end();
   return do_split(s, member ? 0 : kUndefinedColor,

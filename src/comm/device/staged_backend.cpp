@@ -295,6 +295,11 @@ class StagedBackend final : public Backend {
     auto child = inner_->split(members, group_id);
     return child ? with_staging(std::move(child)) : nullptr;
   }
+  std::unique_ptr<Backend> split_members(const std::vector<int>& members,
+                                         std::uint64_t group_id) override {
+    auto child = inner_->split_members(members, group_id);
+    return child ? with_staging(std::move(child)) : nullptr;
+  }
 
  private:
   /// Whether some operation the inner backend runs on host memory lacks a native device path.

@@ -68,6 +68,11 @@ class GlooBackend final : public Backend {
   /// do its peers' (they read "connection closed by peer").
   void abort() noexcept override;
   std::unique_ptr<Backend> split(const std::vector<int>& members, std::uint64_t group_id) override;
+  /// The same as split(): a Gloo rendezvous involves the new group's members only.
+  std::unique_ptr<Backend> split_members(const std::vector<int>& members,
+                                         std::uint64_t group_id) override {
+    return split(members, group_id);
+  }
 
  private:
   std::shared_ptr<GlooShared> shared_;

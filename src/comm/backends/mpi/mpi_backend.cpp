@@ -90,6 +90,28 @@ class MpiBackend final : public Backend {
     return std::make_unique<MpiBackend>(child);
   }
 
+  // MPI_Comm_create_group is collective over the new group's members only. Its tag tells
+  // concurrent creations on this communicator apart; group ids differ, and so do their tags
+  // unless two ids collide modulo MPI_TAG_UB.
+  std::unique_ptr<Backend> split_members(const std::vector<int>& members,
+                                         std::uint64_t group_id) override {
+    struct Groups {
+      MPI_Group parent = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+      ~Groups() {
+        if (group != MPI_GROUP_NULL) MPI_Group_free(&group);
+        if (parent != MPI_GROUP_NULL) MPI_Group_free(&parent);
+      }
+    } g;
+    MCR_MPI_CHECK(MPI_Comm_group(g_.comm, &g.parent));
+    MCR_MPI_CHECK(
+        MPI_Group_incl(g.parent, static_cast<int>(members.size()), members.data(), &g.group));
+    MPI_Comm child = MPI_COMM_NULL;
+    const int tag = static_cast<int>(group_id % static_cast<std::uint64_t>(g_.tag_ub));
+    MCR_MPI_CHECK(MPI_Comm_create_group(g_.comm, g.group, tag, &child));
+    if (child == MPI_COMM_NULL) return nullptr;
+    return std::make_unique<MpiBackend>(child);
+  }
+
   std::unique_ptr<PendingOp> start(const OpArgs& a) override;
 
  private:

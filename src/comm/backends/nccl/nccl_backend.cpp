@@ -1,6 +1,8 @@
 // The NCCL backend: device tensors only, every operation enqueued on the device's communication
 // stream after the caller's stream, completion observed through an event (never a host block).
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <string>
 
@@ -186,9 +188,32 @@ void run_collective(const OpArgs& args, const CommContext& ctx, const void* src,
   }
 }
 
+// The unique id of a new NCCL communicator, made by `first` and read by the others from the store.
+ncclUniqueId exchange_unique_id(Store& store, const std::string& key, bool first, int rank,
+                                std::chrono::milliseconds timeout, const CallSite& site) {
+  ncclUniqueId id{};
+  if (first) {
+    MCR_NCCL_CHECK(site, nullptr, ncclGetUniqueId(&id));
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
+    store.set(key, Bytes(bytes, bytes + sizeof(id)));
+    return id;
+  }
+  const Bytes bytes = store.get(key, timeout);
+  if (bytes.size() != sizeof(id)) {
+    throw MismatchError(
+        fmt::format("NCCL init on rank {}: unique id under '{}' has {} bytes, this NCCL expects {} "
+                    "(different NCCL versions across ranks?)",
+                    rank, key, bytes.size(), sizeof(id)));
+  }
+  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<std::uint8_t*>(&id));
+  return id;
+}
+
 class NcclBackend final : public Backend {
  public:
-  explicit NcclBackend(std::shared_ptr<CommContext> ctx) : ctx_(std::move(ctx)) {}
+  /// `store` (the job's rendezvous, which outlives every backend) forms groups by members alone.
+  NcclBackend(std::shared_ptr<CommContext> ctx, Store* store, std::chrono::milliseconds timeout)
+      : ctx_(std::move(ctx)), store_(store), timeout_(timeout) {}
 
   std::string_view name() const noexcept override { return "nccl"; }
   int rank() const noexcept override { return ctx_->rank(); }
@@ -242,8 +267,31 @@ class NcclBackend final : public Backend {
           "index {}",
           group_id, rank(), child_rank, s.key));
     }
-    return std::make_unique<NcclBackend>(std::make_shared<CommContext>(
-        child, s.key, static_cast<int>(members.size()), ctx_->shared_queue()));
+    return std::make_unique<NcclBackend>(
+        std::make_shared<CommContext>(child, s.key, static_cast<int>(members.size()),
+                                      ctx_->shared_queue()),
+        store_, timeout_);
+  }
+
+  // ncclCommSplit needs every rank of the parent; a group of its members alone is a new
+  // communicator, its unique id passed through the store by the first member.
+  std::unique_ptr<Backend> split_members(const std::vector<int>& members,
+                                         std::uint64_t group_id) override {
+    const CallSite site{rank(), "split"};
+    ctx_->check_usable("split");
+    const auto me = std::find(members.begin(), members.end(), rank());
+    if (me == members.end()) return nullptr;
+    const int index = static_cast<int>(me - members.begin());
+    const ncclUniqueId id = exchange_unique_id(*store_, fmt::format("nccl/{}/uid", group_id),
+                                               index == 0, rank(), timeout_, site);
+    DeviceGuard guard(ctx_->device(), site);
+    ncclComm_t child = nullptr;
+    MCR_NCCL_CHECK(site, nullptr,
+                   ncclCommInitRank(&child, static_cast<int>(members.size()), id, index));
+    return std::make_unique<NcclBackend>(
+        std::make_shared<CommContext>(child, index, static_cast<int>(members.size()),
+                                      ctx_->shared_queue()),
+        store_, timeout_);
   }
 
  private:
@@ -323,6 +371,8 @@ class NcclBackend final : public Backend {
   }
 
   std::shared_ptr<CommContext> ctx_;
+  Store* store_;
+  std::chrono::milliseconds timeout_;
 };
 
 std::string unusable_reason(const Bootstrap& bootstrap) {
@@ -347,27 +397,14 @@ std::unique_ptr<Backend> create_world(Bootstrap& bootstrap) {
   const int device = bootstrap.launch().local_rank % count;
   MCR_CUDA_CHECK(site, cudaSetDevice(device));
 
-  const std::string key = "nccl/world/uid";
-  ncclUniqueId id{};
-  if (rank == 0) {
-    MCR_NCCL_CHECK(site, nullptr, ncclGetUniqueId(&id));
-    const auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
-    bootstrap.store().set(key, Bytes(bytes, bytes + sizeof(id)));
-  } else {
-    const Bytes bytes = bootstrap.store().get(key, bootstrap.timeout());
-    if (bytes.size() != sizeof(id)) {
-      throw MismatchError(fmt::format(
-          "NCCL init on rank {}: unique id under '{}' has {} bytes, this NCCL expects {} "
-          "(different NCCL versions across ranks?)",
-          rank, key, bytes.size(), sizeof(id)));
-    }
-    std::copy(bytes.begin(), bytes.end(), reinterpret_cast<std::uint8_t*>(&id));
-  }
+  const ncclUniqueId id = exchange_unique_id(bootstrap.store(), "nccl/world/uid", rank == 0, rank,
+                                             bootstrap.timeout(), site);
   auto queue = DeviceQueue::for_device(device, site);
   ncclComm_t comm = nullptr;
   MCR_NCCL_CHECK(site, nullptr, ncclCommInitRank(&comm, bootstrap.size(), id, rank));
   return std::make_unique<NcclBackend>(
-      std::make_shared<CommContext>(comm, rank, bootstrap.size(), std::move(queue)));
+      std::make_shared<CommContext>(comm, rank, bootstrap.size(), std::move(queue)),
+      &bootstrap.store(), bootstrap.timeout());
 }
 
 std::string library_version() {
