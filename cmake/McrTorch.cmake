@@ -1,36 +1,80 @@
 # PyTorch integration (src/torch, python/mcr): MCR_WITH_TORCH = AUTO/ON/OFF.
-# torch is found through the interpreter that has it (Debian's own python3, which may not be the
-# first python3 on PATH): it must import torch, and libtorch-dev and pybind11 must be installed.
-set(MCR_TORCH_PYTHON "/usr/bin/python3" CACHE FILEPATH "Python interpreter with torch (mcr.torch)")
+#
+# torch 2.x from PyPI, found through the interpreter that has it: MCR_TORCH_PYTHON (cache or
+# environment), else the project's virtual environment (.venv, made by scripts/setup-deps). torch's
+# own CMake package is not used: it configures CUDA, cuDNN and more that the extension does not
+# need. The extension compiles against the wheel's headers, with the pybind11 the wheel bundles
+# (a pybind11 of another major version cannot see torch's classes), the C++11 ABI the wheel uses,
+# and links libtorch_python explicitly (docs/torch.md, "Build").
+set(_default_python "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+if(DEFINED ENV{MCR_TORCH_PYTHON} AND NOT "$ENV{MCR_TORCH_PYTHON}" STREQUAL "")
+  set(_default_python "$ENV{MCR_TORCH_PYTHON}")
+endif()
+set(MCR_TORCH_PYTHON "${_default_python}" CACHE FILEPATH "Python interpreter with torch 2.x (mcr.torch)")
+
 set(_torch_found OFF)
+set(_torch_why "no interpreter at MCR_TORCH_PYTHON=${MCR_TORCH_PYTHON} (scripts/setup-deps makes .venv)")
 if(NOT MCR_WITH_TORCH STREQUAL "OFF" AND EXISTS ${MCR_TORCH_PYTHON})
-  # pybind11's internals id must match torch's or torch types are not recognised across modules.
   execute_process(
-    COMMAND ${MCR_TORCH_PYTHON} -c
-            "import torch; c=torch._C; print(c._PYBIND11_COMPILER_TYPE, c._PYBIND11_STDLIB, c._PYBIND11_BUILD_ABI, torch.__version__, sep=';')"
-    RESULT_VARIABLE _torch_rc OUTPUT_VARIABLE _torch_out ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(_torch_rc EQUAL 0)
-    list(GET _torch_out 0 MCR_TORCH_PYBIND11_COMPILER_TYPE)
-    list(GET _torch_out 1 MCR_TORCH_PYBIND11_STDLIB)
-    list(GET _torch_out 2 MCR_TORCH_PYBIND11_BUILD_ABI)
-    list(GET _torch_out 3 MCR_TORCH_VERSION)
-    find_package(Torch QUIET)
-    set(PYTHON_EXECUTABLE ${MCR_TORCH_PYTHON})
-    find_package(pybind11 CONFIG QUIET)
-    if(TORCH_FOUND)
-      find_library(MCR_TORCH_PYTHON_LIBRARY torch_python HINTS ${TORCH_INSTALL_PREFIX}/lib)
-    endif()
-    if(TORCH_FOUND AND pybind11_FOUND AND MCR_TORCH_PYTHON_LIBRARY)
+    COMMAND ${MCR_TORCH_PYTHON} -c [=[
+import os, sysconfig, torch
+d = os.path.dirname(torch.__file__)
+print(torch.__version__, int(torch._C._GLIBCXX_USE_CXX11_ABI), os.path.join(d, "include"),
+      os.path.join(d, "lib"), sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX"),
+      int(torch.backends.cuda.is_built()), sep=";")
+]=]
+    RESULT_VARIABLE _torch_rc OUTPUT_VARIABLE _torch_out ERROR_VARIABLE _torch_err
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT _torch_rc EQUAL 0)
+    set(_torch_why "${MCR_TORCH_PYTHON} cannot import torch: ${_torch_err}")
+  else()
+    list(GET _torch_out 0 MCR_TORCH_VERSION)
+    list(GET _torch_out 1 _torch_cxx11_abi)
+    list(GET _torch_out 2 MCR_TORCH_INCLUDE_DIR)
+    list(GET _torch_out 3 MCR_TORCH_LIB_DIR)
+    list(GET _torch_out 4 MCR_TORCH_PYTHON_INCLUDE_DIR)
+    list(GET _torch_out 5 MCR_TORCH_EXT_SUFFIX)
+    list(GET _torch_out 6 MCR_TORCH_CUDA_BUILT)
+    if(MCR_TORCH_VERSION VERSION_LESS 2.1)
+      set(_torch_why "torch ${MCR_TORCH_VERSION} at ${MCR_TORCH_PYTHON} is older than 2.1 (the c10d Backend API with devices=[...]); scripts/setup-deps installs the pinned torch 2.x in .venv")
+    elseif(NOT _torch_cxx11_abi)
+      set(_torch_why "torch ${MCR_TORCH_VERSION} was built with _GLIBCXX_USE_CXX11_ABI=0; mcr needs a C++11-ABI build (every x86-64 wheel from 2.7 on)")
+    elseif(NOT EXISTS ${MCR_TORCH_INCLUDE_DIR}/torch/csrc/distributed/c10d/Backend.hpp)
+      set(_torch_why "torch at ${MCR_TORCH_PYTHON} ships no c10d headers (torch/csrc/distributed/c10d/Backend.hpp)")
+    elseif(NOT EXISTS ${MCR_TORCH_INCLUDE_DIR}/pybind11/pybind11.h)
+      set(_torch_why "torch at ${MCR_TORCH_PYTHON} ships no pybind11 headers")
+    elseif(NOT EXISTS ${MCR_TORCH_PYTHON_INCLUDE_DIR}/Python.h)
+      set(_torch_why "no Python.h in ${MCR_TORCH_PYTHON_INCLUDE_DIR} (Debian: python3-dev)")
+    else()
       set(_torch_found ON)
     endif()
   endif()
 endif()
+if(MCR_WITH_TORCH AND NOT MCR_WITH_TORCH STREQUAL "AUTO" AND NOT _torch_found)
+  message(FATAL_ERROR "MCR_WITH_TORCH=ON: ${_torch_why}")
+endif()
 mcr_resolve_option(MCR_WITH_TORCH ${_torch_found})
+
 if(MCR_WITH_TORCH)
   set(MCR_WITH_TORCH_01 1)
   set(MCR_PYTHON_DIR ${PROJECT_BINARY_DIR}/python)
+  # The wheel's libraries, as one imported target; the system include keeps -Werror to our code.
+  add_library(mcr_torch_wheel INTERFACE IMPORTED)
+  set(_torch_libs c10 torch_cpu torch torch_python)
+  if(MCR_TORCH_CUDA_BUILT AND MCR_WITH_CUDA)
+    list(APPEND _torch_libs c10_cuda torch_cuda)
+  endif()
+  set(_torch_paths)
+  foreach(_l IN LISTS _torch_libs)
+    list(APPEND _torch_paths ${MCR_TORCH_LIB_DIR}/lib${_l}.so)
+  endforeach()
+  target_include_directories(mcr_torch_wheel SYSTEM INTERFACE
+    ${MCR_TORCH_INCLUDE_DIR} ${MCR_TORCH_INCLUDE_DIR}/torch/csrc/api/include
+    ${MCR_TORCH_PYTHON_INCLUDE_DIR})
+  target_compile_definitions(mcr_torch_wheel INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
+  target_link_libraries(mcr_torch_wheel INTERFACE ${_torch_paths})
   message(STATUS "mcr.torch: torch ${MCR_TORCH_VERSION} via ${MCR_TORCH_PYTHON}, package in ${MCR_PYTHON_DIR}")
 else()
   set(MCR_WITH_TORCH_01 0)
-  message(STATUS "mcr.torch: off")
+  message(STATUS "mcr.torch: off (${_torch_why})")
 endif()

@@ -21,6 +21,7 @@ const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op)
 
 void check_same(const std::vector<at::Tensor>& tensors, const at::Tensor& like, const char* op,
                 bool same_numel) {
+  check_same_device(tensors, like.device(), op);
   for (const auto& t : tensors) {
     check_tensor(t, op);
     TORCH_CHECK(t.scalar_type() == like.scalar_type(), "mcr ", op, ": all tensors must have dtype ",
@@ -45,7 +46,8 @@ void split_into(const at::Tensor& flat, const std::vector<at::Tensor>& list) {
 }
 
 mcr::Tensor empty_view(const at::Tensor& like) {
-  return mcr::Tensor(nullptr, 0, *to_mcr_dtype(like.scalar_type()));
+  mcr::Tensor v = view(like);
+  return mcr::Tensor(nullptr, 0, v.dtype(), v.device(), v.stream());
 }
 
 at::Tensor flat_buffer(int64_t numel, const at::Tensor& like) {
@@ -159,6 +161,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::_allgather_base(
   check_tensor(input, "_allgather_base");
   check_tensor(output, "_allgather_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "mcr _allgather_base: dtypes differ");
+  check_same_device({output}, input.device(), "_allgather_base");
   TORCH_CHECK(output.numel() == input.numel() * size_, "mcr _allgather_base: output has ",
               output.numel(), " elements, expected ", input.numel() * size_);
   auto in = input.contiguous();
@@ -265,6 +268,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::_reduce_scatter_base(
   check_tensor(output, "_reduce_scatter_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(),
               "mcr _reduce_scatter_base: dtypes differ");
+  check_same_device({output}, input.device(), "_reduce_scatter_base");
   TORCH_CHECK(input.numel() == output.numel() * size_, "mcr _reduce_scatter_base: input has ",
               input.numel(), " elements, expected ", output.numel() * size_);
   const auto op = to_mcr_op(opts.reduceOp, output.scalar_type(), "_reduce_scatter_base");
@@ -285,6 +289,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::alltoall_base(at::Tensor& output
   check_tensor(input, "alltoall_base");
   check_tensor(output, "alltoall_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "mcr alltoall_base: dtypes differ");
+  check_same_device({output}, input.device(), "alltoall_base");
   auto in = input.contiguous();
   auto s = stage(output, false);
   if (output_splits.empty() && input_splits.empty()) {
@@ -343,7 +348,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::send(std::vector<at::Tensor>& te
       [in, dst](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.isend(view(in), dst, o);
       },
-      {}, tag);
+      {}, tag, in);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::recv(std::vector<at::Tensor>& tensors, int src,

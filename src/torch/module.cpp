@@ -19,6 +19,7 @@
 
 #include "c10d_store.hpp"
 #include "comm_thread.hpp"
+#include "device_order.hpp"
 #include "native_timing.hpp"
 #include "process_group.hpp"
 
@@ -156,12 +157,14 @@ CommHandle world() {
   });
 }
 
-// Collective over the world communicator, on every rank (members and non-members alike): torch
-// never calls a backend's creator on ranks outside a new group, so mcr.torch runs this from its
-// new_group wrapper first and hands the result to the creator.
-CommHandle new_group(const CommHandle& parent, std::vector<int> ranks) {
+// Collective over the members of the new group only: torch calls a backend's creator on the
+// members alone (and DeviceMesh, or new_group(use_local_synchronization=True), only on them), so
+// the group is formed by its members (Communicator::member_group). `key` tells the groups formed
+// from one parent apart: the torch group's name, made unique across re-initialisations.
+CommHandle member_group(const CommHandle& parent, std::vector<int> ranks, const std::string& key) {
   py::gil_scoped_release no_gil;
-  return CommThread::instance().call([&] { return describe(parent.comm->new_group(ranks)); });
+  return CommThread::instance().call(
+      [&] { return describe(parent.comm->member_group(ranks, key)); });
 }
 
 // Rank 0's string on every rank of `h` (used to agree on a rendezvous address under mpirun).
@@ -218,18 +221,10 @@ PYBIND11_MODULE(_mcr_torch, m) {
   using namespace mcr::torch_ext;
   m.doc() = "mcr's c10d backend (ProcessGroupMCR) and runtime helpers; use the mcr.torch package";
 
-  // mcr's exceptions reach Python as RuntimeError subclasses with the runtime's message.
-  static py::exception<mcr::Error> error(m, "Error", PyExc_RuntimeError);
-  static py::exception<mcr::TimeoutError> timeout_error(m, "TimeoutError", error.ptr());
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const mcr::TimeoutError& e) {
-      timeout_error(e.what());
-    } catch (const mcr::Error& e) {
-      error(e.what());
-    }
-  });
+  // mcr's exceptions reach Python as RuntimeError subclasses with the runtime's message. The
+  // translators run latest-registered first, so TimeoutError is matched before its base.
+  auto& error = py::register_exception<mcr::Error>(m, "Error", PyExc_RuntimeError);
+  py::register_exception<mcr::TimeoutError>(m, "TimeoutError", error.ptr());
 
   py::class_<CommHandle>(m, "Communicator")
       .def_property_readonly("valid", [](const CommHandle& h) { return h.comm->valid(); })
@@ -258,7 +253,8 @@ PYBIND11_MODULE(_mcr_torch, m) {
     }
   });
   m.def("world", &world);
-  m.def("new_group", &new_group, py::arg("parent"), py::arg("ranks"));
+  m.def("cuda_tensors_supported", &cuda_tensors_supported);
+  m.def("member_group", &member_group, py::arg("parent"), py::arg("ranks"), py::arg("key"));
   m.def("broadcast_string", &broadcast_string);
   m.def("explain", &explain, py::arg("group"), py::arg("op"), py::arg("dtype"), py::arg("bytes"),
         py::arg("reduce") = "sum");
@@ -275,8 +271,8 @@ PYBIND11_MODULE(_mcr_torch, m) {
   m.def("set_backend_override", &ProcessGroupMCR::set_backend_override);
   m.def("backend_override", &ProcessGroupMCR::backend_override);
 
-  py::class_<ProcessGroupMCR, ProcessGroupBase, c10::intrusive_ptr<ProcessGroupMCR>>(
-      m, "ProcessGroupMCR")
+  py::class_<ProcessGroupMCR, c10d::Backend, c10::intrusive_ptr<ProcessGroupMCR>>(m,
+                                                                                  "ProcessGroupMCR")
       .def(py::init([](const CommHandle& h, int rank, int size, std::chrono::milliseconds timeout) {
              TORCH_CHECK(h.comm->valid(), "mcr: this rank is not a member of the communicator");
              TORCH_CHECK(h.rank == rank && h.size == size, "mcr: torch sees rank ", rank, " of ",

@@ -1,6 +1,8 @@
 // ProcessGroupMCR: work handles, the hand-off to the communication thread, the override switch.
 #include "process_group.hpp"
 
+#include <Python.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -9,6 +11,8 @@
 #include <ATen/core/jit_type.h>
 
 #include "comm_thread.hpp"
+#include "device_order.hpp"
+#include "tensors.hpp"
 
 namespace mcr::torch_ext {
 namespace {
@@ -65,7 +69,7 @@ std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
 
 ProcessGroupMCR::ProcessGroupMCR(mcr::Communicator comm, int rank, int size,
                                  std::chrono::milliseconds timeout, int local_ranks)
-    : ProcessGroupBase(rank, size),
+    : c10d::Backend(rank, size),
       comm_(std::move(comm)),
       // MCR_TIMEOUT, when set, is the runtime's timeout (init() checked it) and caps the group's.
       timeout_(group_timeout(
@@ -99,17 +103,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
                                                         std::vector<at::Tensor> outputs,
                                                         std::chrono::milliseconds op_timeout,
                                                         Start start, std::function<void()> after,
-                                                        int tag) {
+                                                        int tag, const at::Tensor& order_by) {
+  // Ordered after the work the caller's current stream holds now (CUDA tensors; null for CPU).
+  const at::Tensor& device_tensor = order_by.defined() || outputs.empty() ? order_by : outputs[0];
+  void* stream =
+      device_tensor.defined() ? order_after_current_stream(device_tensor, "operation") : nullptr;
   auto work = c10::make_intrusive<WorkMCR>(rank_, type, std::move(outputs), spin_wait_);
+  sequence_.fetch_add(1);
   const auto limit = pick_timeout(op_timeout);
   PostedOp op;
   op.timeout = limit;
-  op.issue = [comm = comm_, backend = backend_override(), limit, tag,
+  op.issue = [comm = comm_, backend = backend_override(), limit, tag, stream,
               start = std::move(start)]() mutable {
     mcr::CallOptions o;
     o.backend = backend;
     o.timeout = limit;
     o.tag = tag;
+    IssueStream ordered(stream);
     return start(comm, o);
   };
   op.complete = [work, after = std::move(after)](std::exception_ptr error) {
@@ -124,8 +134,62 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
     }
     work->complete(error);
   };
+  {
+    std::lock_guard lock(outstanding_mu_);
+    TORCH_CHECK(!closed_,
+                "mcr: this process group has shut down (destroy_process_group or "
+                "abort); create a new group");
+    std::erase_if(outstanding_, [](const auto& w) {
+      auto p = w.lock();
+      return !p || p->isCompleted();
+    });
+    outstanding_.emplace_back(work);
+  }
+  {
+    std::lock_guard lock(coalescing_mu_);
+    if (coalescing_) coalesced_.push_back(work);
+  }
   CommThread::instance().post(std::move(op));
   return work;
+}
+
+void ProcessGroupMCR::shutdown() {
+  // Called from Python (destroy_process_group) possibly holding the GIL, which the completion
+  // callbacks of the operations waited for here may need.
+  struct ReleaseGil {
+    PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+    ~ReleaseGil() {
+      if (saved != nullptr) PyEval_RestoreThread(saved);
+    }
+  } release;
+  // Operations posted on this group complete (or fail at their timeouts) first, and so do those
+  // their completion callbacks post meanwhile; the group closes once none is left.
+  for (;;) {
+    std::vector<c10::intrusive_ptr<c10d::Work>> left;
+    {
+      std::lock_guard lock(outstanding_mu_);
+      if (closed_) return;
+      for (auto& w : outstanding_) {
+        if (auto p = w.lock(); p && !p->isCompleted()) left.push_back(std::move(p));
+      }
+      if (left.empty()) {
+        outstanding_.clear();
+        closed_ = true;
+        return;
+      }
+    }
+    for (auto& w : left) {
+      try {
+        w->wait();
+      } catch (...) {  // NOLINT(bugprone-empty-catch): its caller sees the error from its own wait
+      }
+    }
+  }
+}
+
+void ProcessGroupMCR::abort() {
+  std::lock_guard lock(outstanding_mu_);
+  closed_ = true;
 }
 
 }  // namespace mcr::torch_ext

@@ -1,32 +1,26 @@
-// ProcessGroupMCR: the c10d backend "mcr". Every operation is staged on the caller's thread
-// (contiguous buffers, argument checks torch can do locally) and issued on the communication thread
-// (comm_thread.hpp), where mcr chooses the backend per operation and message size.
+// ProcessGroupMCR: the c10d backend "mcr" (a c10d::Backend, which torch wraps in a ProcessGroup per
+// device). Every operation is staged on the caller's thread (contiguous buffers, argument checks
+// torch can do locally, the CUDA stream it is ordered after) and issued on the communication
+// thread (comm_thread.hpp), where mcr chooses the backend per operation and message size.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/api/include/torch/version.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <mcr/communicator.hpp>
 
 namespace mcr::torch_ext {
-
-// torch 2.x splits the process group into a front (c10d::ProcessGroup, which dispatches) and a
-// per-device c10d::Backend holding these same virtuals; the ops' signatures are unchanged. Deriving
-// from the alias below is the whole shim on the C++ side (docs/torch.md lists the Python side).
-#if TORCH_VERSION_MAJOR >= 2
-using ProcessGroupBase = c10d::Backend;
-#else
-using ProcessGroupBase = c10d::ProcessGroup;
-#endif
 
 /// The handle torch gets back: completed on the communication thread, with a future (DDP and comm
 /// hooks chain on it) holding the operation's output tensors.
@@ -65,7 +59,7 @@ std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
                                         bool mcr_timeout_set,
                                         std::chrono::milliseconds mcr_timeout);
 
-class ProcessGroupMCR : public ProcessGroupBase {
+class ProcessGroupMCR : public c10d::Backend {
  public:
   /// `comm` must have been created on the communication thread; rank and size are torch's view of
   /// the group and must equal the communicator's.
@@ -75,6 +69,26 @@ class ProcessGroupMCR : public ProcessGroupBase {
   ~ProcessGroupMCR() override;
 
   const std::string getBackendName() const override { return "mcr"; }
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+
+  // Coalescing (torch's _coalescing_manager, batch_isend_irecv): the operations issued between
+  // startCoalescing() and endCoalescing() are issued as they come, and the Work endCoalescing()
+  // returns completes once all of them did (coalescing.cpp).
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  // Sequence numbers (TORCH_DISTRIBUTED_DEBUG=DETAIL compares them across ranks): operations
+  // posted on this group since the last reset.
+  void setSequenceNumberForGroup() override { sequence_.store(0); }
+  uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
+
+  /// destroy_process_group: operations already posted on this group complete (or time out), later
+  /// ones fail at once. The runtime stays up for other groups and later init_process_group calls;
+  /// it is finalized at exit or by mcr.torch.shutdown().
+  void shutdown() override;
+  /// As shutdown(), without waiting for the operations in flight.
+  void abort() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -92,6 +106,13 @@ class ProcessGroupMCR : public ProcessGroupBase {
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) override;
+  /// Functional collectives and DTensor use these even for one tensor (coalescing.cpp).
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
@@ -129,12 +150,25 @@ class ProcessGroupMCR : public ProcessGroupBase {
   /// there once the operation completed, before the work and its future complete.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::chrono::milliseconds op_timeout, Start start,
-                                         std::function<void()> after, int tag = 0);
+                                         std::function<void()> after, int tag = 0,
+                                         const at::Tensor& order_by = {});
   std::chrono::milliseconds pick_timeout(std::chrono::milliseconds op_timeout) const;
+  /// One Work for several: completes when every one of `works` completed, with the first error.
+  c10::intrusive_ptr<c10d::Work> combine(c10d::OpType type,
+                                         std::vector<c10::intrusive_ptr<c10d::Work>> works);
 
   mcr::Communicator comm_;
   std::chrono::milliseconds timeout_;
   bool spin_wait_;
+  std::atomic<std::uint64_t> sequence_{0};
+  bool closed_ = false;  // shutdown()/abort(): later posts fail; under outstanding_mu_
+  // Works posted since startCoalescing(), on the thread that coalesces (torch's caller).
+  std::mutex coalescing_mu_;
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
+  // Posted and not yet completed, for shutdown() to wait on.
+  std::mutex outstanding_mu_;
+  std::vector<c10::weak_intrusive_ptr<c10d::Work>> outstanding_;
 };
 
 }  // namespace mcr::torch_ext

@@ -3,6 +3,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "device_order.hpp"
+
 namespace mcr::torch_ext {
 
 std::optional<mcr::DType> to_mcr_dtype(at::ScalarType t) noexcept {
@@ -42,9 +44,33 @@ void check_tensor(const at::Tensor& t, const char* op) {
   TORCH_CHECK(t.defined(), "mcr ", op, ": undefined tensor");
   TORCH_CHECK(t.layout() == at::kStrided, "mcr ", op, ": only dense (strided) tensors, got ",
               t.layout());
-  TORCH_CHECK(t.device().is_cpu(), "mcr ", op,
-              ": only CPU tensors are supported by this build, got ", t.device());
+  TORCH_CHECK(t.device().is_cpu() || (t.device().is_cuda() && cuda_tensors_supported()), "mcr ", op,
+              ": ", t.device(), " tensors are not supported",
+              t.device().is_cuda() ? " by this build (no CUDA)" : "", "; mcr takes CPU",
+              cuda_tensors_supported() ? " and CUDA" : "", " tensors");
   checked_dtype(t, op);
+}
+
+void check_same_device(const std::vector<at::Tensor>& ts, const at::Device& device,
+                       const char* op) {
+  for (const auto& t : ts) {
+    TORCH_CHECK(!t.defined() || t.device() == device, "mcr ", op,
+                ": all tensors must be on one device, got ", device, " and ", t.device());
+  }
+}
+
+namespace {
+thread_local void* g_issue_stream = nullptr;
+}  // namespace
+
+IssueStream::IssueStream(void* stream) noexcept : previous_(g_issue_stream) {
+  g_issue_stream = stream;
+}
+IssueStream::~IssueStream() {
+  g_issue_stream = previous_;
+}
+void* IssueStream::current() noexcept {
+  return g_issue_stream;
 }
 
 mcr::ReduceOp to_mcr_op(const c10d::ReduceOp& op, at::ScalarType dtype, const char* op_name) {
@@ -87,6 +113,11 @@ mcr::ReduceOp to_mcr_op(const c10d::ReduceOp& op, at::ScalarType dtype, const ch
 }
 
 mcr::Tensor view(const at::Tensor& t) {
+  if (t.device().is_cuda()) {
+    return mcr::Tensor(t.data_ptr(), static_cast<std::size_t>(t.numel()),
+                       *to_mcr_dtype(t.scalar_type()), mcr::Device::cuda(t.get_device()),
+                       IssueStream::current());
+  }
   return mcr::Tensor(t.data_ptr(), static_cast<std::size_t>(t.numel()),
                      *to_mcr_dtype(t.scalar_type()));
 }

@@ -30,6 +30,10 @@ def main():
             check(isinstance(e, mt._backend._C.TimeoutError) or "timed out" in str(e).lower()
                   or "did not complete" in str(e), f"not a timeout: {e}")
             check("all_reduce" in str(e), f"message does not name the operation: {e}")
+            # As the C++ runtime's: this rank, and the rank that never arrived.
+            check("rank 0 of group" in str(e), f"message does not name this rank: {e}")
+            check("ranks that have not reached sequence #1: 1 (world rank 1" in str(e),
+                  f"message does not name the laggard: {e}")
             check(2.5 < took < 30, f"raised after {took:.1f} s, the timeout is 3 s")
         try:
             mt.all_reduce(t, group=g, backend=backend)

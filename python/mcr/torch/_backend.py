@@ -1,11 +1,12 @@
-"""Registers the c10d backend "mcr" and brings the mcr runtime up once per process.
+"""Registers the c10d backend "mcr" (torch 2.x) and brings the mcr runtime up once per process.
 
 The world is formed once. Under mpirun, or srun with PMI, mcr forms it through MPI (with its own TCP
 store for the backends' rendezvous); otherwise (torchrun, srun without PMI, or by hand with an
-init_method) mcr forms it
-through the c10d store torch hands to the backend's creator, so torch's store is the job's only
-rendezvous (mcr keeps its keys under "mcr/"). All mcr calls happen on one communication thread
-inside the extension.
+init_method) mcr forms it through the c10d store torch hands to the backend's creator, so torch's
+store is the job's only rendezvous (mcr keeps its keys under "mcr/"). Every torch group is an mcr
+communicator formed by the group's members alone when torch calls the creator on them
+(new_group, DeviceMesh, use_local_synchronization alike). All mcr calls happen on one
+communication thread inside the extension.
 """
 
 import atexit
@@ -14,15 +15,16 @@ import socket
 import threading
 from datetime import timedelta
 
+import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
 from . import _mcr_torch as _C
 
 _lock = threading.Lock()
-# Communicators formed by new_group() on every rank, waiting for torch to call the creator on the
-# members: {tuple(global ranks): [handle, ...]} in creation order.
-_pending_groups = {}
+# How many default groups this process has created: torch names groups "0", "1", ... afresh after
+# destroy_process_group(), so the generation keeps the mcr communicators of each apart.
+_generation = -1
 
 
 def launched_by_mpi():
@@ -119,56 +121,49 @@ def _as_timedelta(t):
 
 
 def _create(opts, pg_options=None):
-    """c10d creator (extended API): gets the group's global ranks."""
+    """c10d creator (extended API), called by torch on the members of a group only."""
+    global _generation
     ranks = list(opts.global_ranks_in_group)
     world = ensure_runtime(opts.store, opts.group_rank, opts.group_size)
-    if not ranks or (ranks == list(range(world.size)) and not _pending_groups.get(tuple(ranks))):
-        handle = world  # the default group (torch passes no ranks), or a whole-world group
+    if not ranks:  # the default group: the world communicator
+        with _lock:
+            _generation += 1
+        handle = world
     else:
-        queue = _pending_groups.get(tuple(ranks))
-        if not queue:
-            raise RuntimeError(
-                f"mcr: no communicator was formed for group {ranks}; create mcr groups with "
-                "torch.distributed.new_group after importing mcr.torch (it wraps new_group so that "
-                "every rank joins the collective group formation)")
-        handle = queue.pop(0)
+        handle = _C.member_group(world, ranks, f"torch/{_generation}/{opts.group_id}")
     return _C.ProcessGroupMCR(handle, opts.group_rank, opts.group_size, _as_timedelta(opts.timeout))
 
 
-def _wrap_new_group(original):
-    def new_group(ranks=None, timeout=c10d.default_pg_timeout, backend=None, pg_options=None):
-        chosen = backend if backend is not None else (dist.get_backend() if dist.is_initialized() else None)
-        if chosen is not None and str(chosen).lower() == "mcr":
-            # Forming an mcr communicator is collective over the world on every rank, members or
-            # not; torch calls the creator on members only, so form it here first.
-            world = ensure_runtime(c10d._get_default_store(), dist.get_rank(), dist.get_world_size())
-            members = sorted(ranks) if ranks is not None else list(range(world.size))
-            handle = _C.new_group(world, members)
-            if handle.valid:
-                _pending_groups.setdefault(tuple(members), []).append(handle)
-        return original(ranks=ranks, timeout=timeout, backend=backend, pg_options=pg_options)
-
-    new_group.__doc__ = original.__doc__
-    new_group.__wrapped__ = original
-    return new_group
-
-
 def _shutdown():
-    # Drop torch's process groups first so their communicators are released on the thread.
+    # Drop torch's process groups first: their operations in flight complete (shutdown() of each).
     try:
         if dist.is_initialized():
             dist.destroy_process_group()
     except Exception:  # noqa: BLE001 - exiting anyway; the runtime still finalizes below
         pass
-    _pending_groups.clear()
     _C.shutdown()
+
+
+def devices():
+    """The devices the backend is registered for: CPU, and CUDA when this build handles it."""
+    return ["cpu", "cuda"] if _C.cuda_tensors_supported() else ["cpu"]
 
 
 def register():
     if "MCR" in getattr(dist.Backend, "_plugins", {}):
         return
-    dist.Backend.register_backend("mcr", _create, extended_api=True)
-    if not hasattr(c10d.new_group, "__wrapped__"):
-        c10d.new_group = _wrap_new_group(c10d.new_group)
-        dist.new_group = c10d.new_group
+    dist.Backend.register_backend("mcr", _create, extended_api=True, devices=devices())
     atexit.register(_shutdown)
+
+
+def backend_of(group=None):
+    """The ProcessGroupMCR behind a torch group (torch 2.x wraps backends in a ProcessGroup), or
+    None when the group does not run on mcr."""
+    pg = c10d._get_default_group() if group is None else group
+    if isinstance(pg, _C.ProcessGroupMCR):
+        return pg
+    try:
+        b = pg._get_backend(torch.device("cpu"))
+    except (RuntimeError, AttributeError):
+        return None
+    return b if isinstance(b, _C.ProcessGroupMCR) else None

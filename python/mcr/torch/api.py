@@ -142,9 +142,10 @@ def get_all_ranks_from_group(group=None):
     return c10d.get_process_group_ranks(group)
 
 
-def new_group(ranks=None, timeout=c10d.default_pg_timeout):
-    """A group of `ranks` (global ranks) on mcr; call it on every rank, members or not."""
-    return dist.new_group(ranks, timeout=timeout, backend="mcr")
+def new_group(ranks=None, timeout=None, **kwargs):
+    """A group of `ranks` (global ranks) on mcr; torch.distributed.new_group's other arguments
+    (use_local_synchronization, group_desc, ...) pass through."""
+    return dist.new_group(ranks, timeout=timeout, backend="mcr", **kwargs)
 
 
 def broadcast(tensor, src, group=None, async_op=False, backend=None):
@@ -242,8 +243,8 @@ def has_all_reduce_coalesced():
 
 
 def _mcr_group(group):
-    pg = c10d._get_default_group() if group is None else group
-    if not isinstance(pg, _C.ProcessGroupMCR):
+    pg = _backend.backend_of(group)
+    if pg is None:
         raise ValueError(f"mcr.torch.explain: the group runs on '{dist.get_backend(group)}', not mcr")
     return pg
 

@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 import mcr.torch as mt
+from mcr.torch import _backend
 from mcr.torch import _mcr_torch as _C
 
 
@@ -79,7 +80,7 @@ def wrong_elements(variants, fn, gloo, op, inp, out):
     for v in variants:
         expected = fill_and_expect(op, inp, out, rank, ws)
         if v == "c++":
-            _C.time_native(dist.distributed_c10d._get_default_group(), op, inp, out, 1)
+            _C.time_native(_backend.backend_of(), op, inp, out, 1)
         else:
             with mt.backend(None if v in ("torch-gloo", "auto") else v):
                 fn(gloo if v == "torch-gloo" else None)
@@ -99,7 +100,7 @@ def slowest(seconds):
 def time_block(variant, fn, gloo, iters, op, inp, out):
     """Seconds per operation of one block of `iters` calls, on the slowest rank."""
     if variant == "c++":  # the same op issued from C++ on the communication thread
-        return slowest(_C.time_native(dist.distributed_c10d._get_default_group(), op, inp, out,
+        return slowest(_C.time_native(_backend.backend_of(), op, inp, out,
                                       iters))
     group = gloo if variant == "torch-gloo" else None
     with mt.backend(None if variant in ("torch-gloo", "auto") else variant):
@@ -113,7 +114,7 @@ def time_block(variant, fn, gloo, iters, op, inp, out):
 def warm(variants, fn, gloo, iters, op, inp, out):
     for v in variants:
         if v == "c++":
-            _C.time_native(dist.distributed_c10d._get_default_group(), op, inp, out, iters)
+            _C.time_native(_backend.backend_of(), op, inp, out, iters)
             continue
         with mt.backend(None if v in ("torch-gloo", "auto") else v):
             for _ in range(iters):
