@@ -37,7 +37,9 @@ nlohmann::json to_json(const PlanResult& r) {
                  {"pp_comm_overlap", l.pp_comm_overlap},
                  {"uneven_pipeline", l.uneven_pipeline}};
   // Inputs that are not part of the model or the layout.
-  j["inputs"] = {{"dp_bucket_bytes", r.dp_bucket_bytes}, {"dp_bucket_mb", r.dp_bucket_bytes / 1e6}};
+  j["inputs"] = {{"dp_bucket_bytes", r.dp_bucket_bytes},
+                 {"dp_bucket_mb", r.dp_bucket_bytes / 1e6},
+                 {"moe_glu_clamp", r.moe_glu_clamp}};
   j["dp_reduction"] = {{"buckets", r.dp_buckets}, {"last_bucket_bytes", r.dp_last_bucket_bytes}};
   j["step_time_s"] = r.step_time_s;
   j["tokens_per_s"] = r.tokens_per_s;

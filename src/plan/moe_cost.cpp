@@ -1,8 +1,8 @@
-// The mixture-of-experts block of one layer as Megatron-Core runs it with the all_to_all token
-// dispatcher: the router on each rank's sequence-parallel tokens, a permutation that groups the
-// routed copies by expert, all_to_all to the expert-parallel ranks that hold those experts, the
-// experts as grouped GEMMs, and the way back (combine). Shared experts run on every token like a
-// dense tensor-parallel MLP.
+// The mixture-of-experts block of one layer as Megatron-Core runs it with its all_to_all or flex
+// token dispatcher: the router on each rank's sequence-parallel tokens, the routed copies sent to
+// the expert-parallel ranks that hold their experts, the experts as Transformer Engine's grouped
+// GEMMs, and the way back (combine). Shared experts run on every token like a dense
+// tensor-parallel MLP. The block's memory-bound kernels are in moe_kernels.cpp.
 #include <algorithm>
 #include <cmath>
 
@@ -21,28 +21,96 @@ std::int64_t ceil_to(double x) {
   return static_cast<std::int64_t>(std::ceil(x));
 }
 
-/// One dispatch (or combine) of `tokens` tokens routed to `k` experts each, `token_bytes` per copy,
-/// over the expert-parallel group. The all_to_all dispatcher sends every copy to its expert's rank.
-/// The flex dispatcher (DeepEP, HybridEP) sends a token once to each remote node that holds any of
-/// its experts, (nodes - 1) (1 - (1 - 1/nodes)^k) nodes on average under balanced routing, and
-/// forwards it to the experts' GPUs over NVLink; both links work at once.
+/// One dispatch (or combine) of the rank's `tokens` tokens, `token_bytes` each, over the
+/// expert-parallel group. The all_to_all dispatcher sends every routed copy (k per token) to its
+/// expert's rank. The flex dispatcher (DeepEP, HybridEP) sends a token once to each rank holding
+/// any of its experts (`ranks` per token on average; DeepEP's dispatch layout marks each token per
+/// rank, is_token_in_rank), and across nodes once to each remote node holding any,
+/// (nodes - 1) (1 - (1 - 1/nodes)^k) nodes on average under balanced routing, forwarding it to the
+/// experts' GPUs over NVLink; both links work at once.
 double dispatch_time(const Context& c, const Placement& group, double tokens, double k,
-                     double token_bytes, DType dtype) {
-  const double copies = tokens * k * token_bytes;
-  if (c.layout.moe_dispatcher == Dispatcher::alltoall || group.nodes <= 1) {
-    return c.comm.cost(Collective::all_to_all, copies, group, dtype).time_s;
+                     double ranks, double token_bytes, DType dtype) {
+  if (c.layout.moe_dispatcher == Dispatcher::alltoall) {
+    return c.comm.cost(Collective::all_to_all, tokens * k * token_bytes, group, dtype).time_s;
   }
+  const double delivered = tokens * ranks * token_bytes;
+  if (group.nodes <= 1) return c.comm.cost(Collective::all_to_all, delivered, group, dtype).time_s;
   const SystemSpec& sys = c.comm.system();
   const double n = group.nodes;
   const double remote_nodes = (n - 1) * (1 - std::pow(1 - 1 / n, k));
   const double inter = tokens * remote_nodes * token_bytes;
-  const double intra = copies * (group.size - 1.0) / group.size;
+  const double intra = delivered * (group.size - 1.0) / group.size;
   return std::max(
       inter / sys.inter.bytes_per_s() + (n - 1) * sys.inter.latency_us * 1e-6,
       intra / sys.intra.bytes_per_s() + (group.per_node - 1.0) * sys.intra.latency_us * 1e-6);
 }
 
+/// Rows an expert's GEMM must hold under an FP8 recipe: Megatron-Core pads each expert's tokens
+/// to a multiple of 16 (32 for MXFP8) for the FP8 GEMMs (fp8_utils.py get_fp8_align_size).
+std::int64_t fp8_alignment(Fp8 recipe) {
+  if (recipe == Fp8::none) return 1;
+  return recipe == Fp8::mxfp8 ? 32 : 16;
+}
+
 }  // namespace
+
+MoeTokens moe_tokens(const Context& c, const codesign::ModelShape& shape) {
+  const Layout& l = c.layout;
+  MoeTokens t;
+  // Every expert receives its balanced share of the routed copies of the ep ranks (Megatron's
+  // performance runs force-balance the routing); a capacity factor pads or drops to that many.
+  const double cap = l.capacity_factor > 0 ? l.capacity_factor : 1.0;
+  const double k = as_double(shape.top_k);
+  t.own = c.tokens() / l.tp;
+  t.own_copies = t.own * k * cap;
+  t.local_experts = shape.experts / l.ep;
+  // Tokens entering the experts on one rank: its sequence-parallel shard, gathered over the
+  // expert-tensor-parallel ranks, k copies each.
+  const double routed = t.own * l.expert_tp() * k;
+  const std::int64_t rows =
+      std::max<std::int64_t>(1, ceil_to(routed * l.ep / as_double(shape.experts) * cap));
+  t.expert_rows = as_double(rows * t.local_experts);
+  // Expected EP ranks a token's k distinct experts fall on, experts drawn uniformly: each rank
+  // holds E/ep of them and misses all k with probability C(E - E/ep, k) / C(E, k).
+  const double experts = as_double(shape.experts);
+  double miss = 1;
+  for (std::int64_t i = 0; i < shape.top_k; ++i) {
+    miss *= std::max(0.0, experts - as_double(t.local_experts) - as_double(i)) /
+            (experts - as_double(i));
+  }
+  t.ranks_per_token = l.ep * (1 - miss);
+  t.delivered = t.own * l.expert_tp() * t.ranks_per_token * cap;
+  const std::int64_t align = fp8_alignment(l.fp8);
+  t.rows_per_expert = (rows + align - 1) / align * align;
+  // TEGroupedMLP pads with a copy (Transformer Engine's Fp8Padding, pytorch/module/fp8_padding.py,
+  // which returns its input as is only when every count is aligned already); the flex dispatcher
+  // (HybridEP) pads inside its own permutation (Megatron-Core moe_utils.py
+  // skip_routed_expert_padding). Dropless routing leaves the counts unaligned: under forced
+  // balancing each expert gets a random count around its share.
+  t.fp8_pad_copy = l.fp8 != Fp8::none && l.moe_dispatcher == Dispatcher::alltoall &&
+                   (l.capacity_factor <= 0 || rows % align != 0);
+  return t;
+}
+
+double grouped_gemm_time(const codesign::Gemm& g, const Context& c) {
+  // Transformer Engine's grouped GEMM (multi_stream_cublas_gemm in common/gemm/cublaslt_gemm.cu,
+  // v2.14) issues expert i's cuBLAS GEMM on compute stream i % 4 (util/multi_stream.cpp: 4
+  // streams): at most four experts' GEMMs share the GPU at a time, so tiles are quantized into
+  // waves per group of four, not over every local expert at once.
+  constexpr std::int64_t kStreams = 4;
+  const std::int64_t full = g.batch / kStreams, rest = g.batch % kStreams;
+  codesign::Gemm group = g;
+  double t = 0;
+  if (full > 0) {
+    group.batch = kStreams;
+    t += as_double(full) * gemm_time(group, c);
+  }
+  if (rest > 0) {
+    group.batch = rest;
+    t += gemm_time(group, c);
+  }
+  return t;
+}
 
 void add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cost,
              std::vector<codesign::Gemm>& linear) {
@@ -51,35 +119,27 @@ void add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cos
   const double e = c.elem();
   const double h = as_double(shape.h);
   const int etp = l.expert_tp();
-  // Tokens entering the block on one rank: its sequence-parallel shard, gathered over the
-  // expert-tensor-parallel ranks.
-  const double shard = c.tokens() / l.tp;
-  const double tokens_in = shard * etp;
-  const double routed = tokens_in * as_double(shape.top_k);  // copies this rank's experts see
-  // Every expert receives its balanced share of the routed copies of the ep ranks (Megatron's
-  // performance runs force-balance the routing); a capacity factor pads or drops to that many.
-  const double cap = l.capacity_factor > 0 ? l.capacity_factor : 1.0;
-  const std::int64_t local_experts = shape.experts / l.ep;
-  const std::int64_t per_expert =
-      std::max<std::int64_t>(1, ceil_to(routed * l.ep / as_double(shape.experts) * cap));
+  const MoeTokens tokens = moe_tokens(c, shape);
   const std::int64_t ff = shape.expert_width() / etp;
   const auto dt = shape.dtype;
 
+  // Megatron-Core's expert MLP: linear_fc1 computes gate and up together (2 d_e wide for a gated
+  // MLP), linear_fc2 brings the result back to h.
+  std::vector<codesign::Gemm> experts;
+  const std::int64_t fc1 = (shape.gated_mlp() ? 2 : 1) * ff;
+  add_gemm(experts, "moe_fc1", tokens.rows_per_expert, fc1, shape.h, tokens.local_experts, dt);
+  add_gemm(experts, "moe_fc2", tokens.rows_per_expert, shape.h, ff, tokens.local_experts, dt);
   std::vector<codesign::Gemm> gemms;
-  if (shape.gated_mlp()) add_gemm(gemms, "moe_gate", per_expert, ff, shape.h, local_experts, dt);
-  add_gemm(gemms, "moe_up", per_expert, ff, shape.h, local_experts, dt);
-  add_gemm(gemms, "moe_down", per_expert, shape.h, ff, local_experts, dt);
   if (shape.d_ff_shared > 0) {
-    const std::int64_t tokens = ceil_to(c.tokens());
+    const std::int64_t all = ceil_to(c.tokens());
     const std::int64_t sff = (shape.d_ff_shared + l.tp - 1) / l.tp;
-    if (shape.gated_mlp()) add_gemm(gemms, "shared_gate", tokens, sff, shape.h, 1, dt);
-    add_gemm(gemms, "shared_up", tokens, sff, shape.h, 1, dt);
-    add_gemm(gemms, "shared_down", tokens, shape.h, sff, 1, dt);
+    if (shape.gated_mlp()) add_gemm(gemms, "shared_gate", all, sff, shape.h, 1, dt);
+    add_gemm(gemms, "shared_up", all, sff, shape.h, 1, dt);
+    add_gemm(gemms, "shared_down", all, shape.h, sff, 1, dt);
   }
   // The router scores the rank's own tokens against every expert, in the model dtype.
-  add_gemm(gemms, "moe_router", ceil_to(shard), shape.experts, shape.h, 1, dt);
-  for (const auto& g : gemms) {
-    const double t = gemm_time(g, c);
+  add_gemm(gemms, "moe_router", ceil_to(tokens.own), shape.experts, shape.h, 1, dt);
+  const auto add = [&](const codesign::Gemm& g, double t) {
     if (g.pass == codesign::Pass::forward) {
       cost.fwd_gemm += t;
       cost.fwd_flops += g.flops();
@@ -87,26 +147,13 @@ void add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cos
     } else {
       cost.bwd_gemm += t;
     }
-  }
-
-  // Memory-bound: permute and unpermute the routed copies (read and write each), the experts'
-  // activation over their tokens, the shared experts' activation; backward twice the traffic.
-  const double copies = as_double(per_expert * local_experts);
-  const double act_elems = copies * as_double(ff);
-  const double gate = shape.gated_mlp() ? 3 : 2;
-  double fwd_bytes = 2 * (2 * e * routed * h);
-  const auto add_act = [&](double elements) {
-    const double bytes = gate * e * elements;
-    const double f = kernel_time("activation", false, bytes, elements, 1, c.device, sys);
-    cost.fwd_mem += f;
-    cost.bwd_mem += kernel_time("activation", true, 2 * bytes, elements, 1, c.device, sys);
-    return f;
   };
-  cost.moe_act_fwd += add_act(act_elems);
-  if (shape.d_ff_shared > 0) add_act(c.tokens() * as_double(shape.d_ff_shared) / l.tp);
-  fwd_bytes += 2 * e * shard * as_double(shape.experts);  // router softmax and top-k
-  cost.fwd_mem += memory_time(fwd_bytes, 3, c.device, sys);
-  cost.bwd_mem += memory_time(2 * fwd_bytes, 3, c.device, sys);
+  for (const auto& g : experts)
+    add(g, grouped_gemm_time(g, c));
+  for (const auto& g : gemms)
+    add(g, gemm_time(g, c));
+
+  add_moe_kernels(c, shape, tokens, cost);
 
   // Dispatch and combine, forward and backward: each rank sends the routed copies of its own
   // sequence-parallel shard to the expert-parallel ranks that hold their experts; with expert
@@ -116,11 +163,12 @@ void add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cos
   double fwd = 0;
   if (l.ep > 1) {
     const Placement group = place_group(l.ep, etp, sys.gpus_per_node);
-    fwd += 2 * dispatch_time(c, group, shard, as_double(shape.top_k), h * e, cdt);
+    fwd += 2 * dispatch_time(c, group, tokens.own, as_double(shape.top_k), tokens.ranks_per_token,
+                             h * e, cdt);
   }
   if (etp > 1) {
     const Placement group = place_group(etp, 1, sys.gpus_per_node);
-    const double bytes = shard * as_double(shape.top_k) * etp * h * e;
+    const double bytes = tokens.own * as_double(shape.top_k) * etp * h * e;
     fwd += c.comm.cost(Collective::all_gather, bytes, group, cdt).time_s +
            c.comm.cost(Collective::reduce_scatter, bytes, group, cdt).time_s;
   }

@@ -54,6 +54,20 @@ void add_notes(PlanResult& r, const Context& ctx, const std::string& dp_source,
             ? fmt::format("each expert takes {} x its balanced share of tokens", l.capacity_factor)
             : std::string("routing balanced, dropless")));
   }
+  if (m.is_moe()) {
+    const MoeTokens t = moe_tokens(ctx, m);
+    std::string kernels = fmt::format("permutation of {:.0f} rows", t.expert_rows);
+    if (l.moe_dispatcher == Dispatcher::alltoall && t.local_experts > 1) {
+      kernels += ", sort by local expert";
+    }
+    if (m.linear_bias) kernels += ", experts' output bias outside the GEMM";
+    if (options.moe_glu_clamp && m.gated_mlp()) kernels += ", clamped GLU";
+    if (t.fp8_pad_copy) kernels += ", FP8 padding copy";
+    r.notes.push_back(fmt::format(
+        "moe: {} local experts of {} rows each, one GEMM per expert, up to 4 at once (Transformer "
+        "Engine's streams); {}; host-side launch and synchronisation overhead not priced",
+        t.local_experts, t.rows_per_expert, kernels));
+  }
   if (l.fp8 != Fp8::none) {
     r.notes.push_back(fmt::format(
         "fp8 ({}): linear layers' forward, dgrad and wgrad GEMMs in FP8 at {:.3g} of the model "

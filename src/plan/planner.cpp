@@ -64,6 +64,7 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   r.device = device.name;
   r.system = sys.name;
   r.dp_bucket_bytes = options.dp_bucket_bytes;
+  r.moe_glu_clamp = options.moe_glu_clamp;
   r.notes = std::move(notes);
   const detail::Context ctx{m, device, fp8_device, comm, l, options};
   const auto c = detail::layer_cost(ctx);

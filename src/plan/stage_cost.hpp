@@ -98,6 +98,33 @@ void add_attention(const Context& c, const codesign::ModelShape& shape, std::int
 void add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cost,
              std::vector<codesign::Gemm>& linear);
 
+/// The routed tokens of one MoE layer on one rank, per microbatch, under balanced routing.
+struct MoeTokens {
+  double own = 0;          ///< the rank's own tokens, those its router scores: b*s/cp/tp
+  double own_copies = 0;   ///< their routed copies (k each, times the capacity factor)
+  double expert_rows = 0;  ///< rows the rank's local experts process, all together
+  /// EP ranks holding at least one of a token's k experts, on average: where the flex dispatcher
+  /// sends it (a token whose experts share a rank travels there once).
+  double ranks_per_token = 1;
+  /// Rows the flex dispatcher delivers to the rank, one per token and destination rank, before
+  /// they are permuted into expert order.
+  double delivered = 0;
+  std::int64_t local_experts = 1;    ///< experts / ep
+  std::int64_t rows_per_expert = 1;  ///< the GEMMs' M: one expert's rows, padded for FP8
+  bool fp8_pad_copy = false;         ///< Megatron-Core pads (and unpads) with a copy
+};
+MoeTokens moe_tokens(const Context& c, const codesign::ModelShape& shape);
+
+/// The MoE block's memory-bound kernels (src/plan/moe_kernels.cpp): token permutation and
+/// unpermutation, the all_to_all dispatcher's sort by local expert, the router's softmax and top-k,
+/// the experts' activation, the experts' output biases and FP8 alignment padding. Adds to `cost`.
+void add_moe_kernels(const Context& c, const codesign::ModelShape& shape, const MoeTokens& tokens,
+                     LayerCost& cost);
+
+/// Time of the local experts' GEMM `g` (g.batch = local experts) as Transformer Engine's grouped
+/// linear layer runs it: one cuBLAS GEMM per expert, issued round-robin on its compute streams.
+double grouped_gemm_time(const codesign::Gemm& g, const Context& c);
+
 /// FP8 casts (and transposes) of the inputs of `forward` linear GEMMs and of their output
 /// gradients, plus the weights' cast once per step spread over the microbatches.
 void add_fp8_casts(const Context& c, const std::vector<codesign::Gemm>& forward, LayerCost& cost);

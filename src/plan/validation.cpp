@@ -49,6 +49,7 @@ PlanOptions options_from_json(const nlohmann::json& j) {
   o.grad_bytes_per_param = j.value("grad_bytes_per_param", o.grad_bytes_per_param);
   o.dp_bucket_bytes = j.value("dp_bucket_mb", o.dp_bucket_bytes / 1e6) * 1e6;
   o.causal = j.value("causal", o.causal);
+  o.moe_glu_clamp = j.value("moe_glu_clamp", o.moe_glu_clamp);
   return o;
 }
 

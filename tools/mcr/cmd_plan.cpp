@@ -29,6 +29,7 @@ struct PlanArgs {
   std::optional<int> gpus, pp, dp, interleave, zero, cp, ep, etp;
   double capacity_factor = 0;
   std::string moe_dispatcher = "alltoall";
+  bool moe_glu_clamp = false;
   std::optional<std::string> fp8;
   bool fp8_params = false;
   bool distributed_optimizer = false;
@@ -71,6 +72,7 @@ plan::PlanOptions plan_options(const PlanArgs& a) {
   plan::PlanOptions o;
   o.dp_bucket_bytes = a.dp_bucket_mb * 1e6;
   o.optimizer_bytes_per_param = a.optimizer_bytes;
+  o.moe_glu_clamp = a.moe_glu_clamp;
   if (a.grad_dtype)
     o.grad_bytes_per_param = codesign::dtype_bytes(codesign::parse_dtype(*a.grad_dtype));
   return o;
@@ -312,6 +314,9 @@ void add_plan_command(CLI::App& app) {
                   "remote node, forwarded over NVLink)")
       ->check(CLI::IsMember({"alltoall", "flex"}))
       ->capture_default_str();
+  cmd->add_flag("--moe-glu-clamp", args->moe_glu_clamp,
+                "the experts' gated activation clamps its inputs first (gpt-oss): two clamps and "
+                "a concatenation priced before the fused kernel");
   cmd->add_option("--fp8", args->fp8,
                   "FP8 linear layers as Transformer Engine runs them: scaling recipe")
       ->check(CLI::IsMember({"none", "delayed", "current", "blockwise", "mxfp8"}));

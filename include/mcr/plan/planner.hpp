@@ -61,6 +61,9 @@ struct PlanOptions {
   double grad_bytes_per_param = 0;
   /// Decoder (causal) attention: fused attention kernels skip the masked half of the scores.
   bool causal = true;
+  /// The experts' gated activation clamps its two halves first (gpt-oss: Megatron-Core's
+  /// activation_func_clamp_value 7): two clamps and a concatenation before the fused kernel.
+  bool moe_glu_clamp = false;
 };
 
 struct PlanResult {
@@ -97,6 +100,7 @@ struct PlanResult {
   double dp_bucket_bytes = 0;
   std::size_t dp_buckets = 0;
   double dp_last_bucket_bytes = 0;
+  bool moe_glu_clamp = false;  ///< PlanOptions::moe_glu_clamp, as priced
   MemoryBreakdown memory;
   std::vector<std::string> notes;  ///< communication sources, assumptions that applied
 };

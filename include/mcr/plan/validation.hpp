@@ -54,7 +54,8 @@ struct ErrorSummary {
 std::vector<ErrorSummary> summarize(const std::vector<ValidationRow>& rows);
 
 Layout layout_from_json(const nlohmann::json& j);
-/// A run's "options": optimizer_bytes_per_param, grad_bytes_per_param, dp_bucket_mb, causal.
+/// A run's "options": optimizer_bytes_per_param, grad_bytes_per_param, dp_bucket_mb, causal,
+/// moe_glu_clamp.
 PlanOptions options_from_json(const nlohmann::json& j);
 std::vector<PublishedRun> load_published_runs(const std::filesystem::path& path);
 /// Predicts every run on its catalog system and device, with the α-β links of the system.

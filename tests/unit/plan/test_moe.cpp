@@ -1,0 +1,169 @@
+// The mixture-of-experts block's own kernels against quantities worked out here by hand: the
+// experts' GEMMs as Transformer Engine issues them (four at a time), the tokens each dispatcher
+// permutes and moves, the experts' output biases, a clamped GLU and the FP8 padding copy. Each test
+// compares two plans that differ in one respect, so that the rest of the step cancels.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "mcr/codesign/device.hpp"
+#include "mcr/codesign/gemm_model.hpp"
+#include "mcr/plan/planner.hpp"
+#include "test_helpers.hpp"
+
+namespace mcr::plan {
+namespace {
+
+using test::gpt;
+using test::round_system;
+
+const codesign::DeviceSpec& a100() {
+  static const auto d = codesign::device_from_catalog("a100-80gb");
+  return d;
+}
+
+const codesign::DeviceSpec& h100() {
+  static const auto d = codesign::device_from_catalog("h100-sxm");
+  return d;
+}
+
+/// 8 experts of the GPT's 4h MLP, top 2, flash attention, fp16, linear biases.
+codesign::ModelShape moe(std::int64_t experts = 8, std::int64_t top_k = 2) {
+  auto m = gpt();
+  m.attention = codesign::AttentionImpl::flash;
+  m.experts = experts;
+  m.top_k = top_k;
+  return m;
+}
+
+/// ep ranks in one node, tp 1, one microbatch of one sequence per rank.
+Layout moe_layout(const codesign::ModelShape& m, int ep, Dispatcher d = Dispatcher::alltoall) {
+  Layout l;
+  l.gpus = ep;
+  l.ep = ep;
+  l.global_batch = ep;
+  l.moe_dispatcher = d;
+  return resolve_layout(l, m, round_system());
+}
+
+PlanResult plan(const codesign::ModelShape& m, const Layout& l, const PlanOptions& o = {},
+                const codesign::DeviceSpec& dev = a100()) {
+  return plan_step(m, dev, CommModel(round_system()), l, o);
+}
+
+// Per layer and microbatch with ep = 2 of 8 experts, top 2: the rank's 2048 tokens make 4096
+// routed copies; each of its 4 experts takes 4096 x 2 / 8 = 1024 rows, 4096 in all.
+constexpr double kLayers = 24, kOwn = 2048, kCopies = 4096, kRows = 4096;
+constexpr double kRow = 1024 * 2.0;              // one token's hidden state in fp16
+constexpr double kBandwidth = 2039e9 * 0.8;      // a100-80gb, memory_efficiency
+constexpr double kH100Bandwidth = 3350e9 * 0.8;  // h100-sxm
+constexpr double kLaunch = 2e-6;                 // both devices' launch_overhead_s
+constexpr double kDelivered = kOwn * 2 * (1 - 4.0 / 8 * 3.0 / 7);  // ranks with one of 2 experts
+
+TEST(PlanMoe, ExpertsRunFourGemmsAtATime) {
+  // Transformer Engine issues one GEMM per local expert on 4 streams. 8 experts top 2 and 16
+  // experts top 4 on one rank both give each expert 2048 x k / E = 512 rows: twice the experts is
+  // two more rounds of four GEMMs, plus the wider router.
+  const auto eight = moe(8, 2), sixteen = moe(16, 4);
+  const auto a = plan(eight, moe_layout(eight, 1));
+  const auto b = plan(sixteen, moe_layout(sixteen, 1));
+  const auto time = [](std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch) {
+    codesign::Gemm g;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.batch = batch;
+    g.dtype = codesign::DType::fp16;
+    return codesign::predict(g, a100()).time_s;
+  };
+  const double round = time(512, 4096, 1024, 4) + time(512, 1024, 4096, 4);  // fc1, fc2
+  const double router = time(2048, 16, 1024, 1) - time(2048, 8, 1024, 1);
+  EXPECT_NEAR(b.breakdown.forward_gemm - a.breakdown.forward_gemm, kLayers * (2 * round + router),
+              1e-12);
+}
+
+TEST(PlanMoe, ExpertBiasesAreAddedOutsideTheGemm) {
+  // Per element of the 4096 x h expert rows, 6 bytes' worth of fp16 forward (probability times
+  // bias written; added to the output: two read, one written; concatenated: read, written) and 6
+  // backward; 2 kernels per expert and one forward, 4 per expert backward.
+  auto plain = moe();
+  plain.linear_bias = false;
+  const auto with = plan(moe(), moe_layout(moe(), 2));
+  const auto without = plan(plain, moe_layout(plain, 2));
+  const double bytes = 6 * 2 * kRows * 1024;
+  const double expected = kLayers * (2 * bytes / kBandwidth + (9 + 16) * kLaunch);
+  EXPECT_NEAR(with.breakdown.memory_bound - without.breakdown.memory_bound, expected, 1e-12);
+}
+
+TEST(PlanMoe, AllToAllSortsByLocalExpertAndFlexPermutesWhatItDelivers) {
+  // all_to_all: the rank permutes its own tokens into their copies (2048 rows read, 4096 written,
+  // and back) and sorts the 4096 received rows by local expert twice, forward and backward. Flex:
+  // the rows it delivered, one per token and rank with one of its experts, into the experts' rows.
+  auto m = moe();
+  m.linear_bias = false;
+  const auto a2a = plan(m, moe_layout(m, 2, Dispatcher::alltoall));
+  const auto flex = plan(m, moe_layout(m, 2, Dispatcher::flex));
+  const double permute_a2a = 4 * (kOwn + kCopies) * kRow;
+  const double sort = 2 * 2 * (2 * kRows * kRow);
+  const double permute_flex = 4 * (kDelivered + kRows) * kRow;
+  const double expected =
+      kLayers * ((permute_a2a + sort - permute_flex) / kBandwidth + 4 * kLaunch);
+  EXPECT_NEAR(a2a.breakdown.memory_bound - flex.breakdown.memory_bound, expected, 1e-12);
+}
+
+TEST(PlanMoe, FlexSendsATokenOnceToEachRankHoldingItsExperts) {
+  // One node, 100 GB/s, no latency: an all_to_all keeps 1/2 of its buffer; all_to_all sends 2
+  // copies per token, flex one per rank holding either expert (2 x (1 - 4/8 x 3/7) ranks).
+  auto m = moe();
+  const auto flex = plan(m, moe_layout(m, 2, Dispatcher::flex));
+  const auto a2a = plan(m, moe_layout(m, 2, Dispatcher::alltoall));
+  EXPECT_NEAR(flex.breakdown.ep_comm, kLayers * 4 * 0.5 * kDelivered * kRow / 100e9, 1e-12);
+  EXPECT_NEAR(a2a.breakdown.ep_comm, kLayers * 4 * 0.5 * kCopies * kRow / 100e9, 1e-12);
+}
+
+TEST(PlanMoe, ClampedGluClampsAndConcatenatesFirst) {
+  // SwiGLU experts, d_e = 4096: per element of one half (4096 rows x 4096), two clamps and a
+  // concatenation move 8 fp16 bytes forward (3 kernels) and 10 backward (3 kernels); recomputing
+  // moe_act repeats the forward part.
+  auto m = moe();
+  m.mlp = codesign::MlpType::swiglu;
+  Layout l;
+  l.gpus = 2;
+  l.ep = 2;
+  l.global_batch = 2;
+  l.recompute = Recompute::selective;
+  l.recompute_modules = {"moe_act"};
+  l = resolve_layout(l, m, round_system());
+  PlanOptions clamp;
+  clamp.moe_glu_clamp = true;
+  const auto a = plan(m, l, clamp);
+  const auto b = plan(m, l);
+  const double half = kRows * 4096;
+  const double fwd = 8 * 2 * half / kBandwidth + 3 * kLaunch;
+  const double bwd = 10 * 2 * half / kBandwidth + 3 * kLaunch;
+  EXPECT_NEAR(a.breakdown.memory_bound - b.breakdown.memory_bound, kLayers * (fwd + bwd), 1e-12);
+  EXPECT_NEAR(a.breakdown.recompute - b.breakdown.recompute, kLayers * fwd, 1e-12);
+  EXPECT_TRUE(a.moe_glu_clamp);
+}
+
+TEST(PlanMoe, Fp8PadsDroplessExpertTokensWithACopy) {
+  // FP8 with all_to_all: dropless routing leaves each expert's count unaligned, so its input is
+  // copied into padded rows and its output back (a read and a write each, forward and backward).
+  // A capacity of exactly the balanced share, 1024 rows, is a multiple of 16: no copy.
+  auto m = moe();
+  m.dtype = codesign::DType::bf16;
+  m.linear_bias = false;
+  Layout l = moe_layout(m, 2);
+  l.fp8 = Fp8::delayed;
+  Layout capped = l;
+  capped.capacity_factor = 1.0;
+  const auto dropless = plan(m, l, {}, h100());
+  const auto padded = plan(m, capped, {}, h100());
+  const double copy = 2 * 2 * kRows * kRow;
+  EXPECT_NEAR(dropless.breakdown.memory_bound - padded.breakdown.memory_bound,
+              kLayers * 2 * (copy / kH100Bandwidth + 2 * kLaunch), 1e-12);
+}
+
+}  // namespace
+}  // namespace mcr::plan
