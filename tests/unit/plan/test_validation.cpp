@@ -51,42 +51,70 @@ TEST(PlanValidation, Narayanan2021TableOne) {
 
 // Recent runs (published_runs_recent.json: NVIDIA's DGX Cloud benchmarking recipes on H100,
 // Megatron-Bridge's and NeMo's performance summaries on H100 and B200), as step-time errors. Every
-// run is expressible and fits in memory. The targets of docs/performance.md section 6 hold on the
-// runs not used to fit a system's compute efficiency ("fit" in the name) among the dense and
-// coarse-grained MoE models; the fine-grained MoE models (64 experts or more), whose measured
-// steps are far slower than their GEMMs and collectives, are held to a looser bound that only
-// guards against regressions.
+// run is expressible and fits in memory. On the runs not used to fit a system's compute efficiency
+// ("fit" in the name), among the dense and coarse-grained MoE models, the targets of
+// docs/performance.md section 6 (mean <= 10 %, worst <= 20 %) hold with the margins asserted
+// here. The fine-grained MoE models (64 experts or more) are predicted too fast by 18-38 %
+// (docs/performance.md section 6: host overhead and synchronisation, not priced); they are held to
+// a bound that guards against regressions, and to the sign.
 TEST(PlanValidation, RecentRunsOnH100AndB200) {
   const auto rows = validate_runs(load_published_runs(MCR_PLAN_RUNS_RECENT));
   ASSERT_EQ(rows.size(), 27u);
   struct Group {
     double sum = 0, worst = 0;
     int n = 0;
+    void add(double err) {
+      sum += err;
+      worst = std::max(worst, err);
+      ++n;
+    }
   };
-  std::map<std::string, Group> groups;
+  std::map<std::string, Group> held_out, all;
   for (const auto& r : rows) {
     EXPECT_TRUE(r.predicted.memory.fits) << r.run.name;
     const double err = std::abs(r.step_error);
+    const bool fp8 = r.predicted.layout.fp8 != Fp8::none;
+    const std::string group = r.predicted.system + (fp8 ? " fp8" : " bf16");
+    all[group].add(err);
     if (r.run.name.find("fit)") != std::string::npos) {
       EXPECT_LT(err, 0.001) << r.run.name;  // the fitted run itself
       continue;
     }
     if (r.predicted.model.experts >= 64) {
-      EXPECT_LE(err, 0.40) << r.run.name;
+      EXPECT_LE(err, 0.38) << r.run.name;
+      EXPECT_LT(r.step_error, 0) << r.run.name;
       continue;
     }
-    const bool fp8 = r.predicted.layout.fp8 != Fp8::none;
-    auto& g = groups[r.predicted.system + (fp8 ? " fp8" : " bf16")];
-    g.sum += err;
-    g.worst = std::max(g.worst, err);
-    ++g.n;
+    held_out[group].add(err);
   }
-  for (const char* name : {"dgx-h100 bf16", "dgx-h100 fp8", "dgx-b200 fp8"}) {
-    const auto& g = groups[name];
-    ASSERT_GT(g.n, 0) << name;
-    EXPECT_LE(g.sum / g.n, 0.10) << name;
-    EXPECT_LE(g.worst, 0.20) << name;
+  struct Bound {
+    const char* group;
+    double mean, worst;
+  };
+  for (const Bound& b : {Bound{"dgx-h100 bf16", 0.06, 0.12}, Bound{"dgx-h100 fp8", 0.08, 0.16},
+                         Bound{"dgx-b200 fp8", 0.09, 0.19}}) {
+    const auto& g = held_out[b.group];
+    ASSERT_GT(g.n, 0) << b.group;
+    EXPECT_LE(g.sum / g.n, b.mean) << b.group;
+    EXPECT_LE(g.worst, b.worst) << b.group;
   }
+  // With the fine-grained MoE runs: H100 BF16 keeps its mean within 10 %.
+  EXPECT_LE(all["dgx-h100 bf16"].sum / all["dgx-h100 bf16"].n, 0.085);
+}
+
+// gpt-oss's clamped GLU is read from the runs' options.
+TEST(PlanValidation, RunOptionsReachThePlan) {
+  const auto runs = load_published_runs(MCR_PLAN_RUNS_RECENT);
+  int clamped = 0;
+  for (const auto& r : runs) {
+    if (r.options.moe_glu_clamp) {
+      ++clamped;
+      EXPECT_NE(r.name.find("GPT-OSS"), std::string::npos) << r.name;
+    }
+  }
+  EXPECT_EQ(clamped, 2);
+  EXPECT_TRUE(options_from_json({{"moe_glu_clamp", true}}).moe_glu_clamp);
+  EXPECT_FALSE(options_from_json(nlohmann::json::object()).moe_glu_clamp);
 }
 
 TEST(PlanValidation, LayoutFieldsRoundTrip) {
