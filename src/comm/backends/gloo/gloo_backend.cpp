@@ -17,6 +17,7 @@
 #include <gloo/config.h>
 #include <gloo/context.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/transport/pair.h>
 #include <gloo/transport/tcp/device.h>
 
 #include "backends/factories.hpp"
@@ -85,6 +86,21 @@ std::shared_ptr<gloo::Context> connect_context(GlooShared& shared, int rank, int
   const GlooCallSite barrier_site{"rendezvous barrier", 0, rank};
   MCR_GLOO_CHECK(barrier_site, gloo::barrier(connected));
   return context;
+}
+
+// Every rank's device address, as gloo prints a peer in its errors ("[127.0.0.1]:41234"), known
+// to every rank, so that a lost peer is named by its rank (gloo_check.hpp). One device per process
+// listens for every context, so the world's addresses serve every group.
+void publish_peer_addresses(Bootstrap& bootstrap, gloo::Context& world) {
+  std::string mine;
+  if (world.size > 1) {
+    mine = world.getPair(world.rank == 0 ? 1 : 0)->address().str();
+    if (const auto seq = mine.find('$'); seq != std::string::npos) mine.resize(seq);
+  }
+  std::vector<std::string> all;
+  for (const Bytes& b : bootstrap.exchange().all_gather(Bytes(mine.begin(), mine.end())))
+    all.emplace_back(b.begin(), b.end());
+  set_gloo_peer_addresses(std::move(all));
 }
 
 // Gloo writes to its sockets with writev, which raises SIGPIPE once a peer has died; the default
@@ -160,6 +176,7 @@ std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
   const GlooCallSite site{"create_device", 0, bootstrap.rank()};
   MCR_GLOO_CHECK(site, shared->device = gloo::transport::tcp::CreateDevice(attr));
   auto context = connect_context(*shared, bootstrap.rank(), bootstrap.size(), "gloo/world/");
+  publish_peer_addresses(bootstrap, *context);
   return std::make_unique<GlooBackend>(std::move(shared), std::move(context));
 }
 

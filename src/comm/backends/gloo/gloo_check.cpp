@@ -3,7 +3,9 @@
 #include <atomic>
 #include <cstdio>
 #include <exception>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gloo/common/error.h>
@@ -29,6 +31,15 @@ bool is_timeout_message(std::string_view what) {
 }
 
 std::atomic<int> g_guard_rank{-1};
+
+std::mutex& peers_mutex() {
+  static auto& m = *new std::mutex;
+  return m;
+}
+std::vector<std::string>& peer_addresses() {
+  static auto& v = *new std::vector<std::string>;
+  return v;
+}
 std::terminate_handler g_previous_terminate = nullptr;
 
 // gloo's TCP pair checks that an incoming message fits the buffer the operation posted; the check
@@ -47,9 +58,11 @@ constexpr std::string_view kSizeCheck = "op.preamble.length <= op.nbytes";
       std::fprintf(
           stderr,
           "mcr: BackendError: gloo's I/O thread failed on rank %d: %s\nmcr: %s gloo cannot "
-          "continue after an error on its I/O thread, so the job is ended. Run with MCR_VERIFY=1 "
-          "to have every rank raise MismatchError naming the operation, the field and the ranks "
-          "before the operation starts.\n",
+          "continue after an error on its I/O thread, so the job is ended. Cross-rank "
+          "verification makes every rank raise MismatchError naming the operation, the field "
+          "and the ranks before such an operation starts: by default for the first call of each "
+          "signature; MCR_VERIFY=1 checks every call (this one was not checked: MCR_VERIFY=0, "
+          "or a signature already verified).\n",
           g_guard_rank.load(), x.what(),
           size ? "A peer sent a larger message than this rank's operation expects: the ranks "
                  "called a Gloo operation with different counts or dtypes (or different "
@@ -81,6 +94,25 @@ void install_gloo_io_guard(int rank) {
   (void)installed;
 }
 
+void set_gloo_peer_addresses(std::vector<std::string> by_world_rank) {
+  std::lock_guard lock(peers_mutex());
+  peer_addresses() = std::move(by_world_rank);
+}
+
+int gloo_peer_rank_in(std::string_view what) {
+  std::lock_guard lock(peers_mutex());
+  const auto& all = peer_addresses();
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const std::string& a = all[r];
+    // The address must end there: "[127.0.0.1]:4000" is not "[127.0.0.1]:40001".
+    for (auto at = what.find(a); at != std::string_view::npos; at = what.find(a, at + 1)) {
+      const auto end = at + a.size();
+      if (end == what.size() || what[end] < '0' || what[end] > '9') return static_cast<int>(r);
+    }
+  }
+  return -1;
+}
+
 void rethrow_gloo_error(std::string_view call, const char* file, int line,
                         const GlooCallSite& site) {
   auto describe = [&](std::string_view what) {
@@ -96,10 +128,11 @@ void rethrow_gloo_error(std::string_view call, const char* file, int line,
       throw TimeoutError(describe(e.what()), std::string(site.op), site.sequence, "gloo");
     }
     if (is_peer_loss_message(e.what())) {
+      const int peer = gloo_peer_rank_in(e.what());
       throw BackendError(describe(fmt::format(
-          "{}; a peer closed its connection: a rank of this communicator exited or was killed "
-          "(or destroyed the communicator early)",
-          e.what())));
+          "{}; {} closed its connection: it exited or was killed (or destroyed the communicator "
+          "early)",
+          e.what(), peer >= 0 ? fmt::format("world rank {}", peer) : std::string("a peer"))));
     }
     throw BackendError(describe(e.what()));
   } catch (const std::exception& e) {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace mcr::detail {
 
@@ -26,6 +28,13 @@ struct GlooCallSite {
 /// whole job through the launcher (MPI_Abort) so that peers do not wait for their timeout. Any
 /// other exception goes to the handler that was installed before.
 void install_gloo_io_guard(int rank);
+
+/// The address gloo's TCP device of each world rank listens on ("[10.0.0.2]:41234"), as gloo names
+/// a peer in its errors; set once the world's Gloo backend is up, so that an error about a lost
+/// peer names its rank too.
+void set_gloo_peer_addresses(std::vector<std::string> by_world_rank);
+/// The world rank whose address appears in `what`, or -1.
+int gloo_peer_rank_in(std::string_view what);
 
 }  // namespace mcr::detail
 
