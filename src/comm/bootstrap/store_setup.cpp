@@ -11,10 +11,12 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -77,6 +79,20 @@ std::string store_host_address(const std::string& value) {
       value));
 }
 
+// Whether torchrun's run id can serve as the job's secret: torchrun --standalone draws it with
+// uuid.uuid4() (122 random bits) and hands it only to its own workers' environments, which other
+// users of the host cannot read. A run id a user chose (--rdzv-id=job42) is not a secret, so only
+// the shape of a version-4 UUID counts.
+bool is_random_run_id(std::string_view id) {
+  if (id.size() != 36) return false;
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    const char c = id[i];
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return id[14] == '4';
+}
+
 // torchrun-style: rank 0 must own the address MASTER_ADDR names, or no rank could reach it.
 void check_master_addr_is_local(const LaunchInfo& l) {
   const auto addrs = resolve_numeric(l.master_addr, "MASTER_ADDR");
@@ -98,11 +114,7 @@ struct StoreAddress {
 StoreAddress torchrun_store(Runtime& rt) {
   const LaunchInfo& l = rt.launch;
   StoreAddress a;
-  a.job.token = env("MCR_STORE_TOKEN") != nullptr ? env("MCR_STORE_TOKEN") : "";
-  const char* run_id = env("TORCHELASTIC_RUN_ID");
-  a.job.job_id = l.launcher == Launcher::slurm
-                     ? launcher_job_id()
-                     : fmt::format("torchrun:{}", run_id != nullptr ? run_id : "default");
+  a.job = torchrun_store_job(l);
   a.job.world_size = l.size;
   // A world of one needs nobody to reach it: loopback, on a port of the kernel's choosing. The
   // launch says where rank 0 listens otherwise (torchrun, srun without PMI).
@@ -114,11 +126,13 @@ StoreAddress torchrun_store(Runtime& rt) {
     rt.store_server = std::make_unique<TcpStoreServer>(a.host, a.port, a.job);
     a.port = rt.store_server->port();
   }
-  if (!alone && a.job.token.empty()) {
-    log_debug(
-        "MCR_STORE_TOKEN is not set: any process that reaches {}:{} can join this job's "
-        "rendezvous store",
-        a.host, a.port);
+  if (!alone && a.job.token.empty() && l.rank == 0) {
+    // Said once, by the rank that runs the store: nothing secret identifies this job.
+    log_line(fmt::format(
+        "warning: the rendezvous store on {}:{} admits any process that reaches it: set "
+        "MCR_STORE_TOKEN to the same secret on every rank (torchrun --standalone provides one "
+        "itself; docs/reliability.md, \"The rendezvous store\")",
+        a.host, a.port));
   }
   return a;
 }
@@ -199,6 +213,25 @@ void form_bootstrap(Runtime& rt, const std::string& me, std::vector<Bytes> ident
 }
 
 }  // namespace
+
+StoreJob torchrun_store_job(const LaunchInfo& l) {
+  StoreJob job;
+  job.token = env("MCR_STORE_TOKEN") != nullptr ? env("MCR_STORE_TOKEN") : "";
+  const char* run_id = env("TORCHELASTIC_RUN_ID");
+  const bool secret_run_id = job.token.empty() && l.launcher != Launcher::slurm &&
+                             run_id != nullptr && is_random_run_id(run_id);
+  if (secret_run_id) job.token = fmt::format("torchelastic-run:{}", run_id);
+  // The job id travels in clear in refusals and logs: never the run id that serves as the secret.
+  if (l.launcher == Launcher::slurm) {
+    job.job_id = launcher_job_id();
+  } else if (secret_run_id) {
+    job.job_id = "torchrun";
+  } else {
+    job.job_id = fmt::format("torchrun:{}", run_id != nullptr ? run_id : "default");
+  }
+  job.world_size = l.size;
+  return job;
+}
 
 void start_store(Runtime& rt, std::unique_ptr<Exchange> mpi, std::chrono::milliseconds timeout) {
   const std::string me = host_identity();

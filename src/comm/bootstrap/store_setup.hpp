@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/tcp_store.hpp"
 
 namespace mcr::detail {
 
@@ -18,6 +19,12 @@ struct Runtime;
 /// configuration error found on rank 0 reaches every rank as the same InvalidArgument or
 /// BackendError, never as a hang.
 void start_store(Runtime& rt, std::unique_ptr<Exchange> mpi, std::chrono::milliseconds timeout);
+
+/// Who may use the store of a torchrun-style launch (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT;
+/// srun without PMI): the token is MCR_STORE_TOKEN when set; else torchrun's run id when it is a
+/// random one (torchrun --standalone's uuid4); else none, and any process that reaches the port
+/// may join. The job id never carries the secret.
+StoreJob torchrun_store_job(const LaunchInfo& launch);
 
 /// Forms the world through a store the application handed to init() instead: starts no server and
 /// connects nowhere. Fills rt.bootstrap and rt.launch's host fields like start_store(); the world

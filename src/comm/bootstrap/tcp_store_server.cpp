@@ -6,6 +6,7 @@
 #include "bootstrap/tcp_store.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -101,6 +102,10 @@ struct TcpStoreServer::Impl {
   std::atomic<int> other_ranks{0};  // connected ranks other than except_rank
   std::atomic<long long> goodbye_grace_ms{2000};
   bool closing = false;  // server thread: the owner is going away; waits are refused
+  // Buffer bytes that refused, dropped or half-sent connections made the server hold: returned to
+  // the system once they are freed (release_abandoned_buffers), not kept by the process's memory
+  // policy for reuse, so that a stranger cannot grow the job's rank 0 for good.
+  std::size_t abandoned_bytes = 0;
 
   // Everything below is touched only by the server thread.
   std::map<std::string, Bytes> data;
@@ -121,6 +126,7 @@ struct TcpStoreServer::Impl {
   void handle(std::uint64_t id, Client& c, const std::uint8_t* body, std::size_t n);
   void hello(std::uint64_t id, Client& c, Reader& r);
   void refuse(Client& c, const std::string& why);
+  void release_abandoned_buffers();
   void drop(Client& c, std::string_view why);
   void reply(Client& c, Bytes bytes);
   void flush(Client& c);
@@ -303,6 +309,11 @@ void TcpStoreServer::Impl::run() noexcept {
     for (auto it = clients.begin(); it != clients.end();) {
       if (it->second.closed) {
         const auto id = it->first;
+        // A request cut off in the middle (or a connection never past its hello) leaves what it
+        // sent unused.
+        if (!it->second.in.empty() || !it->second.hello_done) {
+          abandoned_bytes += it->second.in.capacity() + it->second.out.capacity();
+        }
         std::erase_if(waiters, [id](const Waiter& w) { return w.client == id; });
         if (auto r = rank_client.find(it->second.rank); r != rank_client.end() && r->second == id) {
           rank_client.erase(r);
@@ -312,8 +323,18 @@ void TcpStoreServer::Impl::run() noexcept {
         ++it;
       }
     }
+    release_abandoned_buffers();
     account();
   }
+}
+
+void TcpStoreServer::Impl::release_abandoned_buffers() {
+  constexpr std::size_t kWorthReturning = std::size_t{1} << 20;
+  if (abandoned_bytes < kWorthReturning) return;
+  log_debug("TCP store server: returning {} bytes that dropped connections left to the system",
+            abandoned_bytes);
+  abandoned_bytes = 0;
+  ::malloc_trim(0);  // also for freed blocks the memory policy keeps (M_TRIM_THRESHOLD -1)
 }
 
 void TcpStoreServer::Impl::say_goodbye() {
@@ -386,6 +407,7 @@ void TcpStoreServer::Impl::drop(Client& c, std::string_view why) {
   }
   log_debug("TCP store server: closed the connection from {} (rank {}): {}", c.peer, c.rank, why);
   c.closed = true;
+  abandoned_bytes += c.in.capacity();
   c.in.clear();
   c.in.shrink_to_fit();
 }
@@ -394,6 +416,7 @@ void TcpStoreServer::Impl::refuse(Client& c, const std::string& why) {
   ++rejected_hello;
   log_debug("TCP store server: refused the connection from {}: {}", c.peer, why);
   c.close_after_flush = true;
+  abandoned_bytes += c.in.capacity();
   c.in.clear();
   c.in.shrink_to_fit();
   reply(c, encode_reply(Status::error, why));

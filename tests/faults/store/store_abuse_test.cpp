@@ -22,10 +22,12 @@
 #include <gtest/gtest.h>
 
 #include "bootstrap/host.hpp"
+#include "bootstrap/store_setup.hpp"
 #include "bootstrap/store_socket.hpp"
 #include "bootstrap/store_wire.hpp"
 #include "bootstrap/tcp_store.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/memory.hpp"
 
 namespace mcr::detail {
 namespace {
@@ -119,6 +121,14 @@ void expect_job_a_works(const TcpStoreServer& server, const std::string& key) {
   EXPECT_EQ(r1->get(key, 2s), bytes_of("value"));
 }
 
+void expect_job_a_works_with(const TcpStoreServer& server, const StoreJob& job,
+                             const std::string& key) {
+  auto r0 = connect_tcp_store("127.0.0.1", server.port(), 5s, job, 0);
+  auto r1 = connect_tcp_store("127.0.0.1", server.port(), 5s, job, 1);
+  r0->set(key, bytes_of("value"));
+  EXPECT_EQ(r1->get(key, 2s), bytes_of("value"));
+}
+
 // Expects connect_tcp_store to be refused with a BackendError naming the address and `reason`,
 // promptly.
 void expect_refused(const TcpStoreServer& server, const StoreJob& job, int rank,
@@ -133,6 +143,76 @@ void expect_refused(const TcpStoreServer& server, const StoreJob& job, int rank,
     EXPECT_NE(what.find(reason), std::string::npos) << what;
   }
   EXPECT_LT(Clock::now() - began, 2s) << "a refusal must not wait for the connect timeout";
+}
+
+// A torchrun --standalone run id (uuid4, readable only by the job's own processes) is the store's
+// secret: a stranger who guesses the job's name is refused at the hello. A run id a user chose is
+// no secret, and the job id never carries the one that is.
+TEST(StoreAbuse, TorchrunsRandomRunIdIsTheJobsSecret) {
+  struct Env {
+    Env() {
+      ::unsetenv("MCR_STORE_TOKEN");
+      ::setenv("TORCHELASTIC_RUN_ID", "3f6c2f4e-8b1d-4c9a-9e2f-5a7b0c1d2e3f", 1);
+    }
+    ~Env() { ::unsetenv("TORCHELASTIC_RUN_ID"); }
+  } env;
+  LaunchInfo l;
+  l.launcher = Launcher::torchrun;
+  l.size = 2;
+  const StoreJob job = torchrun_store_job(l);
+  EXPECT_EQ(job.token, "torchelastic-run:3f6c2f4e-8b1d-4c9a-9e2f-5a7b0c1d2e3f");
+  EXPECT_EQ(job.job_id, "torchrun");
+  EXPECT_EQ(job.job_id.find("3f6c2f4e"), std::string::npos) << "the job id carries the secret";
+
+  TcpStoreServer server("127.0.0.1", 0, job);
+  StoreJob stranger;
+  stranger.job_id = "torchrun:default";  // what a run without a secret is called
+  stranger.world_size = 2;
+  expect_refused(server, stranger, 1, "wrong token");
+  stranger.job_id = "torchrun";
+  expect_refused(server, stranger, 1, "wrong token");
+  auto r0 = connect_tcp_store("127.0.0.1", server.port(), 5s, job, 0);
+  auto r1 = connect_tcp_store("127.0.0.1", server.port(), 5s, job, 1);
+  r0->set("k", bytes_of("v"));
+  EXPECT_EQ(r1->get("k", 2s), bytes_of("v"));
+
+  ::setenv("TORCHELASTIC_RUN_ID", "job42", 1);  // chosen by hand (--rdzv-id): not a secret
+  const StoreJob chosen = torchrun_store_job(l);
+  EXPECT_EQ(chosen.token, "");
+  EXPECT_EQ(chosen.job_id, "torchrun:job42");
+  ::setenv("MCR_STORE_TOKEN", "given", 1);
+  EXPECT_EQ(torchrun_store_job(l).token, "given");
+  ::unsetenv("MCR_STORE_TOKEN");
+}
+
+// Where anyone may join (no secret), a connection that sends most of a large request and then
+// drops makes the server buffer it; once the connection is gone, that memory goes back to the
+// system even under the memory policy that keeps freed blocks for reuse (mcr/memory.hpp).
+TEST(StoreAbuse, MemoryADroppedConnectionMadeTheServerHoldIsReturned) {
+  mcr::apply_memory_policy();
+  StoreJob open = job_a();
+  open.token.clear();
+  TcpStoreServer server("127.0.0.1", 0, open);
+  const Bytes junk(48 << 20, 0x5a);  // before the baseline: this test's own buffer
+  const long rss_before = rss_kib();
+  {
+    UniqueFd fd = raw_connect(server.port());
+    const Bytes hello = frame(hello_body(open, 1));
+    send_some(fd.get(), hello.data(), hello.size());
+    store_wire::Writer w;
+    w.u32(60 << 20);  // announces a 60 MiB set, sends 48 MiB of it, and goes
+    send_some(fd.get(), w.bytes().data(), w.bytes().size());
+    send_some(fd.get(), junk.data(), junk.size());
+  }
+  long grew = 0;
+  for (int i = 0; i < 60; ++i) {  // the server notices the close within a poll cycle
+    std::this_thread::sleep_for(50ms);
+    grew = rss_kib() - rss_before;
+    if (grew < 16 * 1024) break;
+  }
+  EXPECT_LT(grew, 16 * 1024) << "the server kept " << grew / 1024
+                             << " MiB that a dropped connection made it buffer";
+  expect_job_a_works_with(server, open, "after-drop");
 }
 
 TEST(StoreAbuse, GarbageClosesOnlyThatConnection) {
