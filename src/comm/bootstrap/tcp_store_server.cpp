@@ -186,6 +186,14 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port, StoreJob 
     impl_->listen_fd = std::move(fd);
     break;
   }
+  if (impl_->listen_fd.get() < 0 && last_err == EADDRINUSE) {
+    // The usual cause is not mcr's: say what to do about it.
+    throw BackendError(fmt::format(
+        "TCP store: {} failed: port {} is in use by another program (or by a previous run that "
+        "has not let it go yet): choose a free MASTER_PORT, or let the launcher pick one "
+        "(torchrun --standalone)",
+        last_call, port));
+  }
   if (impl_->listen_fd.get() < 0) throw_socket_error(last_call, last_err);
   set_nonblocking(impl_->listen_fd.get());
 
