@@ -1,0 +1,107 @@
+"""CUDA tensors on "mcr" (needs a GPU; prints "SKIP: no CUDA device" and exits 0 without one, which
+ctest reports as skipped). Each rank uses device local_rank % device_count. For every backend mcr
+can run CUDA tensors on (its automatic choice, and MPI and Gloo through the device staging layer):
+all_reduce, broadcast, all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single, checked
+against values computed on the host from every rank's input. The inputs are written by a kernel
+queued on the caller's current stream just before each call, without a synchronisation: the
+operation must be ordered after it. A DDP step on the GPU must match DDP on the CPU over gloo."""
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+import mcr.torch as mt
+
+from common import check, data, finish, same, setup
+
+
+def device_for(rank):
+    local = int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", rank)))
+    return torch.device("cuda", local % torch.cuda.device_count())
+
+
+def ops(rank, ws, dev, backend):
+    what = f"cuda, backend {backend or 'auto'}"
+    n = 4 * ws
+    host = data(rank, n, torch.float32)
+    with mt.backend(backend):
+        x = torch.empty(n, device=dev)
+        x.copy_(host, non_blocking=True)  # queued on the current stream, not waited for
+        dist.all_reduce(x)
+        same(x.cpu(), sum(data(r, n, torch.float32) for r in range(ws)), f"{what}: all_reduce")
+
+        b = torch.empty(n, device=dev)
+        b.copy_(host, non_blocking=True)
+        dist.broadcast(b, 0)
+        same(b.cpu(), data(0, n, torch.float32), f"{what}: broadcast")
+
+        out = torch.empty(n * ws, device=dev)
+        inp = torch.empty(n, device=dev)
+        inp.copy_(host, non_blocking=True)
+        dist.all_gather_into_tensor(out, inp)
+        same(out.cpu(), torch.cat([data(r, n, torch.float32) for r in range(ws)]),
+             f"{what}: all_gather_into_tensor")
+
+        small = torch.empty(4, device=dev)
+        big = torch.empty(n, device=dev)
+        big.copy_(host, non_blocking=True)
+        dist.reduce_scatter_tensor(small, big)
+        total = sum(data(r, n, torch.float32) for r in range(ws))
+        same(small.cpu(), total.narrow(0, 4 * rank, 4), f"{what}: reduce_scatter_tensor")
+
+        a2a = torch.empty(n, device=dev)
+        src = torch.empty(n, device=dev)
+        src.copy_(host, non_blocking=True)
+        dist.all_to_all_single(a2a, src)
+        same(a2a.cpu(), torch.cat([data(r, n, torch.float32).narrow(0, 4 * rank, 4)
+                                   for r in range(ws)]), f"{what}: all_to_all_single")
+
+
+def ddp_step(rank, dev):
+    def model():
+        torch.manual_seed(5)
+        return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+
+    gloo = dist.new_group(backend="gloo")
+    g = torch.Generator().manual_seed(rank)
+    x, y = torch.randn(4, 8, generator=g), torch.randn(4, 2, generator=g)
+    results = []
+    for m, d, group in ((model().to(dev), dev, None), (model(), torch.device("cpu"), gloo)):
+        ddp = nn.parallel.DistributedDataParallel(m, process_group=group)
+        nn.functional.mse_loss(ddp(x.to(d)), y.to(d)).backward()
+        results.append([p.grad.detach().cpu() for p in m.parameters()])
+    for i, (a, b) in enumerate(zip(*results)):
+        check(torch.allclose(a, b, rtol=1e-5, atol=1e-6),
+              f"DDP gradient {i} on the GPU differs from the CPU's (max {(a - b).abs().max()})")
+
+
+def main():
+    if not torch.cuda.is_available() or not mt._backend._C.cuda_tensors_supported():
+        print("SKIP: no CUDA device (or a build without CUDA)", flush=True)
+        sys.exit(0)
+    rank, ws = setup()
+    dev = device_for(rank)
+    torch.cuda.set_device(dev)
+    for backend in (None, "mpi", "gloo"):
+        try:
+            ops(rank, ws, dev, backend)
+        except RuntimeError as e:
+            # A backend this job lacks (no MPI under torchrun) is refused with a message, on every
+            # rank alike.
+            if backend is not None and "not" in str(e) and backend in str(e):
+                if rank == 0:
+                    print(f"backend {backend}: not available here: {e}", flush=True)
+                continue
+            raise
+    ddp_step(rank, dev)
+    if rank == 0:
+        print(f"CUDA tensors on {ws} ranks, {torch.cuda.device_count()} device(s): every op right",
+              flush=True)
+    finish("test_cuda")
+
+
+if __name__ == "__main__":
+    main()
