@@ -140,8 +140,9 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
         id, differ));
   }
   // hier's sub-communicators are not verified themselves: their steps follow from an operation
-  // that was (or could have been) verified on the communicator hier composes it for.
-  if (rt.verify != VerifyMode::off && !forming_hier_groups()) {
+  // that was (or could have been) verified on the communicator hier composes it for. A
+  // communicator of one rank has nobody to disagree with.
+  if (rt.verify != VerifyMode::off && size > 1 && !forming_hier_groups()) {
     s->verifier = std::make_unique<Verifier>(*s, rt.verify);
   }
   form_hier_groups(*s);
