@@ -36,6 +36,22 @@ SplitEntry decode(const Bytes& b, int rank) {
   return e;
 }
 
+// The communicator of `members` (ranks of `s`, in new-rank order) over the backends they formed.
+Communicator make_child(detail::CommState& s, const std::vector<int>& members,
+                        std::uint64_t group_id,
+                        std::vector<std::unique_ptr<detail::Backend>> children) {
+  std::vector<int> world;
+  int my_rank = -1;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    world.push_back(s.world_ranks[static_cast<std::size_t>(members[i])]);
+    if (members[i] == s.rank) my_rank = static_cast<int>(i);
+  }
+  auto child = detail::make_comm_state(my_rank, static_cast<int>(members.size()), group_id,
+                                       std::move(world), std::move(children), s.timeout);
+  child->observer = s.observer;
+  return Communicator(std::move(child));
+}
+
 Communicator do_split(detail::CommState& s, int color, int key) {
   s.check_usable();
   detail::finish_composed_ops();  // a split may block in a library (docs/design.md, rule 6)
@@ -64,16 +80,7 @@ Communicator do_split(detail::CommState& s, int color, int key) {
     if (!members.empty() && child) children.push_back(std::move(child));
   }
   if (members.empty()) return Communicator();
-  std::vector<int> world;
-  int my_rank = -1;
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    world.push_back(s.world_ranks[static_cast<std::size_t>(members[i])]);
-    if (members[i] == s.rank) my_rank = static_cast<int>(i);
-  }
-  auto child = detail::make_comm_state(my_rank, static_cast<int>(members.size()), group_id,
-                                       std::move(world), std::move(children), s.timeout);
-  child->observer = s.observer;
-  return Communicator(std::move(child));
+  return make_child(s, members, group_id, std::move(children));
 }
 
 void check_ranks(const detail::CommState& s, std::span<const int> ranks, const char* call) {
@@ -107,16 +114,7 @@ Communicator form_from_members(detail::CommState& s, const std::vector<int>& mem
                     "members alone",
                     s.id));
   }
-  std::vector<int> world;
-  int my_rank = -1;
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    world.push_back(s.world_ranks[static_cast<std::size_t>(members[i])]);
-    if (members[i] == s.rank) my_rank = static_cast<int>(i);
-  }
-  auto child = detail::make_comm_state(my_rank, static_cast<int>(members.size()), group_id,
-                                       std::move(world), std::move(children), s.timeout);
-  child->observer = s.observer;
-  return Communicator(std::move(child));
+  return make_child(s, members, group_id, std::move(children));
 }
 
 }  // namespace
