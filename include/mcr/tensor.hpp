@@ -36,12 +36,6 @@ class Tensor {
 
   /// Elements [offset, offset + count) of this tensor. Throws InvalidArgument when out of range.
   Tensor slice(std::size_t offset, std::size_t count) const;
-  /// The same view ordered on another stream.
-  Tensor with_stream(void* stream) const noexcept {
-    Tensor t = *this;
-    t.stream_ = stream;
-    return t;
-  }
 
  private:
   void* data_ = nullptr;

@@ -67,10 +67,4 @@ int dtype_bytes(DType dtype) {
   return 4;
 }
 
-const std::vector<DType>& all_dtypes() {
-  static const std::vector<DType> all{DType::fp64, DType::fp32, DType::tf32, DType::fp16,
-                                      DType::bf16, DType::fp8,  DType::int8};
-  return all;
-}
-
 }  // namespace mcr::codesign

@@ -1,7 +1,6 @@
 // The Python extension mcr.torch._mcr_torch: runtime bring-up on the communication thread,
 // communicator handles, the ProcessGroupMCR class, explain() and the backend override switch.
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,33 +67,6 @@ CommHandle describe(mcr::Communicator c) {  // on the communication thread
   return h;
 }
 
-// Environment variables set for one scope and restored after it (setenv is process-wide: the
-// Python thread is blocked in init_runtime meanwhile, and torch reads none of these then).
-class ScopedEnv {
- public:
-  explicit ScopedEnv(const std::map<std::string, std::string>& env) {
-    for (const auto& [k, v] : env) {
-      const char* old = std::getenv(k.c_str());
-      saved_[k] = old ? std::optional<std::string>(old) : std::nullopt;
-      setenv(k.c_str(), v.c_str(), 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [k, v] : saved_) {
-      if (v) {
-        setenv(k.c_str(), v->c_str(), 1);
-      } else {
-        unsetenv(k.c_str());
-      }
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
-
 // MCR_TORCH_INLINE: 1 (default) lets a posting thread issue an operation itself while the
 // communication thread is idle (comm_thread.hpp); 0 hands every operation to that thread.
 bool caller_issue_requested() {
@@ -106,12 +78,10 @@ bool caller_issue_requested() {
                              "thread is idle, the default) or 0 (always hand over)");
 }
 
-// Brings the runtime up with `env` set for the duration of mcr::init() only. With `store` (a c10d
-// store, not None), the world is formed through it as rank `rank` of `size` (InitOptions::store):
-// the path of init_process_group("mcr") without an MPI launcher, so that torch's store is the
-// job's only rendezvous.
-CommHandle init_runtime(const std::map<std::string, std::string>& env, const py::object& store,
-                        int rank, int size) {
+// Brings the runtime up. With `store` (a c10d store, not None), the world is formed through it as
+// rank `rank` of `size` (InitOptions::store): the path of init_process_group("mcr") without an MPI
+// launcher, so that torch's store is the job's only rendezvous.
+CommHandle init_runtime(const py::object& store, int rank, int size) {
   mcr::InitOptions options;
   if (!store.is_none()) {
     options.store = wrap_c10d_store(store.cast<c10::intrusive_ptr<c10d::Store>>());
@@ -119,9 +89,8 @@ CommHandle init_runtime(const std::map<std::string, std::string>& env, const py:
     options.size = size;
   }
   py::gil_scoped_release no_gil;
-  return CommThread::instance().call([&env, &options] {
+  return CommThread::instance().call([&options] {
     if (!world_slot()) {
-      ScopedEnv scoped(env);
       const bool inline_wanted = caller_issue_requested();
       world_slot() = mcr::init(options);
       CommThread::instance().set_caller_issue(inline_wanted && mcr::any_thread_may_call());
@@ -232,8 +201,8 @@ PYBIND11_MODULE(_mcr_torch, m) {
       .def_readonly("size", &CommHandle::size)
       .def_readonly("global_ranks", &CommHandle::global_ranks);
 
-  m.def("init_runtime", &init_runtime, py::arg("env") = std::map<std::string, std::string>{},
-        py::arg("store") = py::none(), py::arg("rank") = -1, py::arg("size") = 0);
+  m.def("init_runtime", &init_runtime, py::arg("store") = py::none(), py::arg("rank") = -1,
+        py::arg("size") = 0);
   m.def("rendezvous", &rendezvous);
   m.def("comm_thread_counts", [] {
     const auto c = CommThread::instance().counts();

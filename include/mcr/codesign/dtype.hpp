@@ -4,7 +4,6 @@
 
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace mcr::codesign {
 
@@ -20,8 +19,5 @@ std::string to_string(DType dtype);
 
 /// Bytes per element in memory (tf32 is stored as fp32: 4).
 int dtype_bytes(DType dtype);
-
-/// Every dtype, in declaration order.
-const std::vector<DType>& all_dtypes();
 
 }  // namespace mcr::codesign

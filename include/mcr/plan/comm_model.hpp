@@ -44,7 +44,6 @@ class CommModel {
   /// Adds a measured table for a tier. Later tables for the same tier replace earlier ones.
   void add_table(Tier tier, TuningTable table);
   void set_rules(RuleSet rules) { rules_ = std::move(rules); }
-  bool has_tables() const { return intra_ || inter_; }
 
   /// `bytes` follows the nccl-tests convention (docs/tuning-format.md): the buffer for all_reduce
   /// and p2p, the whole output for all_gather, the whole input for reduce_scatter, each rank's

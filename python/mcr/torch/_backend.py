@@ -108,10 +108,10 @@ def ensure_runtime(store=None, rank=None, size=None):
         if _C.is_initialized():
             return _C.world()
         if launched_by_mpi() or store is None:
-            return _C.init_runtime({})
+            return _C.init_runtime()
         if rank is None or size is None:
             rank, size = dist.get_rank(), dist.get_world_size()
-        return _C.init_runtime({}, store, rank, size)
+        return _C.init_runtime(store, rank, size)
 
 
 def _as_timedelta(t):
