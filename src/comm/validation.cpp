@@ -18,58 +18,65 @@ const std::byte* bytes_of(const void* p) {
 }
 
 // Checks shared by the operations. Every message names the op, the argument, its value and the
-// rule.
+// rule. Each check is a comparison or two on the passing path (every call takes it); the op's name
+// is looked up only to word a failure.
 class Check {
  public:
-  Check(OpType op, const CommState& s) : op_(to_string(op)), s_(s) {}
+  Check(OpType op, const CommState& s) : op_(op), s_(s) {}
 
   void tensor(const Tensor& t, std::string_view arg) const {
     if (t.data() == nullptr && t.count() > 0) {
-      fail("{}: {} has null data with count {}", op_, arg, t.count());
+      fail("{}: {} has null data with count {}", name(), arg, t.count());
     }
     if (t.device().is_cpu() && t.stream() != nullptr) {
-      fail("{}: {} is a CPU tensor but carries a stream", op_, arg);
+      fail("{}: {} is a CPU tensor but carries a stream", name(), arg);
     }
   }
   void same_type(const Tensor& a, const Tensor& b) const {
     if (a.dtype() != b.dtype()) {
-      fail("{}: output dtype {} differs from input dtype {}", op_, to_string(b.dtype()),
+      fail("{}: output dtype {} differs from input dtype {}", name(), to_string(b.dtype()),
            to_string(a.dtype()));
     }
     if (a.device() != b.device()) {
-      fail("{}: output device {} differs from input device {}", op_, to_string(b.device()),
+      fail("{}: output device {} differs from input device {}", name(), to_string(b.device()),
            to_string(a.device()));
     }
   }
   void rank_arg(int r, std::string_view arg) const {
     if (r < 0 || r >= s_.size) {
-      fail("{}: {} {} is out of range for a communicator of size {}", op_, arg, r, s_.size);
+      fail("{}: {} {} is out of range for a communicator of size {}", name(), arg, r, s_.size);
     }
   }
   void count(const Tensor& t, std::size_t expected, std::string_view arg,
              std::string_view rule) const {
     if (t.count() != expected)
-      fail("{}: {} has {} elements but {} ({})", op_, arg, t.count(), rule, expected);
+      fail("{}: {} has {} elements but {} ({})", name(), arg, t.count(), rule, expected);
   }
   void reduce(ReduceOp r, DType t) const {
     if (!reduce_op_valid_for(r, t)) {
-      fail("{}: reduce op {} is not defined for dtype {} ({})", op_, to_string(r), to_string(t),
+      fail("{}: reduce op {} is not defined for dtype {} ({})", name(), to_string(r), to_string(t),
            is_floating(t) ? "bitwise ops need an integer type" : "avg needs a floating type");
     }
   }
   void counts(std::span<const std::size_t> c, std::string_view arg) const {
     if (c.size() != static_cast<std::size_t>(s_.size)) {
-      fail("{}: {} has {} entries but the communicator has {} ranks", op_, arg, c.size(), s_.size);
+      fail("{}: {} has {} entries but the communicator has {} ranks", name(), arg, c.size(),
+           s_.size);
     }
   }
-  // Input and output may share memory only in the in-place layout the op documents.
+  // Input and output may share memory only in the in-place layout the op documents. Called once
+  // same_type() has passed: both have one element size.
   void no_partial_overlap(const Tensor& in, const Tensor& out, bool in_place) const {
-    if (in_place || in.nbytes() == 0 || out.nbytes() == 0) return;
+    if (in_place) return;
+    const std::size_t es = in.element_size();
+    const std::size_t in_bytes = in.count() * es;
+    const std::size_t out_bytes = out.count() * es;
+    if (in_bytes == 0 || out_bytes == 0) return;
     const auto* a = bytes_of(in.data());
     const auto* b = bytes_of(out.data());
-    if (a < b + out.nbytes() && b < a + in.nbytes()) {
-      fail("{}: input [{}, +{} B) overlaps output [{}, +{} B) but is not the in-place layout", op_,
-           in.data(), in.nbytes(), out.data(), out.nbytes());
+    if (a < b + out_bytes && b < a + in_bytes) {
+      fail("{}: input [{}, +{} B) overlaps output [{}, +{} B) but is not the in-place layout",
+           name(), in.data(), in_bytes, out.data(), out_bytes);
     }
   }
 
@@ -79,7 +86,9 @@ class Check {
   }
 
  private:
-  std::string_view op_;
+  std::string_view name() const noexcept { return to_string(op_); }
+
+  OpType op_;
   const CommState& s_;
 };
 
@@ -92,14 +101,16 @@ std::size_t sum(std::span<const std::size_t> c) {
   return std::accumulate(c.begin(), c.end(), std::size_t{0});
 }
 
-OpArgs base_args(OpType op, const Tensor& t) {
-  OpArgs a;
-  a.op = op;
-  a.op_name = to_string(op);
-  a.dtype = t.dtype();
-  a.device = t.device();
-  a.stream = t.stream();
-  return a;
+// The fields every op takes from its main tensor. Each prepare_* fills the rest of this object in
+// place and returns it by name, so the arguments are built once and never copied.
+Prepared prepared(OpType op, const Tensor& t) {
+  Prepared p;
+  p.args.op = op;
+  p.args.op_name = to_string(op);
+  p.args.dtype = t.dtype();
+  p.args.device = t.device();
+  p.args.stream = t.stream();
+  return p;
 }
 
 }  // namespace
@@ -110,26 +121,30 @@ Prepared prepare_p2p(const CommState& s, OpType op, const Tensor& t, int peer,
   c.tensor(t, op == OpType::send ? "tensor" : "tensor (receive buffer)");
   c.rank_arg(peer, op == OpType::send ? "dst" : "src");
   if (o.tag < 0) c.fail("{}: tag {} must be >= 0", to_string(op), o.tag);
-  OpArgs a = base_args(op, t);
+  Prepared p = prepared(op, t);
+  OpArgs& a = p.args;
   a.in = t.data();
   a.out = t.data();
   a.count = t.count();
   a.root = peer;
   a.tag = o.tag;
-  return {a, t.nbytes()};
+  p.bytes = t.nbytes();
+  return p;
 }
 
 Prepared prepare_broadcast(const CommState& s, const Tensor& t, int root) {
   Check c(OpType::broadcast, s);
   c.tensor(t, "tensor");
   c.rank_arg(root, "root");
-  OpArgs a = base_args(OpType::broadcast, t);
+  Prepared p = prepared(OpType::broadcast, t);
+  OpArgs& a = p.args;
   a.in = t.data();
   a.out = t.data();
   a.count = t.count();
   a.root = root;
   a.in_place = true;
-  return {a, t.nbytes()};
+  p.bytes = t.nbytes();
+  return p;
 }
 
 Prepared prepare_reduce(const CommState& s, OpType op, const Tensor& in, const Tensor& out,
@@ -145,7 +160,8 @@ Prepared prepare_reduce(const CommState& s, OpType op, const Tensor& in, const T
     c.count(out, in.count(), "output", "it must match the input's count");
   }
   c.reduce(r, in.dtype());
-  OpArgs a = base_args(op, in);
+  Prepared p = prepared(op, in);
+  OpArgs& a = p.args;
   a.reduce = r;
   a.in = in.data();
   a.out = writes_output ? out.data() : nullptr;
@@ -153,7 +169,8 @@ Prepared prepare_reduce(const CommState& s, OpType op, const Tensor& in, const T
   a.in_place = writes_output && in.data() == out.data();
   if (writes_output) c.no_partial_overlap(in, out, a.in_place);
   a.root = root;
-  return {a, in.nbytes()};
+  p.bytes = in.nbytes();
+  return p;
 }
 
 Prepared prepare_all_gather(const CommState& s, const Tensor& in, const Tensor& out) {
@@ -163,13 +180,15 @@ Prepared prepare_all_gather(const CommState& s, const Tensor& in, const Tensor& 
   c.same_type(in, out);
   c.count(out, in.count() * static_cast<std::size_t>(s.size), "output",
           "it must hold size() * input count");
-  OpArgs a = base_args(OpType::all_gather, in);
+  Prepared p = prepared(OpType::all_gather, in);
+  OpArgs& a = p.args;
   a.in = in.data();
   a.out = out.data();
   a.count = in.count();
   a.in_place = is_slot(in, out, static_cast<std::size_t>(s.rank) * in.count());
   c.no_partial_overlap(in, out, a.in_place);
-  return {a, out.nbytes()};
+  p.bytes = out.nbytes();
+  return p;
 }
 
 Prepared prepare_all_gather_v(const CommState& s, const Tensor& in, const Tensor& out,
@@ -182,21 +201,24 @@ Prepared prepare_all_gather_v(const CommState& s, const Tensor& in, const Tensor
   c.count(in, counts[static_cast<std::size_t>(s.rank)], "input", "counts[rank()] says");
   c.count(out, sum(counts), "output", "the sum of counts is");
   const std::size_t displ = sum(counts.first(static_cast<std::size_t>(s.rank)));
-  OpArgs a = base_args(OpType::all_gather_v, in);
+  Prepared p = prepared(OpType::all_gather_v, in);
+  OpArgs& a = p.args;
   a.in = in.data();
   a.out = out.data();
   a.count = in.count();
   a.send_counts = counts.data();
   a.in_place = is_slot(in, out, displ);
   c.no_partial_overlap(in, out, a.in_place);
-  return {a, out.nbytes()};
+  p.bytes = out.nbytes();
+  return p;
 }
 
 Prepared prepare_gather(const CommState& s, const Tensor& in, const Tensor& out, int root) {
   Check c(OpType::gather, s);
   c.rank_arg(root, "root");
   c.tensor(in, "input");
-  OpArgs a = base_args(OpType::gather, in);
+  Prepared p = prepared(OpType::gather, in);
+  OpArgs& a = p.args;
   a.in = in.data();
   a.count = in.count();
   a.root = root;
@@ -209,14 +231,16 @@ Prepared prepare_gather(const CommState& s, const Tensor& in, const Tensor& out,
     a.in_place = in.count() > 0 && is_slot(in, out, static_cast<std::size_t>(root) * in.count());
     c.no_partial_overlap(in, out, a.in_place);
   }
-  return {a, in.nbytes() * static_cast<std::size_t>(s.size)};
+  p.bytes = in.nbytes() * static_cast<std::size_t>(s.size);
+  return p;
 }
 
 Prepared prepare_scatter(const CommState& s, const Tensor& in, const Tensor& out, int root) {
   Check c(OpType::scatter, s);
   c.rank_arg(root, "root");
   c.tensor(out, "output");
-  OpArgs a = base_args(OpType::scatter, out);
+  Prepared p = prepared(OpType::scatter, out);
+  OpArgs& a = p.args;
   a.out = out.data();
   a.count = out.count();
   a.root = root;
@@ -229,7 +253,8 @@ Prepared prepare_scatter(const CommState& s, const Tensor& in, const Tensor& out
     a.in_place = out.count() > 0 && is_slot(out, in, static_cast<std::size_t>(root) * out.count());
     c.no_partial_overlap(in, out, a.in_place);
   }
-  return {a, out.nbytes() * static_cast<std::size_t>(s.size)};
+  p.bytes = out.nbytes() * static_cast<std::size_t>(s.size);
+  return p;
 }
 
 Prepared prepare_reduce_scatter(const CommState& s, const Tensor& in, const Tensor& out,
@@ -241,14 +266,16 @@ Prepared prepare_reduce_scatter(const CommState& s, const Tensor& in, const Tens
   c.reduce(r, in.dtype());
   c.count(in, out.count() * static_cast<std::size_t>(s.size), "input",
           "it must hold size() * output count");
-  OpArgs a = base_args(OpType::reduce_scatter, in);
+  Prepared p = prepared(OpType::reduce_scatter, in);
+  OpArgs& a = p.args;
   a.reduce = r;
   a.in = in.data();
   a.out = out.data();
   a.count = out.count();
   a.in_place = out.count() > 0 && is_slot(out, in, static_cast<std::size_t>(s.rank) * out.count());
   c.no_partial_overlap(in, out, a.in_place);
-  return {a, in.nbytes()};
+  p.bytes = in.nbytes();
+  return p;
 }
 
 Prepared prepare_all_to_all(const CommState& s, const Tensor& in, const Tensor& out) {
@@ -261,13 +288,15 @@ Prepared prepare_all_to_all(const CommState& s, const Tensor& in, const Tensor& 
     c.fail("all_to_all: input count {} is not divisible by the communicator size {}", in.count(),
            s.size);
   }
-  OpArgs a = base_args(OpType::all_to_all, in);
+  Prepared p = prepared(OpType::all_to_all, in);
+  OpArgs& a = p.args;
   a.in = in.data();
   a.out = out.data();
   a.count = in.count() / static_cast<std::size_t>(s.size);
   a.in_place = in.data() != nullptr && in.data() == out.data();
   c.no_partial_overlap(in, out, a.in_place);
-  return {a, in.nbytes()};
+  p.bytes = in.nbytes();
+  return p;
 }
 
 Prepared prepare_all_to_all_v(const CommState& s, const Tensor& in, std::span<const std::size_t> sc,
@@ -281,7 +310,8 @@ Prepared prepare_all_to_all_v(const CommState& s, const Tensor& in, std::span<co
   c.counts(rc, "recv_counts");
   c.count(in, sum(sc), "input", "the sum of send_counts is");
   c.count(out, sum(rc), "output", "the sum of recv_counts is");
-  OpArgs a = base_args(OpType::all_to_all_v, in);
+  Prepared p = prepared(OpType::all_to_all_v, in);
+  OpArgs& a = p.args;
   a.in = in.data();
   a.out = out.data();
   a.send_counts = sc.data();
@@ -293,7 +323,8 @@ Prepared prepare_all_to_all_v(const CommState& s, const Tensor& in, std::span<co
         "recv_counts");
   }
   c.no_partial_overlap(in, out, a.in_place);
-  return {a, o.size_hint};
+  p.bytes = o.size_hint;
+  return p;
 }
 
 }  // namespace mcr::detail
