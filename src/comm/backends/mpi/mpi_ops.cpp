@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -52,7 +53,7 @@ void MpiPending::abandon() noexcept {
       }
       if (done != 0) {
         request = MPI_REQUEST_NULL;
-        finish = nullptr;
+        finish = {};
         return;
       }
     }
@@ -60,11 +61,11 @@ void MpiPending::abandon() noexcept {
   g_abandoned.store(true);
   try {
     std::lock_guard lock(kept_mutex());
-    if (!scratch.empty()) kept_scratch().push_back(std::move(scratch));
-    if (!ints.empty()) kept_ints().push_back(std::move(ints));
+    if (!buffers.scratch.empty()) kept_scratch().push_back(std::move(buffers.scratch));
+    if (!buffers.ints.empty()) kept_ints().push_back(std::move(buffers.ints));
   } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory: the buffers go with the object
   }
-  finish = nullptr;  // its copies out of scratch must never run
+  finish = {};  // its copies out of scratch must never run
   request = MPI_REQUEST_NULL;
 }
 
@@ -72,32 +73,48 @@ bool mpi_request_abandoned() noexcept {
   return g_abandoned.load();
 }
 
+void MpiFinish::apply() const noexcept {
+  if (copy_to != nullptr) std::memcpy(copy_to, copy_from, copy_bytes);
+  if (divide != nullptr) divide_in_place(dtype, divide, divide_count, divisor);
+}
+
 std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool blocking) {
   const MPI_Datatype dt = mpi_datatype(a.dtype);
-  const std::size_t es = dtype_size(a.dtype);
   const int n = as_int(a.count);
-  // A synchronous call keeps its bookkeeping on the stack: no allocation on the fast path.
-  MpiPending local;
+  // A nonblocking request owns its bookkeeping, handed to the runtime. A blocking call builds
+  // none unless its op needs memory (count arrays, scratch), and then on this frame: the common
+  // blocking collective constructs and allocates nothing.
   std::unique_ptr<MpiPending> heap;
-  MpiPending* p = blocking ? &local : (heap = std::make_unique<MpiPending>()).get();
-  MPI_Request* req = &p->request;
+  std::optional<MpiBuffers> local;
+  if (!blocking) heap = std::make_unique<MpiPending>();
+  auto buffers = [&]() -> MpiBuffers& {
+    if (heap) return heap->buffers;
+    return local ? *local : local.emplace();
+  };
+  MPI_Request* req = heap ? &heap->request : nullptr;  // used by the nonblocking calls only
+  MpiFinish finish;  // applied below when blocking, by MpiPending::test() otherwise
   const bool avg = is_reduction(a.op) && a.reduce == ReduceOp::avg;
   const MPI_Op op = is_reduction(a.op) ? mpi_op(a.reduce, a.dtype) : MPI_OP_NULL;
-  auto divide = [dt = a.dtype, size = g.size](void* data, std::size_t count) {
-    divide_in_place(dt, data, count, size);
+  auto divide_output = [&] {
+    finish.divide = a.out;
+    finish.divide_count = a.count;
+    finish.dtype = a.dtype;
+    finish.divisor = g.size;
   };
 
   switch (a.op) {
     case OpType::send:
+      if (blocking) return run_op(g, a, false);  // point-to-point never blocks (see the header)
       if (a.tag > g.tag_ub)
         throw UnsupportedError(fmt::format("send: tag {} exceeds MPI_TAG_UB {}", a.tag, g.tag_ub));
       MCR_MPI_CHECK(MPI_Isend(a.in, n, dt, a.root, a.tag, g.comm, req));
       break;
     case OpType::recv:
+      if (blocking) return run_op(g, a, false);
       if (a.tag > g.tag_ub)
         throw UnsupportedError(fmt::format("recv: tag {} exceeds MPI_TAG_UB {}", a.tag, g.tag_ub));
       MCR_MPI_CHECK(MPI_Irecv(a.out, n, dt, a.root, a.tag, g.comm, req));
-      p->cancellable = true;
+      heap->cancellable = true;
       break;
     case OpType::broadcast:
       if (blocking)
@@ -111,7 +128,7 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
         MCR_MPI_CHECK(MPI_Allreduce(src, a.out, n, dt, op, g.comm));
       else
         MCR_MPI_CHECK(MPI_Iallreduce(src, a.out, n, dt, op, g.comm, req));
-      if (avg) p->finish = [=] { divide(a.out, a.count); };
+      if (avg) divide_output();
       break;
     }
     case OpType::reduce: {
@@ -121,7 +138,7 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
         MCR_MPI_CHECK(MPI_Reduce(src, a.out, n, dt, op, a.root, g.comm));
       else
         MCR_MPI_CHECK(MPI_Ireduce(src, a.out, n, dt, op, a.root, g.comm, req));
-      if (avg && root) p->finish = [=] { divide(a.out, a.count); };
+      if (avg && root) divide_output();
       break;
     }
     case OpType::all_gather: {
@@ -133,8 +150,9 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
       break;
     }
     case OpType::all_gather_v: {
-      p->ints.resize(2 * static_cast<std::size_t>(g.size));
-      int* counts = p->ints.data();
+      auto& ints = buffers().ints;
+      ints.resize(2 * static_cast<std::size_t>(g.size));
+      int* counts = ints.data();
       int* displs = counts + g.size;
       std::size_t off = 0;
       for (int r = 0; r < g.size; ++r) {
@@ -171,23 +189,21 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
     case OpType::reduce_scatter: {
       // In place (output = input's slot rank) goes through scratch: MPI's own in-place form leaves
       // the result at the start of the buffer instead.
+      const std::size_t es = dtype_size(a.dtype);
       void* dst = a.out;
       if (a.in_place) {
-        p->scratch.resize(a.count * es);
-        dst = p->scratch.data();
+        auto& scratch = buffers().scratch;
+        scratch.resize(a.count * es);
+        dst = scratch.data();
+        finish.copy_to = a.out;
+        finish.copy_from = dst;
+        finish.copy_bytes = a.count * es;
       }
       if (blocking)
         MCR_MPI_CHECK(MPI_Reduce_scatter_block(a.in, dst, n, dt, op, g.comm));
       else
         MCR_MPI_CHECK(MPI_Ireduce_scatter_block(a.in, dst, n, dt, op, g.comm, req));
-      auto* scratch = p->scratch.data();
-      const bool in_place = a.in_place;
-      if (in_place || avg) {
-        p->finish = [=] {
-          if (in_place) std::memcpy(a.out, scratch, a.count * es);
-          if (avg) divide(a.out, a.count);
-        };
-      }
+      if (avg) divide_output();
       break;
     }
     case OpType::all_to_all: {
@@ -195,11 +211,13 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
       // differently; ranks must agree, so equal pointers (even of empty buffers) go through a copy.
       const void* src = a.in;
       if (a.in_place || a.in == a.out) {
-        const std::size_t n_bytes = a.count * es * static_cast<std::size_t>(g.size);
-        p->scratch.assign(static_cast<const std::byte*>(a.in),
-                          static_cast<const std::byte*>(a.in) + n_bytes);
-        if (p->scratch.empty()) p->scratch.resize(1);
-        src = p->scratch.data();
+        const std::size_t n_bytes =
+            a.count * dtype_size(a.dtype) * static_cast<std::size_t>(g.size);
+        auto& scratch = buffers().scratch;
+        scratch.assign(static_cast<const std::byte*>(a.in),
+                       static_cast<const std::byte*>(a.in) + n_bytes);
+        if (scratch.empty()) scratch.resize(1);
+        src = scratch.data();
       }
       if (blocking)
         MCR_MPI_CHECK(MPI_Alltoall(src, n, dt, a.out, n, dt, g.comm));
@@ -208,8 +226,9 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
       break;
     }
     case OpType::all_to_all_v: {
-      p->ints.resize(4 * static_cast<std::size_t>(g.size));
-      int* sc = p->ints.data();
+      auto& ints = buffers().ints;
+      ints.resize(4 * static_cast<std::size_t>(g.size));
+      int* sc = ints.data();
       int* sd = sc + g.size;
       int* rc = sd + g.size;
       int* rd = rc + g.size;
@@ -224,10 +243,11 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
       }
       const void* src = a.in;
       if (a.in_place || a.in == a.out) {  // see all_to_all: never hand MPI equal pointers
-        p->scratch.assign(static_cast<const std::byte*>(a.in),
-                          static_cast<const std::byte*>(a.in) + so * es);
-        if (p->scratch.empty()) p->scratch.resize(1);
-        src = p->scratch.data();
+        auto& scratch = buffers().scratch;
+        scratch.assign(static_cast<const std::byte*>(a.in),
+                       static_cast<const std::byte*>(a.in) + so * dtype_size(a.dtype));
+        if (scratch.empty()) scratch.resize(1);
+        src = scratch.data();
       }
       if (blocking)
         MCR_MPI_CHECK(MPI_Alltoallv(src, sc, sd, dt, a.out, rc, rd, dt, g.comm));
@@ -243,9 +263,10 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
       break;
   }
   if (blocking) {
-    if (p->finish) p->finish();
+    finish.run();
     return nullptr;
   }
+  heap->finish = finish;
   return heap;
 }
 

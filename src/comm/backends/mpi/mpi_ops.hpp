@@ -6,7 +6,6 @@
 #include <mpi.h>
 
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -23,22 +22,47 @@ struct MpiGroup {
   int tag_ub = 32767;  ///< MPI_TAG_UB of the communicator
 };
 
-/// A request plus what must happen after it completes (avg scaling, copies out of scratch) and the
-/// memory it must keep alive (count arrays, scratch buffers).
+/// What must happen once an operation's data has arrived: copy the result out of scratch
+/// (in-place reduce_scatter), then divide it by the group size (avg). Plain data rather than a
+/// callable, so that a blocking call applies it on the spot without building or allocating one.
+struct MpiFinish {
+  void* copy_to = nullptr;  ///< non-null: copy copy_bytes from copy_from here
+  const void* copy_from = nullptr;
+  std::size_t copy_bytes = 0;
+  void* divide = nullptr;  ///< non-null: divide divide_count elements of dtype here by divisor
+  std::size_t divide_count = 0;
+  DType dtype = DType::f32;
+  int divisor = 1;
+
+  /// Inline: most operations have nothing to do, and this test is all they pay.
+  void run() const noexcept {
+    if (copy_to != nullptr || divide != nullptr) apply();
+  }
+
+ private:
+  void apply() const noexcept;
+};
+
+/// Memory an operation reads or writes until it completes: count arrays, scratch.
+struct MpiBuffers {
+  std::vector<int> ints;
+  std::vector<std::byte> scratch;
+};
+
+/// A request plus what must happen after it completes and the memory it must keep alive.
 class MpiPending final : public PendingOp {
  public:
   MPI_Request request = MPI_REQUEST_NULL;
-  std::function<void()> finish;
-  std::vector<int> ints;
-  std::vector<std::byte> scratch;
+  MpiFinish finish;
+  MpiBuffers buffers;
   bool cancellable = false;  ///< a receive: MPI_Cancel can withdraw it
 
   bool test() override {
     int flag = 0;
     MCR_MPI_CHECK(MPI_Test(&request, &flag, MPI_STATUS_IGNORE));
-    if (flag && finish) {
-      finish();
-      finish = nullptr;
+    if (flag) {
+      finish.run();
+      finish = {};
     }
     return flag != 0;
   }
@@ -54,7 +78,8 @@ class MpiPending final : public PendingOp {
 bool mpi_request_abandoned() noexcept;
 
 /// Runs `a` on `g`: to completion when `blocking` (then returns nullptr), else returns the pending
-/// request. Counts were checked against INT_MAX by selection (max_count()).
+/// request. Send and recv run nonblocking whatever `blocking` says (a missing peer must time
+/// out). Counts were checked against INT_MAX by selection (max_count()).
 std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool blocking);
 
 }  // namespace mcr::detail

@@ -43,56 +43,14 @@ std::array<std::array<MPI_Op, 8>, 2> user_ops = [] {
 
 }  // namespace
 
-MPI_Datatype mpi_datatype(DType t) noexcept {
-  switch (t) {
-    case DType::f32:
-      return MPI_FLOAT;
-    case DType::f64:
-      return MPI_DOUBLE;
-    case DType::f16:
-    case DType::bf16:
-      return MPI_UINT16_T;
-    case DType::i8:
-      return MPI_INT8_T;
-    case DType::u8:
-      return MPI_UINT8_T;
-    case DType::i32:
-      return MPI_INT32_T;
-    case DType::i64:
-      return MPI_INT64_T;
+MPI_Op mpi_user_op(ReduceOp op, DType t) {
+  auto& slot = user_ops[t == DType::f16 ? 0 : 1][static_cast<std::size_t>(op)];
+  if (slot == MPI_OP_NULL) {
+    MPI_User_function* fn = t == DType::f16 ? user_fn<DType::f16>(op) : user_fn<DType::bf16>(op);
+    if (fn == nullptr) return MPI_OP_NULL;
+    MCR_MPI_CHECK(MPI_Op_create(fn, /*commute=*/1, &slot));
   }
-  return MPI_DATATYPE_NULL;
-}
-
-MPI_Op mpi_op(ReduceOp op, DType t) {
-  if (!reduce_op_valid_for(op, t)) return MPI_OP_NULL;
-  if (t == DType::f16 || t == DType::bf16) {
-    auto& slot = user_ops[t == DType::f16 ? 0 : 1][static_cast<std::size_t>(op)];
-    if (slot == MPI_OP_NULL) {
-      MPI_User_function* fn = t == DType::f16 ? user_fn<DType::f16>(op) : user_fn<DType::bf16>(op);
-      if (fn == nullptr) return MPI_OP_NULL;
-      MCR_MPI_CHECK(MPI_Op_create(fn, /*commute=*/1, &slot));
-    }
-    return slot;
-  }
-  switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::avg:
-      return MPI_SUM;
-    case ReduceOp::prod:
-      return MPI_PROD;
-    case ReduceOp::min:
-      return MPI_MIN;
-    case ReduceOp::max:
-      return MPI_MAX;
-    case ReduceOp::band:
-      return MPI_BAND;
-    case ReduceOp::bor:
-      return MPI_BOR;
-    case ReduceOp::bxor:
-      return MPI_BXOR;
-  }
-  return MPI_OP_NULL;
+  return slot;
 }
 
 void free_mpi_user_ops() noexcept {
