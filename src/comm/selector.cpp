@@ -22,16 +22,6 @@ Selector::Selector(std::shared_ptr<const RuleSet> rules, std::shared_ptr<const T
       plans_(static_cast<std::size_t>(kNumOpTypes) * 8 * 8 * 2 * 2),
       can_run_(backends_.size(), std::vector<signed char>(plans_.size(), -1)) {}
 
-std::size_t Selector::plan_index(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
-                                 CallForm form) noexcept {
-  return (((static_cast<std::size_t>(op) * 8 + static_cast<std::size_t>(dtype)) * 8 +
-           static_cast<std::size_t>(reduce)) *
-              2 +
-          static_cast<std::size_t>(device)) *
-             2 +
-         static_cast<std::size_t>(form);
-}
-
 Backend* Selector::find(std::string_view name) const noexcept {
   for (Backend* b : backends_) {
     if (b->name() == name) return b;
@@ -63,14 +53,19 @@ std::string Selector::why_unsupported(const Backend& b, OpType op, DType dtype, 
   return {};
 }
 
-Backend& Selector::pick_override(std::string_view name, OpType op, DType dtype, ReduceOp reduce,
-                                 Device::Kind device, std::size_t bytes) const {
-  for (std::size_t i = 0; i < backends_.size(); ++i) {  // fast path: a known-good combination
-    if (backends_[i]->name() != name) continue;
-    const ReduceOp r = is_reduction(op) ? reduce : ReduceOp::sum;
-    auto& known = can_run_[i][plan_index(op, dtype, r, device)];
-    if (known < 0) known = backends_[i]->supports(op, dtype, r, device).ok ? 1 : 0;
-    if (known == 1 && bytes / dtype_size(dtype) <= backends_[i]->max_count()) return *backends_[i];
+Backend& Selector::resolve_override(std::string_view name, OpType op, DType dtype, ReduceOp reduce,
+                                    Device::Kind device, std::size_t bytes) const {
+  const ReduceOp r = is_reduction(op) ? reduce : ReduceOp::sum;
+  const std::size_t plan = plan_index(op, dtype, r, device);
+  const std::size_t count = bytes / dtype_size(dtype);
+  for (std::size_t i = 0; i < backends_.size(); ++i) {  // a known-good combination
+    Backend* b = backends_[i];
+    if (b->name() != name) continue;
+    auto& known = can_run_[i][plan];
+    if (known < 0) known = b->supports(op, dtype, r, device).ok ? 1 : 0;
+    if (known != 1) break;
+    last_override_ = {b->name(), plan, b->max_count(), b};
+    if (count <= last_override_.max_count) return *b;
     break;
   }
   Backend* b = find(name);
@@ -280,14 +275,11 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce, Dev
   return plan;
 }
 
-Backend& Selector::pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
-                        std::size_t bytes, CallForm form) {
+Backend& Selector::pick_new(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
+                            std::size_t bytes, CallForm form) {
   auto& slot = plans_[plan_index(op, dtype, reduce, device, form)];
   if (!slot) slot = build_plan(op, dtype, reduce, device, form);
-  const Plan& plan = *slot;
-  auto it = std::upper_bound(plan.begin(), plan.end(), bytes,
-                             [](std::size_t b, const Interval& iv) { return b < iv.lo; });
-  Backend* b = (it == plan.begin()) ? nullptr : std::prev(it)->backend;
+  Backend* b = in_plan(*slot, bytes);
   if (b == nullptr) {
     Selection s = explain(op, dtype, reduce, device, bytes, {}, form);
     std::string reasons;

@@ -3,8 +3,10 @@
 // same backend for the same operation.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,12 +52,29 @@ class Selector {
            HostShape shape);
 
   /// The backend for this operation. `bytes` is the op's global message size; `form` whether it
-  /// was called in its blocking or its i* form (a table may hold entries per form).
+  /// was called in its blocking or its i* form (a table may hold entries per form). Inline: the
+  /// search of a built plan runs in the caller; building one and the error are pick_new().
   Backend& pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes,
-                CallForm form = CallForm::sync);
-  /// The backend named by a per-call override; errors name backend, op and dtype.
+                CallForm form = CallForm::sync) {
+    const auto& slot = plans_[plan_index(op, dtype, reduce, device, form)];
+    if (slot) {
+      if (Backend* b = in_plan(*slot, bytes)) return *b;
+    }
+    return pick_new(op, dtype, reduce, device, bytes, form);
+  }
+  /// The backend named by a per-call override; errors name backend, op and dtype. Inline: the
+  /// override resolved last (a program forcing a backend names the same one on every call) is
+  /// answered by a few compares in the caller, anything else by resolve_override().
   Backend& pick_override(std::string_view name, OpType op, DType dtype, ReduceOp reduce,
-                         Device::Kind device, std::size_t bytes) const;
+                         Device::Kind device, std::size_t bytes) const {
+    const LastOverride& last = last_override_;
+    const ReduceOp r = is_reduction(op) ? reduce : ReduceOp::sum;
+    if (plan_index(op, dtype, r, device) == last.plan && name == last.name &&
+        bytes / dtype_size(dtype) <= last.max_count) {
+      return *last.backend;
+    }
+    return resolve_override(name, op, dtype, reduce, device, bytes);
+  }
   /// The full reasoning, every candidate with why it was or was not chosen.
   Selection explain(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes,
                     std::string_view override_name = {}, CallForm form = CallForm::sync) const;
@@ -79,12 +98,35 @@ class Selector {
     Backend* backend;
   };
   using Plan = std::vector<Interval>;
+  /// The backend of the interval holding `bytes`; null where none can run the operation.
+  static Backend* in_plan(const Plan& plan, std::size_t bytes) noexcept {
+    auto it = std::upper_bound(plan.begin(), plan.end(), bytes,
+                               [](std::size_t b, const Interval& iv) { return b < iv.lo; });
+    return it == plan.begin() ? nullptr : std::prev(it)->backend;
+  }
+  /// pick() where the plan is not built yet or has no backend for `bytes`: builds it, and raises
+  /// UnsupportedError with every candidate's reason when none can run the operation.
+  Backend& pick_new(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes,
+                    CallForm form);
   std::string why_unsupported(const Backend& b, OpType op, DType dtype, ReduceOp reduce,
                               Device::Kind device, std::size_t bytes) const;
+  /// pick_override() for any name: by the backends' names and the capability cache, raising
+  /// the errors; remembers the answer as the last override.
+  Backend& resolve_override(std::string_view name, OpType op, DType dtype, ReduceOp reduce,
+                            Device::Kind device, std::size_t bytes) const;
   Plan build_plan(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
                   CallForm form) const;
-  static std::size_t plan_index(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
-                                CallForm form = CallForm::sync) noexcept;
+  // Inline: a per-call override computes it on every call.
+  static constexpr std::size_t plan_index(OpType op, DType dtype, ReduceOp reduce,
+                                          Device::Kind device,
+                                          CallForm form = CallForm::sync) noexcept {
+    return (((static_cast<std::size_t>(op) * 8 + static_cast<std::size_t>(dtype)) * 8 +
+             static_cast<std::size_t>(reduce)) *
+                2 +
+            static_cast<std::size_t>(device)) *
+               2 +
+           static_cast<std::size_t>(form);
+  }
 
   std::shared_ptr<const RuleSet> rules_;
   std::shared_ptr<const TuningTable> table_;
@@ -98,6 +140,18 @@ class Selector {
   // Per backend, whether it can run each (op, dtype, reduce, device): -1 unknown, 0 no, 1 yes. Lets
   // a per-call override skip the capability query on repeated calls.
   mutable std::vector<std::vector<signed char>> can_run_;
+  // The last per-call override that resolved, keyed by the name's content and the operation's
+  // (op, dtype, reduce, device): a program that forces a backend names the same one call after
+  // call, which then costs a compare of a few bytes instead of a scan of the backends by name
+  // with a virtual call each. Only a backend that can run that combination is kept; its count
+  // limit is checked per call.
+  struct LastOverride {
+    std::string_view name;               // the backend's own name(), as long-lived as it
+    std::size_t plan = ~std::size_t{0};  // plan_index() of the combination; ~0 matches none
+    std::size_t max_count = 0;           // the backend's max_count()
+    Backend* backend = nullptr;
+  };
+  mutable LastOverride last_override_;
 };
 
 }  // namespace mcr::detail
