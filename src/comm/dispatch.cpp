@@ -106,8 +106,8 @@ std::exception_ptr CommState::drain(Clock::time_point deadline) noexcept {
   return first;
 }
 
-void CommState::check_usable() const {
-  if (!aborted.empty()) throw Error(aborted);
+void CommState::throw_aborted() const {
+  throw Error(aborted);
 }
 
 void CommState::abort(std::string_view reason) {
@@ -177,14 +177,16 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   args.sequence = next_sequence++;
   args.timeout = limit;
   args.may_block = !args.async && !engine().host_progress_pending();
-  if (b.blocks_device() && args.device.is_cuda()) engine().fence_device(b, args.device, limit);
+  // The device test first: it spares host operations a virtual call.
+  if (args.device.is_cuda() && b.blocks_device()) engine().fence_device(b, args.device, limit);
   finish_composed_before_blocking(b, args);
 
   const std::uint64_t start = observer ? TickClock::now() : 0;
-  flight.issued(args.sequence, args.op, args.dtype, args.count, args.root, args.async, b.name(),
+  const std::string_view backend_name = b.name();  // static storage; asked once
+  flight.issued(args.sequence, args.op, args.dtype, args.count, args.root, args.async, backend_name,
                 bytes);
   auto& dog = Watchdog::instance();
-  dog.arm(args.op_name, args.sequence, b.name(), limit, &flight);
+  dog.arm(args.op_name, args.sequence, backend_name, limit, &flight);
   std::unique_ptr<PendingOp> pending;
   try {
     pending = b.start(args);

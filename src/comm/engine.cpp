@@ -6,11 +6,6 @@
 
 namespace mcr::detail {
 
-Engine& engine() {
-  static Engine e;
-  return e;
-}
-
 void Engine::register_backend(Backend* b) {
   if (b->needs_host_progress()) host_progress_backends_.push_back(b);
 }

@@ -124,7 +124,10 @@ class CommState : public std::enable_shared_from_this<CommState> {
   ~CommState();
   CommState(const CommState&) = delete;
   CommState& operator=(const CommState&) = delete;
-  void check_usable() const;
+  /// Raises the reason once the communicator was aborted. Inline: every operation checks.
+  void check_usable() const {
+    if (!aborted.empty()) throw_aborted();
+  }
   /// Marks the communicator unusable after an operation timed out (sync or async, raised by the
   /// runtime or by a backend): later calls fail fast instead of matching against a peer stuck in
   /// the timed-out operation. The first reason is kept.
@@ -149,8 +152,15 @@ class CommState : public std::enable_shared_from_this<CommState> {
   /// `deadline`. Returns the first failure nobody has seen yet (an orphaned op, or one whose
   /// handle was never waited on), null when none; orphaned failures are also reported on stderr.
   std::exception_ptr drain(Clock::time_point deadline) noexcept;
+
+ private:
+  [[noreturn]] void throw_aborted() const;
 };
 
-Engine& engine();
+/// The process's progress engine, made on first use. Inline: every operation asks it.
+inline Engine& engine() {
+  static Engine e;
+  return e;
+}
 
 }  // namespace mcr::detail

@@ -33,31 +33,12 @@ void report_and_abort(const ArmedOp& a) {
 
 }  // namespace
 
-Watchdog& Watchdog::instance() {
-  static Watchdog w(Options{});
-  return w;
-}
-
 Watchdog::Watchdog(Options options) : options_(std::move(options)) {
   if (!options_.on_expired) options_.on_expired = report_and_abort;
 }
 
 Watchdog::~Watchdog() {
   stop();
-}
-
-void Watchdog::arm(std::string_view op, std::uint64_t sequence, std::string_view backend,
-                   std::chrono::milliseconds timeout, const FlightRecorder* recorder) noexcept {
-  token_.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  op_.store(op.data(), std::memory_order_relaxed);
-  op_size_.store(op.size(), std::memory_order_relaxed);
-  backend_.store(backend.data(), std::memory_order_relaxed);
-  backend_size_.store(backend.size(), std::memory_order_relaxed);
-  sequence_.store(sequence, std::memory_order_relaxed);
-  timeout_ms_.store(timeout.count(), std::memory_order_relaxed);
-  recorder_.store(recorder, std::memory_order_relaxed);
-  token_.store(++next_token_, std::memory_order_release);
 }
 
 bool Watchdog::read_armed(std::uint64_t token, ArmedOp& out) const noexcept {

@@ -45,8 +45,12 @@ class Watchdog {
     std::function<void()> between_reads;
   };
 
-  /// The process's watchdog (default options).
-  static Watchdog& instance();
+  /// The process's watchdog (default options), made on first use. Inline, as arm() and disarm():
+  /// every blocking call arms it.
+  static Watchdog& instance() {
+    static Watchdog w(Options{});
+    return w;
+  }
   explicit Watchdog(Options options);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
@@ -55,7 +59,18 @@ class Watchdog {
   void start();
   void stop() noexcept;
   void arm(std::string_view op, std::uint64_t sequence, std::string_view backend,
-           std::chrono::milliseconds timeout, const FlightRecorder* recorder) noexcept;
+           std::chrono::milliseconds timeout, const FlightRecorder* recorder) noexcept {
+    token_.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    op_.store(op.data(), std::memory_order_relaxed);
+    op_size_.store(op.size(), std::memory_order_relaxed);
+    backend_.store(backend.data(), std::memory_order_relaxed);
+    backend_size_.store(backend.size(), std::memory_order_relaxed);
+    sequence_.store(sequence, std::memory_order_relaxed);
+    timeout_ms_.store(timeout.count(), std::memory_order_relaxed);
+    recorder_.store(recorder, std::memory_order_relaxed);
+    token_.store(++next_token_, std::memory_order_release);
+  }
   void disarm() noexcept { token_.store(0, std::memory_order_release); }
 
  private:
