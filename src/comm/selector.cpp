@@ -244,8 +244,11 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce, Dev
     }
   }
   for (Backend* b : backends_) {  // where a backend's count limit starts to exclude it
+    // The first byte count past the limit is (limit + 1) elements: an interval is judged by its
+    // lowest count, and limit * size + 1 bytes still reads as `limit` elements.
     const std::size_t limit = b->max_count();
-    if (limit <= kMaxBytes / dtype_size(dtype)) cut_after(limit * dtype_size(dtype));
+    const std::size_t size = dtype_size(dtype);
+    if (limit < kMaxBytes / size) cut_after((limit + 1) * size - 1);
   }
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());

@@ -12,8 +12,11 @@ namespace {
 
 class FakeBackend final : public Backend {
  public:
-  FakeBackend(std::string_view name, bool bf16) : name_(name), bf16_(bf16) {}
+  FakeBackend(std::string_view name, bool bf16,
+              std::size_t max_count = static_cast<std::size_t>(-1))
+      : name_(name), bf16_(bf16), max_count_(max_count) {}
   std::string_view name() const noexcept override { return name_; }
+  std::size_t max_count() const noexcept override { return max_count_; }
   int rank() const noexcept override { return 0; }
   int size() const noexcept override { return 2; }
   Support supports(OpType, DType t, ReduceOp, Device::Kind d) const override {
@@ -29,6 +32,7 @@ class FakeBackend final : public Backend {
  private:
   std::string_view name_;
   bool bf16_;
+  std::size_t max_count_;
 };
 
 struct Fixture {
@@ -58,6 +62,27 @@ TEST(Selector, DefaultPriorityThenSkipsUnsupported) {
   EXPECT_EQ(why.source, "default");
   EXPECT_THROW(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cuda, 4),
                UnsupportedError);
+}
+
+// A backend whose count limit a message exceeds is passed over from the first element past the
+// limit: 10 f32 elements (40 bytes) fit, 11 (44 bytes) go to the next backend in priority order.
+TEST(Selector, CountLimitExcludesFromTheFirstElementPastIt) {
+  FakeBackend small{"mpi", true, 10};
+  FakeBackend gloo{"gloo", true};
+  Selector s(std::make_shared<RuleSet>(RuleSet::parse("")), nullptr, {&small, &gloo}, {}, 2,
+             {1, 2});
+  for (std::size_t count : {1u, 9u, 10u}) {
+    EXPECT_EQ(
+        s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, count * 4).name(),
+        "mpi")
+        << count << " elements";
+  }
+  for (std::size_t count : {11u, 12u, 1000u}) {
+    EXPECT_EQ(
+        s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, count * 4).name(),
+        "gloo")
+        << count << " elements";
+  }
 }
 
 TEST(Selector, RulesBySizeAndTheirRangeEdges) {
