@@ -89,7 +89,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::broadcast(std::vector<at::Tensor
   auto s = stage(t, true);
   const int root = static_cast<int>(opts.rootRank);
   return enqueue(
-      c10d::OpType::BROADCAST, {t}, opts.timeout,
+      c10d::OpType::BROADCAST, {t}, timing(opts),
       [s, root](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.ibroadcast(view(s.buffer), root, o);
       },
@@ -102,7 +102,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::allreduce(std::vector<at::Tensor
   const auto op = to_mcr_op(opts.reduceOp, t.scalar_type(), "allreduce");
   auto s = stage(t, true);
   return enqueue(
-      c10d::OpType::ALLREDUCE, {t}, opts.timeout,
+      c10d::OpType::ALLREDUCE, {t}, timing(opts),
       [s, op](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.iall_reduce(view(s.buffer), op, o);
       },
@@ -117,7 +117,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::allreduce_coalesced(
   // One operation over the concatenation: one selection and one message instead of many.
   auto flat = flatten(tensors);
   return enqueue(
-      c10d::OpType::ALLREDUCE_COALESCED, tensors, opts.timeout,
+      c10d::OpType::ALLREDUCE_COALESCED, tensors, timing(opts),
       [flat, op](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.iall_reduce(view(flat), op, o);
       },
@@ -132,7 +132,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::reduce(std::vector<at::Tensor>& 
   auto s = stage(t, true);
   const int root = static_cast<int>(opts.rootRank);
   return enqueue(
-      c10d::OpType::REDUCE, {t}, opts.timeout,
+      c10d::OpType::REDUCE, {t}, timing(opts),
       [s, op, root](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.ireduce(view(s.buffer), op, root, o);
       },
@@ -149,7 +149,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::allgather(
   check_same(list, in, "allgather", true);
   auto flat = flat_buffer(in.numel() * size_, in);
   return enqueue(
-      c10d::OpType::ALLGATHER, list, opts.timeout,
+      c10d::OpType::ALLGATHER, list, timing(opts),
       [in, flat](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.iall_gather(view(in), view(flat), o);
       },
@@ -167,7 +167,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::_allgather_base(
   auto in = input.contiguous();
   auto s = stage(output, false);
   return enqueue(
-      c10d::OpType::_ALLGATHER_BASE, {output}, opts.timeout,
+      c10d::OpType::_ALLGATHER_BASE, {output}, timing(opts),
       [in, s](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.iall_gather(view(in), view(s.buffer), o);
       },
@@ -189,7 +189,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::allgather_coalesced(
     all.insert(all.end(), l.begin(), l.end());
   }
   return enqueue(
-      c10d::OpType::ALLGATHER_COALESCED, all, opts.timeout,
+      c10d::OpType::ALLGATHER_COALESCED, all, timing(opts),
       [flat_in, flat_out](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.iall_gather(view(flat_in), view(flat_out), o);
       },
@@ -213,7 +213,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::gather(
     TORCH_CHECK(outputs.empty(), "mcr gather: only the root takes an output list");
   }
   return enqueue(
-      c10d::OpType::GATHER, list, opts.timeout,
+      c10d::OpType::GATHER, list, timing(opts),
       [in, flat, root](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.igather(view(in), flat.defined() ? view(flat) : empty_view(in), root, o);
       },
@@ -236,7 +236,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::scatter(
   }
   auto s = stage(out, false);
   return enqueue(
-      c10d::OpType::SCATTER, {out}, opts.timeout,
+      c10d::OpType::SCATTER, {out}, timing(opts),
       [flat, s, root](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.iscatter(flat.defined() ? view(flat) : empty_view(s.buffer), view(s.buffer), root,
                           o);
@@ -255,7 +255,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::reduce_scatter(
   auto flat = flatten(inputs[0]);
   auto s = stage(out, false);
   return enqueue(
-      c10d::OpType::REDUCE_SCATTER, {out}, opts.timeout,
+      c10d::OpType::REDUCE_SCATTER, {out}, timing(opts),
       [flat, s, op](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.ireduce_scatter(view(flat), view(s.buffer), op, o);
       },
@@ -275,7 +275,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::_reduce_scatter_base(
   auto in = input.contiguous();
   auto s = stage(output, false);
   return enqueue(
-      c10d::OpType::_REDUCE_SCATTER_BASE, {output}, opts.timeout,
+      c10d::OpType::_REDUCE_SCATTER_BASE, {output}, timing(opts),
       [in, s, op](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.ireduce_scatter(view(in), view(s.buffer), op, o);
       },
@@ -298,7 +298,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::alltoall_base(at::Tensor& output
     TORCH_CHECK(in.numel() % size_ == 0, "mcr alltoall_base: ", in.numel(),
                 " elements do not split evenly over ", size_, " ranks");
     return enqueue(
-        c10d::OpType::ALLTOALL_BASE, {output}, opts.timeout,
+        c10d::OpType::ALLTOALL_BASE, {output}, timing(opts),
         [in, s](mcr::Communicator& c, const mcr::CallOptions& o) {
           return c.iall_to_all(view(in), view(s.buffer), o);
         },
@@ -309,7 +309,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::alltoall_base(at::Tensor& output
   auto recv =
       std::make_shared<std::vector<std::size_t>>(counts_of(output, output_splits, size_, "output"));
   return enqueue(
-      c10d::OpType::ALLTOALL_BASE, {output}, opts.timeout,
+      c10d::OpType::ALLTOALL_BASE, {output}, timing(opts),
       [in, s, send, recv](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.iall_to_all_v(view(in), *send, view(s.buffer), *recv, o);
       },
@@ -333,7 +333,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::alltoall(std::vector<at::Tensor>
   const auto total = std::accumulate(recv->begin(), recv->end(), std::size_t{0});
   auto flat_out = flat_buffer(static_cast<int64_t>(total), inputs[0]);
   return enqueue(
-      c10d::OpType::ALLTOALL, outputs, opts.timeout,
+      c10d::OpType::ALLTOALL, outputs, timing(opts),
       [flat_in, flat_out, send, recv](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.iall_to_all_v(view(flat_in), *send, view(flat_out), *recv, o);
       },
@@ -344,7 +344,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::send(std::vector<at::Tensor>& te
                                                      int tag) {
   auto in = single(tensors, "send").contiguous();
   return enqueue(
-      c10d::OpType::SEND, {}, std::chrono::milliseconds(0),
+      c10d::OpType::SEND, {}, Timing{},
       [in, dst](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.isend(view(in), dst, o);
       },
@@ -356,7 +356,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::recv(std::vector<at::Tensor>& te
   const auto& t = single(tensors, "recv");
   auto s = stage(t, false);
   return enqueue(
-      c10d::OpType::RECV, {t}, std::chrono::milliseconds(0),
+      c10d::OpType::RECV, {t}, Timing{},
       [s, src](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.irecv(view(s.buffer), src, o);
       },
@@ -364,7 +364,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::recv(std::vector<at::Tensor>& te
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::barrier(const c10d::BarrierOptions& opts) {
-  return enqueue(c10d::OpType::BARRIER, {}, opts.timeout,
+  return enqueue(c10d::OpType::BARRIER, {}, timing(opts),
                  [](mcr::Communicator& c, const mcr::CallOptions& o) { return c.ibarrier(o); }, {});
 }
 

@@ -77,10 +77,14 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
     op.complete(std::current_exception());
     return;
   }
-  InFlight f{std::move(work), std::move(op.issue), std::move(op.complete),
-             Clock::now() + op.timeout, op.timeout};
+  InFlight f{std::move(work),           std::move(op.issue), std::move(op.complete),
+             Clock::now() + op.timeout, op.timeout,          op.caller_waits};
   if (alone) {
-    const auto until = Clock::now() + kCallerPoll;
+    // A caller that waits anyway polls until the end (poll_one raises at the operation's timeout),
+    // backing off as Work::wait does: yield for a few milliseconds, then short sleeps, so that it
+    // leaves the cores to its peers and the libraries' threads.
+    const auto began = Clock::now();
+    const auto until = began + (f.caller_waits ? f.timeout + std::chrono::seconds(2) : kCallerPoll);
     std::exception_ptr error;
     for (;;) {
       if (poll_one(f, error)) {
@@ -89,8 +93,13 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
         f.complete(error);  // f.issue, which owns the buffers, outlives the copy-back
         return;
       }
-      if (Clock::now() >= until) break;
-      std::this_thread::yield();
+      const auto now = Clock::now();
+      if (now >= until) break;
+      if (now - began < std::chrono::milliseconds(5)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     }
   }
   in_flight_.push_back(std::move(f));

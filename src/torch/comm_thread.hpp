@@ -8,8 +8,9 @@
 // operation in flight and completes it even when nobody waits.
 //
 // One shortcut: while the thread is idle (nothing queued, nothing in flight), an operation is
-// issued by the thread that posts it, which then polls it briefly and completes it itself when it
-// finished; otherwise it leaves it in flight for the communication thread. A small synchronous
+// issued by the thread that posts it, which then polls it briefly (until it completes, when the
+// caller is going to wait for it anyway) and completes it itself when it finished; otherwise it
+// leaves it in flight for the communication thread. A small synchronous
 // operation then costs no hand-off between threads. Who calls mcr is decided by one mutex
 // (`own_`): the communication thread holds it whenever it has work, a poster for the microseconds
 // of its shortcut. Posting order is kept because a poster takes the shortcut only while it holds
@@ -45,6 +46,11 @@ struct PostedOp {
   /// After this long the operation fails with mcr::TimeoutError. `issue` passes it to mcr, whose
   /// Work::test enforces it; the thread keeps a backstop a second later.
   std::chrono::milliseconds timeout{0};
+  /// The posting thread waits for the operation right after posting it (a synchronous
+  /// torch.distributed call): when it issues the operation itself (the shortcut), it polls until
+  /// the operation completes instead of handing it over after a short while, which saves two
+  /// thread wake-ups per call.
+  bool caller_waits = false;
 };
 
 class CommThread {
@@ -108,6 +114,7 @@ class CommThread {
     std::function<void(std::exception_ptr)> complete;
     std::chrono::steady_clock::time_point deadline;
     std::chrono::milliseconds timeout;
+    bool caller_waits = false;
   };
   struct Item {
     PostedOp op;                 // when op.issue is set

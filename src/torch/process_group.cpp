@@ -101,18 +101,19 @@ std::chrono::milliseconds ProcessGroupMCR::pick_timeout(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
                                                         std::vector<at::Tensor> outputs,
-                                                        std::chrono::milliseconds op_timeout,
-                                                        Start start, std::function<void()> after,
-                                                        int tag, const at::Tensor& order_by) {
+                                                        Timing op_timing, Start start,
+                                                        std::function<void()> after, int tag,
+                                                        const at::Tensor& order_by) {
   // Ordered after the work the caller's current stream holds now (CUDA tensors; null for CPU).
   const at::Tensor& device_tensor = order_by.defined() || outputs.empty() ? order_by : outputs[0];
   void* stream =
       device_tensor.defined() ? order_after_current_stream(device_tensor, "operation") : nullptr;
   auto work = c10::make_intrusive<WorkMCR>(rank_, type, std::move(outputs), spin_wait_);
   sequence_.fetch_add(1);
-  const auto limit = pick_timeout(op_timeout);
+  const auto limit = pick_timeout(op_timing.timeout);
   PostedOp op;
   op.timeout = limit;
+  op.caller_waits = !op_timing.async;
   op.issue = [comm = comm_, backend = backend_override(), limit, tag, stream,
               start = std::move(start)]() mutable {
     mcr::CallOptions o;

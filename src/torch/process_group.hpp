@@ -22,6 +22,18 @@
 
 namespace mcr::torch_ext {
 
+/// What a c10d option struct says about an operation's waiting: its timeout (kUnsetTimeout: the
+/// group's) and whether the caller waits for it at once (asyncOp false: a synchronous
+/// torch.distributed call, which then waits on the posting thread without a hand-off).
+struct Timing {
+  std::chrono::milliseconds timeout{0};
+  bool async = true;
+};
+template <class Options>
+Timing timing(const Options& o) {
+  return {o.timeout, o.asyncOp};
+}
+
 /// The handle torch gets back: completed on the communication thread, with a future (DDP and comm
 /// hooks chain on it) holding the operation's output tensors.
 class WorkMCR : public c10d::Work {
@@ -149,9 +161,8 @@ class ProcessGroupMCR : public c10d::Backend {
   /// Posts `start` to the communication thread; `after` (copy-back into the user's tensors) runs
   /// there once the operation completed, before the work and its future complete.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                         std::chrono::milliseconds op_timeout, Start start,
-                                         std::function<void()> after, int tag = 0,
-                                         const at::Tensor& order_by = {});
+                                         Timing op_timing, Start start, std::function<void()> after,
+                                         int tag = 0, const at::Tensor& order_by = {});
   std::chrono::milliseconds pick_timeout(std::chrono::milliseconds op_timeout) const;
   /// One Work for several: completes when every one of `works` completed, with the first error.
   c10::intrusive_ptr<c10d::Work> combine(c10d::OpType type,
