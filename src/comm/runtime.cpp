@@ -421,8 +421,8 @@ void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::s
           ? fmt::format("; MPI is finalized within {} ms (else the job is aborted)", limit.count())
           : std::string("; an MPI operation was abandoned, so MPI is not finalized: the "
                         "launcher (mpirun, srun) ends the whole job when this process "
-                        "exits (mpirun's exit status is this process's, or 1 when that "
-                        "is 0)")));
+                        "exits (with mpirun's default settings its exit status is this "
+                        "process's, or 1 when that is 0)")));
   detail::Watchdog::instance().stop();
   detail::write_local_env_comm_log(fmt::format("finalize after a failure: {}", reason));
   detail::abandon_all_communicators(reason);

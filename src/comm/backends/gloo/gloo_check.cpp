@@ -130,8 +130,8 @@ void rethrow_gloo_error(std::string_view call, const char* file, int line,
     if (is_peer_loss_message(e.what())) {
       const int peer = gloo_peer_rank_in(e.what());
       throw BackendError(describe(fmt::format(
-          "{}; {} closed its connection: it exited or was killed (or destroyed the communicator "
-          "early)",
+          "{}; {} closed its connection: it exited or was killed, gave up after an error of its "
+          "own (a timeout, or a peer it lost), or destroyed the communicator early",
           e.what(), peer >= 0 ? fmt::format("world rank {}", peer) : std::string("a peer"))));
     }
     throw BackendError(describe(e.what()));
