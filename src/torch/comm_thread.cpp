@@ -2,6 +2,8 @@
 // and the posting thread's shortcut while the communication thread is idle.
 #include "comm_thread.hpp"
 
+#include <pthread.h>
+
 #include <stdexcept>
 #include <string>
 
@@ -262,6 +264,7 @@ bool CommThread::run_until_idle() {
 }
 
 void CommThread::loop() {
+  ::pthread_setname_np(::pthread_self(), "mcr-comm");  // a name in top, ps -L and debuggers
   for (;;) {
     wait_for_work();
     std::unique_lock own(own_);
