@@ -74,6 +74,14 @@ def _launcher_env():
             env[dst] = env[src]
 
 
+# The torch store address init_processes() agreed on under an MPI launcher, so that a later
+# init_processes() (after destroy_process_group()) agrees on a fresh one instead of taking it for
+# the user's: torch's env:// store is multi-tenant, so the same port in the same process can reach
+# the previous world's store server, whose keys (the previous groups' Gloo addresses, which the
+# new groups' names repeat) would be read as the new ones.
+_agreed_master = None
+
+
 def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_method=None):
     """Forms the world once and initialises torch.distributed's default group on `dist_backend`.
 
@@ -89,7 +97,11 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
     # The launch is recognised before RANK & co. are filled in from the launcher's variables: under
     # srun, a RANK already set would make both this check and mcr's own launch detection take the
     # job for a torchrun-style one.
-    if init_method is None and _backend.launched_by_mpi() and "MASTER_PORT" not in os.environ:
+    global _agreed_master
+    ours = _agreed_master is not None and _agreed_master == (
+        os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
+    if init_method is None and _backend.launched_by_mpi() and (
+            ours or "MASTER_PORT" not in os.environ):
         world = _backend.ensure_runtime()
         port = _C.broadcast_string(world, str(_backend._free_port()) if world.rank == 0 else "")
         # torch's store runs on rank 0, where mcr's own store listens: at the address every rank
@@ -97,6 +109,7 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
         # the default route's, never MCR_STORE_HOST itself, which may name an interface).
         os.environ["MASTER_ADDR"] = _C.rendezvous()["store_host"]
         os.environ["MASTER_PORT"] = port
+        _agreed_master = (os.environ["MASTER_ADDR"], port)
     elif init_method is None and _backend.launched_by_srun_without_mpi():
         # No MPI to agree on a port with: every task derives torch's store address from the step.
         addr, port = _backend.slurm_master()
@@ -253,7 +266,9 @@ def explain(op, nbytes=None, dtype=torch.float32, reduce_op=ReduceOp.SUM, group=
     """Which backend mcr picks for `op` on a message of `nbytes` (the op's global size, as in
     nccl-tests: the full output of all_gather) and why. Pass `tensor` instead of nbytes/dtype to use
     its size and type. The answer is for the asynchronous (i*) form, the form the backend issues
-    every op in. Returns {"backend", "source", "steps": [(backend, chosen, reason), ...]}."""
+    every op in. Returns {"backend", "source", "steps": [(backend, chosen, reason), ...],
+    "composed_steps": [...]}; composed_steps is empty unless the backend is hier, whose steps each
+    say their level, op, bytes, times, backend, source and reason."""
     if tensor is not None:
         dtype = tensor.dtype
         nbytes = tensor.numel() * tensor.element_size()
