@@ -242,4 +242,12 @@ bool any_thread_may_call() noexcept;
 /// and backend, or BackendError). An error already raised to the caller is not raised again.
 void finalize();
 
+/// This process is about to exit on an error of its own (an uncaught exception) while its peers
+/// may still wait for it: finalize() then waits for no peer (as after a communication failure:
+/// operations in flight are abandoned, Gloo connections closed, NCCL communicators aborted), and
+/// under an MPI launcher leaves MPI unfinalized, so that the launcher ends the whole job at once
+/// when this process exits, instead of every rank waiting out its timeout. `reason` is logged.
+/// The torch backend calls it from Python's excepthook. Thread-safe; no effect before init().
+void exiting_on_error(std::string_view reason) noexcept;
+
 }  // namespace mcr

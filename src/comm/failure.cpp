@@ -1,6 +1,7 @@
 // The process's first communication failure, and abandoning every communicator after one.
 #include "failure.hpp"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -30,6 +31,17 @@ std::vector<std::shared_ptr<CommState>>& abandoned() {
 }
 
 }  // namespace
+
+namespace {
+std::atomic<bool> exiting{false};
+}  // namespace
+
+void note_exiting_on_error() noexcept {
+  exiting.store(true);
+}
+bool exiting_on_error() noexcept {
+  return exiting.load();
+}
 
 void note_failure(std::string_view reason) noexcept {
   try {

@@ -15,6 +15,10 @@ namespace mcr::detail {
 void note_failure(std::string_view reason) noexcept;
 /// The first failure's reason; empty when this process has seen none.
 std::string failure_reason();
+/// Whether the failure is this process's own exit on an error (mcr::exiting_on_error): then the
+/// launcher, not MPI_Finalize, ends the job.
+void note_exiting_on_error() noexcept;
+bool exiting_on_error() noexcept;
 
 /// finalize() after a failure: every live communicator is aborted (later calls fail fast), its
 /// operations in flight are abandoned without waiting, and each backend is told to abort

@@ -410,7 +410,9 @@ void shut_down_launchers_within(std::chrono::milliseconds limit) {
 // MPI_Finalize would progress it into freed buffers.
 void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::string& reason) {
   const bool launcher = slot->launch.mpi_world;
-  const bool shut_down = !launcher || detail::launchers_may_shut_down_after_failure();
+  const bool own_error = detail::exiting_on_error();
+  const bool shut_down =
+      !launcher || (!own_error && detail::launchers_may_shut_down_after_failure());
   const auto limit = slot->world ? slot->world->timeout : std::chrono::milliseconds(600'000);
   detail::log_line(fmt::format(
       "finalize after a failure ({}): operations in flight are abandoned and no peer's check-in "
@@ -419,10 +421,11 @@ void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::s
       !launcher ? ""
       : shut_down
           ? fmt::format("; MPI is finalized within {} ms (else the job is aborted)", limit.count())
-          : std::string("; an MPI operation was abandoned, so MPI is not finalized: the "
-                        "launcher (mpirun, srun) ends the whole job when this process "
-                        "exits (with mpirun's default settings its exit status is this "
-                        "process's, or 1 when that is 0)")));
+          : fmt::format("; {}, so MPI is not finalized: the launcher (mpirun, srun) ends the "
+                        "whole job when this process exits (with mpirun's default settings its "
+                        "exit status is this process's, or 1 when that is 0)",
+                        own_error ? "this process exits on an error of its own"
+                                  : "an MPI operation was abandoned")));
   detail::Watchdog::instance().stop();
   detail::write_local_env_comm_log(fmt::format("finalize after a failure: {}", reason));
   detail::abandon_all_communicators(reason);
@@ -435,6 +438,12 @@ void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::s
 }
 
 }  // namespace
+
+void exiting_on_error(std::string_view reason) noexcept {
+  if (!detail::runtime_slot()) return;
+  detail::note_exiting_on_error();
+  detail::note_failure(reason);
+}
 
 void finalize() {
   auto& slot = detail::runtime_slot();

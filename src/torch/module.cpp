@@ -228,6 +228,7 @@ PYBIND11_MODULE(_mcr_torch, m) {
   m.def("explain", &explain, py::arg("group"), py::arg("op"), py::arg("dtype"), py::arg("bytes"),
         py::arg("reduce") = "sum");
   m.def("shutdown", &shutdown_runtime);
+  m.def("exiting_on_error", [](const std::string& reason) { mcr::exiting_on_error(reason); });
   m.def(
       "time_native",
       [](const ProcessGroupMCR& pg, const std::string& op, const at::Tensor& input,

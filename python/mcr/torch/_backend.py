@@ -12,6 +12,7 @@ communication thread inside the extension.
 import atexit
 import os
 import socket
+import sys
 import threading
 from datetime import timedelta
 
@@ -154,6 +155,24 @@ def register():
         return
     dist.Backend.register_backend("mcr", _create, extended_api=True, devices=devices())
     atexit.register(_shutdown)
+    _hook_uncaught_exceptions()
+
+
+def _hook_uncaught_exceptions():
+    """An uncaught exception ends this rank while its peers may wait for it (in a collective, or in
+    finalize's check-in): tell the runtime, so that the exit handler's shutdown waits for nobody and,
+    under mpirun or srun, leaves MPI to the launcher, which then ends the whole job at once instead
+    of every rank waiting out its timeout (docs/reliability.md)."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        try:
+            _C.exiting_on_error(f"uncaught {kind.__name__}: {value}")
+        except Exception:  # noqa: BLE001 - reporting the user's exception comes first
+            pass
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
 
 
 def backend_of(group=None):

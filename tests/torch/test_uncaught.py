@@ -1,0 +1,35 @@
+"""An uncaught exception on one rank ends the whole job at once under the torch backend "mcr".
+
+Rank 0 raises after a good all_reduce; the other ranks then wait for it in a barrier. Run with
+MCR_TIMEOUT far above the test's own limit: without mcr's excepthook, rank 0's exit handler waits
+for its peers in finalize and they wait for it in the barrier, each for the whole MCR_TIMEOUT. With
+it, rank 0's finalize waits for nobody (its Gloo connections close, MPI is left to the launcher),
+and the launcher (mpirun, torchrun) ends the job when rank 0 exits. Judged by rank 0's line, by the
+job ending within the test's limit, and by no rank printing FAIL."""
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from common import setup
+
+
+def main():
+    rank, ws = setup()
+    t = torch.ones(16)
+    dist.all_reduce(t)
+    if rank == 0:
+        print(f"test_uncaught: rank 0 raises with {ws - 1} peers waiting", flush=True)
+        raise RuntimeError("test_uncaught: raised on purpose")
+    began = time.time()
+    try:
+        dist.barrier()
+    except Exception as e:  # noqa: BLE001 - rank 0 is gone: an error is the right outcome
+        print(f"rank {rank}: barrier raised after {time.time() - began:.1f} s: {e}", flush=True)
+        raise
+    print(f"rank {rank}: FAIL: the barrier completed without rank 0", flush=True)
+
+
+if __name__ == "__main__":
+    main()
