@@ -79,6 +79,11 @@ class Communicator {
   int hosts() const;
   /// Ranks of this communicator on each of its hosts; 0 when hosts hold different numbers.
   int ranks_per_host() const;
+  /// Index of this rank's host among the communicator's hosts, 0 .. hosts() - 1 (hosts numbered
+  /// in the order of their lowest member).
+  int host_index() const;
+  /// This rank's position among the communicator's members on its host, 0 .. (ranks there) - 1.
+  int local_rank() const;
   /// Backends instantiated on this communicator, in default priority order.
   std::vector<std::string> backends() const;
   /// The backend that would run `op` on `bytes` (the op's global message size), called in `form`

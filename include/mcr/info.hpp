@@ -67,4 +67,9 @@ Selection explain_selection(OpType op, DType dtype, std::size_t bytes, int ranks
                             ReduceOp reduce = ReduceOp::sum, Device device = Device::cpu(),
                             CallForm form = CallForm::sync);
 
+/// The steps the composed backend `hier` runs for `op` of `bytes` (the nccl-tests size) with
+/// `ranks_per_host` ranks on each host, in issue order, without a backend: empty for an op it
+/// does not compose. What `mcr tune` measures on the per-host and across-host groups.
+std::vector<HierStep> hier_steps(OpType op, DType dtype, std::size_t bytes, int ranks_per_host);
+
 }  // namespace mcr

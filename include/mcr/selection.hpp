@@ -22,10 +22,26 @@ struct SelectionStep {
   bool chosen = false;
   std::string reason;
 };
+/// One step of an operation that the composed backend `hier` runs (docs/hier-backend.md): its
+/// level, its operation and message size (the nccl-tests size, as for the whole operation), and,
+/// from explain, the library that runs it and why.
+struct HierStep {
+  bool within_host = true;  ///< on "my host" (else between hosts: the same local index)
+  OpType op = OpType::all_reduce;
+  std::size_t bytes = 0;
+  int times = 1;        ///< how often it runs per call (the pieces of a pipelined all_reduce)
+  std::string backend;  ///< explain: the library chosen for it
+  std::string source;   ///< explain: "MCR_HIER", "rule", "tuning", "preset" or "default"
+  std::string reason;   ///< explain: the chosen candidate's reason
+};
 struct Selection {
-  std::string backend;               ///< the backend that runs the operation
-  std::string source;                ///< "override", "rule", "tuning" or "default"
+  std::string backend;  ///< the backend that runs the operation
+  /// "override", "rule", "tuning", "preset" (a backend's own default for its sub-communicators,
+  /// e.g. hier between hosts) or "default" (default priority)
+  std::string source;
   std::vector<SelectionStep> steps;  ///< every candidate considered, in order, with its reason
+  /// When `backend` composes the operation from steps (hier): each step with its own choice.
+  std::vector<HierStep> composed;
 };
 
 inline constexpr std::size_t kMaxBytes = std::numeric_limits<std::size_t>::max();

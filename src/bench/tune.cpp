@@ -11,6 +11,7 @@
 #include "mcr/bench/provenance.hpp"
 #include "mcr/bench/table.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/info.hpp"
 
 namespace mcr::bench {
 namespace {
@@ -72,54 +73,111 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
       "median over {} interleaved repetitions of the max-across-ranks mean time per iteration; "
       "~{} ms per repetition",
       o.repetitions, o.budget_ms);
-  std::size_t total = 0;
-  for (OpType op : o.ops) {
-    if (skip_single_rank_p2p(world.size(), op)) continue;
-    total += (is_reduction(op) ? o.dtypes.size() : 1) *
-             distinct_sizes(op, o.sizes, o.dtypes.front(), world.size()).size() * o.forms.size();
-  }
-  std::size_t done = 0;
-  for (OpType op : o.ops) {
-    if (skip_single_rank_p2p(world.size(), op)) continue;
-    // Data movement does not depend on the element type: one "any" entry. Reductions per class.
-    const std::vector<DType> types =
-        is_reduction(op) ? o.dtypes : std::vector<DType>{o.dtypes.front()};
-    for (DType dtype : types) {
-      const std::string klass = is_reduction(op) ? std::string(dtype_class(dtype)) : "any";
-      for (std::size_t size : distinct_sizes(op, o.sizes, dtype, world.size())) {
-        // Both forms of one size one after the other: measured in the same minute, so that where
-        // they differ it is the form, not the load.
-        for (CallForm form : o.forms) {
-          const bool in_place = o.in_place && has_in_place(op);
-          const bool async = form == CallForm::async;
-          Point point(world, {op, dtype, size, in_place, 0, ReduceOp::sum, async, 1});
-          io.min_iterations = async ? o.in_flight : 1;
-          TunePoint p;
-          p.op = op;
-          p.dtype_class = klass;
-          p.bytes = point.layout().bytes;
-          p.form = form;
-          p.timings = measure_interleaved(point, backends, io);
-          p.index = ++done;
-          p.total = total;
-          for (const auto& r : p.timings) {
-            if (!r.supported) continue;
-            if (r.wrong > 0) {  // a backend that computed wrong values must not win a range
-              result.wrong += r.wrong;
-              continue;
-            }
-            // The world's shape: a table measured on 4x1 must not decide for a 2x2 job. An uneven
-            // world (ranks_per_host 0) records its host count only.
-            table.samples.push_back(
-                TuningSample{op, klass, world.size(), p.bytes, r.backend, r.seconds * 1e6,
-                             world.hosts(), world.ranks_per_host(), std::string(to_string(form))});
-          }
-          p.elapsed_s = seconds_since(start);
-          if (cb.on_point) cb.on_point(p);
-        }
-        if (op == OpType::barrier) break;
+  // The step shapes of `hier` (docs/hier-backend.md): on a world of several hosts with the same
+  // number of ranks on each, the per-host group and the same-local-index group across hosts are
+  // measured too, each op that hier runs there, in the asynchronous form hier issues its steps
+  // in, so that hier's per-step selection (the sub-communicators' own table lookup) has entries
+  // for both shapes.
+  const bool hier_steps_too = o.hier_steps && world.hosts() >= 2 && world.ranks_per_host() >= 2;
+  struct Level {
+    const char* name;
+    bool within_host;
+    std::vector<OpType> ops;
+  };
+  std::vector<Level> levels;
+  if (hier_steps_too) {
+    levels = {{"hier within hosts", true, {}}, {"hier between hosts", false, {}}};
+    for (OpType op : o.ops) {
+      for (const HierStep& s : hier_steps(op, DType::f32, 0, world.ranks_per_host())) {
+        auto& ops = levels[s.within_host ? 0 : 1].ops;
+        if (std::find(ops.begin(), ops.end(), s.op) == ops.end()) ops.push_back(s.op);
       }
     }
+  }
+
+  auto points_of = [&](const std::vector<OpType>& ops, int ranks, std::size_t form_count) {
+    std::size_t n = 0;
+    for (OpType op : ops) {
+      if (skip_single_rank_p2p(ranks, op)) continue;
+      n += (is_reduction(op) ? o.dtypes.size() : 1) *
+           distinct_sizes(op, o.sizes, o.dtypes.front(), ranks).size() * form_count;
+    }
+    return n;
+  };
+  std::size_t total = points_of(o.ops, world.size(), o.forms.size());
+  for (const Level& l : levels)
+    total += points_of(l.ops, l.within_host ? world.ranks_per_host() : world.hosts(), 1);
+  std::size_t done = 0;
+
+  // Every op, dtype class, size and form of `ops` on `comm`, timed over `names`.
+  auto sweep = [&](Communicator& comm, const std::vector<OpType>& ops,
+                   const std::vector<CallForm>& call_forms, const std::vector<std::string>& names,
+                   int in_flight, const std::string& group) {
+    for (OpType op : ops) {
+      if (skip_single_rank_p2p(comm.size(), op)) continue;
+      // Data movement does not depend on the element type: one "any" entry. Reductions per class.
+      const std::vector<DType> types =
+          is_reduction(op) ? o.dtypes : std::vector<DType>{o.dtypes.front()};
+      for (DType dtype : types) {
+        const std::string klass = is_reduction(op) ? std::string(dtype_class(dtype)) : "any";
+        for (std::size_t size : distinct_sizes(op, o.sizes, dtype, comm.size())) {
+          // Both forms of one size one after the other: measured in the same minute, so that
+          // where they differ it is the form, not the load.
+          for (CallForm form : call_forms) {
+            const bool in_place = o.in_place && has_in_place(op);
+            const bool async = form == CallForm::async;
+            Point point(comm, {op, dtype, size, in_place, 0, ReduceOp::sum, async, 1});
+            io.min_iterations = async ? in_flight : 1;
+            TunePoint p;
+            p.op = op;
+            p.dtype_class = klass;
+            p.bytes = point.layout().bytes;
+            p.form = form;
+            p.group = group;
+            p.timings = measure_interleaved(point, names, io);
+            p.index = ++done;
+            p.total = total;
+            for (const auto& r : p.timings) {
+              if (!r.supported) continue;
+              if (r.wrong > 0) {  // a backend that computed wrong values must not win a range
+                result.wrong += r.wrong;
+                continue;
+              }
+              // The group's shape: a table measured on 4x1 must not decide for a 2x2 job. An
+              // uneven group (ranks_per_host 0) records its host count only.
+              table.samples.push_back(
+                  TuningSample{op, klass, comm.size(), p.bytes, r.backend, r.seconds * 1e6,
+                               comm.hosts(), comm.ranks_per_host(), std::string(to_string(form))});
+            }
+            p.elapsed_s = seconds_since(start);
+            if (cb.on_point) cb.on_point(p);
+          }
+          if (op == OpType::barrier) break;
+        }
+      }
+    }
+  };
+  sweep(world, o.ops, o.forms, backends, o.in_flight, {});
+  if (hier_steps_too) {
+    // Every rank is in one group of each kind, and the groups of a kind run side by side, as
+    // hier's steps do. One at a time in flight: hier issues a step when the one before is done.
+    Communicator within = world.split(world.host_index(), world.local_rank());
+    Communicator across = world.split(world.local_rank(), world.host_index());
+    std::vector<std::string> flat;
+    for (const auto& b : backends) {
+      if (b != "hier") flat.push_back(b);
+    }
+    std::string note;
+    for (const Level& l : levels) {
+      Communicator& c = l.within_host ? within : across;
+      std::string ops;
+      for (OpType op : l.ops)
+        ops += fmt::format("{}{}", ops.empty() ? "" : ", ", to_string(op));
+      note += fmt::format("{}{}: {} ranks ({}x{}): {}", note.empty() ? "" : "; ", l.name, c.size(),
+                          c.hosts(), c.ranks_per_host(), ops);
+      sweep(c, l.ops, {CallForm::async}, flat, 1, l.name);
+    }
+    table.provenance["hier_steps"] = note + " (async form, one in flight)";
   }
   table.entries = build_entries(table.samples, o.hysteresis);
   result.wall_seconds = seconds_since(start);

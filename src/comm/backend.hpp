@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mcr/selection.hpp"
 #include "mcr/types.hpp"
 
 namespace mcr::detail {
@@ -122,6 +123,15 @@ class Backend {
   /// its communicator). Must not block. A library that cannot abandon its operations (MPI) does
   /// nothing here; the runtime then never finalizes it.
   virtual void abort() noexcept {}
+
+  /// A backend that composes an operation from steps on sub-communicators (hier): each step of
+  /// `op` on `bytes` with the library its sub-communicator would choose and why, for explain().
+  /// Empty for backends that run operations themselves.
+  virtual std::vector<HierStep> explain_steps(OpType op, DType dtype, std::size_t bytes,
+                                              ReduceOp reduce) const {
+    (void)op, (void)dtype, (void)bytes, (void)reduce;
+    return {};
+  }
 
   /// Collective over this backend's group: every rank calls it. Returns the backend of the new
   /// group formed by `members` (ranks of this group, in new-rank order), or nullptr on ranks not in

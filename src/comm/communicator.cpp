@@ -65,6 +65,17 @@ int Communicator::hosts() const {
 int Communicator::ranks_per_host() const {
   return state().topology.ranks_per_host;
 }
+int Communicator::host_index() const {
+  const auto& s = state();
+  return s.topology.host_of_member.empty()
+             ? 0
+             : s.topology.host_of_member[static_cast<std::size_t>(s.rank)];
+}
+int Communicator::local_rank() const {
+  const auto& s = state();
+  return s.topology.local_index.empty() ? s.rank
+                                        : s.topology.local_index[static_cast<std::size_t>(s.rank)];
+}
 std::uint64_t Communicator::id() const {
   return state().id;
 }
@@ -93,7 +104,12 @@ std::vector<std::string> Communicator::backends() const {
 }
 Selection Communicator::explain(OpType op, DType dtype, std::size_t bytes, ReduceOp reduce,
                                 Device device, CallForm form) const {
-  return state().selector->explain(op, dtype, reduce, device.kind, bytes, {}, form);
+  const auto& selector = *state().selector;
+  Selection s = selector.explain(op, dtype, reduce, device.kind, bytes, {}, form);
+  if (const detail::Backend* b = selector.find(s.backend); b != nullptr) {
+    s.composed = b->explain_steps(op, dtype, bytes, reduce);
+  }
+  return s;
 }
 void Communicator::set_observer(std::shared_ptr<OpObserver> observer) {
   if (observer) detail::TickClock::prepare();

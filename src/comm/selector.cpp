@@ -22,6 +22,13 @@ Selector::Selector(std::shared_ptr<const RuleSet> rules, std::shared_ptr<const T
       plans_(static_cast<std::size_t>(kNumOpTypes) * 8 * 8 * 2 * 2),
       can_run_(backends_.size(), std::vector<signed char>(plans_.size(), -1)) {}
 
+void Selector::set_presets(RuleSet presets, std::string why) {
+  presets_ = std::move(presets);
+  presets_why_ = std::move(why);
+  for (auto& plan : plans_)
+    plan.reset();
+}
+
 Backend* Selector::find(std::string_view name) const noexcept {
   for (Backend* b : backends_) {
     if (b->name() == name) return b;
@@ -155,6 +162,13 @@ std::vector<Candidate> Selector::consider(OpType op, DType dtype, ReduceOp reduc
       table_note = table_->topology_mismatch(op, dtype, group_size_, shape_);
     }
   }
+  for (std::size_t i = 0; i < presets_.rules.size(); ++i) {
+    const Rule& r = presets_.rules[i];
+    if (r.matches(op, dtype, bytes) && add(r.backend, Candidate::Source::preset, i)) {
+      out.back().table_note = std::move(table_note);
+      return out;
+    }
+  }
   for (std::size_t i = 0; i < backends_.size(); ++i) {
     const bool done = add(backends_[i]->name(), Candidate::Source::fallback, i);
     if (i == 0) out.back().table_note = std::move(table_note);
@@ -194,6 +208,11 @@ Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kin
                               ? fmt::format(" ({})", c.detail)
                               : std::string());
         break;
+      case Candidate::Source::preset:
+        sel.source = "preset";
+        why = fmt::format("{} ({})", presets_why_, RuleSet{{presets_.rules[c.index]}}.canonical());
+        if (!c.table_note.empty()) why += fmt::format("; tuning table: {}", c.table_note);
+        break;
       case Candidate::Source::fallback:
         sel.source = "default";
         why = fmt::format("default priority #{}", c.index + 1);
@@ -227,13 +246,15 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce, Dev
   auto cut_after = [&](std::size_t hi) {
     if (hi != kMaxBytes) cuts.push_back(hi + 1);
   };
-  if (rules_) {
-    for (const Rule& r : rules_->rules) {
+  auto rule_cuts = [&](const RuleSet& set) {
+    for (const Rule& r : set.rules) {
       if ((r.op && *r.op != op) || (r.dtype && *r.dtype != dtype)) continue;
       cuts.push_back(r.min_bytes);
       cut_after(r.max_bytes);
     }
-  }
+  };
+  if (rules_) rule_cuts(*rules_);
+  rule_cuts(presets_);
   if (table_) {
     for (const auto& e : table_->entries) {
       if (e.op != op || !e.fits(shape_)) continue;

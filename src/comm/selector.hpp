@@ -23,7 +23,7 @@ namespace mcr::detail {
 /// One backend the selector considered for an operation, in the order it considered them, with
 /// the verdict as data: explain() words it, plans and debug logs read it.
 struct Candidate {
-  enum class Source : std::uint8_t { override, rule, tuning, fallback };
+  enum class Source : std::uint8_t { override, rule, tuning, preset, fallback };
   enum class Verdict : std::uint8_t {
     chosen,       ///< runs the operation
     unavailable,  ///< not compiled in, or not usable in this process
@@ -86,6 +86,13 @@ class Selector {
   /// The chosen backend of a consider() result, or nullptr when none can run the operation.
   static Backend* chosen(const std::vector<Candidate>& candidates) noexcept;
 
+  /// Defaults that the backend which formed this communicator for its own steps gives it (hier
+  /// between hosts: docs/hier-backend.md): consulted after the rules and the tuning table, before
+  /// the default priority, so that a measurement or a user's rule still decides. `why` says
+  /// where they come from (explain shows it). Equal on every member; set before the first
+  /// operation (the plans built so far are dropped).
+  void set_presets(RuleSet presets, std::string why);
+
   Backend* find(std::string_view name) const noexcept;
   /// Hash of rules + table, compared across ranks when a communicator is created.
   std::uint64_t config_hash() const noexcept;
@@ -130,6 +137,8 @@ class Selector {
 
   std::shared_ptr<const RuleSet> rules_;
   std::shared_ptr<const TuningTable> table_;
+  RuleSet presets_;
+  std::string presets_why_;
   std::vector<Backend*> backends_;
   std::vector<std::pair<std::string, std::string>> unusable_;
   int group_size_;

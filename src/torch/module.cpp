@@ -172,6 +172,19 @@ py::dict explain(const ProcessGroupMCR& pg, const std::string& op, const std::st
   for (const auto& s : sel.steps)
     steps.append(py::make_tuple(s.backend, s.chosen, s.reason));
   out["steps"] = steps;
+  py::list composed;  // hier: each step's level, op, size, library and why
+  for (const auto& c : sel.composed) {
+    py::dict step;
+    step["level"] = c.within_host ? "within hosts" : "between hosts";
+    step["op"] = std::string(mcr::to_string(c.op));
+    step["bytes"] = c.bytes;
+    step["times"] = c.times;
+    step["backend"] = c.backend;
+    step["source"] = c.source;
+    step["reason"] = c.reason;
+    composed.append(step);
+  }
+  out["composed_steps"] = composed;
   return out;
 }
 

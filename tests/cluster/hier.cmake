@@ -17,3 +17,11 @@ if(TARGET mcr_mpi_hier_test AND TARGET mcr_mpi_mixing_test)
                                                       SKIP_RETURN_CODE 77
                                                       RESOURCE_LOCK mcr_cluster PROCESSORS 2)
 endif()
+# hier's per-step selection from a table tuned on the cluster (tests/cluster/hier_tune.sh).
+if(TARGET mcr_cli)
+  add_test(NAME cluster.hier.tuned_steps
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/hier_tune.sh $<TARGET_FILE:mcr_cli>
+                   ${CMAKE_CURRENT_BINARY_DIR}/hier_tune)
+  set_tests_properties(cluster.hier.tuned_steps PROPERTIES TIMEOUT 120 LABELS cluster
+                       SKIP_RETURN_CODE 77 RESOURCE_LOCK mcr_cluster PROCESSORS 2)
+endif()

@@ -7,6 +7,7 @@
 // several ranks each), or the reason hier is unusable ("one host", "different numbers").
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -119,6 +120,41 @@ TEST(Hier, RulesAndExplainSeeIt) {
   w.wait();
   EXPECT_EQ(w.backend(), "hier");
   EXPECT_EQ(out[share - 1], static_cast<float>(world().size()));
+}
+
+// explain() names each step's library and where the choice came from: within a host the default
+// priority, between hosts hier's preset (Gloo from 1 MiB) where nothing else decides; a smaller
+// step between hosts stays with the default priority.
+TEST(Hier, ExplainNamesEachStep) {
+  if (!has_hier(world())) GTEST_SKIP() << "hier is not up here";
+  const char* rules = std::getenv("MCR_RULES");
+  if (rules == nullptr || std::string(rules) != "reduce_scatter:64K-=hier") {
+    GTEST_SKIP() << "launched without MCR_RULES=reduce_scatter:64K-=hier";
+  }
+  const std::size_t big = std::size_t{4} << 20, small = std::size_t{256} << 10;
+  const Selection s =
+      world().explain(OpType::reduce_scatter, DType::f32, big, ReduceOp::sum, Device::cpu());
+  ASSERT_EQ(s.backend, "hier");
+  ASSERT_EQ(s.composed.size(), 2u);
+  EXPECT_TRUE(s.composed[0].within_host);
+  EXPECT_EQ(s.composed[0].op, OpType::reduce_scatter);
+  EXPECT_EQ(s.composed[0].bytes, big);
+  EXPECT_EQ(s.composed[0].source, "default");
+  EXPECT_FALSE(s.composed[1].within_host);
+  EXPECT_EQ(s.composed[1].bytes, big / 2);
+  const auto names = world().backends();
+  if (std::find(names.begin(), names.end(), "gloo") != names.end()) {
+    EXPECT_EQ(s.composed[1].backend, "gloo");
+    EXPECT_EQ(s.composed[1].source, "preset") << s.composed[1].reason;
+    EXPECT_NE(s.composed[1].reason.find("between hosts"), std::string::npos);
+  }
+  const Selection t =
+      world().explain(OpType::reduce_scatter, DType::f32, small, ReduceOp::sum, Device::cpu());
+  ASSERT_EQ(t.composed.size(), 2u);
+  EXPECT_EQ(t.composed[1].bytes, small / 2);
+  EXPECT_EQ(t.composed[1].source, "default");
+  // A flat choice has no steps.
+  EXPECT_TRUE(world().explain(OpType::reduce_scatter, DType::f32, 1024).composed.empty());
 }
 
 // Where hier cannot compose, it is absent and an explicit request says why.

@@ -77,6 +77,18 @@ void run_explain(const ExplainOptions& o) {
     for (const auto& st : s.steps)
       j["candidates"].push_back(
           {{"backend", st.backend}, {"chosen", st.chosen}, {"reason", st.reason}});
+    if (!s.composed.empty()) {
+      j["composed_steps"] = nlohmann::json::array();
+      for (const auto& c : s.composed) {
+        j["composed_steps"].push_back({{"level", c.within_host ? "within hosts" : "between hosts"},
+                                       {"op", std::string(to_string(c.op))},
+                                       {"bytes", c.bytes},
+                                       {"times", c.times},
+                                       {"backend", c.backend},
+                                       {"source", c.source},
+                                       {"reason", c.reason}});
+      }
+    }
     fmt::print("{}\n", j.dump(2));
     return;
   }
@@ -89,6 +101,13 @@ void run_explain(const ExplainOptions& o) {
   fmt::print("chosen: {} (source: {})\n", s.backend, s.source);
   for (const auto& st : s.steps) {
     fmt::print("  {:<6} {:<8} {}\n", st.backend, st.chosen ? "chosen" : "rejected", st.reason);
+  }
+  if (!s.composed.empty()) fmt::print("{} steps, each selected on its own group:\n", s.backend);
+  for (const auto& c : s.composed) {
+    fmt::print("  {:<13} {:<14} {:>10}{} -> {} (source: {}): {}\n",
+               c.within_host ? "within hosts" : "between hosts", to_string(c.op),
+               format_size(c.bytes), c.times > 1 ? fmt::format(" x{}", c.times) : "", c.backend,
+               c.source, c.reason);
   }
 }
 

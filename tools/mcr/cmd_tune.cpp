@@ -30,6 +30,7 @@ struct TuneFlags {
   bool async = false;
   std::string form;  // empty: sync, or async with --async
   int in_flight = 1;
+  bool no_hier_steps = false;
   std::string validate;
   bool plot = false;
   std::string plot_format = "png";
@@ -107,6 +108,7 @@ bench::TuneOptions tune_options(const TuneFlags& f) {
   o.in_place = f.place == "in";
   o.forms = parse_forms(f);
   o.in_flight = f.in_flight;
+  o.hier_steps = !f.no_hier_steps;
   o.command = bench::command_line();
   return o;
 }
@@ -124,8 +126,9 @@ void print_point(const bench::TunePoint& p, bool quiet) {
     line += fmt::format(" {}={:.2f}us", r.backend, r.seconds * 1e6);
   }
   if (!quiet) {
-    fmt::print(stderr, "[{:>4}/{}] {:>6.1f}s {:<15} {:<5} {:<5} {:>10} B:{}\n", p.index, p.total,
-               p.elapsed_s, to_string(p.op), p.dtype_class, to_string(p.form), p.bytes, line);
+    fmt::print(stderr, "[{:>4}/{}] {:>6.1f}s {}{:<15} {:<5} {:<5} {:>10} B:{}\n", p.index, p.total,
+               p.elapsed_s, p.group.empty() ? "" : fmt::format("({}) ", p.group), to_string(p.op),
+               p.dtype_class, to_string(p.form), p.bytes, line);
   }
 }
 
@@ -188,6 +191,9 @@ void add_tune_command(CLI::App& app) {
                   "mcr.torch and bucketed gradient reductions issue them) or both; each gives "
                   "entries of its own form [default: sync]");
   cmd->add_flag("--async", opts->async, "the same as --form async");
+  cmd->add_flag("--no-hier-steps", opts->no_hier_steps,
+                "on several hosts, do not also measure the groups hier runs its steps on (the "
+                "ranks of a host; one rank per host)");
   cmd->add_option("--in-flight", opts->in_flight,
                   "async form: operations issued before waiting for them, at least")
       ->capture_default_str();

@@ -46,6 +46,11 @@ struct TuneOptions {
   /// (as a data-parallel step issues its buckets), so that the time per operation includes what
   /// a library gains or loses with several in flight. 1 = one at a time when they are slow.
   int in_flight = 1;
+  /// --no-hier-steps clears it: on a world of several hosts with the same number (>= 2) of ranks
+  /// on each, also measure the groups that the composed backend `hier` runs its steps on (the
+  /// ranks of one host; the ranks of one local index across hosts), the ops it runs there, in the
+  /// asynchronous form, so that its per-step selection is measured (docs/hier-backend.md).
+  bool hier_steps = true;
   std::string command;  ///< the provenance's "command" (see command_line())
 };
 
@@ -55,6 +60,8 @@ struct TunePoint {
   std::string dtype_class;  ///< "float", "int" (reductions) or "any"
   std::size_t bytes = 0;
   CallForm form = CallForm::sync;
+  /// Empty for the world; "hier within hosts" or "hier between hosts" for a step group.
+  std::string group;
   /// Every backend's timing; a supported one with wrong > 0 gave wrong values and is not used.
   std::vector<BackendTiming> timings;
   std::size_t index = 0;  ///< 1-based

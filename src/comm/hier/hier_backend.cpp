@@ -12,6 +12,8 @@
 
 #include "hier_compose.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/info.hpp"
+#include "selector.hpp"
 #include "state.hpp"
 
 namespace mcr::detail {
@@ -50,6 +52,15 @@ std::string hier_unusable_reason(const GroupTopology& view) {
 namespace {
 
 thread_local bool forming = false;  // communicators may be created on several threads
+
+// Between hosts, where no rule or tuning entry decides, large steps go to Gloo: over TCP its
+// ring beats Open MPI's choice for the 2-rank all_reduce that dominates a composed all_reduce
+// (docs/performance.md, 2.13 "hier between hosts"). Smaller steps keep the default priority (MPI's
+// latency is the lower one).
+constexpr std::size_t kInterGlooFrom = std::size_t{1} << 20;
+constexpr const char* kInterGlooWhy =
+    "hier's default between hosts where no rule or tuning entry decides: Gloo's ring over TCP "
+    "from 1 MiB";
 
 class HierBackend;
 
@@ -140,6 +151,31 @@ class HierBackend final : public Backend {
     queue_.push_back(op);
     advance();
     return std::make_unique<HierPending>(*this, std::move(op));
+  }
+
+  std::vector<HierStep> explain_steps(OpType op, DType dtype, std::size_t bytes,
+                                      ReduceOp reduce) const override {
+    if (!layout_) return {};
+    std::vector<HierStep> steps = hier_steps(op, dtype, bytes, layout_->per_host);
+    for (HierStep& s : steps) {
+      const std::string& fixed = s.within_host ? config_.intra : config_.inter;
+      if (!fixed.empty()) {
+        s.backend = fixed;
+        s.source = "MCR_HIER";
+        s.reason = fmt::format("MCR_HIER {}={}", s.within_host ? "intra" : "inter", fixed);
+        continue;
+      }
+      // As the step is issued: on its sub-communicator, in the asynchronous form.
+      const Communicator& c = s.within_host ? layout_->intra : layout_->inter;
+      const ReduceOp r = is_reduction(s.op) ? reduce : ReduceOp::sum;
+      const Selection sel = c.explain(s.op, dtype, s.bytes, r, Device::cpu(), CallForm::async);
+      s.backend = sel.backend;
+      s.source = sel.source;
+      for (const auto& st : sel.steps) {
+        if (st.chosen) s.reason = st.reason;
+      }
+    }
+    return steps;
   }
 
   bool needs_host_progress() const noexcept override { return true; }
@@ -283,6 +319,11 @@ void HierBackend::form_groups() {
     // from it on every rank alike.
     if (c->verifying()) c->set_verify(false);
     c->set_observer(nullptr);
+  }
+  if (config_.inter.empty() && find("gloo") != nullptr) {
+    layout->inter.state().selector->set_presets(
+        RuleSet{{Rule{std::nullopt, std::nullopt, kInterGlooFrom, kMaxBytes, "gloo"}}},
+        kInterGlooWhy);
   }
   layout_ = std::move(layout);
 }

@@ -3,29 +3,37 @@
 #include <algorithm>
 #include <cstring>
 
+#include "mcr/info.hpp"
 #include "mcr/tensor.hpp"
 
 namespace mcr::detail {
 
 std::vector<StepOp> composed_steps(OpType op) {
-  switch (op) {
-    case OpType::all_reduce:  // each host reduces a share, hosts combine shares, hosts share back
-      return {
-          {true, OpType::reduce_scatter}, {false, OpType::all_reduce}, {true, OpType::all_gather}};
-    case OpType::reduce_scatter:
-      return {{true, OpType::reduce_scatter}, {false, OpType::reduce_scatter}};
-    case OpType::all_gather:
-      return {{false, OpType::all_gather}, {true, OpType::all_gather}};
-    case OpType::broadcast:  // the root's host sends once per link, then each host fans out
-      return {{false, OpType::broadcast}, {true, OpType::broadcast}};
-    case OpType::reduce:
-      return {{true, OpType::reduce}, {false, OpType::reduce}};
-    default:
-      return {};
-  }
+  std::vector<StepOp> out;
+  for (const HierStep& s : hier_steps(op, DType::f32, 0, 1))
+    out.push_back({s.within_host, s.op});
+  return out;
 }
 
 namespace {
+
+// Pieces of about kPieceBytes or more, at most kMaxPieces: the intra reduce_scatter of piece
+// k + 1 and the all_gather of piece k - 1 run while the inter all_reduce of piece k crosses the
+// hosts. Decided from the count and dtype alone, so equal on every rank.
+constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
+constexpr std::size_t kMaxPieces = 4;
+
+struct AllReducePieces {
+  std::size_t pieces;  // K
+  std::size_t share;   // each local rank's share of a piece, in elements (c)
+  std::size_t piece;   // elements per piece, padded to a multiple of L (c * L)
+};
+AllReducePieces all_reduce_pieces(std::size_t count, std::size_t es, std::size_t L) {
+  const std::size_t K =
+      std::clamp<std::size_t>(count * es / kPieceBytes, std::size_t{1}, kMaxPieces);
+  const std::size_t c = (count + L * K - 1) / (L * K);
+  return {K, c, c * L};
+}
 
 // Builds the steps of one operation; holds what every step needs.
 class Composer {
@@ -77,18 +85,10 @@ class Composer {
   Communicator* intra() const { return const_cast<Communicator*>(&l_.intra); }
   Communicator* inter() const { return const_cast<Communicator*>(&l_.inter); }
 
-  // Pieces of about kPieceBytes or more, at most kMaxPieces: the intra reduce_scatter of piece
-  // k + 1 and the all_gather of piece k - 1 run while the inter all_reduce of piece k crosses the
-  // hosts. Decided from the count and dtype alone, so equal on every rank.
-  static constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
-  static constexpr std::size_t kMaxPieces = 4;
-
   void all_reduce() {
     const auto L = static_cast<std::size_t>(l_.per_host);
-    const std::size_t K =
-        std::clamp<std::size_t>(a_.count * es_ / kPieceBytes, std::size_t{1}, kMaxPieces);
-    const std::size_t c = (a_.count + L * K - 1) / (L * K);  // each local rank's share of a piece
-    const std::size_t piece = c * L;
+    const AllReducePieces p = all_reduce_pieces(a_.count, es_, L);
+    const std::size_t K = p.pieces, c = p.share, piece = p.piece;
     const std::size_t padded = piece * K;
     const void* src = a_.in;
     void* gathered = a_.out;
@@ -240,3 +240,53 @@ std::unique_ptr<ComposedOp> compose(const HierLayout& layout, const OpArgs& args
 }
 
 }  // namespace mcr::detail
+
+namespace mcr {
+
+// The single description of what hier composes (composed_steps() and supports() read it too).
+// The sizes follow the Composer above: all_reduce per piece (share c of L on each local rank),
+// reduce_scatter and all_gather with one host's part (1/L of the total) between hosts.
+std::vector<HierStep> hier_steps(OpType op, DType dtype, std::size_t bytes, int ranks_per_host) {
+  const std::size_t es = dtype_size(dtype);
+  const auto L = static_cast<std::size_t>(std::max(ranks_per_host, 1));
+  std::vector<HierStep> out;
+  auto step = [&](bool within, OpType o, std::size_t b, std::size_t times = 1) {
+    HierStep s;
+    s.within_host = within;
+    s.op = o;
+    s.bytes = b;
+    s.times = static_cast<int>(times);
+    out.push_back(std::move(s));
+  };
+  const std::size_t count = bytes / es;
+  switch (op) {
+    case OpType::all_reduce: {  // each host reduces a share, hosts combine shares, hosts share back
+      const auto p = detail::all_reduce_pieces(count, es, L);
+      step(true, OpType::reduce_scatter, p.piece * es, p.pieces);
+      step(false, OpType::all_reduce, p.share * es, p.pieces);
+      step(true, OpType::all_gather, p.piece * es, p.pieces);
+      break;
+    }
+    case OpType::reduce_scatter:
+      step(true, OpType::reduce_scatter, bytes);
+      step(false, OpType::reduce_scatter, bytes / L);
+      break;
+    case OpType::all_gather:
+      step(false, OpType::all_gather, bytes / L);
+      step(true, OpType::all_gather, bytes);
+      break;
+    case OpType::broadcast:  // the root's host sends once per link, then each host fans out
+      step(false, OpType::broadcast, bytes);
+      step(true, OpType::broadcast, bytes);
+      break;
+    case OpType::reduce:
+      step(true, OpType::reduce, bytes);
+      step(false, OpType::reduce, bytes);
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
+}  // namespace mcr

@@ -93,5 +93,31 @@ TEST(HierCompose, StepsOfEachOp) {
     EXPECT_TRUE(composed_steps(op).empty()) << to_string(op);
 }
 
+// The step sizes `mcr tune` measures and explain() shows, from the composition itself: an
+// all_reduce of 16 MiB f32 on 2 ranks per host runs in 4 pieces of 4 MiB, each host's share of a
+// piece (2 MiB) crossing hosts; a count that does not divide is padded.
+TEST(HierCompose, StepSizes) {
+  const auto ar = hier_steps(OpType::all_reduce, DType::f32, std::size_t{16} << 20, 2);
+  ASSERT_EQ(ar.size(), 3u);
+  EXPECT_EQ(ar[0].bytes, std::size_t{4} << 20);
+  EXPECT_EQ(ar[1].bytes, std::size_t{2} << 20);
+  EXPECT_FALSE(ar[1].within_host);
+  EXPECT_EQ(ar[2].bytes, std::size_t{4} << 20);
+  for (const auto& s : ar)
+    EXPECT_EQ(s.times, 4);
+  const auto small = hier_steps(OpType::all_reduce, DType::f32, 12, 2);  // 3 floats -> 4
+  EXPECT_EQ(small[0].bytes, 16u);
+  EXPECT_EQ(small[1].bytes, 8u);
+  EXPECT_EQ(small[0].times, 1);
+  const auto rs = hier_steps(OpType::reduce_scatter, DType::f32, 4096, 4);
+  EXPECT_EQ(rs[0].bytes, 4096u);
+  EXPECT_EQ(rs[1].bytes, 1024u);
+  const auto ag = hier_steps(OpType::all_gather, DType::bf16, 4096, 2);
+  EXPECT_FALSE(ag[0].within_host);
+  EXPECT_EQ(ag[0].bytes, 2048u);
+  EXPECT_EQ(ag[1].bytes, 4096u);
+  EXPECT_TRUE(hier_steps(OpType::all_to_all, DType::f32, 4096, 2).empty());
+}
+
 }  // namespace
 }  // namespace mcr::detail

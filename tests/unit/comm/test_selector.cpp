@@ -1,4 +1,5 @@
-// Selection precedence with stand-in backends: override -> rules -> tuning table -> default order.
+// Selection precedence with stand-in backends: override -> rules -> tuning table -> presets ->
+// default order.
 #include <gtest/gtest.h>
 
 #include "backend.hpp"
@@ -121,6 +122,53 @@ TEST(Selector, TuningTableBelowRulesAboveDefault) {
       ruled.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 100).name(),
       "mpi");
   EXPECT_NE(s.config_hash(), ruled.config_hash());
+}
+
+// Presets (a composing backend's defaults for its own sub-communicators) sit below rules and the
+// tuning table and above default priority; explain names them and why.
+TEST(Selector, PresetsBelowRulesAndTableAboveDefault) {
+  Fixture f;
+  const RuleSet preset{{Rule{std::nullopt, std::nullopt, 1024, kMaxBytes, "gloo"}}};
+  auto s = f.make("");
+  s.set_presets(preset, "because it was measured");
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 1023).name(),
+            "mpi");
+  EXPECT_EQ(s.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 1024).name(),
+            "gloo");
+  const auto why =
+      s.explain(OpType::all_gather, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4096);
+  EXPECT_EQ(why.source, "preset");
+  ASSERT_EQ(why.steps.size(), 1u);
+  EXPECT_NE(why.steps[0].reason.find("because it was measured"), std::string::npos)
+      << why.steps[0].reason;
+  EXPECT_NE(why.steps[0].reason.find("1K-"), std::string::npos) << why.steps[0].reason;
+
+  // Set after a plan was built: the plan is rebuilt.
+  auto late = f.make("");
+  EXPECT_EQ(
+      late.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4096).name(),
+      "mpi");
+  late.set_presets(preset, "late");
+  EXPECT_EQ(
+      late.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4096).name(),
+      "gloo");
+
+  // A rule and a table entry still decide.
+  auto ruled = f.make("all_reduce:*=mpi");
+  ruled.set_presets(preset, "preset");
+  EXPECT_EQ(
+      ruled.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4096).name(),
+      "mpi");
+  auto table = std::make_shared<TuningTable>();
+  table->entries.push_back({OpType::all_reduce, "float", 2, {{0, kMaxBytes, "mpi"}}});
+  auto tuned = f.make("", table);
+  tuned.set_presets(preset, "preset");
+  EXPECT_EQ(
+      tuned.pick(OpType::all_reduce, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4096).name(),
+      "mpi");
+  EXPECT_EQ(
+      tuned.pick(OpType::broadcast, DType::f32, ReduceOp::sum, Device::Kind::cpu, 4096).name(),
+      "gloo");
 }
 
 TEST(Selector, OverrideErrorsNameBackendOpAndDtype) {
