@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <set>
 #include <string>
 
@@ -178,6 +181,70 @@ TEST(Hier, UnusableSaysWhy) {
 
 // Composed and flat operations interleaved, async hier handles waited last and in reverse order:
 // hier's sub-operations advance while the rank waits in flat operations (docs/design.md).
+// A burst of asynchronous composed operations with nothing blocking between them overlaps (the
+// next one's steps are issued while the last steps of the one before are in flight) and completes
+// in whatever order the handles are waited for: pipelined all_reduces, a small all_reduce, an
+// all_gather and a broadcast, waited in an order drawn from a fixed seed (printed).
+TEST(Hier, AsyncBurstOverlapsAndCompletesInAnyOrder) {
+  if (expectation() != "composes") GTEST_SKIP() << "this launch does not compose";
+  const int size = world().size();
+  const int rank = world().rank();
+  CallOptions hier;
+  hier.backend = "hier";
+  constexpr std::size_t kBig = (std::size_t{9} << 20) / sizeof(float) + 5;  // 4 pieces, padded
+  constexpr std::size_t kSmall = 4099;
+  std::vector<std::vector<float>> big(3, std::vector<float>(kBig));
+  std::vector<std::int32_t> small(kSmall);
+  std::vector<std::int64_t> gathered(static_cast<std::size_t>(size) * 33), mine(33);
+  std::vector<double> bcast(1000);
+  std::vector<Work> works;
+  for (std::size_t i = 0; i < big.size(); ++i) {
+    for (std::size_t j = 0; j < kBig; ++j)
+      big[i][j] =
+          static_cast<float>((rank + 1) * static_cast<int>(i + 1) + static_cast<int>(j % 5));
+    works.push_back(world().iall_reduce(big[i], ReduceOp::sum, hier));
+    if (i == 0) {
+      for (std::size_t j = 0; j < kSmall; ++j)
+        small[j] = static_cast<std::int32_t>(rank + static_cast<int>(j % 11));
+      works.push_back(world().iall_reduce(small, ReduceOp::sum, hier));
+    }
+    if (i == 1) {
+      for (std::size_t j = 0; j < mine.size(); ++j)
+        mine[j] = rank * 100 + static_cast<std::int64_t>(j);
+      works.push_back(world().iall_gather(mine, gathered, hier));
+      for (std::size_t j = 0; j < bcast.size(); ++j)
+        bcast[j] = rank == size - 1 ? 0.5 * static_cast<double>(j) : -1.0;
+      works.push_back(world().ibroadcast(bcast, size - 1, hier));
+    }
+  }
+  const std::uint32_t seed = 20261201;
+  std::vector<std::size_t> order(works.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed + static_cast<std::uint32_t>(rank)));
+  if (rank == 0) std::printf("AsyncBurst: waiting in an order drawn from seed %u + rank\n", seed);
+  for (std::size_t i : order)
+    works[i].wait();
+  const int ranks_sum = size * (size + 1) / 2;  // sum of (rank + 1)
+  for (std::size_t i = 0; i < big.size(); ++i) {
+    for (std::size_t j = 0; j < kBig; j += 4093) {
+      const float want =
+          static_cast<float>(ranks_sum * static_cast<int>(i + 1) + size * static_cast<int>(j % 5));
+      ASSERT_EQ(big[i][j], want) << "all_reduce " << i << " element " << j;
+    }
+    ASSERT_EQ(big[i][kBig - 1], static_cast<float>(ranks_sum * static_cast<int>(i + 1) +
+                                                   size * static_cast<int>((kBig - 1) % 5)));
+  }
+  for (std::size_t j = 0; j < kSmall; j += 101)
+    ASSERT_EQ(small[j], size * (size - 1) / 2 + size * static_cast<int>(j % 11)) << j;
+  for (int r = 0; r < size; ++r)
+    for (std::size_t j = 0; j < mine.size(); ++j)
+      ASSERT_EQ(gathered[static_cast<std::size_t>(r) * mine.size() + j],
+                r * 100 + static_cast<std::int64_t>(j));
+  for (std::size_t j = 0; j < bcast.size(); ++j)
+    ASSERT_EQ(bcast[j], 0.5 * static_cast<double>(j)) << j;
+}
+
 TEST(Hier, AsyncComposedAcrossFlatOps) {
   if (expectation() != "composes") GTEST_SKIP() << "this launch does not compose";
   const int size = world().size();

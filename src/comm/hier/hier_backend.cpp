@@ -186,8 +186,12 @@ class HierBackend final : public Backend {
     return nullptr;
   }
 
-  /// Advances the queued operations in issue order: one composed operation at a time, one step
-  /// at a time, every sub-operation asynchronous. Never blocks.
+  /// Advances the queued operations without blocking. Steps are issued in one global order, the
+  /// same on every rank: every step of composed operation k before any of k + 1, each operation's
+  /// steps in list order (a step once the steps it depends on have completed). So consecutive
+  /// operations overlap (k + 1 starts while k's last steps are in flight, as MPI's nonblocking
+  /// collectives progress side by side), and every sub-communicator still sees its operations
+  /// in the same order on every member. Completions may come in any order.
   void advance() {
     if (advancing_) return;  // a sub-operation's poll progresses every backend, this one too
     advancing_ = true;
@@ -195,17 +199,18 @@ class HierBackend final : public Backend {
       bool& flag;
       ~Reset() { flag = false; }
     } reset{advancing_};
-    while (!queue_.empty()) {
-      ComposedOp& op = *queue_.front();
+    bool earlier_issued = true;  // every step of the operations before this one is issued
+    for (std::size_t q = 0; q < queue_.size(); ++q) {
+      ComposedOp& op = *queue_[q];
       try {
-        if (!drive(op)) return;
+        if (drive(op, earlier_issued)) op.done = true;
       } catch (...) {
-        fail_all(std::current_exception());
+        fail_all(q, std::current_exception());
         return;
       }
-      op.done = true;
-      queue_.pop_front();
+      earlier_issued = earlier_issued && op.next == op.steps.size();
     }
+    std::erase_if(queue_, [](const std::shared_ptr<ComposedOp>& op) { return op->done; });
   }
 
   // Collective over the parent (form_hier_groups()).
@@ -234,7 +239,9 @@ class HierBackend final : public Backend {
     return nullptr;
   }
 
-  static bool drive(ComposedOp& op) {
+  /// Completes what finished and, when `may_issue`, issues what is ready. True when every step
+  /// of `op` has completed.
+  static bool drive(ComposedOp& op, bool may_issue) {
     const std::size_t n = op.steps.size();
     if (op.finished.size() != n) {
       op.finished.assign(n, 0);
@@ -255,7 +262,7 @@ class HierBackend final : public Backend {
           changed = true;
         }
       }
-      while (op.next < n && ready(op.next)) {
+      while (may_issue && op.next < n && ready(op.next)) {
         ComposedStep& s = op.steps[op.next];
         if (s.local) {
           s.local();
@@ -271,7 +278,9 @@ class HierBackend final : public Backend {
            std::all_of(op.finished.begin(), op.finished.end(), [](char f) { return f != 0; });
   }
 
-  void fail_all(const std::exception_ptr& e) {
+  // Operation `failed` raised: it gets that error, every other queued one the broken state (their
+  // sub-operations may be out of step with the peers').
+  void fail_all(std::size_t failed, const std::exception_ptr& e) {
     std::string what = "unknown error";
     try {
       std::rethrow_exception(e);
@@ -280,9 +289,8 @@ class HierBackend final : public Backend {
     } catch (...) {  // NOLINT(bugprone-empty-catch): keep the default text
     }
     broken_ = fmt::format("hier: an earlier composed operation failed: {}", what);
-    queue_.front()->error = e;
-    for (std::size_t i = 1; i < queue_.size(); ++i)
-      queue_[i]->error = std::make_exception_ptr(Error(broken_));
+    for (std::size_t i = 0; i < queue_.size(); ++i)
+      queue_[i]->error = i == failed ? e : std::make_exception_ptr(Error(broken_));
     queue_.clear();
   }
 
