@@ -2,7 +2,7 @@
 # hier with consecutive composed operations overlapping (new) against one at a time (old, the
 # commit before), 2 x 2 at 1 Gbit, MCR_HIER=intra=mpi,inter=gloo: the example traces replayed.
 set -euo pipefail
-cd /work/main
+cd "$(dirname "$0")/../../.."
 out=data/cluster/2x2-1gbit-hier-overlap
 export MCR_CLUSTER=ov1
 c=scripts/cluster

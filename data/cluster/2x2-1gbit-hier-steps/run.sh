@@ -2,7 +2,7 @@
 # hier's per-step selection on 2 x 2 at 1 Gbit: tune (world + hier's step groups), then 16 MiB
 # all_reduce, mpi/gloo/hier interleaved with auto (--compare-auto), under four settings, twice.
 set -euo pipefail
-cd /work/main
+cd "$(dirname "$0")/../../.."
 out=data/cluster/2x2-1gbit-hier-steps
 export MCR_CLUSTER=hs1
 c=scripts/cluster
