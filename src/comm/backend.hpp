@@ -70,8 +70,19 @@ class PendingOp {
   virtual ~PendingOp() = default;
   /// Non-blocking completion check; true once outputs are final. Throws BackendError on failure.
   virtual bool test() = 0;
+  /// test() for a look in passing (the runtime tidying up its list of operations): it must not
+  /// start work that only a waiter needs, such as a thread that waits for the library.
+  virtual bool peek() { return test(); }
   /// Called once when the operation timed out: release what can be released without blocking.
   virtual void abandon() noexcept {}
+  /// Sleeps in the calling thread until the operation has completed or failed, or about `limit`
+  /// has passed, where the library progresses on its own and can wake a sleeping waiter; returns
+  /// false at once where it cannot (the caller then polls test()). After true, test() tells how
+  /// it ended. The runtime calls it only while no backend needs this thread's host progress.
+  virtual bool block(std::chrono::milliseconds limit) {
+    (void)limit;
+    return false;
+  }
   /// Makes `stream` wait for this operation on the device without blocking the host. Returns false
   /// when the backend has no device-side completion (then the caller waits on the host).
   virtual bool stream_wait(void* stream) {

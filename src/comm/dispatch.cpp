@@ -79,7 +79,8 @@ void CommState::reap() noexcept {
   for (auto& w : outstanding) {
     if (w->done || w->failed) continue;
     try {
-      if (!w->poll()) break;
+      // Handles still held will be waited on; the orphaned ones nobody else observes.
+      if (!w->poll(/*passive=*/!w->orphaned)) break;
     } catch (...) {  // NOLINT(bugprone-empty-catch): poll() stored the error in w
     }
   }

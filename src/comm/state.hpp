@@ -53,7 +53,8 @@ class WorkState {
   Clock::time_point issued_at{};  // async ops: Work::test() times out `timeout` after this
 
   /// One non-blocking completion check; records completion (and notifies the observer).
-  bool poll();
+  /// `passive`: a look in passing (PendingOp::peek), not a wait.
+  bool poll(bool passive = false);
   /// Polls until done, progressing every backend; raises TimeoutError after `timeout`.
   void wait_for(std::chrono::milliseconds timeout);
   /// Gives up on the operation after `limit`: abandons it, aborts the communicator and raises

@@ -10,12 +10,12 @@
 
 namespace mcr::detail {
 
-bool WorkState::poll() {
+bool WorkState::poll(bool passive) {
   if (done) return true;
   if (failed) std::rethrow_exception(error);
   bool finished = false;
   try {
-    finished = pending->test();
+    finished = passive ? pending->peek() : pending->test();
   } catch (const TimeoutError& e) {
     // A backend that enforces the timeout itself (Gloo) reports it here: abort as for our own, and
     // name this rank and the peers that are behind as our own timeouts do.
@@ -52,9 +52,15 @@ bool WorkState::poll() {
 }
 
 void WorkState::wait_for(std::chrono::milliseconds limit) {
-  if (poll()) return;
+  if (done) return;
+  if (failed) std::rethrow_exception(error);
   const auto began = Clock::now();
   const auto deadline = began + limit;
+  // Where no backend needs this thread's progress, a library that progresses on its own may put
+  // the caller to sleep until it is done, as its own blocking call would: polling would take the
+  // core from the library's threads that do the work (docs/gloo-backend.md).
+  if (pending && !engine().host_progress_pending() && pending->block(limit) && poll()) return;
+  if (poll()) return;
   // Spin briefly for latency, then yield, then sleep: ranks oversubscribing cores must not starve
   // the peer they are waiting for.
   for (std::uint64_t spins = 1;; ++spins) {

@@ -307,6 +307,79 @@ TEST_P(GlooRanks, StridedSubgroupRunsItsOwnCollectives) {
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 
+// PendingOp::block(), the sleeping wait the runtime uses where nothing needs its polling: the
+// caller's own gloo wait (not polled before), the pool's (polled first), a limit shorter than the
+// operation's timeout, a collective taken back from the worker, and one the worker runs while the
+// caller sleeps (waited before an earlier one).
+OpArgs sum_of_ranks(std::vector<float>& data, std::uint64_t sequence) {
+  OpArgs a;
+  a.op = OpType::all_reduce;
+  a.dtype = DType::f32;
+  a.reduce = ReduceOp::sum;
+  a.count = data.size();
+  a.in = a.out = data.data();
+  a.in_place = true;
+  a.op_name = "all_reduce";
+  a.sequence = sequence;
+  a.timeout = 20s;
+  a.async = true;
+  a.may_block = false;
+  return a;
+}
+
+void block_until_done(detail::PendingOp& op, std::chrono::milliseconds limit, const char* what) {
+  if (!op.block(limit)) throw std::runtime_error(std::string(what) + ": block() declined");
+  if (!op.test()) throw std::runtime_error(std::string(what) + ": not done after block()");
+}
+
+TEST_P(GlooRanks, BlockWaitsWhetherPolledFirstOrNot) {
+  auto failures = run_ranks(GetParam(), [](int rank, Backend& b, Bootstrap&) {
+    const int n = b.size();
+    const int right = (rank + 1) % n;
+    const int left = (rank + n - 1) % n;
+    // (One rank sends to itself through the mailbox, which cannot sleep: the runtime polls it.)
+    for (int round = 0; round < 3 && n > 1; ++round) {
+      const std::size_t count = round == 0 ? 1 : 4096;
+      std::vector<std::int32_t> got(count, -1);
+      auto mine = message(rank, right, 9, count);
+      auto recv = b.start(p2p_args(OpType::recv, got.data(), count, left, 9, false));
+      auto send = b.start(p2p_args(OpType::send, mine.data(), count, right, 9, false));
+      if (round == 1) (void)recv->test();  // handed to the pool before the caller waits
+      // Round 2: a limit below the operation's 20 s, which must not become gloo's own timeout.
+      const auto limit =
+          round == 2 ? std::chrono::milliseconds(15s) : std::chrono::milliseconds(20s);
+      block_until_done(*recv, limit, "recv");
+      block_until_done(*send, limit, "send");
+      if (got != message(left, rank, 9, count)) throw std::runtime_error("payload wrong");
+    }
+    // Three collectives queued on the worker; the last is waited for first (the worker runs the
+    // first two while the caller sleeps), then the others.
+    std::vector<std::vector<float>> data(3, std::vector<float>(1000));
+    std::vector<std::unique_ptr<detail::PendingOp>> ops;
+    for (std::size_t k = 0; k < data.size(); ++k) {
+      std::fill(data[k].begin(), data[k].end(), static_cast<float>((rank + 1) * (k + 1)));
+      ops.push_back(b.start(sum_of_ranks(data[k], 100 + k)));
+    }
+    for (auto k : {2, 0, 1}) {
+      if (ops[k]) block_until_done(*ops[k], 20s, "all_reduce");
+    }
+    // One alone: next in line, so the caller runs it itself.
+    std::vector<float> alone(8, 1.0f);
+    auto last = b.start(sum_of_ranks(alone, 200));
+    if (last) block_until_done(*last, 20s, "all_reduce alone");
+    const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+    for (std::size_t k = 0; k < data.size(); ++k) {
+      const float want = ranks_sum * static_cast<float>(k + 1);
+      if (std::any_of(data[k].begin(), data[k].end(), [&](float v) { return v != want; }))
+        throw std::runtime_error("all_reduce result wrong");
+    }
+    if (std::any_of(alone.begin(), alone.end(),
+                    [&](float v) { return v != static_cast<float>(n); }))
+      throw std::runtime_error("lone all_reduce result wrong");
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, GlooRanks, ::testing::Values(1, 2, 3, 4),
                          [](const auto& param_info) {
                            return std::to_string(param_info.param) + "ranks";
@@ -440,21 +513,16 @@ TEST(GlooHostname, LoopbackWhenAllRanksAreLocalElseOverridable) {
   ::unsetenv("MCR_GLOO_HOSTNAME");
 }
 
-TEST(GlooInline, OnlyWithTwoHardwareThreadsPerLocalRankUnlessOverridden) {
-  detail::LaunchInfo launch;
-  launch.local_size = 2;
+TEST(GlooInline, OnByDefaultOffOnlyWhenAsked) {
   ::unsetenv("MCR_GLOO_INLINE");
-  EXPECT_TRUE(detail::gloo_runs_inline(launch, 16));
-  EXPECT_TRUE(detail::gloo_runs_inline(launch, 4));
-  EXPECT_FALSE(detail::gloo_runs_inline(launch, 2));  // 2 ranks on 2 cores: the worker
-  EXPECT_TRUE(detail::gloo_runs_inline(launch, 0));   // unknown core count: the plain call
+  EXPECT_TRUE(detail::gloo_runs_inline());
   ::setenv("MCR_GLOO_INLINE", "1", 1);
-  EXPECT_TRUE(detail::gloo_runs_inline(launch, 2));
+  EXPECT_TRUE(detail::gloo_runs_inline());
   ::setenv("MCR_GLOO_INLINE", "0", 1);
-  EXPECT_FALSE(detail::gloo_runs_inline(launch, 16));
+  EXPECT_FALSE(detail::gloo_runs_inline());
   ::setenv("MCR_GLOO_INLINE", "yes", 1);
   try {
-    detail::gloo_runs_inline(launch, 16);
+    detail::gloo_runs_inline();
     ADD_FAILURE() << "MCR_GLOO_INLINE=yes was accepted";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("MCR_GLOO_INLINE='yes': must be 1"), std::string::npos)

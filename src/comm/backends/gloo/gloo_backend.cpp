@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <system_error>
-#include <thread>
 
 #include <fmt/format.h>
 #include <gloo/barrier.h>
@@ -43,11 +44,24 @@ struct CollectiveState {
   std::atomic<int> status{kPending};
   std::atomic<bool> abandoned{false};
   std::exception_ptr error;  // written before status becomes kFailed
+  std::mutex mu;             // with `ended`: wakes a caller sleeping in block()
+  std::condition_variable ended;
+
+  void finish(int how) {
+    status.store(how, std::memory_order_release);
+    { std::lock_guard lock(mu); }  // a block() between its check and its sleep sees the status
+    ended.notify_all();
+  }
 };
 
 class GlooCollectiveOp final : public PendingOp {
  public:
-  explicit GlooCollectiveOp(std::shared_ptr<CollectiveState> state) : state_(std::move(state)) {}
+  GlooCollectiveOp(std::shared_ptr<CollectiveState> state, std::weak_ptr<GlooWorker> worker,
+                   bool run_inline, std::chrono::milliseconds timeout)
+      : state_(std::move(state)),
+        worker_(std::move(worker)),
+        run_inline_(run_inline),
+        timeout_(timeout) {}
   bool test() override {
     switch (state_->status.load(std::memory_order_acquire)) {
       case kDone:
@@ -62,8 +76,27 @@ class GlooCollectiveOp final : public PendingOp {
   // still queued is skipped, so it never touches the caller's buffers.
   void abandon() noexcept override { state_->abandoned.store(true); }
 
+  // The caller waits as for a blocking call: it runs the collective itself when it is next in
+  // line (where blocking collectives run inline, and unless the wait is shorter than the
+  // collective's own timeout, which gloo enforces), else sleeps until the worker has run it.
+  bool block(std::chrono::milliseconds limit) override {
+    auto& s = *state_;
+    if (s.status.load(std::memory_order_acquire) != kPending) return true;
+    if (!run_inline_) return false;  // MCR_GLOO_INLINE=0: wait in the runtime's loop
+    if (limit >= timeout_) {
+      if (auto worker = worker_.lock(); worker && worker->run_if_next(state_.get())) return true;
+    }
+    std::unique_lock lock(s.mu);
+    s.ended.wait_for(lock, limit,
+                     [&] { return s.status.load(std::memory_order_acquire) != kPending; });
+    return true;
+  }
+
  private:
   std::shared_ptr<CollectiveState> state_;
+  std::weak_ptr<GlooWorker> worker_;
+  bool run_inline_;
+  std::chrono::milliseconds timeout_;
 };
 
 // A gloo context of `size` ranks in which this process is `rank`, connected through the store
@@ -149,18 +182,17 @@ std::string gloo_hostname(const LaunchInfo& launch) {
   return name;
 }
 
-bool gloo_runs_inline(const LaunchInfo& launch, unsigned hardware_threads) {
-  if (const char* env = std::getenv("MCR_GLOO_INLINE"); env != nullptr && *env != '\0') {
-    const std::string v = env;
-    if (v == "1") return true;
-    if (v == "0") return false;
-    throw InvalidArgument(
-        fmt::format("MCR_GLOO_INLINE='{}': must be 1 (blocking collectives on the "
-                    "caller's thread) or 0 (on the backend's worker thread)",
-                    v));
-  }
-  if (hardware_threads == 0) return true;  // unknown: the plain call
-  return 2 * static_cast<unsigned>(std::max(launch.local_size, 1)) <= hardware_threads;
+bool gloo_runs_inline() {
+  const char* env = std::getenv("MCR_GLOO_INLINE");
+  if (env == nullptr || *env == '\0') return true;
+  const std::string v = env;
+  if (v == "1") return true;
+  if (v == "0") return false;
+  throw InvalidArgument(
+      fmt::format("MCR_GLOO_INLINE='{}': must be 1 (the caller runs and waits for its collectives "
+                  "as gloo's own calls do; the default) or 0 (the backend's worker runs them and "
+                  "the caller polls)",
+                  v));
 }
 
 std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
@@ -170,7 +202,7 @@ std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
   shared->store = &bootstrap.store();
   shared->timeout = bootstrap.timeout().count() > 0 ? bootstrap.timeout() : kFallbackTimeout;
   shared->hostname = gloo_hostname(bootstrap.launch());
-  shared->run_inline = gloo_runs_inline(bootstrap.launch(), std::thread::hardware_concurrency());
+  shared->run_inline = gloo_runs_inline();
   gloo::transport::tcp::attr attr;
   attr.hostname = shared->hostname;
   const GlooCallSite site{"create_device", 0, bootstrap.rank()};
@@ -232,26 +264,30 @@ std::unique_ptr<PendingOp> GlooBackend::start(const OpArgs& args) {
 
   auto collective = make_gloo_collective(args, size(), next_tag_++, timeout);
   if (moves_nothing(collective, size())) return nullptr;
-  if (args.may_block && shared_->run_inline && worker_.idle()) {
+  if (args.may_block && shared_->run_inline && worker_->idle()) {
     run_gloo_collective(context_, collective);
     return nullptr;
   }
   auto state = std::make_shared<CollectiveState>();
-  worker_.submit([context = context_, c = std::move(collective), state](bool cancelled) {
-    try {
-      if (cancelled || state->abandoned.load()) {
-        throw BackendError(fmt::format("gloo: {} #{} was {} before it ran", c.args.op_name,
-                                       c.args.sequence,
-                                       cancelled ? "cancelled (backend shut down)" : "abandoned"));
-      }
-      run_gloo_collective(context, c);
-      state->status.store(kDone, std::memory_order_release);
-    } catch (...) {
-      state->error = std::current_exception();
-      state->status.store(kFailed, std::memory_order_release);
-    }
-  });
-  return std::make_unique<GlooCollectiveOp>(std::move(state));
+  const void* key = state.get();
+  worker_->submit(
+      [context = context_, c = std::move(collective), state](bool cancelled) {
+        try {
+          if (cancelled || state->abandoned.load()) {
+            throw BackendError(
+                fmt::format("gloo: {} #{} was {} before it ran", c.args.op_name, c.args.sequence,
+                            cancelled ? "cancelled (backend shut down)" : "abandoned"));
+          }
+          run_gloo_collective(context, c);
+          state->finish(kDone);
+        } catch (...) {
+          state->error = std::current_exception();
+          state->finish(kFailed);
+        }
+      },
+      key);
+  return std::make_unique<GlooCollectiveOp>(std::move(state), worker_, shared_->run_inline,
+                                            timeout);
 }
 
 std::unique_ptr<Backend> GlooBackend::split(const std::vector<int>& members,

@@ -30,18 +30,17 @@ struct GlooShared {
   std::shared_ptr<gloo::transport::Device> device;
   std::string hostname;               ///< the address peers connect to
   std::chrono::milliseconds timeout;  ///< rendezvous and default per-operation timeout
-  /// Blocking collectives run on the caller's thread (else on the worker, the caller waiting in
-  /// the runtime's wait loop). See gloo_runs_inline().
+  /// The caller runs its blocking collectives itself and sleeps while it waits for gloo, as
+  /// gloo's own calls do (else the worker runs every collective and the caller polls). See
+  /// gloo_runs_inline().
   bool run_inline = true;
 };
 
-/// Whether a blocking collective runs on the caller's thread: MCR_GLOO_INLINE=1/0 when set, else
-/// only when this host has at least two hardware threads per local rank. On an oversubscribed
-/// host, a caller blocked inside Gloo's condition-variable waits is woken a scheduler tick late
-/// (milliseconds) whenever another process holds its core; waiting in the runtime's loop, whose
-/// short sleeps give the scheduler a chance to run Gloo's threads, is 10x faster there (docs/
-/// performance.md, section 2.6). Throws InvalidArgument naming MCR_GLOO_INLINE for other values.
-bool gloo_runs_inline(const LaunchInfo& launch, unsigned hardware_threads);
+/// MCR_GLOO_INLINE=0 turns run_inline off; unset or 1 leaves it on. Polling wins only now and
+/// then, on a host whose cores other processes keep busy, and costs a core per waiting rank
+/// (docs/performance.md, "Gloo through mcr"). Throws InvalidArgument naming MCR_GLOO_INLINE for
+/// other values.
+bool gloo_runs_inline();
 
 /// The hostname gloo's device binds and advertises: MCR_GLOO_HOSTNAME when set; else the IPv4
 /// address of interface MCR_GLOO_IFACE when set; else 127.0.0.1 when every rank runs on this host
@@ -80,8 +79,8 @@ class GlooBackend final : public Backend {
   std::shared_ptr<GlooSelfMailbox> self_ = std::make_shared<GlooSelfMailbox>();
   std::uint32_t next_tag_ = 0;  // consecutive per collective: equal on every rank
   // Declared last: destroyed first, so no thread touches the members above after they are gone.
-  GlooWaiterPool waiters_;
-  GlooWorker worker_;
+  std::shared_ptr<GlooWaiterPool> waiters_ = std::make_shared<GlooWaiterPool>();
+  std::shared_ptr<GlooWorker> worker_ = std::make_shared<GlooWorker>();
 };
 
 }  // namespace mcr::detail

@@ -39,6 +39,14 @@ struct GlooP2PState {
   GlooCallSite site;
   std::atomic<int> status{kPending};
   std::exception_ptr error;  // written before status becomes kFailed
+  // Gloo's wait is made once, by whoever claims it: the caller of block() (the operation's own
+  // waiter, as in a plain gloo program) or a thread of the pool (when the caller polls instead).
+  std::atomic<bool> claimed{false};
+  std::atomic<bool> queued{false};  // handed to the pool once, on the first test()
+  std::mutex mu;                    // with `ended`: wakes a block() that found the wait claimed
+  std::condition_variable ended;
+
+  bool claim() noexcept { return !claimed.exchange(true, std::memory_order_acq_rel); }
 
   void wait() noexcept {
     try {
@@ -53,6 +61,8 @@ struct GlooP2PState {
       error = std::current_exception();
       status.store(kFailed, std::memory_order_release);
     }
+    { std::lock_guard lock(mu); }  // a block() between its check and its sleep sees the status
+    ended.notify_all();
   }
 
   void abort() noexcept {
@@ -68,7 +78,8 @@ namespace {
 
 class GlooP2POp final : public PendingOp {
  public:
-  explicit GlooP2POp(std::shared_ptr<GlooP2PState> state) : state_(std::move(state)) {}
+  GlooP2POp(std::shared_ptr<GlooP2PState> state, std::weak_ptr<GlooWaiterPool> pool)
+      : state_(std::move(state)), pool_(std::move(pool)) {}
   ~GlooP2POp() override {
     if (state_->status.load(std::memory_order_acquire) == kPending) state_->abort();
   }
@@ -76,6 +87,7 @@ class GlooP2POp final : public PendingOp {
   bool test() override {
     switch (state_->status.load(std::memory_order_acquire)) {
       case kPending:
+        hand_to_pool();
         return false;
       case kDone:
         return true;
@@ -86,10 +98,42 @@ class GlooP2POp final : public PendingOp {
                                        state_->site.op, state_->site.sequence));
     }
   }
+  // The status as it stands: no pool thread is started for a look in passing.
+  bool peek() override {
+    if (state_->status.load(std::memory_order_acquire) == kPending) return false;
+    return test();
+  }
+
   void abandon() noexcept override { state_->abort(); }
 
+  // Gloo's own wait in this thread, one wake-up from its I/O thread away, as a plain gloo program
+  // waits. Only a wait of at least the operation's timeout does so: gloo treats a wait that runs
+  // out as a failure of the whole context.
+  bool block(std::chrono::milliseconds limit) override {
+    auto& s = *state_;
+    if (s.status.load(std::memory_order_acquire) != kPending) return true;
+    if (limit >= s.timeout && s.claim()) {
+      s.wait();
+      return true;
+    }
+    // A pool thread has the wait (the caller polled first) or is given it: sleep until it reports.
+    hand_to_pool();
+    std::unique_lock lock(s.mu);
+    s.ended.wait_for(lock, limit,
+                     [&] { return s.status.load(std::memory_order_acquire) != kPending; });
+    return true;
+  }
+
  private:
+  // Gloo has no non-blocking test: from the first poll on, a pool thread waits for the operation.
+  // (The pool is gone only once the backend is: then nothing is left to observe it.)
+  void hand_to_pool() {
+    if (state_->queued.exchange(true, std::memory_order_acq_rel)) return;
+    if (auto pool = pool_.lock()) pool->wait_for(state_);
+  }
+
   std::shared_ptr<GlooP2PState> state_;
+  std::weak_ptr<GlooWaiterPool> pool_;
 };
 
 }  // namespace
@@ -128,7 +172,7 @@ void GlooWaiterPool::loop() {
     auto op = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    op->wait();
+    if (op->claim()) op->wait();  // else its caller waits in block()
     lock.lock();
     active_.erase(op);
   }
@@ -226,7 +270,8 @@ void GlooSelfMailbox::cancel(const std::shared_ptr<State>& state) {
 
 // ---- entry point -------------------------------------------------------------------------------
 
-std::unique_ptr<PendingOp> start_gloo_p2p(gloo::Context& ctx, GlooWaiterPool& pool,
+std::unique_ptr<PendingOp> start_gloo_p2p(gloo::Context& ctx,
+                                          const std::shared_ptr<GlooWaiterPool>& pool,
                                           GlooSelfMailbox& self, const GlooP2P& p, bool may_block) {
   if (p.tag < 0) {
     throw InvalidArgument(fmt::format("gloo: {} tag {} is negative", p.site.op, p.tag));
@@ -247,6 +292,7 @@ std::unique_ptr<PendingOp> start_gloo_p2p(gloo::Context& ctx, GlooWaiterPool& po
     MCR_GLOO_CHECK(p.site, state->buffer->recv(p.peer, p2p_slot(p.tag), 0, p.bytes));
   }
   if (may_block) {
+    state->claim();
     state->wait();
     if (state->status.load() == kFailed) std::rethrow_exception(state->error);
     if (state->status.load() != kDone) {
@@ -255,8 +301,7 @@ std::unique_ptr<PendingOp> start_gloo_p2p(gloo::Context& ctx, GlooWaiterPool& po
     }
     return nullptr;
   }
-  pool.wait_for(state);
-  return std::make_unique<GlooP2POp>(std::move(state));
+  return std::make_unique<GlooP2POp>(std::move(state), pool);
 }
 
 }  // namespace mcr::detail

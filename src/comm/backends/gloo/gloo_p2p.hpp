@@ -1,9 +1,10 @@
 // Point-to-point over gloo unbound buffers. Sends and receives are posted at once in the caller's
 // thread, never queued behind collectives, so a rank may post irecv then isend in a ring. Gloo
 // can only observe completion by blocking (a zero-timeout wait would count as a timeout and close
-// every connection of the context), so each pending operation is waited for by a thread of a
-// small pool that grows to the number of operations in flight: no operation ever waits behind
-// another one.
+// every connection of the context). A caller that waits for the operation makes gloo's wait
+// itself, as a plain gloo program does; once the operation is polled instead (test()), a thread
+// of a small pool that grows to the number of operations in flight waits for it, so no operation
+// ever waits behind another one.
 #pragma once
 
 #include <chrono>
@@ -79,8 +80,10 @@ class GlooSelfMailbox : public std::enable_shared_from_this<GlooSelfMailbox> {
   std::deque<Entry> recvs_;
 };
 
-/// Posts `p` on `ctx`. With `may_block`, waits for completion in this thread and returns nullptr.
-std::unique_ptr<PendingOp> start_gloo_p2p(gloo::Context& ctx, GlooWaiterPool& pool,
+/// Posts `p` on `ctx`. With `may_block`, waits for completion in this thread and returns nullptr;
+/// else the operation is waited for by its caller's block(), or by `pool` once it is polled.
+std::unique_ptr<PendingOp> start_gloo_p2p(gloo::Context& ctx,
+                                          const std::shared_ptr<GlooWaiterPool>& pool,
                                           GlooSelfMailbox& self, const GlooP2P& p, bool may_block);
 
 }  // namespace mcr::detail

@@ -22,17 +22,25 @@ class GlooWorker {
   GlooWorker(const GlooWorker&) = delete;
   GlooWorker& operator=(const GlooWorker&) = delete;
 
-  void submit(Task task);
+  /// Queues `task`; `key` names it for run_if_next().
+  void submit(Task task, const void* key = nullptr);
   /// Nothing queued and nothing running: the caller may run a collective itself without
   /// overtaking an earlier one.
   bool idle() const;
+  /// Runs the task submitted with `key` in the calling thread, if it is the next to run and
+  /// nothing runs now (so that no collective overtakes another); returns whether it ran.
+  bool run_if_next(const void* key);
 
  private:
+  struct Item {
+    Task task;
+    const void* key = nullptr;
+  };
   void loop();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Task> queue_;
+  std::deque<Item> queue_;
   bool running_ = false;
   bool stop_ = false;
   std::thread thread_;
