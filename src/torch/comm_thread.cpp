@@ -81,12 +81,25 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
   }
   InFlight f{std::move(work),           std::move(op.issue), std::move(op.complete),
              Clock::now() + op.timeout, op.timeout,          op.caller_waits};
+  if (alone && f.caller_waits) {
+    // A caller that waits anyway waits here, as Work::wait does: polling with every backend
+    // progressed where one needs this thread, else asleep in the library's own wait (Gloo), which
+    // leaves the cores to the peers and the library's threads. It raises at the op's timeout.
+    std::exception_ptr error;
+    try {
+      f.work.wait();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    own.unlock();
+    completed_by_caller_.fetch_add(1, std::memory_order_relaxed);
+    f.complete(error);  // f.issue, which owns the buffers, outlives the copy-back
+    return;
+  }
   if (alone) {
-    // A caller that waits anyway polls until the end (poll_one raises at the operation's timeout),
-    // backing off as Work::wait does: yield for a few milliseconds, then short sleeps, so that it
-    // leaves the cores to its peers and the libraries' threads.
-    const auto began = Clock::now();
-    const auto until = began + (f.caller_waits ? f.timeout + std::chrono::seconds(2) : kCallerPoll);
+    // Otherwise poll briefly, yielding the core: a small collective whose peers are in step
+    // completes within a few microseconds.
+    const auto until = Clock::now() + kCallerPoll;
     std::exception_ptr error;
     for (;;) {
       if (poll_one(f, error)) {
@@ -95,13 +108,8 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
         f.complete(error);  // f.issue, which owns the buffers, outlives the copy-back
         return;
       }
-      const auto now = Clock::now();
-      if (now >= until) break;
-      if (now - began < std::chrono::milliseconds(5)) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
+      if (Clock::now() >= until) break;
+      std::this_thread::yield();
     }
   }
   in_flight_.push_back(std::move(f));

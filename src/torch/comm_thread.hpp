@@ -47,9 +47,9 @@ struct PostedOp {
   /// Work::test enforces it; the thread keeps a backstop a second later.
   std::chrono::milliseconds timeout{0};
   /// The posting thread waits for the operation right after posting it (a synchronous
-  /// torch.distributed call): when it issues the operation itself (the shortcut), it polls until
-  /// the operation completes instead of handing it over after a short while, which saves two
-  /// thread wake-ups per call.
+  /// torch.distributed call): when it issues the operation itself (the shortcut), it waits for
+  /// the operation (mcr::Work::wait) instead of handing it over after a short while, which saves
+  /// two thread wake-ups per call.
   bool caller_waits = false;
 };
 
