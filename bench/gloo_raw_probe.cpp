@@ -6,11 +6,22 @@
 // the whole process, all threads, mean across ranks: it does not depend on how busy the machine
 // is), and the median of the paired ratios mcr / raw.
 //
-//   mpirun -np 2 bench_gloo_raw [--reps R] [--min-bytes B] [--max-bytes B] [--block-ms MS]
-//   [--async]
+//   mpirun -np 2 bench_gloo_raw [--op all_reduce|send_recv] [--reps R] [--min-bytes B]
+//   [--max-bytes B] [--block-ms MS] [--async] [--count N]
 //
 // --async times mcr's iall_reduce + wait (the worker thread and the wait loop) instead of the
 // blocking call, which runs on the caller's thread.
+//
+// --op send_recv times the exchange `mcr bench --op send_recv` times: every rank receives from
+// its left neighbour and sends to its right one, both posted before either is waited for. Raw
+// Gloo posts the two unbound buffers and waits for each in the caller's thread; mcr posts irecv
+// and isend on the "gloo" backend and waits for both Works.
+//
+// --count N counts instructions instead of timing (run under callgrind, every thread of the
+// process counted, scripts/gloo-instructions): per size, N raw calls and then N mcr calls, each
+// phase dumped to a file of its own (.1 raw at the first size, .2 mcr at it, .3 raw at the next
+// ...). What gloo does is the same on both sides, so the difference per call is mcr's own work:
+// its dispatch and the hand-offs between threads, polling included.
 //
 // The raw context meets through a gloo FileStore in a directory rank 0 creates and announces
 // through mcr; the namespaces of scripts/cluster share the file system, so it works there too.
@@ -33,9 +44,17 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
 
 #include "mcr/bench.hpp"
 #include "mcr/comm.hpp"
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_ZERO_STATS
+#define CALLGRIND_DUMP_STATS_AT(name) (void)(name)
+#endif
 
 namespace {
 
@@ -86,6 +105,8 @@ int main(int argc, char** argv) {
   std::size_t min_bytes = 4, max_bytes = std::size_t{64} << 20;
   double block_s = 0.02;
   bool async = false;
+  std::string op = "all_reduce";
+  int count_calls = 0;  // --count: instructions, not time
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--async") {
@@ -97,7 +118,11 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "bench_gloo_raw: {} needs a value\n", a);
       return 2;
     }
-    if (a == "--reps")
+    if (a == "--op")
+      op = argv[i + 1];
+    else if (a == "--count")
+      count_calls = std::atoi(argv[i + 1]);
+    else if (a == "--reps")
       reps = std::atoi(argv[i + 1]);
     else if (a == "--min-bytes")
       min_bytes = std::strtoull(argv[i + 1], nullptr, 10);
@@ -110,10 +135,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (reps < 1 || min_bytes < 4 || max_bytes < min_bytes || !(block_s > 0)) {
+  if (reps < 1 || count_calls < 0 || min_bytes < 4 || max_bytes < min_bytes || !(block_s > 0) ||
+      (op != "all_reduce" && op != "send_recv")) {
     fmt::print(stderr,
-               "bench_gloo_raw: need --reps >= 1, 4 <= --min-bytes <= --max-bytes, "
-               "--block-ms > 0\n");
+               "bench_gloo_raw: need --op all_reduce or send_recv, --reps >= 1, "
+               "4 <= --min-bytes <= --max-bytes, --block-ms > 0\n");
     return 2;
   }
   mcr::Communicator comm = mcr::init();
@@ -136,6 +162,14 @@ int main(int argc, char** argv) {
   }
   comm.barrier();
   if (comm.rank() == 0) std::filesystem::remove_all(dir);
+  const bool p2p = op == "send_recv";
+  if (p2p && comm.size() < 2) {
+    fmt::print(stderr, "bench_gloo_raw: --op send_recv needs at least 2 ranks\n");
+    mcr::finalize();
+    return 2;
+  }
+  const int left = (comm.rank() + comm.size() - 1) % comm.size();
+  const int right = (comm.rank() + 1) % comm.size();
 
   auto raw_barrier = [&] {
     gloo::BarrierOptions o(raw);
@@ -152,9 +186,11 @@ int main(int argc, char** argv) {
 
   if (comm.rank() == 0) {
     fmt::print(
-        "# raw Gloo vs mcr 'gloo' backend ({}), {} ranks, all_reduce sum f32, {} alternating "
-        "blocks of ~{:.0f} ms per size\n",
-        async ? "iall_reduce + wait" : "all_reduce", comm.size(), reps, block_s * 1e3);
+        "# raw Gloo vs mcr 'gloo' backend ({}), {} ranks, f32, {} alternating blocks of ~{:.0f} "
+        "ms per size\n",
+        p2p ? "irecv from left + isend to right, wait both"
+            : (async ? "iall_reduce + wait, sum" : "all_reduce, sum"),
+        comm.size(), reps, block_s * 1e3);
     fmt::print("{:>10} {:>7} {:>12} {:>12} {:>7} {:>13} {:>13} {:>8}\n", "bytes", "iters", "raw us",
                "mcr us", "ratio", "raw cpu us", "mcr cpu us", "wrong");
   }
@@ -162,7 +198,23 @@ int main(int argc, char** argv) {
   for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<float> in(count, 1.0f), out(count, 0.0f);
+    if (p2p) std::fill(in.begin(), in.end(), static_cast<float>(comm.rank() + 1));
+    // The slot of the exchange, as mcr's p2p messages of tag 0 use a slot of their own.
+    constexpr std::uint64_t kRawSlot = 7;
+    auto raw_exchange = [&] {
+      // A fresh pair of buffers per call, as torch's ProcessGroupGloo and mcr create them.
+      auto recv = raw->createUnboundBuffer(out.data(), bytes);
+      auto send = raw->createUnboundBuffer(in.data(), bytes);
+      recv->recv(left, kRawSlot);
+      send->send(right, kRawSlot);
+      recv->waitRecv();
+      send->waitSend();
+    };
     auto raw_call = [&] {
+      if (p2p) {
+        raw_exchange();
+        return;
+      }
       gloo::AllreduceOptions o(raw);
       o.setInput(in.data(), count);
       o.setOutput(out.data(), count);
@@ -171,6 +223,13 @@ int main(int argc, char** argv) {
       gloo::allreduce(o);
     };
     auto mcr_call = [&] {
+      if (p2p) {
+        mcr::Work r = comm.irecv(out, left, on_gloo);
+        mcr::Work w = comm.isend(in, right, on_gloo);
+        r.wait();
+        w.wait();
+        return;
+      }
       if (async) {
         comm.iall_reduce(in, out, mcr::ReduceOp::sum, on_gloo).wait();
       } else {
@@ -180,6 +239,18 @@ int main(int argc, char** argv) {
     // Warm both up, then size the blocks from raw Gloo's pace (max across ranks).
     time_block(3, raw_call);
     time_block(3, mcr_call);
+    if (count_calls > 0) {
+      raw_barrier();
+      CALLGRIND_ZERO_STATS;
+      time_block(count_calls, raw_call);
+      CALLGRIND_DUMP_STATS_AT("raw");
+      raw_barrier();
+      CALLGRIND_ZERO_STATS;
+      time_block(count_calls, mcr_call);
+      CALLGRIND_DUMP_STATS_AT("mcr");
+      if (comm.rank() == 0) fmt::print("{:>10} counted {} calls each\n", bytes, count_calls);
+      continue;
+    }
     std::vector<double> pace{time_block(5, raw_call).wall};
     reduce_max(pace);
     const int iters = std::clamp(static_cast<int>(block_s / std::max(pace[0], 1e-7)), 2, 20000);
@@ -212,10 +283,12 @@ int main(int argc, char** argv) {
       mcr_c.push_back(cpus[s + 1]);
       ratios.push_back(walls[s + 1] / std::max(walls[s], 1e-12));
     }
-    // Both sides computed the same sum: every element must be the rank count.
+    // Both sides computed the same sum: every element must be the rank count (send_recv: the left
+    // neighbour's rank + 1).
+    const float expected = p2p ? static_cast<float>(left + 1) : static_cast<float>(comm.size());
     std::size_t wrong = 0;
     for (float v : out)
-      wrong += v != static_cast<float>(comm.size()) ? 1 : 0;
+      wrong += v != expected ? 1 : 0;
     if (comm.rank() == 0) {
       fmt::print("{:>10} {:>7} {:>12.2f} {:>12.2f} {:>7.3f} {:>13.2f} {:>13.2f} {:>8}\n", bytes,
                  iters, median(raw_w) * 1e6, median(mcr_w) * 1e6, median(ratios),
