@@ -1,4 +1,4 @@
-# Raw Gloo against mcr's Gloo backend, in one run (docs/performance.md, section 2.5).
+# Raw Gloo against mcr's Gloo backend, in one run (docs/performance.md, sections 2.6 and 2.15).
 if(MCR_WITH_MPI AND MCR_WITH_GLOO)
   add_executable(bench_gloo_raw ${CMAKE_CURRENT_LIST_DIR}/gloo_raw_probe.cpp)
   target_link_libraries(bench_gloo_raw PRIVATE mcr::comm gloo fmt::fmt mcr_warnings)
@@ -7,5 +7,7 @@ if(MCR_WITH_MPI AND MCR_WITH_GLOO)
   if(COMMAND mcr_add_mpi_test)
     mcr_add_mpi_test(NAME bench.gloo_raw.np2 COMMAND bench_gloo_raw RANKS 2 TIMEOUT 90
                      ARGS --reps 3 --max-bytes 65536 --block-ms 2 LABELS bench)
+    mcr_add_mpi_test(NAME bench.gloo_raw.send_recv.np2 COMMAND bench_gloo_raw RANKS 2 TIMEOUT 90
+                     ARGS --op send_recv --reps 3 --max-bytes 65536 --block-ms 2 LABELS bench)
   endif()
 endif()

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -54,9 +55,21 @@ class Work {
   OpType op() const;
   std::uint64_t sequence() const;
   std::string_view backend() const;
+  /// Whether a thread that watches this operation may sleep until the completion signal (see
+  /// set_completion_signal) instead of polling test(): true once it has completed or failed, and
+  /// for an operation whose library reports its completion from a thread of its own (Gloo's, once
+  /// test() has been called); false for those that advance or complete only when polled (MPI,
+  /// device work, hier).
+  bool signals_completion() const;
 
  private:
   std::shared_ptr<detail::WorkState> state_;
 };
+
+/// Sets the process's completion signal: `signal` is called, from a library thread, each time an
+/// operation whose Work::signals_completion() is true completes or fails (spurious calls are
+/// possible). It must be quick and must not call mcr. An empty function removes it. This lets a
+/// progress thread sleep, waking on its own posts or on this signal, instead of polling.
+void set_completion_signal(std::function<void()> signal);
 
 }  // namespace mcr

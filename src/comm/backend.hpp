@@ -83,6 +83,10 @@ class PendingOp {
     (void)limit;
     return false;
   }
+  /// True where a library thread calls signal_operation_completed() once this operation has
+  /// completed or failed, after which test() says so: a progress thread may then sleep until
+  /// signalled instead of polling. Only after the first test(), which may start that thread.
+  virtual bool signals_completion() const noexcept { return false; }
   /// Makes `stream` wait for this operation on the device without blocking the host. Returns false
   /// when the backend has no device-side completion (then the caller waits on the host).
   virtual bool stream_wait(void* stream) {
@@ -90,6 +94,10 @@ class PendingOp {
     return false;
   }
 };
+
+/// Called by a library thread each time an operation whose signals_completion() is true has
+/// completed or failed: wakes the listener set with mcr::set_completion_signal(), if any.
+void signal_operation_completed() noexcept;
 
 /// A backend instance bound to one group of ranks.
 class Backend {

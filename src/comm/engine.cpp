@@ -1,10 +1,50 @@
 // The progress engine: every wait progresses every backend that needs host progress, and GPU
 // backends that can block a device are fenced from each other (docs/design.md).
 #include <algorithm>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include "mcr/errors.hpp"
 #include "state.hpp"
 
 namespace mcr::detail {
+namespace {
+
+// Read by library threads at every completion, set rarely: a shared copy under a short lock, so
+// that the listener can be replaced while a completion calls the previous one.
+struct CompletionListener {
+  std::mutex mu;
+  std::shared_ptr<const std::function<void()>> listener;
+};
+
+CompletionListener& completion_listener() {
+  static auto* l = new CompletionListener();  // never destroyed: library threads may outlive main
+  return *l;
+}
+
+}  // namespace
+
+void set_completion_listener(std::function<void()> listener) {
+  auto& l = completion_listener();
+  auto next =
+      listener ? std::make_shared<const std::function<void()>>(std::move(listener)) : nullptr;
+  std::lock_guard lock(l.mu);
+  l.listener = std::move(next);
+}
+
+void signal_operation_completed() noexcept {
+  auto& l = completion_listener();
+  std::shared_ptr<const std::function<void()>> f;
+  {
+    std::lock_guard lock(l.mu);
+    f = l.listener;
+  }
+  if (!f) return;
+  try {
+    (*f)();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a listener must not throw; nothing to tell
+  }
+}
 
 void Engine::register_backend(Backend* b) {
   if (b->needs_host_progress()) host_progress_backends_.push_back(b);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -157,6 +158,9 @@ class CommState : public std::enable_shared_from_this<CommState> {
  private:
   [[noreturn]] void throw_aborted() const;
 };
+
+/// The listener signal_operation_completed() calls (mcr::set_completion_signal).
+void set_completion_listener(std::function<void()> listener);
 
 /// The process's progress engine, made on first use. Inline: every operation asks it.
 inline Engine& engine() {

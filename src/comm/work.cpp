@@ -140,4 +140,13 @@ std::string_view Work::backend() const {
   return state_ && state_->backend ? state_->backend->name() : std::string_view{};
 }
 
+bool Work::signals_completion() const {
+  if (state_ == nullptr || state_->done || state_->failed || !state_->pending) return true;
+  return state_->pending->signals_completion();
+}
+
+void set_completion_signal(std::function<void()> signal) {
+  detail::set_completion_listener(std::move(signal));
+}
+
 }  // namespace mcr

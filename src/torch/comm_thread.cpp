@@ -36,6 +36,15 @@ CommThread::CommThread() {
   // Before the thread exists: the heap a thread allocates from is chosen at its first allocation,
   // and only the main heap serves blocks of 64 MiB or more without mapping them afresh each time.
   mcr::apply_memory_policy();
+  // Gloo's threads report each completion: the thread then sleeps between them instead of polling
+  // (the instance is never destroyed, so the signal may keep `this`).
+  mcr::set_completion_signal([this] {
+    {
+      std::lock_guard lock(mu_);
+      signalled_ = true;
+    }
+    cv_.notify_all();
+  });
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -259,7 +268,13 @@ bool CommThread::run_until_idle() {
       idle_since = Clock::now();
       continue;
     }
-    // Nothing moved. Every test() also drives MPI's nonblocking collectives (a large all_reduce
+    // Nothing moved. Where every operation in flight reports its own completion (Gloo), sleep
+    // until one does or more is posted: polling would take the core from the library's threads.
+    if (in_flight_signal_completion()) {
+      sleep_until_signalled();
+      continue;
+    }
+    // Otherwise every test() also drives MPI's nonblocking collectives (a large all_reduce
     // advances a segment per call), so poll on, yielding the core; after a quiet millisecond (a
     // peer still computing, or DDP's buckets waiting on the backward pass) back off to short
     // sleeps, or this thread takes the cores the computation needs.
@@ -269,6 +284,23 @@ bool CommThread::run_until_idle() {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+}
+
+bool CommThread::in_flight_signal_completion() {
+  for (const auto& f : in_flight_) {
+    if (!f.work.signals_completion()) return false;
+  }
+  return !in_flight_.empty();
+}
+
+void CommThread::sleep_until_signalled() {
+  // A completion after the last poll set signalled_ (after the operation's status), so this
+  // returns at once; one that comes later wakes it. The backstop bounds how late poll_one sees an
+  // operation's deadline.
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(10),
+               [this] { return signalled_ || !queue_.empty() || handed_over_; });
+  signalled_ = false;
 }
 
 void CommThread::loop() {

@@ -131,6 +131,10 @@ class CommThread {
   void issue(PostedOp& op);
   bool poll_in_flight();
   static bool poll_one(InFlight& f, std::exception_ptr& error);
+  /// Every operation in flight reports its completion from a library thread (Gloo's).
+  bool in_flight_signal_completion();
+  /// Sleeps until a completion signal or a post, or a backstop of a few ms.
+  void sleep_until_signalled();
 
   std::mutex own_;  // held by the thread that calls mcr (above); guards in_flight_
   std::mutex mu_;   // guards the queue and the flags below
@@ -140,6 +144,7 @@ class CommThread {
   std::atomic<bool> caller_issue_{false};
   std::atomic<std::uint64_t> posted_{0}, issued_by_caller_{0}, completed_by_caller_{0};
   bool handed_over_ = false;  // a poster left an operation in flight for the thread to finish
+  bool signalled_ = false;    // an operation completed since the thread last slept
   // shutdown() was called: stop at the next idle moment. Not a queued item: an item would be
   // taken in one batch with operations posted after it, and the stop would overtake them.
   bool shutdown_requested_ = false;

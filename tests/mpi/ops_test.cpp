@@ -24,10 +24,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -524,6 +526,71 @@ TEST(PointToPoint, TagsMatchOutOfOrder) {
     EXPECT_EQ(got[0], 100 + src) << rank_tag() << " backend " << backend << " tag 1";
     EXPECT_EQ(got[1], 200 + src) << rank_tag() << " backend " << backend << " tag 2";
   }
+}
+
+// Work::signals_completion and the completion signal, as torch's communication thread uses them:
+// between polls it may sleep on Gloo's operations (a Gloo thread signals each completion), never on
+// MPI's (they advance only when polled).
+TEST(Completion, GlooSignalsItsOperationsMpiDoesNot) {
+  Communicator comm = world();
+  const auto backends = comm.backends();
+  const auto has = [&](const char* b) {
+    return std::find(backends.begin(), backends.end(), b) != backends.end();
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  int signals = 0;
+  set_completion_signal([&] {
+    {
+      std::lock_guard lock(mu);
+      ++signals;
+    }
+    cv.notify_all();
+  });
+  // Polls `w` until done, sleeping on the signal in between; false when no signal came in 30 s.
+  const auto poll_and_sleep = [&](Work& w) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      int seen = 0;
+      {
+        std::lock_guard lock(mu);
+        seen = signals;
+      }
+      if (w.test()) return true;
+      EXPECT_TRUE(w.signals_completion()) << rank_tag() << " " << to_string(w.op());
+      std::unique_lock lock(mu);
+      if (!cv.wait_until(lock, deadline, [&] { return signals != seen; })) return false;
+    }
+  };
+  const int n = comm.size();
+  if (has("gloo")) {
+    const CallOptions gloo{.backend = "gloo"};
+    std::vector<float> v(1000, static_cast<float>(comm.rank() + 1));
+    Work sum = comm.iall_reduce(v, ReduceOp::sum, gloo);
+    EXPECT_TRUE(poll_and_sleep(sum)) << rank_tag() << " all_reduce: no completion signal";
+    EXPECT_EQ(v[999], static_cast<float>(n * (n + 1) / 2)) << rank_tag();
+    if (n > 1) {  // one rank sends to itself through a mailbox, which is polled
+      std::vector<std::int32_t> mine(64, comm.rank()), got(64, -1);
+      Work r = comm.irecv(Tensor(got), (comm.rank() + n - 1) % n, gloo);
+      Work s = comm.isend(Tensor(mine), (comm.rank() + 1) % n, gloo);
+      EXPECT_TRUE(poll_and_sleep(r)) << rank_tag() << " irecv: no completion signal";
+      EXPECT_TRUE(poll_and_sleep(s)) << rank_tag() << " isend: no completion signal";
+      EXPECT_EQ(got[63], (comm.rank() + n - 1) % n) << rank_tag();
+    }
+    std::lock_guard lock(mu);
+    EXPECT_GE(signals, 1) << rank_tag();
+  }
+  if (has("mpi")) {
+    std::vector<float> big(1 << 18, 1.0f);
+    Work w = comm.iall_reduce(big, ReduceOp::sum, {.backend = "mpi"});
+    if (!w.test()) {
+      EXPECT_FALSE(w.signals_completion()) << rank_tag() << " MPI never signals";
+    }
+    w.wait();
+    EXPECT_TRUE(w.signals_completion()) << rank_tag() << " a completed operation";
+    EXPECT_EQ(big[0], static_cast<float>(n)) << rank_tag();
+  }
+  set_completion_signal({});
 }
 
 INSTANTIATE_TEST_SUITE_P(Scopes, Ops, ::testing::Values(Scope::world, Scope::even, Scope::split),

@@ -51,6 +51,7 @@ struct CollectiveState {
     status.store(how, std::memory_order_release);
     { std::lock_guard lock(mu); }  // a block() between its check and its sleep sees the status
     ended.notify_all();
+    signal_operation_completed();
   }
 };
 
@@ -75,6 +76,7 @@ class GlooCollectiveOp final : public PendingOp {
   // A collective already running cannot be recalled from gloo (it ends at its own timeout); one
   // still queued is skipped, so it never touches the caller's buffers.
   void abandon() noexcept override { state_->abandoned.store(true); }
+  bool signals_completion() const noexcept override { return true; }  // the worker's finish()
 
   // The caller waits as for a blocking call: it runs the collective itself when it is next in
   // line (where blocking collectives run inline, and unless the wait is shorter than the

@@ -63,6 +63,7 @@ struct GlooP2PState {
     }
     { std::lock_guard lock(mu); }  // a block() between its check and its sleep sees the status
     ended.notify_all();
+    signal_operation_completed();
   }
 
   void abort() noexcept {
@@ -105,6 +106,11 @@ class GlooP2POp final : public PendingOp {
   }
 
   void abandon() noexcept override { state_->abort(); }
+  // Whoever makes gloo's wait signals; test() has handed it to the pool if nobody else has.
+  bool signals_completion() const noexcept override {
+    return state_->queued.load(std::memory_order_acquire) ||
+           state_->claimed.load(std::memory_order_acquire);
+  }
 
   // Gloo's own wait in this thread, one wake-up from its I/O thread away, as a plain gloo program
   // waits. Only a wait of at least the operation's timeout does so: gloo treats a wait that runs
