@@ -118,6 +118,24 @@ TEST_P(GlooRanks, EveryCollectiveDtypeCountAndPlacementAsync) {
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 
+// An in-place f32 sum all_reduce of `data`: asynchronous, or blocking with `may_block`.
+OpArgs in_place_all_reduce(std::vector<float>& data, std::uint64_t sequence,
+                           std::chrono::milliseconds timeout, bool may_block = false) {
+  OpArgs a;
+  a.op = OpType::all_reduce;
+  a.dtype = DType::f32;
+  a.reduce = ReduceOp::sum;
+  a.count = data.size();
+  a.in = a.out = data.data();
+  a.in_place = true;
+  a.op_name = "all_reduce";
+  a.sequence = sequence;
+  a.timeout = timeout;
+  a.may_block = may_block;
+  a.async = !may_block;
+  return a;
+}
+
 OpArgs p2p_args(OpType op, void* data, std::size_t count, int peer, int tag, bool may_block) {
   OpArgs a;
   a.op = op;
@@ -217,15 +235,7 @@ TEST_P(GlooRanks, PointToPointIsNotQueuedBehindCollectives) {
   auto failures = run_ranks(GetParam(), [](int rank, Backend& b, Bootstrap&) {
     if (b.size() < 2) return;
     std::vector<float> data(16, 1.0f);
-    OpArgs ar;
-    ar.op = OpType::all_reduce;
-    ar.dtype = DType::f32;
-    ar.count = data.size();
-    ar.in = ar.out = data.data();
-    ar.in_place = true;
-    ar.op_name = "all_reduce";
-    ar.timeout = 20s;
-    ar.async = true;
+    OpArgs ar = in_place_all_reduce(data, 0, 20s);
     std::vector<std::int32_t> box(3, 0);
     if (rank == 0) {
       auto pending = b.start(ar);
@@ -311,22 +321,6 @@ TEST_P(GlooRanks, StridedSubgroupRunsItsOwnCollectives) {
 // caller's own gloo wait (not polled before), the pool's (polled first), a limit shorter than the
 // operation's timeout, a collective taken back from the worker, and one the worker runs while the
 // caller sleeps (waited before an earlier one).
-OpArgs sum_of_ranks(std::vector<float>& data, std::uint64_t sequence) {
-  OpArgs a;
-  a.op = OpType::all_reduce;
-  a.dtype = DType::f32;
-  a.reduce = ReduceOp::sum;
-  a.count = data.size();
-  a.in = a.out = data.data();
-  a.in_place = true;
-  a.op_name = "all_reduce";
-  a.sequence = sequence;
-  a.timeout = 20s;
-  a.async = true;
-  a.may_block = false;
-  return a;
-}
-
 void block_until_done(detail::PendingOp& op, std::chrono::milliseconds limit, const char* what) {
   if (!op.block(limit)) throw std::runtime_error(std::string(what) + ": block() declined");
   if (!op.test()) throw std::runtime_error(std::string(what) + ": not done after block()");
@@ -358,14 +352,14 @@ TEST_P(GlooRanks, BlockWaitsWhetherPolledFirstOrNot) {
     std::vector<std::unique_ptr<detail::PendingOp>> ops;
     for (std::size_t k = 0; k < data.size(); ++k) {
       std::fill(data[k].begin(), data[k].end(), static_cast<float>((rank + 1) * (k + 1)));
-      ops.push_back(b.start(sum_of_ranks(data[k], 100 + k)));
+      ops.push_back(b.start(in_place_all_reduce(data[k], 100 + k, 20s)));
     }
     for (auto k : {2, 0, 1}) {
       if (ops[k]) block_until_done(*ops[k], 20s, "all_reduce");
     }
     // One alone: next in line, so the caller runs it itself.
     std::vector<float> alone(8, 1.0f);
-    auto last = b.start(sum_of_ranks(alone, 200));
+    auto last = b.start(in_place_all_reduce(alone, 200, 20s));
     if (last) block_until_done(*last, 20s, "all_reduce alone");
     const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
     for (std::size_t k = 0; k < data.size(); ++k) {
@@ -389,18 +383,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, GlooRanks, ::testing::Values(1, 2, 3, 4),
 // ------------------------------------------------------------------------------------
 
 OpArgs lonely_all_reduce(std::vector<float>& data, bool may_block) {
-  OpArgs a;
-  a.op = OpType::all_reduce;
-  a.dtype = DType::f32;
-  a.count = data.size();
-  a.in = a.out = data.data();
-  a.in_place = true;
-  a.op_name = "all_reduce";
-  a.sequence = 77;
-  a.timeout = 300ms;
-  a.may_block = may_block;
-  a.async = !may_block;
-  return a;
+  return in_place_all_reduce(data, 77, 300ms, may_block);
 }
 
 void expect_timeout_names_op(const std::function<void()>& call) {
