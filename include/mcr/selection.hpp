@@ -5,9 +5,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -202,6 +204,70 @@ struct TuningTable {
   /// Hash of the selection-relevant content (entries), equal on ranks that loaded the same table.
   std::uint64_t selection_hash() const;
 };
+
+/// One backend that selection considered for an operation, in the order it considered them, with
+/// the verdict as data: the runtime's explain() words it, the planner reads the chosen name.
+struct SelectionCandidate {
+  enum class Source : std::uint8_t { override, rule, tuning, preset, fallback };
+  enum class Verdict : std::uint8_t {
+    chosen,       ///< runs the operation
+    unavailable,  ///< not compiled in, or not usable in this process
+    unsupported,  ///< cannot run this op/dtype/reduce/device/size (detail says why)
+    slower,       ///< the tuning table measured it slower than the chosen one
+  };
+  std::string name;
+  Source source = Source::fallback;
+  std::size_t index = 0;  ///< rule or preset number (from 0), or default priority (from 0)
+  Verdict verdict = Verdict::unsupported;
+  std::string detail;  ///< unavailable/unsupported: the reason; tuning: the entry's form note
+  /// On the first preset or default-priority candidate: why the tuning table did not decide
+  /// although it has entries for the op (measured on another topology). Empty otherwise.
+  std::string table_note;
+};
+
+/// What selection reads besides the operation. In the runtime all of it is equal on every rank of
+/// a communicator (invariant 2), so every rank chooses the same backend.
+struct SelectionInputs {
+  const RuleSet* rules = nullptr;      ///< the user's rules (MCR_RULES), first match wins
+  const TuningTable* table = nullptr;  ///< the measured table (MCR_TUNING_TABLE)
+  /// A composing backend's defaults for its own sub-communicators (hier between hosts):
+  /// consulted after the table, before the default priority.
+  const RuleSet* presets = nullptr;
+  std::span<const std::string> priority;  ///< the default priority, best first
+  int group_size = 0;                     ///< ranks of the communicator
+  HostShape shape;                        ///< how they sit on hosts
+};
+
+/// The operation to choose a backend for. `bytes` is its global message size (nccl-tests
+/// convention); `override_name` a per-call request, which no other backend replaces.
+struct SelectionQuery {
+  OpType op = OpType::all_reduce;
+  DType dtype = DType::f32;
+  std::size_t bytes = 0;
+  CallForm form = CallForm::sync;
+  std::string_view override_name;
+};
+
+/// Whether a backend can run the query's operation: `available` false when it is not in this
+/// process at all; `why_not` non-empty when it is but cannot run the operation. Both explain why.
+struct BackendFit {
+  bool available = true;
+  std::string why_not;
+};
+using BackendFitFn = std::function<BackendFit(std::string_view backend)>;
+
+/// Backend selection, the one definition that the runtime, `mcr explain`, `mcr.torch.explain` and
+/// the planner share: a per-call override, else the first matching rule whose backend fits, else
+/// the tuning table's range (the others then listed as slower), else the first matching preset
+/// that fits, else the first backend of the default priority that fits. Pure: the answer depends
+/// only on its arguments. Returns every candidate considered, ending with the chosen one if any.
+std::vector<SelectionCandidate> select_backend(const SelectionInputs& inputs,
+                                               const BackendFitFn& fit,
+                                               const SelectionQuery& query);
+/// "override", "rule", "tuning", "preset" or "default": the words of Selection::source.
+std::string_view to_string(SelectionCandidate::Source source) noexcept;
+/// The name of the chosen candidate of a select_backend() result, or nullptr when none fits.
+const std::string* chosen_backend(const std::vector<SelectionCandidate>& candidates) noexcept;
 
 /// "float" for floating dtypes, "int" for integer ones.
 std::string_view dtype_class(DType t) noexcept;

@@ -22,7 +22,7 @@
 #include "log.hpp"
 #include "mcr/errors.hpp"
 #include "process_memory.hpp"
-#include "selection_inputs.hpp"
+#include "init_inputs.hpp"
 #include "verify.hpp"
 #include "watchdog.hpp"
 
@@ -218,19 +218,19 @@ Communicator init(const InitOptions& options) {
   // Every input is read and checked before anything blocks. A rank whose input is rejected still
   // joins the bootstrap and the configuration exchange below, so that its peers raise at once too
   // instead of waiting for it inside a backend's bring-up.
-  SelectionInputs in;
+  InitInputs in;
   std::exception_ptr rejected;
   std::string rejected_what;
   bool retain_memory = false;
   try {
     retain_memory = malloc_retain_requested();
-    in = read_selection_inputs(options);
+    in = read_init_inputs(options);
     rt->verify = verify_mode_requested(options);
     rt->hier = read_hier_config();
   } catch (const Error& e) {
     rejected = std::current_exception();
     rejected_what = e.what();
-    in = SelectionInputs{};
+    in = InitInputs{};
   }
   const auto timeout = in.timeout;
   rt->rules = in.rules;

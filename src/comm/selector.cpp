@@ -20,7 +20,10 @@ Selector::Selector(std::shared_ptr<const RuleSet> rules, std::shared_ptr<const T
       group_size_(group_size),
       shape_(shape),
       plans_(static_cast<std::size_t>(kNumOpTypes) * 8 * 8 * 2 * 2),
-      can_run_(backends_.size(), std::vector<signed char>(plans_.size(), -1)) {}
+      can_run_(backends_.size(), std::vector<signed char>(plans_.size(), -1)) {
+  for (Backend* b : backends_)
+    priority_.emplace_back(b->name());
+}
 
 void Selector::set_presets(RuleSet presets, std::string why) {
   presets_ = std::move(presets);
@@ -98,90 +101,28 @@ Backend& Selector::resolve_override(std::string_view name, OpType op, DType dtyp
 std::vector<Candidate> Selector::consider(OpType op, DType dtype, ReduceOp reduce,
                                           Device::Kind device, std::size_t bytes,
                                           std::string_view override_name, CallForm form) const {
-  std::vector<Candidate> out;
-  // Appends one candidate with its verdict; true when it is chosen (the walk stops there).
-  auto add = [&](std::string_view name, Candidate::Source source, std::size_t index) -> bool {
-    Candidate c;
-    c.name = std::string(name);
-    c.source = source;
-    c.index = index;
-    c.backend = find(name);
-    if (c.backend == nullptr) {
-      c.verdict = Candidate::Verdict::unavailable;
-      c.detail = "not available in this build";
-      for (const auto& [n, r] : unusable_) {
-        if (n == name) c.detail = fmt::format("not usable here: {}", r);
-      }
-    } else if (auto why = why_unsupported(*c.backend, op, dtype, reduce, device, bytes);
-               !why.empty()) {
-      c.verdict = Candidate::Verdict::unsupported;
-      c.detail = std::move(why);
-    } else {
-      c.verdict = Candidate::Verdict::chosen;
+  SelectionInputs in;
+  in.rules = rules_.get();
+  in.table = table_.get();
+  in.presets = &presets_;
+  in.priority = priority_;
+  in.group_size = group_size_;
+  in.shape = shape_;
+  auto fit = [&](std::string_view name) -> BackendFit {
+    if (const Backend* b = find(name)) {
+      return {true, why_unsupported(*b, op, dtype, reduce, device, bytes)};
     }
-    out.push_back(std::move(c));
-    return out.back().verdict == Candidate::Verdict::chosen;
+    for (const auto& [n, reason] : unusable_) {
+      if (n == name) return {false, fmt::format("not usable here: {}", reason)};
+    }
+    return {false, "not available in this build"};
   };
-  if (!override_name.empty()) {
-    add(override_name, Candidate::Source::override, 0);
-    return out;  // an explicit request is never replaced by another backend
-  }
-  if (rules_) {
-    for (std::size_t i = 0; i < rules_->rules.size(); ++i) {
-      const Rule& r = rules_->rules[i];
-      if (r.matches(op, dtype, bytes) && add(r.backend, Candidate::Source::rule, i)) return out;
-    }
-  }
-  std::string table_note;
-  if (table_) {
-    if (const std::string* name = table_->lookup(op, dtype, group_size_, shape_, bytes, form)) {
-      if (add(*name, Candidate::Source::tuning, 0)) {
-        // Which form's measurement decided: said when the table recorded one.
-        const TuningEntry* e = table_->entry_for(op, dtype, group_size_, shape_, form);
-        if (e != nullptr && e->form != "any") {
-          out.back().detail = e->form == to_string(form)
-                                  ? fmt::format("measured with {} calls", e->form)
-                                  : fmt::format(
-                                        "measured with {} calls; the table has no {} "
-                                        "entry for this op",
-                                        e->form, to_string(form));
-        }
-        for (Backend* b : backends_) {  // the measured alternatives lost to it
-          if (b->name() == *name) continue;
-          out.push_back({std::string(b->name()),
-                         b,
-                         Candidate::Source::tuning,
-                         0,
-                         Candidate::Verdict::slower,
-                         {},
-                         {}});
-        }
-        return out;
-      }
-    } else {
-      table_note = table_->topology_mismatch(op, dtype, group_size_, shape_);
-    }
-  }
-  for (std::size_t i = 0; i < presets_.rules.size(); ++i) {
-    const Rule& r = presets_.rules[i];
-    if (r.matches(op, dtype, bytes) && add(r.backend, Candidate::Source::preset, i)) {
-      out.back().table_note = std::move(table_note);
-      return out;
-    }
-  }
-  for (std::size_t i = 0; i < backends_.size(); ++i) {
-    const bool done = add(backends_[i]->name(), Candidate::Source::fallback, i);
-    if (i == 0) out.back().table_note = std::move(table_note);
-    if (done) return out;
-  }
-  return out;
+  return select_backend(in, fit, {op, dtype, bytes, form, override_name});
 }
 
-Backend* Selector::chosen(const std::vector<Candidate>& candidates) noexcept {
-  for (const auto& c : candidates) {
-    if (c.verdict == Candidate::Verdict::chosen) return c.backend;
-  }
-  return nullptr;
+Backend* Selector::chosen(const std::vector<Candidate>& candidates) const noexcept {
+  const std::string* name = chosen_backend(candidates);
+  return name != nullptr ? find(*name) : nullptr;
 }
 
 Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
@@ -189,19 +130,17 @@ Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kin
                             CallForm form) const {
   Selection sel;
   for (const auto& c : consider(op, dtype, reduce, device, bytes, override_name, form)) {
+    sel.source = std::string(to_string(c.source));
     std::string why;
     switch (c.source) {
       case Candidate::Source::override:
-        sel.source = "override";
         why = "per-call override";
         break;
       case Candidate::Source::rule:
-        sel.source = "rule";
         why = fmt::format("rule #{} ({})", c.index + 1,
                           RuleSet{{rules_->rules[c.index]}}.canonical());
         break;
       case Candidate::Source::tuning:
-        sel.source = "tuning";
         why = fmt::format("tuning table: fastest measured at {} bytes, {} ranks on {}{}", bytes,
                           group_size_, describe(shape_),
                           c.verdict == Candidate::Verdict::chosen && !c.detail.empty()
@@ -209,12 +148,10 @@ Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kin
                               : std::string());
         break;
       case Candidate::Source::preset:
-        sel.source = "preset";
         why = fmt::format("{} ({})", presets_why_, RuleSet{{presets_.rules[c.index]}}.canonical());
         if (!c.table_note.empty()) why += fmt::format("; tuning table: {}", c.table_note);
         break;
       case Candidate::Source::fallback:
-        sel.source = "default";
         why = fmt::format("default priority #{}", c.index + 1);
         if (!c.table_note.empty()) why += fmt::format(" (tuning table: {})", c.table_note);
         break;

@@ -20,26 +20,7 @@
 
 namespace mcr::detail {
 
-/// One backend the selector considered for an operation, in the order it considered them, with
-/// the verdict as data: explain() words it, plans and debug logs read it.
-struct Candidate {
-  enum class Source : std::uint8_t { override, rule, tuning, preset, fallback };
-  enum class Verdict : std::uint8_t {
-    chosen,       ///< runs the operation
-    unavailable,  ///< not compiled in, or not usable in this process
-    unsupported,  ///< cannot run this op/dtype/reduce/device/size (detail says why)
-    slower,       ///< the tuning table measured it slower than the chosen one
-  };
-  std::string name;
-  Backend* backend = nullptr;  ///< null when unavailable
-  Source source = Source::fallback;
-  std::size_t index = 0;  ///< rule number (rule) or default priority (fallback), from 0
-  Verdict verdict = Verdict::unsupported;
-  std::string detail;  ///< unavailable/unsupported: the reason; tuning: the entry's form note
-  /// On the first default-priority candidate: why the tuning table did not decide although it has
-  /// entries for the op (measured on another topology). Empty otherwise.
-  std::string table_note;
-};
+using Candidate = SelectionCandidate;
 
 class Selector {
  public:
@@ -79,12 +60,13 @@ class Selector {
   Selection explain(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes,
                     std::string_view override_name = {}, CallForm form = CallForm::sync) const;
 
-  /// Every candidate considered for this operation, ending with the chosen one (if any).
+  /// Every candidate considered for this operation, ending with the chosen one (if any):
+  /// select_backend() over this communicator's inputs and backends.
   std::vector<Candidate> consider(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
                                   std::size_t bytes, std::string_view override_name = {},
                                   CallForm form = CallForm::sync) const;
   /// The chosen backend of a consider() result, or nullptr when none can run the operation.
-  static Backend* chosen(const std::vector<Candidate>& candidates) noexcept;
+  Backend* chosen(const std::vector<Candidate>& candidates) const noexcept;
 
   /// Defaults that the backend which formed this communicator for its own steps gives it (hier
   /// between hosts: docs/hier-backend.md): consulted after the rules and the tuning table, before
@@ -140,6 +122,7 @@ class Selector {
   RuleSet presets_;
   std::string presets_why_;
   std::vector<Backend*> backends_;
+  std::vector<std::string> priority_;  // backends_' names: the default priority
   std::vector<std::pair<std::string, std::string>> unusable_;
   int group_size_;
   HostShape shape_;

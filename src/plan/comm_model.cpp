@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "mcr/bandwidth.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/info.hpp"
 
 namespace mcr::plan {
 
@@ -26,23 +28,6 @@ OpType op_type(Collective c) {
       return OpType::all_to_all;
   }
   return OpType::all_reduce;
-}
-
-/// The nccl-tests bus factor: how many times the buffer crosses each rank's link, relative to S.
-double bus_factor(Collective c, int n) {
-  if (n <= 1) return 0;
-  const double f = static_cast<double>(n - 1) / n;
-  switch (c) {
-    case Collective::all_reduce:
-      return 2 * f;
-    case Collective::all_gather:
-    case Collective::reduce_scatter:
-    case Collective::all_to_all:
-      return f;
-    case Collective::p2p:
-      return 1;
-  }
-  return 1;
 }
 
 /// all_to_all of `bytes` per rank: each rank keeps 1/n and sends an equal share to every other;
@@ -211,7 +196,7 @@ double CommModel::alpha_beta(Collective op, double bytes, const Placement& where
 
 std::optional<CommCost> CommModel::from_table(const TuningTable& table, const char* tier,
                                               Collective op, double bytes, const Placement& where,
-                                              DType dtype) const {
+                                              DType dtype, CallForm form) const {
   const OpType type = op_type(op);
   const int ranks = where.size;
   const auto size = static_cast<std::size_t>(std::max(0.0, bytes));
@@ -219,52 +204,43 @@ std::optional<CommCost> CommModel::from_table(const TuningTable& table, const ch
     return std::any_of(table.samples.begin(), table.samples.end(),
                        [&](const TuningSample& s) { return s.op == type && s.backend == backend; });
   };
-  std::string backend, why;
-  for (const auto& rule : rules_.rules) {
-    if (rule.matches(type, dtype, size) && has(rule.backend)) {
-      backend = rule.backend;
-      why = "rule";
-      break;
-    }
-  }
-  if (backend.empty()) {
-    if (const std::string* b =
-            table.lookup(type, dtype, ranks, HostShape{where.nodes, where.per_node}, size);
-        b && has(*b)) {
-      backend = *b;
-      why = "tuning";
-    }
-  }
-  if (backend.empty()) {
-    // The runtime's default priority: nccl for device buffers, then mpi, then gloo.
-    std::vector<std::string> order = {"mpi", "gloo"};
-    if (gpu_buffers_) order.insert(order.begin(), "nccl");
-    for (const auto& b : order) {
-      if (has(b)) {
-        backend = b;
-        why = "default";
-        break;
-      }
-    }
-  }
-  if (backend.empty()) return std::nullopt;
+  // The runtime's selection (mcr::select_backend) over the backends of this build in their
+  // default priority; a backend fits when the table can price the op on it (and, for nccl, when
+  // the buffers are on the GPU, as the runtime's nccl backend requires).
+  SelectionInputs in;
+  in.rules = &rules_;
+  in.table = &table;
+  in.priority = backend_names();
+  in.group_size = ranks;
+  in.shape = HostShape{where.nodes, where.per_node};
+  auto fit = [&](std::string_view name) -> BackendFit {
+    if (name == "nccl" && !gpu_buffers_) return {true, "host buffers"};
+    if (!has(std::string(name))) return {true, "no samples for the op in the table"};
+    return {};
+  };
+  const auto considered = select_backend(in, fit, {type, dtype, size, form, {}});
+  const std::string* chosen = chosen_backend(considered);
+  if (chosen == nullptr) return std::nullopt;
+  const std::string backend = *chosen;
+  const std::string why(to_string(considered.back().source));
   const Samples s = pick_samples(table, type, dtype_class(dtype), backend, ranks);
   if (s.points.empty()) return std::nullopt;
   double t = interpolate(s.points, std::max(1.0, bytes));
   std::string scaled;
   if (s.group_size != ranks && s.group_size > 1) {
-    t *= bus_factor(op, ranks) / bus_factor(op, s.group_size);
+    t *= bus_factor(type, ranks) / bus_factor(type, s.group_size);
     scaled = fmt::format(", scaled from {} ranks", s.group_size);
   }
   return CommCost{t, backend, fmt::format("table:{} ({}{})", tier, why, scaled)};
 }
 
-CommCost CommModel::cost(Collective op, double bytes, const Placement& where, DType dtype) const {
+CommCost CommModel::cost(Collective op, double bytes, const Placement& where, DType dtype,
+                         CallForm form) const {
   if (where.size <= 1 || bytes <= 0) return {0, "none", "local"};
   const bool across = where.nodes > 1;
   const auto& table = across ? inter_ : intra_;
   if (table) {
-    if (auto c = from_table(*table, across ? "inter" : "intra", op, bytes, where, dtype)) {
+    if (auto c = from_table(*table, across ? "inter" : "intra", op, bytes, where, dtype, form)) {
       return *c;
     }
   }

@@ -21,10 +21,10 @@ std::vector<double> gradient_buckets(double bytes, double bucket_bytes) {
 }
 
 CommCost bucketed_cost(const CommModel& comm, Collective op, double bytes, double bucket_bytes,
-                       const Placement& where, DType dtype) {
+                       const Placement& where, DType dtype, CallForm form) {
   CommCost total{0, "none", "local"};
   for (const double part : gradient_buckets(bytes, bucket_bytes)) {
-    const CommCost c = comm.cost(op, part, where, dtype);
+    const CommCost c = comm.cost(op, part, where, dtype, form);
     total.time_s += c.time_s;
     total.backend = c.backend;
     total.source = c.source;
@@ -60,6 +60,9 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     groups.push_back({params.expert, place_group(l.expert_replicas(), l.expert_tp() * l.ep, g)});
   }
   double reduce = 0, gather = 0, zero3 = 0;
+  // Overlapped with compute, the frameworks issue these collectives asynchronously and wait later:
+  // priced from the table's asynchronous entries where it has them.
+  const CallForm form = l.dp_overlap ? CallForm::async : CallForm::sync;
   for (const auto& grp : groups) {
     const double bytes = grp.params * grad;
     // The gradients are reduced bucket by bucket, as DDP and Megatron's distributed optimizer
@@ -70,18 +73,20 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     const bool scatter = l.zero >= 1 || l.distributed_optimizer;
     const auto red =
         bucketed_cost(comm, scatter ? Collective::reduce_scatter : Collective::all_reduce, bytes,
-                      options.dp_bucket_bytes, grp.where, gdt);
+                      options.dp_bucket_bytes, grp.where, gdt, form);
     reduce += red.time_s;
     out.source = origin(red);
     if (scatter) {
-      gather += comm.cost(Collective::all_gather, grp.params * param_bytes, grp.where, pdt).time_s;
+      gather += comm.cost(Collective::all_gather, grp.params * param_bytes, grp.where, pdt, form)
+                    .time_s;
     }
     if (l.zero >= 3) {
       // ZeRO-3 gathers the weights for every forward and backward pass and reduce-scatters the
       // gradients of every microbatch; prefetching hides what the compute covers.
-      const double ag = comm.cost(Collective::all_gather, grp.params * e, grp.where, pdt).time_s;
+      const double ag =
+          comm.cost(Collective::all_gather, grp.params * e, grp.where, pdt, form).time_s;
       const double rs =
-          comm.cost(Collective::reduce_scatter, grp.params * e, grp.where, gdt).time_s;
+          comm.cost(Collective::reduce_scatter, grp.params * e, grp.where, gdt, form).time_s;
       zero3 += 2 * ag + rs;
     }
   }

@@ -1,7 +1,7 @@
 // Time of one collective on a group of GPUs placed on the system, either from the α-β links of the
 // system or from measured `mcr tune` tables (one per link tier). With tables, the backend of each
-// operation is chosen as the runtime chooses it (docs/design.md): rules, then the tuning table,
-// then the default priority; its time is interpolated from the table's samples.
+// operation is chosen by the runtime's own selection function (mcr::select_backend): rules, then
+// the tuning table, then the default priority; its time is interpolated from the table's samples.
 #pragma once
 
 #include <optional>
@@ -47,8 +47,11 @@ class CommModel {
 
   /// `bytes` follows the nccl-tests convention (docs/tuning-format.md): the buffer for all_reduce
   /// and p2p, the whole output for all_gather, the whole input for reduce_scatter, each rank's
-  /// send buffer for all_to_all.
-  CommCost cost(Collective op, double bytes, const Placement& where, DType dtype) const;
+  /// send buffer for all_to_all. `form`: how the framework issues it (the gradient buckets of data
+  /// parallelism are asynchronous, a tensor-parallel all-reduce is waited at once); a table may
+  /// hold entries per form, as for the runtime.
+  CommCost cost(Collective op, double bytes, const Placement& where, DType dtype,
+                CallForm form = CallForm::sync) const;
   /// The α-β estimate alone (used for tiers without a table).
   double alpha_beta(Collective op, double bytes, const Placement& where) const;
 
@@ -56,7 +59,8 @@ class CommModel {
 
  private:
   std::optional<CommCost> from_table(const TuningTable& table, const char* tier, Collective op,
-                                     double bytes, const Placement& where, DType dtype) const;
+                                     double bytes, const Placement& where, DType dtype,
+                                     CallForm form) const;
   SystemSpec system_;
   bool gpu_buffers_;
   std::optional<TuningTable> intra_;

@@ -117,9 +117,10 @@ MemoryBreakdown plan_memory(const codesign::ModelShape& model, const codesign::D
 /// Sizes of the gradient buckets of `bytes` of gradients: as many full `bucket_bytes` buckets as
 /// fit, then the remainder; one bucket of everything when `bucket_bytes` is 0 or larger.
 std::vector<double> gradient_buckets(double bytes, double bucket_bytes);
-/// The sum of one collective per bucket (each priced by comm.cost); the source of the last one.
+/// The sum of one collective per bucket (each priced by comm.cost in `form`); the source of the
+/// last one.
 CommCost bucketed_cost(const CommModel& comm, Collective op, double bytes, double bucket_bytes,
-                       const Placement& where, DType dtype);
+                       const Placement& where, DType dtype, CallForm form = CallForm::sync);
 
 /// Fraction of a 1F1B step the pipeline is idle: (p - 1) / (m * v).
 double bubble_fraction(int pp, std::int64_t microbatches, int interleave);

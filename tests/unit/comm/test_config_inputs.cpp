@@ -12,7 +12,7 @@
 #include "backend.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/info.hpp"
-#include "selection_inputs.hpp"
+#include "init_inputs.hpp"
 
 using namespace mcr;
 using namespace mcr::detail;
@@ -94,26 +94,26 @@ TEST(Timeout, EnvAndInitOptions) {
   {
     Env env;
     env.set("MCR_TIMEOUT", "2.5");
-    EXPECT_EQ(read_selection_inputs({}).timeout, 2500ms);
+    EXPECT_EQ(read_init_inputs({}).timeout, 2500ms);
     InitOptions o;
     o.timeout = 7s;  // the option wins over the variable
-    EXPECT_EQ(read_selection_inputs(o).timeout, 7000ms);
+    EXPECT_EQ(read_init_inputs(o).timeout, 7000ms);
   }
-  EXPECT_EQ(read_selection_inputs({}).timeout, kDefaultTimeout);
+  EXPECT_EQ(read_init_inputs({}).timeout, kDefaultTimeout);
   {
     Env env;
     env.set("MCR_TIMEOUT", "inf");
-    EXPECT_NE(error_of([] { (void)read_selection_inputs({}); }).find("MCR_TIMEOUT='inf'"),
+    EXPECT_NE(error_of([] { (void)read_init_inputs({}); }).find("MCR_TIMEOUT='inf'"),
               std::string::npos);
   }
   InitOptions negative;
   negative.timeout = -5ms;
   EXPECT_NE(
-      error_of([&] { (void)read_selection_inputs(negative); }).find("InitOptions::timeout = -5 ms"),
+      error_of([&] { (void)read_init_inputs(negative); }).find("InitOptions::timeout = -5 ms"),
       std::string::npos);
   InitOptions huge;
   huge.timeout = kMaxTimeout + 1ms;
-  EXPECT_NE(error_of([&] { (void)read_selection_inputs(huge); }).find("1 week"), std::string::npos);
+  EXPECT_NE(error_of([&] { (void)read_init_inputs(huge); }).find("1 week"), std::string::npos);
 }
 
 TEST(BackendList, SplitTrimsAndKeepsEmptyItems) {
@@ -145,15 +145,15 @@ TEST(BackendList, RejectsEmptyUnknownUncompiledAndRepeatedNames) {
   }
   Env env;
   env.set("MCR_BACKENDS", "glo");
-  m = error_of([] { (void)read_selection_inputs({}); });
+  m = error_of([] { (void)read_init_inputs({}); });
   EXPECT_NE(m.find("MCR_BACKENDS='glo': unknown backend 'glo'"), std::string::npos) << m;
 }
 
-TEST(SelectionInputs, RulesErrorsNameTheVariableAndTheRule) {
+TEST(InitInputs, RulesErrorsNameTheVariableAndTheRule) {
   {
     Env env;
     env.set("MCR_RULES", "all_reduce:0-64K=mpi;all_reduce:*=glo");
-    const auto m = error_of([] { (void)read_selection_inputs({}); });
+    const auto m = error_of([] { (void)read_init_inputs({}); });
     EXPECT_NE(m.find("MCR_RULES: rule #2 'all_reduce:*=glo': unknown backend 'glo'"),
               std::string::npos)
         << m;
@@ -163,7 +163,7 @@ TEST(SelectionInputs, RulesErrorsNameTheVariableAndTheRule) {
   {
     InitOptions o;
     o.rules = "all_reduce:-=mpi;*:64Q=gloo";
-    const auto m = error_of([&] { (void)read_selection_inputs(o); });
+    const auto m = error_of([&] { (void)read_init_inputs(o); });
     EXPECT_NE(m.find("InitOptions::rules: rule #2 '*:64Q=gloo'"), std::string::npos) << m;
   }
   {
@@ -171,14 +171,14 @@ TEST(SelectionInputs, RulesErrorsNameTheVariableAndTheRule) {
         "min_bytes": -5, "backend": "mpi"}]})");
     Env env;
     env.set("MCR_RULES_FILE", path);
-    const auto m = error_of([] { (void)read_selection_inputs({}); });
+    const auto m = error_of([] { (void)read_init_inputs({}); });
     EXPECT_NE(m.find(fmt::format("MCR_RULES_FILE='{}': rules[0]", path)), std::string::npos) << m;
     EXPECT_NE(m.find("min_bytes -5 is negative"), std::string::npos) << m;
   }
   {
     Env env;
     env.set("MCR_RULES_FILE", "/nonexistent/rules.json");
-    const auto m = error_of([] { (void)read_selection_inputs({}); });
+    const auto m = error_of([] { (void)read_init_inputs({}); });
     EXPECT_NE(m.find("MCR_RULES_FILE='/nonexistent/rules.json': the rules file cannot be opened"),
               std::string::npos)
         << m;
@@ -186,17 +186,17 @@ TEST(SelectionInputs, RulesErrorsNameTheVariableAndTheRule) {
   // A backend mcr knows but this build or process may lack is a valid rule.
   Env env;
   env.set("MCR_RULES", "all_reduce:*=nccl;broadcast:0-1M=gloo");
-  const auto in = read_selection_inputs({});
+  const auto in = read_init_inputs({});
   EXPECT_EQ(in.rules->canonical(), "all_reduce:*=nccl;broadcast:0-1M=gloo");
 }
 
-TEST(SelectionInputs, TuningTableIsValidatedAtLoad) {
+TEST(InitInputs, TuningTableIsValidatedAtLoad) {
   const auto path = write_temp("table_gap.json", R"({"format": "mcr-tuning", "version": 1,
       "entries": [{"op": "all_reduce", "ranges": [{"min_bytes": 0, "max_bytes": 99, "backend": "mpi"},
                                                   {"min_bytes": 200, "max_bytes": null, "backend": "gloo"}]}]})");
   Env env;
   env.set("MCR_TUNING", path);
-  const auto m = error_of([] { (void)read_selection_inputs({}); });
+  const auto m = error_of([] { (void)read_init_inputs({}); });
   EXPECT_NE(m.find(fmt::format("MCR_TUNING: tuning table '{}' is invalid (1 problem", path)),
             std::string::npos)
       << m;
@@ -205,7 +205,7 @@ TEST(SelectionInputs, TuningTableIsValidatedAtLoad) {
       << m;
   InitOptions o;
   o.tuning_file = "/nonexistent/table.json";
-  EXPECT_NE(error_of([&] { (void)read_selection_inputs(o); })
+  EXPECT_NE(error_of([&] { (void)read_init_inputs(o); })
                 .find("InitOptions::tuning_file: tuning table '/nonexistent/table.json' cannot be "
                       "opened"),
             std::string::npos);
@@ -214,10 +214,10 @@ TEST(SelectionInputs, TuningTableIsValidatedAtLoad) {
 TEST(ConfigDigest, RanksAndDifferencesAreNamed) {
   EXPECT_EQ(format_ranks({0}), "0");
   EXPECT_EQ(format_ranks({0, 1, 2, 5, 7, 8}), "0-2,5,7-8");
-  SelectionInputs a;
+  InitInputs a;
   a.rules = std::make_shared<RuleSet>(RuleSet::parse("all_reduce:*=mpi"));
   a.backends = {"mpi", "gloo"};
-  SelectionInputs b = a;
+  InitInputs b = a;
   b.backends = {"gloo"};
   const auto da = make_config_digest(a, {"mpi", "gloo"});
   const auto db = make_config_digest(b, {"gloo"});
@@ -232,7 +232,7 @@ TEST(ConfigDigest, RanksAndDifferencesAreNamed) {
   // A table differs by content hash; where it does, its file is shown.
   auto table = std::make_shared<TuningTable>();
   table->entries.push_back({OpType::all_reduce, "any", 0, {{0, kMaxBytes, "mpi"}}});
-  SelectionInputs t = a;
+  InitInputs t = a;
   t.table = table;
   t.table_source = "/tmp/t.json";
   const auto dt = make_config_digest(t, {"mpi", "gloo"});

@@ -6,6 +6,7 @@
 
 #include "mcr/errors.hpp"
 #include "mcr/plan/comm_model.hpp"
+#include "mcr/plan/planner.hpp"
 #include "test_helpers.hpp"
 
 namespace mcr::plan {
@@ -87,6 +88,35 @@ TEST(PlanComm, RulesComeBeforeTheTable) {
   c.add_table(Tier::any, two_backend_table());
   c.set_rules(RuleSet::parse("all_reduce:*=gloo"));
   EXPECT_EQ(c.cost(Collective::all_reduce, 16, Placement{2, 2, 1}, DType::f32).backend, "gloo");
+}
+
+TEST(PlanComm, TheCallFormChoosesTheTablesEntryAsInTheRuntime) {
+  // Measured per call form, as `mcr tune` records it: mpi wins waited calls, gloo the
+  // asynchronous ones that data parallelism issues.
+  TuningTable t = two_backend_table();
+  t.entries[0].form = "sync";
+  TuningEntry async = t.entries[0];
+  async.form = "async";
+  async.ranges = {{0, kMaxBytes, "gloo"}};
+  t.entries.push_back(async);
+  CommModel c(round_system(1, 2), false);
+  c.add_table(Tier::any, t);
+  const Placement p{2, 2, 1};
+  EXPECT_EQ(c.cost(Collective::all_reduce, 16, p, DType::f32).backend, "mpi");
+  EXPECT_EQ(c.cost(Collective::all_reduce, 16, p, DType::f32, CallForm::async).backend, "gloo");
+  EXPECT_EQ(bucketed_cost(c, Collective::all_reduce, 64, 16, p, DType::f32, CallForm::async).backend,
+            "gloo");
+}
+
+TEST(PlanComm, ARuleForABackendWithoutSamplesIsSkipped) {
+  // The planner can only price a backend the table measured: a rule naming another one is
+  // skipped, as the runtime skips a rule whose backend cannot run the operation.
+  CommModel c(round_system(1, 2), false);
+  c.add_table(Tier::any, two_backend_table());
+  c.set_rules(RuleSet::parse("all_reduce:*=nccl;all_reduce:*=gloo"));
+  const auto r = c.cost(Collective::all_reduce, 16, Placement{2, 2, 1}, DType::f32);
+  EXPECT_EQ(r.backend, "gloo");
+  EXPECT_NE(r.source.find("(rule)"), std::string::npos) << r.source;
 }
 
 TEST(PlanComm, OtherGroupSizesScaleByTheBusFactor) {

@@ -1,4 +1,4 @@
-#include "selection_inputs.hpp"
+#include "init_inputs.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -141,8 +141,8 @@ void check_backend_list(const std::vector<std::string>& names, std::string_view 
   }
 }
 
-SelectionInputs read_selection_inputs(const InitOptions& options) {
-  SelectionInputs in;
+InitInputs read_init_inputs(const InitOptions& options) {
+  InitInputs in;
   in.timeout = resolve_timeout(options);
 
   // Rules: the string form, then a JSON file, concatenated in that order.
@@ -208,7 +208,7 @@ void log_skipped_rules(const RuleSet& rules,
   }
 }
 
-ConfigDigest make_config_digest(const SelectionInputs& in,
+ConfigDigest make_config_digest(const InitInputs& in,
                                 const std::vector<std::string>& bring_up) {
   ConfigDigest d;
   const std::string none = "(none)";

@@ -37,7 +37,8 @@ void check_backend_list(const std::vector<std::string>& names, std::string_view 
 /// them).
 std::vector<std::string> split_backend_list(std::string_view text);
 
-struct SelectionInputs {
+/// What init() reads from its options and the environment, checked before any rank blocks.
+struct InitInputs {
   std::shared_ptr<const RuleSet> rules;
   std::string rules_source;  ///< where the rules came from, for `mcr info`
   std::shared_ptr<const TuningTable> table;
@@ -49,7 +50,7 @@ struct SelectionInputs {
 /// Reads every input of init() (an InitOptions field wins over its variable) and checks it: rules
 /// (syntax, sizes, backend names), the tuning table (TuningTable::problems), the backend list, the
 /// timeout. Throws InvalidArgument naming the variable or option, the value and the rule.
-SelectionInputs read_selection_inputs(const InitOptions& options);
+InitInputs read_init_inputs(const InitOptions& options);
 
 /// Under MCR_DEBUG, one line per rule whose backend this build lacks or this process cannot use
 /// (`unusable`: name and reason): such a rule is valid and selection skips it.
@@ -66,7 +67,7 @@ struct ConfigDigest {
 };
 
 /// The digest of this rank: build, backend list, the backends it would bring up, rules, table.
-ConfigDigest make_config_digest(const SelectionInputs& inputs,
+ConfigDigest make_config_digest(const InitInputs& inputs,
                                 const std::vector<std::string>& bring_up);
 
 /// For per-rank digests (index = rank), one clause per field that differs, naming which ranks hold
