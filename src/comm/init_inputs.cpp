@@ -208,8 +208,7 @@ void log_skipped_rules(const RuleSet& rules,
   }
 }
 
-ConfigDigest make_config_digest(const InitInputs& in,
-                                const std::vector<std::string>& bring_up) {
+ConfigDigest make_config_digest(const InitInputs& in, const std::vector<std::string>& bring_up) {
   ConfigDigest d;
   const std::string none = "(none)";
   d.fields.emplace_back("mcr version", version());

@@ -67,8 +67,7 @@ struct ConfigDigest {
 };
 
 /// The digest of this rank: build, backend list, the backends it would bring up, rules, table.
-ConfigDigest make_config_digest(const InitInputs& inputs,
-                                const std::vector<std::string>& bring_up);
+ConfigDigest make_config_digest(const InitInputs& inputs, const std::vector<std::string>& bring_up);
 
 /// For per-rank digests (index = rank), one clause per field that differs, naming which ranks hold
 /// which value ("MCR_BACKENDS / InitOptions::backends differs: rank 0 has 'mpi,gloo', rank 1 has

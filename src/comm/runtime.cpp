@@ -18,11 +18,11 @@
 #include "device/device_runtime.hpp"
 #include "failure.hpp"
 #include "hier/hier_backend.hpp"
+#include "init_inputs.hpp"
 #include "launch_hooks.hpp"
 #include "log.hpp"
 #include "mcr/errors.hpp"
 #include "process_memory.hpp"
-#include "init_inputs.hpp"
 #include "verify.hpp"
 #include "watchdog.hpp"
 

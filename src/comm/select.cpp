@@ -18,7 +18,7 @@ std::vector<SelectionCandidate> select_backend(const SelectionInputs& in, const 
     c.source = source;
     c.index = index;
     BackendFit f = fit(name);
-    c.verdict = !f.available          ? Verdict::unavailable
+    c.verdict = !f.available         ? Verdict::unavailable
                 : !f.why_not.empty() ? Verdict::unsupported
                                      : Verdict::chosen;
     c.detail = std::move(f.why_not);
@@ -38,7 +38,8 @@ std::vector<SelectionCandidate> select_backend(const SelectionInputs& in, const 
   std::string table_note;
   if (in.table != nullptr) {
     const TuningTable& t = *in.table;
-    if (const std::string* name = t.lookup(q.op, q.dtype, in.group_size, in.shape, q.bytes, q.form)) {
+    if (const std::string* name =
+            t.lookup(q.op, q.dtype, in.group_size, in.shape, q.bytes, q.form)) {
       if (add(*name, Source::tuning, 0)) {
         // Which form's measurement decided: said when the table recorded one.
         const TuningEntry* e = t.entry_for(q.op, q.dtype, in.group_size, in.shape, q.form);

@@ -77,8 +77,8 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     reduce += red.time_s;
     out.source = origin(red);
     if (scatter) {
-      gather += comm.cost(Collective::all_gather, grp.params * param_bytes, grp.where, pdt, form)
-                    .time_s;
+      gather +=
+          comm.cost(Collective::all_gather, grp.params * param_bytes, grp.where, pdt, form).time_s;
     }
     if (l.zero >= 3) {
       // ZeRO-3 gathers the weights for every forward and backward pass and reduce-scatters the

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include "backend.hpp"
+#include "init_inputs.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/info.hpp"
-#include "init_inputs.hpp"
 
 using namespace mcr;
 using namespace mcr::detail;

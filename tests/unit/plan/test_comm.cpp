@@ -104,8 +104,9 @@ TEST(PlanComm, TheCallFormChoosesTheTablesEntryAsInTheRuntime) {
   const Placement p{2, 2, 1};
   EXPECT_EQ(c.cost(Collective::all_reduce, 16, p, DType::f32).backend, "mpi");
   EXPECT_EQ(c.cost(Collective::all_reduce, 16, p, DType::f32, CallForm::async).backend, "gloo");
-  EXPECT_EQ(bucketed_cost(c, Collective::all_reduce, 64, 16, p, DType::f32, CallForm::async).backend,
-            "gloo");
+  EXPECT_EQ(
+      bucketed_cost(c, Collective::all_reduce, 64, 16, p, DType::f32, CallForm::async).backend,
+      "gloo");
 }
 
 TEST(PlanComm, ARuleForABackendWithoutSamplesIsSkipped) {
