@@ -10,6 +10,7 @@
 #include "mcr/bench/point.hpp"
 #include "mcr/device_buffer.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/launch.hpp"
 #include "mcr/work.hpp"
 
 namespace mcr::bench {
@@ -180,14 +181,9 @@ Device bench_device(std::string_view kind) {
     throw InvalidArgument(
         "--device cuda: no CUDA device is present (or this build has no CUDA support)");
   }
-  int local = 0;
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"}) {
-    if (const char* v = std::getenv(var); v != nullptr) {
-      local = std::atoi(v);
-      break;
-    }
-  }
-  return Device::cuda(local % count);
+  // The launcher's local rank picks the device, as init() reads it (a given store needs no
+  // rendezvous address here: the bench has formed its world already).
+  return Device::cuda(launch_info(/*store_given=*/true).local_rank % count);
 }
 
 void Point::fill() {

@@ -183,7 +183,7 @@ void check_store_options(const InitOptions& o) {
 // With a given store, its rank and size replace the launcher's. Only an MPI launcher's world is
 // worth joining, and only when it is the same world (checked here, before anything blocks);
 // without an MPI launcher, MPI_Init would form a world of one beside the real one.
-void take_rank_from_options(LaunchInfo& launch, const InitOptions& options) {
+void take_rank_from_options(detail::LaunchInfo& launch, const InitOptions& options) {
   if (!options.store) return;
   if (launch.mpi_world && (launch.rank != options.rank || launch.size != options.size)) {
     throw InvalidArgument(fmt::format(
@@ -212,7 +212,7 @@ Communicator init(const InitOptions& options) {
   if (runtime_exists()) return Communicator(runtime().world);
   check_store_options(options);
   auto rt = std::make_unique<Runtime>();
-  rt->launch = detect_launch(options.store != nullptr);
+  static_cast<mcr::LaunchInfo&>(rt->launch) = mcr::launch_info(options.store != nullptr);
   take_rank_from_options(rt->launch, options);
 
   // Every input is read and checked before anything blocks. A rank whose input is rejected still

@@ -15,6 +15,7 @@
 
 #include <mcr/comm.hpp>
 #include <mcr/info.hpp>
+#include <mcr/launch.hpp>
 
 #include "c10d_store.hpp"
 #include "comm_thread.hpp"
@@ -114,6 +115,23 @@ py::dict rendezvous() {
   out["rendezvous"] = info.rendezvous;
   out["world_exchange"] = info.world_exchange;
   out["store_host"] = info.store_host;
+  return out;
+}
+
+// The launcher's placement of this process (mcr::launch_info), read from the environment the
+// same way init() reads it: {"launcher", "rank", "size", "local_rank", "local_size",
+// "master_addr", "master_port", "mpi_world"}. Needs no runtime.
+py::dict launch_info(bool store_given) {
+  const mcr::LaunchInfo l = mcr::launch_info(store_given);
+  py::dict out;
+  out["launcher"] = std::string(mcr::to_string(l.launcher));
+  out["rank"] = l.rank;
+  out["size"] = l.size;
+  out["local_rank"] = l.local_rank;
+  out["local_size"] = l.local_size;
+  out["master_addr"] = l.master_addr;
+  out["master_port"] = l.master_port;
+  out["mpi_world"] = l.mpi_world;
   return out;
 }
 
@@ -217,6 +235,7 @@ PYBIND11_MODULE(_mcr_torch, m) {
   m.def("init_runtime", &init_runtime, py::arg("store") = py::none(), py::arg("rank") = -1,
         py::arg("size") = 0);
   m.def("rendezvous", &rendezvous);
+  m.def("launch_info", &launch_info, py::arg("store_given") = false);
   m.def("comm_thread_counts", [] {
     const auto c = CommThread::instance().counts();
     py::dict d;

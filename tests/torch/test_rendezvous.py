@@ -14,12 +14,32 @@ from common import check, finish, same, setup
 from mcr.torch import _mcr_torch as _C
 
 
+def expected_launch(env):
+    """The launcher and placement that the environment names, read here independently of the
+    runtime's reader: (launcher, rank, size, local rank)."""
+    if "OMPI_COMM_WORLD_SIZE" in env:
+        return ("mpirun", int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"]),
+                int(env["OMPI_COMM_WORLD_LOCAL_RANK"]))
+    if "SLURM_PROCID" in env and "RANK" not in env:
+        return ("srun", int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]),
+                int(env["SLURM_LOCALID"]))
+    return ("torchrun", int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)))
+
+
 def main():
+    # One reader of the launcher's environment for C++ and Python (mcr::launch_info).
+    want = expected_launch(dict(os.environ))
+    launch = mcr.torch._backend.launch_info()
+    got = (launch["launcher"], launch["rank"], launch["size"], launch["local_rank"])
+    check(got == want, f"launch_info {launch}: {want} expected")
     by_mpi = mcr.torch._backend.launched_by_mpi()
     os.environ.pop("MCR_STORE_TOKEN", None)  # never needed with torch's store
     by_srun = mcr.torch._backend.launched_by_srun_without_mpi()
     rank, ws = setup()
     info = _C.rendezvous()
+    check(mcr.torch.get_local_rank() == want[3], f"get_local_rank {mcr.torch.get_local_rank()}")
+    check((int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) == (rank, ws),
+          f"RANK/WORLD_SIZE {os.environ['RANK']}/{os.environ['WORLD_SIZE']} after init")
     if "SLURM_PROCID" in os.environ:
         check((rank, ws) == (int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])),
               f"rank {rank} of {ws} under srun: {os.environ['SLURM_PROCID']} of "

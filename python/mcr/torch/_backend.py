@@ -28,68 +28,25 @@ _lock = threading.Lock()
 _generation = -1
 
 
+def launch_info(store_given=True):
+    """The launcher's placement of this process, read by the runtime's own reader (mcr::launch_info,
+    src/comm/bootstrap/launch.cpp), so that Python and C++ cannot disagree: {"launcher": "single" |
+    "mpirun" | "srun" | "torchrun", "rank", "size", "local_rank", "local_size", "master_addr",
+    "master_port", "mpi_world"}. `store_given` (the default here: torch brings its own store) makes
+    torchrun's MASTER_ADDR/MASTER_PORT optional; under srun without PMI master_addr/master_port are
+    where rank 0's store listens, from MASTER_ADDR/MASTER_PORT or derived from the step."""
+    return _C.launch_info(store_given)
+
+
 def launched_by_mpi():
     """Whether an MPI launcher (Open MPI's mpirun, Slurm with PMI) started this process."""
-    env = os.environ
-    if "OMPI_COMM_WORLD_SIZE" in env:
-        return True
-    # SLURM_MPI_TYPE=none (srun --mpi=none) means no PMI at all.
-    return "SLURM_PROCID" in env and "RANK" not in env and (
-        "PMIX_RANK" in env or "PMI_RANK" in env or env.get("SLURM_MPI_TYPE", "none") != "none")
+    return launch_info()["mpi_world"]
 
 
 def launched_by_srun_without_mpi():
     """srun without an MPI plugin: Slurm's variables give the ranks, nobody forms an MPI world."""
-    env = os.environ
-    return ("SLURM_PROCID" in env and "SLURM_NTASKS" in env and "RANK" not in env
-            and "OMPI_COMM_WORLD_SIZE" not in env and not launched_by_mpi())
-
-
-def _slurm_first_host(hostlist):
-    """The first host of a Slurm host list: "node[01-04,07],gpu5" -> "node01"."""
-    host, i = "", 0
-    while i < len(hostlist) and hostlist[i] != ",":
-        if hostlist[i] == "[":
-            close = hostlist.find("]", i)
-            first = hostlist[i + 1:close].replace("-", ",").split(",")[0] if close > 0 else ""
-            if not first:
-                raise ValueError(f"cannot read the first host of the Slurm node list '{hostlist}'")
-            host, i = host + first, close + 1
-        else:
-            host, i = host + hostlist[i], i + 1
-    return host
-
-
-def slurm_master():
-    """(MASTER_ADDR, MASTER_PORT) for an srun step without PMI, derived the way mcr's runtime derives
-    its own store's (src/comm/bootstrap/launch.cpp), so that every task arrives at the same answer
-    alone: MASTER_ADDR/MASTER_PORT when set; loopback when the step has one node, else its first
-    node (where srun places task 0); the step's first reserved port (srun --resv-ports), else
-    10000 + (job id % 2000) * 10 + step id % 10."""
-    env = os.environ
-    addr = env.get("MASTER_ADDR")
-    if not addr:
-        nodes = int(env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES", "0")))
-        if nodes == 1:
-            addr = "127.0.0.1"
-        else:
-            name = next((n for n in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
-                         if env.get(n)), None)
-            if name is None:
-                raise RuntimeError("srun without PMI: no SLURM_STEP_NODELIST; set MASTER_ADDR")
-            addr = _slurm_first_host(env[name])
-    port = env.get("MASTER_PORT")
-    if not port:
-        resv = env.get("SLURM_STEP_RESV_PORTS")
-        if resv:
-            port = resv.replace(",", "-").split("-")[0]
-        else:
-            job = int(env.get("SLURM_JOB_ID", env.get("SLURM_JOBID", "-1")))
-            if job < 0:
-                raise RuntimeError("srun without PMI: SLURM_JOB_ID is not set; set MASTER_PORT")
-            step = int(env.get("SLURM_STEP_ID", env.get("SLURM_STEPID", "0")))
-            port = str(10000 + (job % 2000) * 10 + step % 10)
-    return addr, int(port)
+    info = launch_info()
+    return info["launcher"] == "srun" and not info["mpi_world"]
 
 
 def _free_port():

@@ -65,13 +65,14 @@ def _run(name, fn):
 
 
 def _launcher_env():
-    """RANK/WORLD_SIZE/LOCAL_RANK from Open MPI or Slurm variables when torchrun's are absent."""
-    env = os.environ
-    for src, dst in (("OMPI_COMM_WORLD_RANK", "RANK"), ("OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"),
-                     ("OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"), ("SLURM_PROCID", "RANK"),
-                     ("SLURM_NTASKS", "WORLD_SIZE"), ("SLURM_LOCALID", "LOCAL_RANK")):
-        if src in env and dst not in env:
-            env[dst] = env[src]
+    """RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE, where torchrun's are absent, from the launcher
+    that started this process (mpirun, srun), as the runtime reads it."""
+    info = _backend.launch_info()
+    if info["launcher"] not in ("mpirun", "srun"):
+        return
+    for key, dst in (("rank", "RANK"), ("size", "WORLD_SIZE"), ("local_rank", "LOCAL_RANK"),
+                     ("local_size", "LOCAL_WORLD_SIZE")):
+        os.environ.setdefault(dst, str(info[key]))
 
 
 # The torch store address init_processes() agreed on under an MPI launcher, so that a later
@@ -89,7 +90,7 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
     on rank 0 at the address of mcr's own store, on a port rank 0 picks), torchrun (RANK,
     WORLD_SIZE, MASTER_ADDR, MASTER_PORT; mcr forms its world through torch's store), srun without
     PMI (the same, with RANK & co. from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and MASTER_ADDR/
-    MASTER_PORT, unless set, derived from the step: _backend.slurm_master) or by hand with the
+    MASTER_PORT, unless set, derived from the step: _backend.launch_info) or by hand with the
     same variables. `dist_backend` may be "gloo" to run torch's own backend for comparison.
     """
     if dist.is_initialized():
@@ -111,10 +112,11 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
         os.environ["MASTER_PORT"] = port
         _agreed_master = (os.environ["MASTER_ADDR"], port)
     elif init_method is None and _backend.launched_by_srun_without_mpi():
-        # No MPI to agree on a port with: every task derives torch's store address from the step.
-        addr, port = _backend.slurm_master()
-        os.environ["MASTER_ADDR"] = addr
-        os.environ["MASTER_PORT"] = str(port)
+        # No MPI to agree on a port with: every task derives torch's store address from the step
+        # (MASTER_ADDR/MASTER_PORT when set), as the runtime derives its own store's.
+        info = _backend.launch_info()
+        os.environ["MASTER_ADDR"] = info["master_addr"]
+        os.environ["MASTER_PORT"] = str(info["master_port"])
     _launcher_env()
     dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method)
 
@@ -136,9 +138,8 @@ def get_world_size(group=None):
 
 
 def get_local_rank():
-    env = os.environ
-    return int(env.get("LOCAL_RANK", env.get("OMPI_COMM_WORLD_LOCAL_RANK",
-                                              env.get("SLURM_LOCALID", "0"))))
+    """This process's rank on its host, from its launcher (mpirun, srun, torchrun)."""
+    return _backend.launch_info()["local_rank"]
 
 
 def get_world_group():

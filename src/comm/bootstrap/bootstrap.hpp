@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mcr/launch.hpp"
 #include "mcr/store.hpp"
 
 namespace mcr::detail {
@@ -23,36 +24,16 @@ inline std::string from_bytes(const Bytes& b) {
   return std::string(b.begin(), b.end());
 }
 
-/// Which launcher started this process, read from the environment.
-enum class Launcher { single, mpi, slurm, torchrun };
-const char* to_string(Launcher l) noexcept;
+using mcr::Launcher;
+using mcr::to_string;
 
-struct LaunchInfo {
-  Launcher launcher = Launcher::single;
-  int rank = 0;
-  int size = 1;
-  int local_rank = 0;
-  int local_size = 1;
-  /// Where rank 0 runs mcr's store when no MPI launcher forms the world: torchrun's MASTER_ADDR
-  /// and MASTER_PORT; under srun without PMI the same variables when set, else derived from the
-  /// step (launch.cpp). Empty under mpirun and srun with PMI.
-  std::string master_addr;
-  int master_port = 0;
-  /// Whether an MPI launcher (mpirun/mpiexec, or srun with PMI) set this job up, so that MPI_Init
-  /// forms the real world. Under torchrun-style variables alone it is false, and the MPI backend
-  /// reports itself unusable rather than forming a world of one.
-  bool mpi_world = false;
-  /// Filled in by the store setup, once ranks have compared notes (bootstrap/host.hpp):
+/// The launcher's placement (mcr::launch_info) and what the store setup adds once ranks have
+/// compared notes (bootstrap/host.hpp).
+struct LaunchInfo : mcr::LaunchInfo {
   std::string host_id;            ///< this process's host identity (host name, boot id, network ns)
   bool single_host = false;       ///< every rank of the world has this host identity
   std::vector<int> host_of_rank;  ///< world rank -> host index (topology.hpp), rank 0's host is 0
 };
-
-/// Reads OMPI_COMM_WORLD_*, PMIX_RANK, SLURM_PROCID/SLURM_NTASKS/..., RANK/WORLD_SIZE/LOCAL_RANK/
-/// MASTER_ADDR/MASTER_PORT. Throws InvalidArgument naming the variable when one is malformed.
-/// `store_given`: init() was handed a store, so MASTER_ADDR/MASTER_PORT (where mcr's own store
-/// would listen) are not required.
-LaunchInfo detect_launch(bool store_given = false);
 
 /// Slurm's tasks-per-node list ("4", "2(x3),1") at node index `node`; -1 when malformed or short.
 int slurm_tasks_on_node(std::string_view per_node, int node);

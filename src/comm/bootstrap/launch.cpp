@@ -1,4 +1,5 @@
-// Launcher detection: which engine started this process and where the rank sits in the job.
+// Launcher detection (mcr/launch.hpp): which engine started this process and where the rank sits
+// in the job.
 #include <charconv>
 #include <cstdlib>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/launch.hpp"
 
 namespace mcr::detail {
 namespace {
@@ -106,20 +108,6 @@ SlurmMaster slurm_master() {
 
 }  // namespace
 
-const char* to_string(Launcher l) noexcept {
-  switch (l) {
-    case Launcher::single:
-      return "single";
-    case Launcher::mpi:
-      return "mpirun";
-    case Launcher::slurm:
-      return "srun";
-    case Launcher::torchrun:
-      return "torchrun";
-  }
-  return "?";
-}
-
 int slurm_tasks_on_node(std::string_view per_node, int node) {
   // Comma-separated groups "COUNT" or "COUNT(xREPEAT)", in node order.
   int first_node = 0;
@@ -171,7 +159,27 @@ int slurm_default_port(int job_id, int step_id) {
   return 10000 + (job_id % 2000) * 10 + step_id % 10;
 }
 
-LaunchInfo detect_launch(bool store_given) {
+}  // namespace mcr::detail
+
+namespace mcr {
+
+const char* to_string(Launcher l) noexcept {
+  switch (l) {
+    case Launcher::single:
+      return "single";
+    case Launcher::mpi:
+      return "mpirun";
+    case Launcher::slurm:
+      return "srun";
+    case Launcher::torchrun:
+      return "torchrun";
+  }
+  return "?";
+}
+
+LaunchInfo launch_info(bool store_given) {
+  using detail::env;
+  using detail::env_int;
   LaunchInfo info;
   if (env("OMPI_COMM_WORLD_SIZE") != nullptr) {  // Open MPI's mpirun/mpiexec
     info.launcher = Launcher::mpi;
@@ -192,11 +200,11 @@ LaunchInfo detect_launch(bool store_given) {
     info.rank = env_int("SLURM_PROCID", 0, 0);
     info.size = env_int("SLURM_NTASKS", 1, 1);
     info.local_rank = env_int("SLURM_LOCALID", 0, 0);
-    info.local_size = slurm_local_size(info.size);
+    info.local_size = detail::slurm_local_size(info.size);
     if (!info.mpi_world) {
       // mcr's own store forms the world: rank 0 listens where every task can find it without
       // talking to the others first (store_setup.cpp).
-      const SlurmMaster m = slurm_master();
+      const detail::SlurmMaster m = detail::slurm_master();
       info.master_addr = m.addr;
       info.master_port = m.port;
     }
@@ -232,4 +240,4 @@ LaunchInfo detect_launch(bool store_given) {
   return info;
 }
 
-}  // namespace mcr::detail
+}  // namespace mcr

@@ -4,6 +4,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/launch.hpp"
 
 using namespace mcr::detail;
 
@@ -49,7 +50,7 @@ struct CleanEnv {
 
 TEST(Launch, SingleProcess) {
   CleanEnv clean;
-  auto l = detect_launch();
+  auto l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::single);
   EXPECT_EQ(l.size, 1);
 }
@@ -60,7 +61,7 @@ TEST(Launch, OpenMpi) {
   setenv("OMPI_COMM_WORLD_RANK", "3", 1);
   setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
   setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
-  auto l = detect_launch();
+  auto l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::mpi);
   EXPECT_TRUE(l.mpi_world);
   EXPECT_EQ(l.rank, 3);
@@ -75,7 +76,7 @@ TEST(Launch, SlurmWithPmix) {
   setenv("SLURM_LOCALID", "1", 1);
   setenv("SLURM_NTASKS_PER_NODE", "4", 1);
   setenv("PMIX_RANK", "5", 1);
-  auto l = detect_launch();
+  auto l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::slurm);
   EXPECT_TRUE(l.mpi_world);
   EXPECT_EQ(l.rank, 5);
@@ -88,7 +89,7 @@ TEST(Launch, TorchrunHasNoMpiWorld) {
   setenv("WORLD_SIZE", "3", 1);
   setenv("MASTER_ADDR", "127.0.0.1", 1);
   setenv("MASTER_PORT", "29511", 1);
-  auto l = detect_launch();
+  auto l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::torchrun);
   EXPECT_FALSE(l.mpi_world);
   EXPECT_EQ(l.master_port, 29511);
@@ -101,24 +102,24 @@ TEST(Launch, MalformedVariablesAreErrors) {
   setenv("MASTER_ADDR", "127.0.0.1", 1);
   setenv("MASTER_PORT", "29500", 1);
   try {
-    detect_launch();
+    mcr::launch_info();
     FAIL();
   } catch (const mcr::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("RANK='one'"), std::string::npos);
   }
   setenv("RANK", "2", 1);  // rank >= world size
-  EXPECT_THROW(detect_launch(), mcr::InvalidArgument);
+  EXPECT_THROW(mcr::launch_info(), mcr::InvalidArgument);
   setenv("RANK", "0", 1);
   unsetenv("MASTER_ADDR");
-  EXPECT_THROW(detect_launch(), mcr::InvalidArgument);
+  EXPECT_THROW(mcr::launch_info(), mcr::InvalidArgument);
 }
 
 TEST(Launch, GivenStoreNeedsNoMasterAddress) {
   CleanEnv clean;
   setenv("RANK", "1", 1);
   setenv("WORLD_SIZE", "2", 1);
-  EXPECT_THROW(detect_launch(), mcr::InvalidArgument);  // mcr's own store needs MASTER_ADDR
-  auto l = detect_launch(/*store_given=*/true);
+  EXPECT_THROW(mcr::launch_info(), mcr::InvalidArgument);  // mcr's own store needs MASTER_ADDR
+  auto l = mcr::launch_info(/*store_given=*/true);
   EXPECT_EQ(l.launcher, Launcher::torchrun);
   EXPECT_EQ(l.rank, 1);
   EXPECT_EQ(l.size, 2);
@@ -138,7 +139,7 @@ TEST(Launch, SlurmWithoutPmiFormsTheWorldThroughTheStore) {
   setenv("SLURM_JOB_ID", "7", 1);
   setenv("SLURM_STEP_ID", "1", 1);
   setenv("SLURM_MPI_TYPE", "none", 1);  // srun --mpi=none: no PMI
-  auto l = detect_launch();
+  auto l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::slurm);
   EXPECT_FALSE(l.mpi_world);
   EXPECT_EQ(l.rank, 2);
@@ -160,20 +161,20 @@ TEST(Launch, SlurmStoreAddressOnSeveralNodes) {
   setenv("SLURM_STEP_NODELIST", "gpu[07-09],cpu1", 1);
   setenv("SLURM_JOB_ID", "1234", 1);
   setenv("SLURM_STEP_RESV_PORTS", "12010-12013", 1);
-  auto l = detect_launch();
+  auto l = mcr::launch_info();
   EXPECT_EQ(l.local_size, 1);
   EXPECT_EQ(l.master_addr, "gpu07");
   EXPECT_EQ(l.master_port, 12010);       // the step's reserved ports come before a derived one
   setenv("MASTER_ADDR", "10.1.2.3", 1);  // the user's choice comes first
   setenv("MASTER_PORT", "29400", 1);
-  l = detect_launch();
+  l = mcr::launch_info();
   EXPECT_EQ(l.master_addr, "10.1.2.3");
   EXPECT_EQ(l.master_port, 29400);
   unsetenv("MASTER_ADDR");
   unsetenv("MASTER_PORT");
   setenv("SLURM_STEP_NODELIST", "gpu[07-09", 1);
   try {
-    detect_launch();
+    mcr::launch_info();
     FAIL() << "a malformed node list must be an error";
   } catch (const mcr::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("SLURM_STEP_NODELIST='gpu[07-09'"), std::string::npos);
