@@ -4,6 +4,7 @@
 #include "mcr/communicator.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/flight_recorder.hpp"
+#include "mcr/launch.hpp"
 #include "mcr/memory.hpp"
 #include "mcr/observer.hpp"
 #include "mcr/store.hpp"
