@@ -9,6 +9,7 @@
 #
 # e.g. bench/gloo_instructions.sh build-ci 200 --op send_recv --max-bytes 65536
 set -euo pipefail
+source "$(dirname "$0")/../scripts/lib.sh"
 
 build=${1:?usage: bench/gloo_instructions.sh BUILD_DIR [CALLS] [options...]}
 calls=${2:-200}
@@ -19,7 +20,7 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/mcr-gloo-instr.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-mpirun -np 2 --oversubscribe --bind-to none --mca btl self,vader \
+mpirun "${MCR_MPI_FLAGS[@]}" -np 2 \
   valgrind --tool=callgrind --collect-atstart=yes --dump-instr=no \
   "--callgrind-out-file=$work/cg.%q{OMPI_COMM_WORLD_RANK}" \
   "$build/bin/bench_gloo_raw" --count "$calls" "$@" 2>"$work/stderr" | tee "$work/stdout" >&2 ||

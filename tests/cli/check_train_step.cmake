@@ -3,8 +3,8 @@ cmake_minimum_required(VERSION 3.25)
 # JSON: every documented field is present, the timings are positive, and the gradient all_reduce
 # matched the independent check. Timings are not compared with anything: this only keeps the
 # program working for scripts/plan-check.
-execute_process(COMMAND ${MPIEXEC} --oversubscribe --bind-to none --allow-run-as-root
-                        --mca mpi_yield_when_idle 1 --mca btl self,vader -np 2 ${TRAIN_STEP}
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/McrMpiexec.cmake)
+execute_process(COMMAND ${MPIEXEC} ${MCR_MPIEXEC_FLAGS} -np 2 ${TRAIN_STEP}
                         --hidden 64 --heads 4 --layers 2 --seq 32 --micro-batch 2 --vocab 256
                         --steps 3 --warmup 1 --bucket-mb 0.05
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)

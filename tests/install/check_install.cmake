@@ -2,6 +2,7 @@
 # find_package(mcr), runs the consumer on 2 ranks, runs the installed `mcr shape` from a directory
 # outside the source and build trees, and checks the pkg-config file.
 # cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DMPIEXEC=... -P check_install.cmake
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/McrMpiexec.cmake)
 function(run)
   cmake_parse_arguments(R "" "WORKING_DIRECTORY;WHAT" "COMMAND" ${ARGN})
   execute_process(COMMAND ${R_COMMAND} WORKING_DIRECTORY ${R_WORKING_DIRECTORY}
@@ -32,7 +33,7 @@ run(WHAT "configuring the consumer" WORKING_DIRECTORY ${WORK_DIR}
 run(WHAT "building the consumer" WORKING_DIRECTORY ${WORK_DIR}
     COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
 run(WHAT "the consumer on 2 ranks" WORKING_DIRECTORY ${WORK_DIR}/elsewhere
-    COMMAND ${MPIEXEC} --oversubscribe --bind-to none --allow-run-as-root --mca mpi_yield_when_idle 1
+    COMMAND ${MPIEXEC} ${MCR_MPIEXEC_FLAGS}
             -np 2 ${WORK_DIR}/consumer/consumer)
 string(REGEX MATCHALL "all_reduce correct" ok "${RUN_OUTPUT}")
 list(LENGTH ok n_ok)

@@ -15,6 +15,7 @@
 # Every budget given must be met. Exit status 77 (ctest's SKIP_RETURN_CODE) only when valgrind is
 # not installed.
 set -euo pipefail
+source "$(dirname "$0")/../../scripts/lib.sh"
 
 program=$1 mpiexec=$2 ranks_list=$3 calls=$4
 shift 4
@@ -62,8 +63,7 @@ for ranks in $ranks_list; do
     "${callgrind[@]}" "--callgrind-out-file=$out/cg" "$program" --calls "$calls" \
       >"$out/stdout" 2>"$out/stderr" || { cat "$out/stdout" "$out/stderr"; exit 1; }
   else
-    "$mpiexec" --oversubscribe --bind-to none --allow-run-as-root --mca mpi_yield_when_idle 1 \
-      --mca btl self,vader -np "$ranks" \
+    "$mpiexec" "${MCR_MPI_FLAGS[@]}" -np "$ranks" \
       "${callgrind[@]}" "--callgrind-out-file=$out/cg.%q{OMPI_COMM_WORLD_RANK}" \
       "$program" --calls "$calls" >"$out/stdout" 2>"$out/stderr" ||
       { cat "$out/stdout" "$out/stderr"; exit 1; }

@@ -8,8 +8,8 @@
 set -uo pipefail
 mpiexec=$1 program=$2 backend=$3 form=$4 slow_ms=$5
 start=$(date +%s%N)
-out=$("$mpiexec" --oversubscribe --bind-to none --allow-run-as-root --mca mpi_yield_when_idle 1 \
-  --mca btl self,vader -np 2 "$program" after_timeout --backend="$backend" "$form" "$slow_ms" 2>&1)
+source "$(dirname "$0")/../../../scripts/lib.sh"
+out=$("$mpiexec" "${MCR_MPI_FLAGS[@]}" -np 2 "$program" after_timeout --backend="$backend" "$form" "$slow_ms" 2>&1)
 rc=$?
 took_ms=$((($(date +%s%N) - start) / 1000000))
 printf '%s\n' "$out"

@@ -22,8 +22,8 @@ signal=${11:-kill}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 args=(--backend="$backend" --victim="$victim" --at="$at" --form="$form" --signal="$signal")
-mpi_flags=(--oversubscribe --bind-to none --allow-run-as-root --mca mpi_yield_when_idle 1
-  --mca btl self,vader -np "$nproc")
+source "$(dirname "$0")/../../../scripts/lib.sh"
+mpi_flags=("${MCR_MPI_FLAGS[@]}" -np "$nproc")
 
 start=$(date +%s%N)
 case $mode in

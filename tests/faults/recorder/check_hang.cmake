@@ -1,6 +1,7 @@
 # Runs recorder_hang at 3 ranks with a 3 s timeout, then checks the watchdog's line, the flight
 # records, the MCR_LOG files written on the way out, and what `mcr doctor` makes of the records.
 # -DMPIEXEC -DHANG -DMCR -DDIR
+include(${CMAKE_CURRENT_LIST_DIR}/../../../cmake/McrMpiexec.cmake)
 file(REMOVE_RECURSE ${DIR})
 file(MAKE_DIRECTORY ${DIR})
 set(ENV{MCR_TIMEOUT} 3)
@@ -11,7 +12,7 @@ set(ENV{OMPI_ALLOW_RUN_AS_ROOT} 1)
 set(ENV{OMPI_ALLOW_RUN_AS_ROOT_CONFIRM} 1)
 string(TIMESTAMP t0 "%s")
 execute_process(
-  COMMAND ${MPIEXEC} --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca btl self,vader
+  COMMAND ${MPIEXEC} ${MCR_MPIEXEC_FLAGS}
           -np 3 ${HANG}
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 45)
 string(TIMESTAMP t1 "%s")
