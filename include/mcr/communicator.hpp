@@ -20,9 +20,13 @@
 
 namespace mcr {
 
+class Communicator;
 namespace detail {
 class CommState;
-}
+/// The runtime's state behind a communicator, for the runtime's own parts (a composing backend
+/// configuring its sub-communicators); throws InvalidArgument for an invalid one.
+CommState& state_of(const Communicator& comm);
+}  // namespace detail
 
 /// Per-call options. All fields default to "use the communicator's setting".
 struct CallOptions {
@@ -191,9 +195,9 @@ class Communicator {
   /// blocks, when this rank is not in `ranks` or `ranks` is empty, out of range or repeats a rank.
   Communicator member_group(std::span<const int> ranks, std::string_view key) const;
 
-  detail::CommState& state() const;
-
  private:
+  friend detail::CommState& detail::state_of(const Communicator& comm);
+  detail::CommState& state() const;
   std::shared_ptr<detail::CommState> state_;
 };
 

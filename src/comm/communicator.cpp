@@ -43,6 +43,10 @@ Prepared barrier_args() {
 
 // ---- queries ----------------------------------------------------------------------------------
 
+detail::CommState& detail::state_of(const Communicator& comm) {
+  return comm.state();
+}
+
 detail::CommState& Communicator::state() const {
   if (!state_) {
     throw InvalidArgument(

@@ -329,7 +329,7 @@ void HierBackend::form_groups() {
     c->set_observer(nullptr);
   }
   if (config_.inter.empty() && find("gloo") != nullptr) {
-    layout->inter.state().selector->set_presets(
+    state_of(layout->inter).selector->set_presets(
         RuleSet{{Rule{std::nullopt, std::nullopt, kInterGlooFrom, kMaxBytes, "gloo"}}},
         kInterGlooWhy);
   }
