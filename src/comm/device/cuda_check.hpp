@@ -8,19 +8,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "library_error.hpp"
+
 namespace mcr::detail::device {
 
-/// Who made a failing call: printed in every error so a log of many ranks stays readable.
-struct CallSite {
-  int rank = -1;
-  std::string_view op;  ///< the operation ("all_reduce") or the phase ("init", "split")
-};
-
-/// "<call> failed at <file>:<line> (rank <r>, <op>): <name>: <text>[; last NCCL error: <last>]".
-/// Pure formatting, kept apart from the throwing helpers so it can be tested on its own.
-std::string format_call_error(std::string_view call, std::string_view file, int line,
-                              const CallSite& site, std::string_view code_name,
-                              std::string_view code_text, std::string_view last_error = {});
+using detail::CallSite;
+using detail::format_call_error;
 
 [[noreturn]] void throw_cuda_error(const char* call, const char* file, int line,
                                    const CallSite& site, cudaError_t status);

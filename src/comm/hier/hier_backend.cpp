@@ -329,9 +329,10 @@ void HierBackend::form_groups() {
     c->set_observer(nullptr);
   }
   if (config_.inter.empty() && find("gloo") != nullptr) {
-    state_of(layout->inter).selector->set_presets(
-        RuleSet{{Rule{std::nullopt, std::nullopt, kInterGlooFrom, kMaxBytes, "gloo"}}},
-        kInterGlooWhy);
+    state_of(layout->inter)
+        .selector->set_presets(
+            RuleSet{{Rule{std::nullopt, std::nullopt, kInterGlooFrom, kMaxBytes, "gloo"}}},
+            kInterGlooWhy);
   }
   layout_ = std::move(layout);
 }

@@ -23,10 +23,11 @@ TEST(NcclCheck, FormatNamesCallPlaceRankOpAndLibraryText) {
                               "cudaErrorInvalidValue", "invalid argument"),
             "cudaMemcpyAsync(a, b) failed at x.cpp:12 (rank 2, broadcast): "
             "cudaErrorInvalidValue: invalid argument");
-  EXPECT_EQ(format_call_error("ncclSend(...)", "y.cpp", 7, {0, "all_to_all"}, "ncclSystemError",
-                              "unhandled system error", "peer 3 closed the connection"),
-            "ncclSend(...) failed at y.cpp:7 (rank 0, all_to_all): ncclSystemError: unhandled "
-            "system error; last NCCL error: peer 3 closed the connection");
+  EXPECT_EQ(
+      format_call_error("ncclSend(...)", "y.cpp", 7, {0, "all_to_all"}, "ncclSystemError",
+                        "unhandled system error", "last NCCL error: peer 3 closed the connection"),
+      "ncclSend(...) failed at y.cpp:7 (rank 0, all_to_all): ncclSystemError: unhandled "
+      "system error; last NCCL error: peer 3 closed the connection");
   EXPECT_EQ(format_call_error("f()", "z.cpp", 1, {}, "E", "t"),
             "f() failed at z.cpp:1 (rank ?): E: t");
 }

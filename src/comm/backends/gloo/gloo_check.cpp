@@ -12,15 +12,11 @@
 #include <gloo/common/logging.h>
 
 #include "launch_hooks.hpp"
+#include "library_error.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail {
 namespace {
-
-std::string_view base_name(std::string_view path) {
-  auto slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
 
 // Gloo reports an expired wait, and the pair closure it causes on other operations of the same
 // context, only through the text of an IoException.
@@ -115,30 +111,36 @@ int gloo_peer_rank_in(std::string_view what) {
 
 void rethrow_gloo_error(std::string_view call, const char* file, int line,
                         const GlooCallSite& site) {
-  auto describe = [&](std::string_view what) {
-    return fmt::format("gloo: {} failed at {}:{} (rank {}, {} #{}): {}", call, base_name(file),
-                       line, site.rank, site.op, site.sequence, what);
+  const std::string op = fmt::format("{} #{}", site.op, site.sequence);
+  auto describe = [&](std::string_view name, std::string_view what, std::string_view more = {}) {
+    return format_call_error(fmt::format("gloo: {}", call), file, line, {site.rank, op}, name, what,
+                             more);
   };
+  constexpr std::string_view kIo = "gloo::IoException";
   try {
     throw;
   } catch (const Error&) {
     throw;  // already ours (e.g. the store timed out during rendezvous)
   } catch (const gloo::IoException& e) {
     if (is_timeout_message(e.what())) {
-      throw TimeoutError(describe(e.what()), std::string(site.op), site.sequence, "gloo");
+      throw TimeoutError(describe(kIo, e.what()), std::string(site.op), site.sequence, "gloo");
     }
     if (is_peer_loss_message(e.what())) {
       const int peer = gloo_peer_rank_in(e.what());
-      throw BackendError(describe(fmt::format(
-          "{}; {} closed its connection: it exited or was killed, gave up after an error of its "
-          "own (a timeout, or a peer it lost), or destroyed the communicator early",
-          e.what(), peer >= 0 ? fmt::format("world rank {}", peer) : std::string("a peer"))));
+      throw BackendError(describe(
+          kIo, e.what(),
+          fmt::format("{} closed its connection: it exited or was killed, gave up after "
+                      "an error of its own (a timeout, or a peer it lost), or destroyed "
+                      "the communicator early",
+                      peer >= 0 ? fmt::format("world rank {}", peer) : std::string("a peer"))));
     }
-    throw BackendError(describe(e.what()));
+    throw BackendError(describe(kIo, e.what()));
+  } catch (const gloo::Exception& e) {
+    throw BackendError(describe("gloo::Exception", e.what()));
   } catch (const std::exception& e) {
-    throw BackendError(describe(e.what()));
+    throw BackendError(describe("std::exception", e.what()));
   } catch (...) {
-    throw BackendError(describe("unknown exception"));
+    throw BackendError(describe("unknown exception", "not derived from std::exception"));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "library_error.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail {
@@ -22,9 +23,9 @@ int world_rank() noexcept {
   char msg[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
   MPI_Error_string(code, msg, &len);
-  throw BackendError(fmt::format("{} failed at {}:{} on rank {}: {} (MPI error {})", call, file,
-                                 line, world_rank(),
-                                 std::string(msg, static_cast<std::size_t>(len)), code));
+  throw BackendError(format_call_error(call, file, line, {world_rank(), {}},
+                                       fmt::format("MPI error {}", code),
+                                       std::string_view(msg, static_cast<std::size_t>(len))));
 }
 
 }  // namespace mcr::detail

@@ -9,8 +9,10 @@ namespace mcr::detail::nccl {
 void throw_nccl_error(const char* call, const char* file, int line, const CallSite& site,
                       ncclResult_t status, ncclComm_t comm) {
   const char* last = ncclGetLastError(comm);
+  const std::string more =
+      last != nullptr && *last != '\0' ? fmt::format("last NCCL error: {}", last) : std::string();
   throw BackendError(format_call_error(call, file, line, site, nccl_result_name(status),
-                                       ncclGetErrorString(status), last ? last : ""));
+                                       ncclGetErrorString(status), more));
 }
 
 std::string_view nccl_result_name(ncclResult_t status) noexcept {
