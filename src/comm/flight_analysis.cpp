@@ -1,0 +1,311 @@
+// `mcr doctor`'s analysis (mcr/flight_analysis.hpp): flight records merged per communicator.
+#include "mcr/flight_analysis.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <iterator>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "mcr/errors.hpp"
+
+namespace mcr {
+namespace {
+
+
+using nlohmann::json;
+
+struct Op {
+  std::uint64_t seq = 0;
+  std::string op, dtype, backend, form, state;
+  std::size_t count = 0, bytes = 0;
+  int root = -1;
+  bool p2p() const { return op == "send" || op == "recv"; }
+  bool same_call(const Op& o) const {
+    return op == o.op && dtype == o.dtype && count == o.count && root == o.root;
+  }
+  std::string describe() const {
+    return fmt::format("{} {} x{} ({} B){} on {}, {}", op, dtype, count, bytes,
+                       root >= 0 ? fmt::format(", root/peer {}", root) : "", backend, form);
+  }
+};
+
+struct Member {
+  int world_rank = -1;
+  int group_rank = -1;
+  std::uint64_t issued = 0;
+  std::map<std::uint64_t, Op> ops;
+  std::uint64_t first_unfinished() const {
+    for (const auto& [seq, op] : ops)
+      if (op.state != "completed") return seq;
+    return issued;
+  }
+  std::string last_issued() const {
+    if (issued == 0) return "issued nothing";
+    auto it = ops.find(issued - 1);
+    if (it == ops.end()) return fmt::format("last issued #{}", issued - 1);
+    return fmt::format("last issued #{} {} ({})", issued - 1, it->second.op, it->second.state);
+  }
+};
+
+struct Group {
+  std::uint64_t id = 0;
+  int size = 0;
+  std::vector<int> world_ranks;
+  std::map<int, Member> members;  // by group rank
+  int world_of(int group_rank) const {
+    return group_rank >= 0 && static_cast<std::size_t>(group_rank) < world_ranks.size()
+               ? world_ranks[static_cast<std::size_t>(group_rank)]
+               : -1;
+  }
+};
+
+struct Record {
+  std::string file, host, reason;
+  int world_rank = -1;
+  long pid = 0;
+};
+
+struct Job {
+  std::vector<Record> records;
+  std::map<std::uint64_t, Group> groups;
+};
+
+Job load(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw InvalidArgument(fmt::format("DIR '{}' is not a directory", dir));
+  }
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    // flight-rank<N>.json only: a process's later dumps (flight-rank<N>.later-<k>.json) follow
+    // the record that explains its failure, and would stand in for it.
+    const std::string_view rank = std::string_view(name).substr(
+        std::min(name.size(), std::string_view("flight-rank").size()));
+    const bool record =
+        e.is_regular_file() && name.starts_with("flight-rank") && name.ends_with(".json") &&
+        rank.size() > 5 &&
+        std::all_of(rank.begin(), rank.end() - 5, [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (record) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    throw InvalidArgument(fmt::format(
+        "DIR '{}' holds no flight records (flight-rank<N>.json, written into MCR_FLIGHT_DIR)",
+        dir));
+  }
+  Job job;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    json j;
+    try {
+      j = json::parse(in);
+    } catch (const json::exception& e) {
+      throw InvalidArgument(fmt::format("{}: not valid JSON: {}", f.string(), e.what()));
+    }
+    if (j.value("format", "") != "mcr-flight-record") {
+      throw InvalidArgument(fmt::format(
+          "{}: not an mcr flight record (\"format\" is not \"mcr-flight-record\")", f.string()));
+    }
+    try {
+      Record r{f.string(), j.at("host").get<std::string>(), j.at("reason").get<std::string>(),
+               j.at("world_rank").get<int>(), j.at("pid").get<long>()};
+      job.records.push_back(r);
+      for (const auto& c : j.at("communicators")) {
+        Group& g = job.groups[c.at("group_id").get<std::uint64_t>()];
+        g.id = c.at("group_id").get<std::uint64_t>();
+        g.size = c.at("group_size").get<int>();
+        g.world_ranks = c.at("world_ranks").get<std::vector<int>>();
+        Member m;
+        m.world_rank = r.world_rank;
+        m.group_rank = c.at("group_rank").get<int>();
+        m.issued = c.at("issued").get<std::uint64_t>();
+        for (const auto& o : c.at("ops")) {
+          Op op{o.at("seq").get<std::uint64_t>(),
+                o.at("op").get<std::string>(),
+                o.at("dtype").get<std::string>(),
+                o.at("backend").get<std::string>(),
+                o.at("form").get<std::string>(),
+                o.at("state").get<std::string>(),
+                o.at("count").get<std::size_t>(),
+                o.at("bytes").get<std::size_t>(),
+                o.value("root", -1)};
+          m.ops[op.seq] = op;
+        }
+        g.members[m.group_rank] = std::move(m);
+      }
+    } catch (const json::exception& e) {
+      throw InvalidArgument(fmt::format("{}: malformed flight record: {}", f.string(), e.what()));
+    }
+  }
+  return job;
+}
+
+json analyse(const Group& g) {
+  json out{{"group_id", g.id},
+           {"group_size", g.size},
+           {"world_ranks", g.world_ranks},
+           {"missing_ranks", json::array()},
+           {"stuck", nullptr},
+           {"divergence", nullptr}};
+  for (int r = 0; r < g.size; ++r) {
+    if (!g.members.contains(r))
+      out["missing_ranks"].push_back({{"group_rank", r}, {"world_rank", g.world_of(r)}});
+  }
+  // The first unfinished operation of the group: the earliest sequence number some member has
+  // not completed (or not reached).
+  std::uint64_t stuck = ~std::uint64_t{0};
+  std::uint64_t most = 0;
+  for (const auto& [r, m] : g.members) {
+    stuck = std::min(stuck, m.first_unfinished());
+    most = std::max(most, m.issued);
+  }
+  if (!g.members.empty() && stuck < most) {
+    const Op* what = nullptr;
+    json never_reached = json::array(), never_completed = json::array(), completed = json::array();
+    for (const auto& [r, m] : g.members) {
+      const json who{{"group_rank", r}, {"world_rank", g.world_of(r)}};
+      if (m.issued <= stuck) {
+        json w = who;
+        w["last_issued"] = m.last_issued();
+        never_reached.push_back(w);
+        continue;
+      }
+      auto it = m.ops.find(stuck);
+      if (it == m.ops.end()) continue;  // beyond this member's ring
+      if (what == nullptr) what = &it->second;
+      json w = who;
+      w["state"] = it->second.state;
+      (it->second.state == "completed" ? completed : never_completed).push_back(w);
+    }
+    out["stuck"] = {{"seq", stuck},
+                    {"op", what ? json(what->describe()) : json(nullptr)},
+                    {"never_reached", never_reached},
+                    {"never_completed", never_completed},
+                    {"completed", completed}};
+  }
+  // First divergence: a sequence number at which members recorded different collectives.
+  std::map<std::uint64_t, std::vector<std::pair<int, const Op*>>> by_seq;
+  for (const auto& [r, m] : g.members)
+    for (const auto& [seq, op] : m.ops)
+      by_seq[seq].emplace_back(r, &op);
+  for (const auto& [seq, ops] : by_seq) {
+    const bool any_p2p =
+        std::any_of(ops.begin(), ops.end(), [](const auto& p) { return p.second->p2p(); });
+    if (any_p2p) continue;
+    const bool differ = std::any_of(ops.begin(), ops.end(), [&](const auto& p) {
+      return !p.second->same_call(*ops.front().second);
+    });
+    if (!differ) continue;
+    json ranks = json::array();
+    for (const auto& [r, op] : ops)
+      ranks.push_back({{"group_rank", r}, {"world_rank", g.world_of(r)}, {"op", op->describe()}});
+    out["divergence"] = {{"seq", seq}, {"ranks", ranks}};
+    break;
+  }
+  return out;
+}
+
+std::string rank_list(const json& ranks, const char* detail) {
+  std::string s;
+  for (const auto& w : ranks) {
+    s += fmt::format("{}rank {} (world rank {}", s.empty() ? "" : ", ", w["group_rank"].get<int>(),
+                     w["world_rank"].get<int>());
+    if (detail != nullptr && w.contains(detail)) s += "; " + w[detail].get<std::string>();
+    s += ")";
+  }
+  return s;
+}
+
+std::string report_text(const Job& job, const json& report) {
+  std::string out;
+  auto out_it = std::back_inserter(out);
+  fmt::format_to(out_it, "mcr doctor: {} flight record(s)\n", job.records.size());
+  for (const auto& r : job.records) {
+    fmt::format_to(out_it, "  world rank {} on {} (pid {}): {}\n", r.world_rank, r.host, r.pid, r.reason);
+  }
+  for (const auto& g : report["groups"]) {
+    fmt::format_to(out_it, "\ngroup {} ({} ranks, world ranks {}):\n", g["group_id"].get<std::uint64_t>(),
+               g["group_size"].get<int>(),
+               fmt::join(g["world_ranks"].get<std::vector<int>>(), ","));
+    if (!g["missing_ranks"].empty()) {
+      fmt::format_to(out_it, "  no record from: {}\n", rank_list(g["missing_ranks"], nullptr));
+    }
+    const json& s = g["stuck"];
+    if (s.is_null()) {
+      fmt::format_to(out_it, "  every recorded rank completed every operation it issued\n");
+    } else {
+      fmt::format_to(out_it, "  first unfinished operation: sequence #{}{}\n", s["seq"].get<std::uint64_t>(),
+                 s["op"].is_null() ? "" : ": " + s["op"].get<std::string>());
+      if (!s["never_reached"].empty()) {
+        fmt::format_to(out_it, "    never reached by: {}\n", rank_list(s["never_reached"], "last_issued"));
+      }
+      if (!s["never_completed"].empty()) {
+        fmt::format_to(out_it, "    never completed by: {}\n", rank_list(s["never_completed"], "state"));
+      }
+      if (!s["completed"].empty()) {
+        fmt::format_to(out_it, "    completed by: {}\n", rank_list(s["completed"], nullptr));
+      }
+    }
+    const json& d = g["divergence"];
+    if (d.is_null()) {
+      fmt::format_to(out_it,
+          "  no divergence: at every recorded sequence number the ranks issued the same "
+          "collective\n");
+    } else {
+      fmt::format_to(out_it, "  ranks diverge at sequence #{}:\n", d["seq"].get<std::uint64_t>());
+      for (const auto& r : d["ranks"]) {
+        fmt::format_to(out_it, "    rank {} (world rank {}): {}\n", r["group_rank"].get<int>(),
+                   r["world_rank"].get<int>(), r["op"].get<std::string>());
+      }
+    }
+  }
+  const auto& laggards = report["laggards"];
+  if (!laggards.empty()) {
+    fmt::format_to(out_it, "\nlaggards (never reached an operation their peers wait in): world rank(s) {}\n",
+               fmt::join(laggards.get<std::vector<int>>(), ", "));
+  }
+  return out;
+}
+
+}  // namespace
+
+FlightDiagnosis diagnose_flight_records(const std::string& dir) {
+  const Job job = load(dir);
+  json report{{"records", json::array()}, {"groups", json::array()}, {"laggards", json::array()}};
+  for (const auto& r : job.records) {
+    report["records"].push_back({{"file", r.file},
+                                 {"world_rank", r.world_rank},
+                                 {"host", r.host},
+                                 {"pid", r.pid},
+                                 {"reason", r.reason}});
+  }
+  std::vector<int> laggards;
+  for (const auto& [id, g] : job.groups) {
+    json a = analyse(g);
+    if (!a["stuck"].is_null() && !a["stuck"]["never_completed"].empty()) {
+      for (const auto& w : a["stuck"]["never_reached"])
+        laggards.push_back(w["world_rank"].get<int>());
+    }
+    report["groups"].push_back(std::move(a));
+  }
+  std::sort(laggards.begin(), laggards.end());
+  laggards.erase(std::unique(laggards.begin(), laggards.end()), laggards.end());
+  report["laggards"] = laggards;
+  FlightDiagnosis out;
+  out.json = report.dump(2);
+  out.text = report_text(job, report);
+  out.laggards = std::move(laggards);
+  return out;
+}
+
+
+}  // namespace mcr
