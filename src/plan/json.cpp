@@ -59,19 +59,9 @@ nlohmann::json to_json(const PlanResult& r) {
   j["hardware_flops"] = r.hardware_flops;
   j["params"] = r.params;
   j["bubble_fraction"] = r.bubble_fraction;
-  j["breakdown"] = {{"forward_gemm_s", b.forward_gemm},
-                    {"backward_gemm_s", b.backward_gemm},
-                    {"memory_bound_s", b.memory_bound},
-                    {"recompute_s", b.recompute},
-                    {"logits_embedding_s", b.logits_embedding},
-                    {"fp8_casts_s", b.fp8_casts},
-                    {"tp_comm_s", b.tp_comm},
-                    {"cp_comm_s", b.cp_comm},
-                    {"ep_comm_s", b.ep_comm},
-                    {"pp_comm_s", b.pp_comm},
-                    {"bubble_s", b.bubble},
-                    {"dp_comm_s", b.dp_comm},
-                    {"optimizer_s", b.optimizer}};
+  j["breakdown"] = nlohmann::json::object();
+  for (const BreakdownTerm& t : breakdown_terms())
+    j["breakdown"][std::string(t.key) + "_s"] = b.*t.field;
   j["ends_per_microbatch"] = {{"embedding_s", r.embedding_s},
                               {"logits_gemm_s", r.logits_gemm_s},
                               {"cross_entropy_s", r.cross_entropy_s}};

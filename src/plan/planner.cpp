@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "mcr/codesign/calculators.hpp"
 #include "mcr/errors.hpp"
@@ -18,9 +19,40 @@ double as_double(std::int64_t v) {
 
 }  // namespace
 
+namespace {
+
+constexpr BreakdownTerm kTerms[] = {
+    {&Breakdown::forward_gemm, "forward_gemm", "forward GEMMs", nullptr},
+    {&Breakdown::backward_gemm, "backward_gemm", "backward GEMMs", nullptr},
+    {&Breakdown::memory_bound, "memory_bound", "memory-bound kernels", nullptr},
+    {&Breakdown::fp8_casts, "fp8_casts", "FP8 casts",
+     [](const Layout& l) { return l.fp8 != Fp8::none; }},
+    {&Breakdown::recompute, "recompute", "recomputation", nullptr},
+    {&Breakdown::logits_embedding, "logits_embedding", "embedding and logits", nullptr},
+    {&Breakdown::tp_comm, "tp_comm", "TP/SP collectives", nullptr},
+    {&Breakdown::cp_comm, "cp_comm", "CP K/V exchange", [](const Layout& l) { return l.cp > 1; }},
+    {&Breakdown::ep_comm, "ep_comm", "EP all_to_all",
+     [](const Layout& l) { return l.ep > 1 || l.expert_tp() > 1; }},
+    {&Breakdown::pp_comm, "pp_comm", "pipeline p2p", nullptr},
+    {&Breakdown::bubble, "bubble", "pipeline bubble", nullptr},
+    {&Breakdown::dp_comm, "dp_comm", "DP reduction (exposed)", nullptr},
+    {&Breakdown::optimizer, "optimizer", "optimizer step", nullptr},
+};
+// A Breakdown field without a row here would be left out of the total and of every output.
+static_assert(sizeof(Breakdown) == std::size(kTerms) * sizeof(double),
+              "every Breakdown field needs a row in kTerms");
+
+}  // namespace
+
+std::span<const BreakdownTerm> breakdown_terms() noexcept {
+  return kTerms;
+}
+
 double Breakdown::total() const {
-  return forward_gemm + backward_gemm + memory_bound + fp8_casts + recompute + logits_embedding +
-         tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_comm + optimizer;
+  double sum = 0;
+  for (const BreakdownTerm& t : breakdown_terms())
+    sum += this->*t.field;
+  return sum;
 }
 
 double bubble_fraction(int pp, std::int64_t microbatches, int interleave) {

@@ -11,7 +11,7 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string row(const char* name, double seconds, double total) {
+std::string row(std::string_view name, double seconds, double total) {
   return fmt::format("  {:<22} {:>10.4f} s  {:>5.1f} %\n", name, seconds,
                      total > 0 ? 100 * seconds / total : 0.0);
 }
@@ -58,19 +58,9 @@ std::string format_plan(const plan::PlanResult& r) {
       "                 with causal attention halved: MFU {:.1f} %; peak {:.4g} TFLOP/s\n\n",
       100 * r.mfu_causal, r.peak_tflops);
   s += "breakdown (slowest pipeline stage):\n";
-  s += row("forward GEMMs", b.forward_gemm, T);
-  s += row("backward GEMMs", b.backward_gemm, T);
-  s += row("memory-bound kernels", b.memory_bound, T);
-  if (b.fp8_casts > 0) s += row("FP8 casts", b.fp8_casts, T);
-  s += row("recomputation", b.recompute, T);
-  s += row("embedding and logits", b.logits_embedding, T);
-  s += row("TP/SP collectives", b.tp_comm, T);
-  if (r.layout.cp > 1) s += row("CP K/V exchange", b.cp_comm, T);
-  if (r.layout.ep > 1 || r.layout.expert_tp() > 1) s += row("EP all_to_all", b.ep_comm, T);
-  s += row("pipeline p2p", b.pp_comm, T);
-  s += row("pipeline bubble", b.bubble, T);
-  s += row("DP reduction (exposed)", b.dp_comm, T);
-  s += row("optimizer step", b.optimizer, T);
+  for (const plan::BreakdownTerm& t : plan::breakdown_terms()) {
+    if (t.applies == nullptr || t.applies(r.layout)) s += row(t.label, b.*t.field, T);
+  }
   const auto& m = r.memory;
   if (m.capacity > 0) {
     s += fmt::format("\nmemory per GPU: {:.2f} GiB of {:.2f} GiB: {}\n", m.total / kGiB,

@@ -4,7 +4,9 @@
 // gradient reduction with overlap, ZeRO stages, embedding, logits and the optimizer step.
 #pragma once
 
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,8 +36,22 @@ struct Breakdown {
   double dp_comm = 0;           ///< exposed gradient reduction / ZeRO gathers and embedding sync
   double optimizer = 0;         ///< Adam update of the local shard
 
+  /// The sum of every term of breakdown_terms().
   double total() const;
 };
+
+/// One term of the step-time breakdown as every output reads it: a new term is a Breakdown field
+/// and a row of breakdown_terms(), and the total, the JSON (`<key>_s`) and the text report follow.
+struct BreakdownTerm {
+  double Breakdown::*field;
+  std::string_view key;    ///< JSON key without its "_s" unit
+  std::string_view label;  ///< the text report's row
+  /// Text report: whether the layout has this term at all (null: every layout), so that a term the
+  /// layout has but hides completely still shows as 0.
+  bool (*applies)(const Layout&);
+};
+/// Every term, in the order the outputs list them.
+std::span<const BreakdownTerm> breakdown_terms() noexcept;
 
 /// Bytes per GPU on the most loaded pipeline stage.
 struct MemoryBreakdown {

@@ -37,6 +37,29 @@ TEST(PlanStep, BubbleFraction) {
   EXPECT_DOUBLE_EQ(bubble_fraction(1, 64, 1), 0.0);
 }
 
+TEST(PlanStep, EveryBreakdownTermReachesTheTotalAndTheJson) {
+  // Each term set to a distinct power of two: the total is their exact sum, and the JSON carries
+  // each under its own key, so a term missing from either shows up as a wrong bit.
+  Breakdown b;
+  double expected = 0, bit = 1;
+  for (const BreakdownTerm& t : breakdown_terms()) {
+    b.*t.field = bit;
+    expected += bit;
+    bit *= 2;
+  }
+  EXPECT_EQ(b.total(), expected);
+  const auto m = gpt();
+  const SystemSpec sys = round_system();
+  PlanResult r =
+      plan_step(m, a100(), CommModel(sys), layout(8, 2, 2, 1, 16, Recompute::full, m, sys));
+  r.breakdown = b;
+  const auto j = to_json(r)["breakdown"];
+  EXPECT_EQ(j.size(), breakdown_terms().size());
+  for (const BreakdownTerm& t : breakdown_terms()) {
+    EXPECT_EQ(j.at(std::string(t.key) + "_s").get<double>(), b.*t.field) << t.key;
+  }
+}
+
 TEST(PlanStep, HardwareFlopsMatchMegatronFormulaWithFullRecompute) {
   // Narayanan et al. 2021, eq. 3: F = 96 B s L h^2 (1 + s / (6h) + V / (16 L h)).
   const double B = 16, s = 2048, L = 24, h = 1024, V = 51200;
