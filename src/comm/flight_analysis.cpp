@@ -9,15 +9,14 @@
 #include <string_view>
 
 #include <fmt/format.h>
-#include <iterator>
 #include <fmt/ranges.h>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "mcr/errors.hpp"
 
 namespace mcr {
 namespace {
-
 
 using nlohmann::json;
 
@@ -230,12 +229,13 @@ std::string report_text(const Job& job, const json& report) {
   auto out_it = std::back_inserter(out);
   fmt::format_to(out_it, "mcr doctor: {} flight record(s)\n", job.records.size());
   for (const auto& r : job.records) {
-    fmt::format_to(out_it, "  world rank {} on {} (pid {}): {}\n", r.world_rank, r.host, r.pid, r.reason);
+    fmt::format_to(out_it, "  world rank {} on {} (pid {}): {}\n", r.world_rank, r.host, r.pid,
+                   r.reason);
   }
   for (const auto& g : report["groups"]) {
-    fmt::format_to(out_it, "\ngroup {} ({} ranks, world ranks {}):\n", g["group_id"].get<std::uint64_t>(),
-               g["group_size"].get<int>(),
-               fmt::join(g["world_ranks"].get<std::vector<int>>(), ","));
+    fmt::format_to(out_it, "\ngroup {} ({} ranks, world ranks {}):\n",
+                   g["group_id"].get<std::uint64_t>(), g["group_size"].get<int>(),
+                   fmt::join(g["world_ranks"].get<std::vector<int>>(), ","));
     if (!g["missing_ranks"].empty()) {
       fmt::format_to(out_it, "  no record from: {}\n", rank_list(g["missing_ranks"], nullptr));
     }
@@ -243,13 +243,16 @@ std::string report_text(const Job& job, const json& report) {
     if (s.is_null()) {
       fmt::format_to(out_it, "  every recorded rank completed every operation it issued\n");
     } else {
-      fmt::format_to(out_it, "  first unfinished operation: sequence #{}{}\n", s["seq"].get<std::uint64_t>(),
-                 s["op"].is_null() ? "" : ": " + s["op"].get<std::string>());
+      fmt::format_to(out_it, "  first unfinished operation: sequence #{}{}\n",
+                     s["seq"].get<std::uint64_t>(),
+                     s["op"].is_null() ? "" : ": " + s["op"].get<std::string>());
       if (!s["never_reached"].empty()) {
-        fmt::format_to(out_it, "    never reached by: {}\n", rank_list(s["never_reached"], "last_issued"));
+        fmt::format_to(out_it, "    never reached by: {}\n",
+                       rank_list(s["never_reached"], "last_issued"));
       }
       if (!s["never_completed"].empty()) {
-        fmt::format_to(out_it, "    never completed by: {}\n", rank_list(s["never_completed"], "state"));
+        fmt::format_to(out_it, "    never completed by: {}\n",
+                       rank_list(s["never_completed"], "state"));
       }
       if (!s["completed"].empty()) {
         fmt::format_to(out_it, "    completed by: {}\n", rank_list(s["completed"], nullptr));
@@ -258,20 +261,21 @@ std::string report_text(const Job& job, const json& report) {
     const json& d = g["divergence"];
     if (d.is_null()) {
       fmt::format_to(out_it,
-          "  no divergence: at every recorded sequence number the ranks issued the same "
-          "collective\n");
+                     "  no divergence: at every recorded sequence number the ranks issued the same "
+                     "collective\n");
     } else {
       fmt::format_to(out_it, "  ranks diverge at sequence #{}:\n", d["seq"].get<std::uint64_t>());
       for (const auto& r : d["ranks"]) {
         fmt::format_to(out_it, "    rank {} (world rank {}): {}\n", r["group_rank"].get<int>(),
-                   r["world_rank"].get<int>(), r["op"].get<std::string>());
+                       r["world_rank"].get<int>(), r["op"].get<std::string>());
       }
     }
   }
   const auto& laggards = report["laggards"];
   if (!laggards.empty()) {
-    fmt::format_to(out_it, "\nlaggards (never reached an operation their peers wait in): world rank(s) {}\n",
-               fmt::join(laggards.get<std::vector<int>>(), ", "));
+    fmt::format_to(
+        out_it, "\nlaggards (never reached an operation their peers wait in): world rank(s) {}\n",
+        fmt::join(laggards.get<std::vector<int>>(), ", "));
   }
   return out;
 }
@@ -306,6 +310,5 @@ FlightDiagnosis diagnose_flight_records(const std::string& dir) {
   out.laggards = std::move(laggards);
   return out;
 }
-
 
 }  // namespace mcr

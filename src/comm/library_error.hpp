@@ -1,7 +1,7 @@
 // The one form of a failed library call's message (docs/errors.md, BackendError):
 // "<call> failed at <file>:<line> (rank <r>, <op>): <name>: <text>[; <more>]". Every backend's
-// checked-call file (mpi_check, gloo_check, nccl_check, device/cuda_check) builds its messages here,
-// so a log of many ranks and libraries reads one way.
+// checked-call file (mpi_check, gloo_check, nccl_check, device/cuda_check) builds its messages
+// here, so a log of many ranks and libraries reads one way.
 #pragma once
 
 #include <string>

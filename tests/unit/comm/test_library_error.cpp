@@ -20,7 +20,8 @@ TEST(LibraryError, NamesCallPlaceRankOpAndTheLibrarysText) {
             "gloo: allreduce failed at gloo_ops.cpp:5 (rank 1, all_reduce #7): "
             "gloo::IoException: Connection closed by peer; world rank 2 closed its connection");
   // Unknown rank.
-  EXPECT_EQ(format_call_error("f()", "z.cpp", 1, {}, "E", "t"), "f() failed at z.cpp:1 (rank ?): E: t");
+  EXPECT_EQ(format_call_error("f()", "z.cpp", 1, {}, "E", "t"),
+            "f() failed at z.cpp:1 (rank ?): E: t");
 }
 
 }  // namespace
