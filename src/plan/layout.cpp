@@ -25,7 +25,8 @@ Recompute parse_recompute(const std::string& s) {
   if (s == "none") return Recompute::none;
   if (s == "selective") return Recompute::selective;
   if (s == "full") return Recompute::full;
-  throw InvalidArgument(fmt::format("--recompute '{}' is not one of none, selective, full", s));
+  throw InvalidArgument(
+      fmt::format("layout.recompute '{}' is not one of none, selective, full", s));
 }
 
 std::string to_string(Fp8 f) {
@@ -100,34 +101,34 @@ std::string describe(const Layout& l) {
 
 namespace {
 
-// Rules of context parallelism, expert parallelism, FP8 and the distributed optimizer; errors name
-// the layout fields (the command's flags have the same names).
+// Rules of context parallelism, expert parallelism, FP8 and the distributed optimizer. Errors name
+// the fields they judge as layout.<field> and model.<term> (heads, kv_heads, ffn, layers): a
+// program sees what to change, and `mcr plan` shows its flags instead (tools/mcr/field_flags.cpp).
 std::string parallelism_error(const Layout& l, const codesign::ModelShape& m) {
   if (l.cp > 1) {
     if (m.s % (2 * l.cp) != 0) {
       return fmt::format(
-          "layout field cp = {}: the sequence s = {} must split into 2 x cp = {} equal chunks "
+          "layout.cp {}: the sequence s = {} must split into 2 x cp = {} equal chunks "
           "(Megatron-Core balances causal attention over two chunks per rank)",
           l.cp, m.s, 2 * l.cp);
     }
     if (m.attention != codesign::AttentionImpl::flash) {
       return fmt::format(
-          "layout field cp = {} needs flash (fused) attention: ring attention exchanges K and V "
+          "layout.cp {} needs flash (fused) attention: ring attention exchanges K and V "
           "between the steps of one fused kernel; set the model's attention to flash",
           l.cp);
     }
   }
   if (l.ep > 1 || l.etp > 0) {
     if (!m.is_moe()) {
-      return fmt::format(
-          "layout field ep = {} (etp = {}) needs a mixture-of-experts model (experts > 1)", l.ep,
-          l.etp);
+      return fmt::format("layout.ep {} (etp = {}) needs a mixture-of-experts model (experts > 1)",
+                         l.ep, l.etp);
     }
   }
   if (m.is_moe()) {
     if (m.experts % l.ep != 0) {
       return fmt::format(
-          "layout field ep = {} must divide the {} experts: every expert-parallel rank holds "
+          "layout.ep {} must divide the {} experts: every expert-parallel rank holds "
           "the same number of experts",
           l.ep, m.experts);
     }
@@ -135,19 +136,20 @@ std::string parallelism_error(const Layout& l, const codesign::ModelShape& m) {
     const long long per = static_cast<long long>(l.expert_tp()) * l.ep;
     if (shared % per != 0) {
       return fmt::format(
-          "layout fields etp {} x ep {} = {} must divide tp {} x cp {} x dp {} = {}: the experts "
+          "layout.etp {} x layout.ep {} = {} must divide layout.tp {} x layout.cp {} x layout.dp "
+          "{} = {}: the experts "
           "of a pipeline stage are laid over the same ranks as its dense layers",
           l.expert_tp(), l.ep, per, l.tp, l.cp, l.dp, shared);
     }
     if (m.expert_width() % l.expert_tp() != 0) {
       return fmt::format(
-          "layout field etp = {} must divide the expert width d_ff_expert = {}: the expert MLP is "
+          "layout.etp {} must divide the expert width d_ff_expert = {}: the expert MLP is "
           "split over the expert-tensor-parallel ranks",
           l.expert_tp(), m.expert_width());
     }
     if (l.tp > 1 && !l.sequence_parallel) {
       return fmt::format(
-          "layout field tp = {} with a mixture-of-experts model needs sequence_parallel "
+          "layout.tp {} with a mixture-of-experts model needs layout.sequence_parallel "
           "(Megatron-Core routes the tokens of each sequence-parallel shard)",
           l.tp);
     }
@@ -155,23 +157,23 @@ std::string parallelism_error(const Layout& l, const codesign::ModelShape& m) {
   for (const auto& module : l.recompute_modules) {
     if (module != "core_attn" && module != "layernorm" && module != "moe_act") {
       return fmt::format(
-          "layout field recompute_modules has '{}': it must be one of core_attn, layernorm, "
+          "layout.recompute_modules has '{}': it must be one of core_attn, layernorm, "
           "moe_act",
           module);
     }
   }
   if (!l.recompute_modules.empty() && l.recompute != Recompute::selective) {
-    return fmt::format("layout field recompute_modules ({}) needs recompute = selective",
+    return fmt::format("layout.recompute_modules ({}) needs layout.recompute selective",
                        fmt::join(l.recompute_modules, ", "));
   }
   if (l.distributed_optimizer && l.zero != 0) {
     return fmt::format(
-        "layout fields distributed_optimizer and zero = {}: the distributed optimizer is "
+        "layout.distributed_optimizer and layout.zero {}: the distributed optimizer is "
         "Megatron's form of ZeRO stage 1; give one of them",
         l.zero);
   }
   if (l.fp8_params && l.fp8 == Fp8::none) {
-    return "layout field fp8_params needs an fp8 recipe (fp8 = delayed, current, blockwise or "
+    return "layout.fp8_params needs an FP8 recipe (layout.fp8 delayed, current, blockwise or "
            "mxfp8)";
   }
   return {};
@@ -180,113 +182,127 @@ std::string parallelism_error(const Layout& l, const codesign::ModelShape& m) {
 }  // namespace
 
 std::string layout_error(const Layout& l, const codesign::ModelShape& m, const SystemSpec& sys) {
-  if (l.tp < 1) return fmt::format("--tp {} must be >= 1", l.tp);
-  if (l.pp < 1) return fmt::format("--pp {} must be >= 1", l.pp);
-  if (l.dp < 1) return fmt::format("--dp {} must be >= 1", l.dp);
-  if (l.micro_batch < 1) return fmt::format("--micro-batch {} must be >= 1", l.micro_batch);
-  if (l.interleave < 1) return fmt::format("--interleave {} must be >= 1", l.interleave);
-  if (l.zero < 0 || l.zero > 3) return fmt::format("--zero {} must be 0, 1, 2 or 3", l.zero);
-  if (l.cp < 1) return fmt::format("layout field cp = {} must be >= 1", l.cp);
-  if (l.ep < 1) return fmt::format("layout field ep = {} must be >= 1", l.ep);
-  if (l.etp < 0) return fmt::format("layout field etp = {} must be >= 0 (0: tp)", l.etp);
+  if (l.tp < 1) return fmt::format("layout.tp {} must be >= 1", l.tp);
+  if (l.pp < 1) return fmt::format("layout.pp {} must be >= 1", l.pp);
+  if (l.dp < 1) return fmt::format("layout.dp {} must be >= 1", l.dp);
+  if (l.micro_batch < 1) return fmt::format("layout.micro_batch {} must be >= 1", l.micro_batch);
+  if (l.interleave < 1) return fmt::format("layout.interleave {} must be >= 1", l.interleave);
+  if (l.zero < 0 || l.zero > 3) return fmt::format("layout.zero {} must be 0, 1, 2 or 3", l.zero);
+  if (l.cp < 1) return fmt::format("layout.cp {} must be >= 1", l.cp);
+  if (l.ep < 1) return fmt::format("layout.ep {} must be >= 1", l.ep);
+  if (l.etp < 0) return fmt::format("layout.etp {} must be >= 0 (0: tp)", l.etp);
   if (!(l.capacity_factor >= 0)) {
-    return fmt::format("layout field capacity_factor = {} must be >= 0 (0: dropless)",
-                       l.capacity_factor);
+    return fmt::format("layout.capacity_factor {} must be >= 0 (0: dropless)", l.capacity_factor);
   }
   const long long product = static_cast<long long>(l.tp) * l.cp * l.pp * l.dp;
   if (product != l.gpus) {
     if (l.cp == 1) {
       return fmt::format(
-          "--tp {} x --pp {} x --dp {} = {} GPUs, but --gpus is {}: tp*pp*dp must equal gpus", l.tp,
-          l.pp, l.dp, product, l.gpus);
+          "layout.tp {} x layout.pp {} x layout.dp {} = {} GPUs, but layout.gpus is {}: tp*pp*dp "
+          "must equal gpus",
+          l.tp, l.pp, l.dp, product, l.gpus);
     }
     return fmt::format(
-        "layout tp {} x cp {} x pp {} x dp {} = {} GPUs, but gpus is {}: tp*cp*pp*dp must equal "
-        "gpus",
+        "layout.tp {} x layout.cp {} x layout.pp {} x layout.dp {} = {} GPUs, but layout.gpus is "
+        "{}: "
+        "tp*cp*pp*dp must equal gpus",
         l.tp, l.cp, l.pp, l.dp, product, l.gpus);
   }
   if (l.gpus > sys.total_gpus()) {
-    return fmt::format("--gpus {} exceeds system '{}': {} nodes x {} GPUs = {}", l.gpus, sys.name,
-                       sys.nodes, sys.gpus_per_node, sys.total_gpus());
+    return fmt::format("layout.gpus {} exceeds system '{}': {} nodes x {} GPUs = {}", l.gpus,
+                       sys.name, sys.nodes, sys.gpus_per_node, sys.total_gpus());
   }
   const int g = sys.gpus_per_node;
   if (l.tp > g && !l.allow_tp_across_nodes) {
     return fmt::format(
-        "--tp {} is larger than a node of system '{}' ({} GPUs): tensor parallelism across nodes "
-        "is slow; pass --allow-tp-across-nodes to plan it anyway",
+        "layout.tp {} is larger than a node of system '{}' ({} GPUs): tensor parallelism across "
+        "nodes "
+        "is slow; set layout.allow_tp_across_nodes to plan it anyway",
         l.tp, sys.name, g);
   }
   if ((l.tp <= g && g % l.tp != 0) || (l.tp > g && l.tp % g != 0)) {
     return fmt::format(
-        "--tp {} and {} GPUs per node: a TP group must divide a node or span whole nodes", l.tp, g);
+        "layout.tp {} and {} GPUs per node: a TP group must divide a node or span whole nodes",
+        l.tp, g);
   }
   if (m.a % l.tp != 0) {
-    return fmt::format("--heads {} is not divisible by --tp {}: each TP rank needs whole heads",
-                       m.a, l.tp);
+    return fmt::format(
+        "model.heads {} is not divisible by layout.tp {}: each TP rank needs whole heads", m.a,
+        l.tp);
   }
   if (m.kv_heads() % l.tp != 0) {
     return fmt::format(
-        "--kv-heads {} is not divisible by --tp {}: each TP rank needs whole key/value heads",
+        "model.kv_heads {} is not divisible by layout.tp {}: each TP rank needs whole key/value "
+        "heads",
         m.kv_heads(), l.tp);
   }
   if (m.d_ff % l.tp != 0) {
-    return fmt::format("--ffn {} is not divisible by --tp {}: the MLP is split over TP ranks",
-                       m.d_ff, l.tp);
+    return fmt::format(
+        "model.ffn {} is not divisible by layout.tp {}: the MLP is split over TP ranks", m.d_ff,
+        l.tp);
   }
   if (l.uneven_pipeline && m.L < static_cast<std::int64_t>(l.pp) * l.interleave) {
     return fmt::format(
-        "layout field uneven_pipeline: layers L = {} must be at least pp {} x interleave {} = {}: "
+        "layout.uneven_pipeline: model.layers {} must be at least layout.pp {} x layout.interleave "
+        "{} = {}: "
         "every model chunk needs a layer",
         m.L, l.pp, l.interleave, l.pp * l.interleave);
   }
   if (!l.uneven_pipeline && m.L % (static_cast<std::int64_t>(l.pp) * l.interleave) != 0) {
     return fmt::format(
-        "--layers {} is not divisible by --pp {} x --interleave {} = {}: every model chunk needs "
+        "model.layers {} is not divisible by layout.pp {} x layout.interleave {} = {}: every model "
+        "chunk needs "
         "the same number of layers",
         m.L, l.pp, l.interleave, l.pp * l.interleave);
   }
   if (l.global_batch < 1 || l.global_batch % (l.micro_batch * l.dp) != 0) {
     return fmt::format(
-        "--global-batch {} is not divisible by --micro-batch {} x --dp {} = {}: every replica runs "
+        "layout.global_batch {} is not divisible by layout.micro_batch {} x layout.dp {} = {}: "
+        "every replica runs "
         "whole microbatches",
         l.global_batch, l.micro_batch, l.dp, l.micro_batch * l.dp);
   }
   if (l.interleave > 1 && l.pp == 1) {
-    return fmt::format("--interleave {} needs pipeline parallelism (--pp > 1)", l.interleave);
+    return fmt::format("layout.interleave {} needs pipeline parallelism (layout.pp > 1)",
+                       l.interleave);
   }
   if (l.interleave > 1 && l.microbatches() % l.pp != 0) {
     return fmt::format(
-        "--interleave {}: the {} microbatches (global batch {} / (micro-batch {} x dp {})) are not "
-        "a multiple of --pp {}, which the interleaved schedule requires",
+        "layout.interleave {}: the {} microbatches (global batch {} / (micro-batch {} x dp {})) "
+        "are not "
+        "a multiple of layout.pp {}, which the interleaved schedule requires",
         l.interleave, l.microbatches(), l.global_batch, l.micro_batch, l.dp, l.pp);
   }
   if (l.zero >= 2 && l.pp > 1) {
     return fmt::format(
-        "--zero {} with --pp {}: ZeRO stages 2 and 3 shard gradients per microbatch and do not "
-        "combine with pipeline parallelism; use --zero 0 or 1",
+        "layout.zero {} with layout.pp {}: ZeRO stages 2 and 3 shard gradients per microbatch and "
+        "do not "
+        "combine with pipeline parallelism; use layout.zero 0 or 1",
         l.zero, l.pp);
   }
   return parallelism_error(l, m);
 }
 
 Layout resolve_layout(Layout l, const codesign::ModelShape& m, const SystemSpec& sys) {
-  if (l.tp < 1) throw InvalidArgument(fmt::format("--tp {} must be >= 1", l.tp));
-  if (l.pp < 1) throw InvalidArgument(fmt::format("--pp {} must be >= 1", l.pp));
-  if (l.gpus < 0) throw InvalidArgument(fmt::format("--gpus {} must be >= 1", l.gpus));
-  if (l.dp < 0) throw InvalidArgument(fmt::format("--dp {} must be >= 1", l.dp));
-  if (l.cp < 1) throw InvalidArgument(fmt::format("layout field cp = {} must be >= 1", l.cp));
+  if (l.tp < 1) throw InvalidArgument(fmt::format("layout.tp {} must be >= 1", l.tp));
+  if (l.pp < 1) throw InvalidArgument(fmt::format("layout.pp {} must be >= 1", l.pp));
+  if (l.gpus < 0) throw InvalidArgument(fmt::format("layout.gpus {} must be >= 1", l.gpus));
+  if (l.dp < 0) throw InvalidArgument(fmt::format("layout.dp {} must be >= 1", l.dp));
+  if (l.cp < 1) throw InvalidArgument(fmt::format("layout.cp {} must be >= 1", l.cp));
   const int model_parallel = l.tp * l.cp * l.pp;
   if (l.gpus == 0) l.gpus = l.dp > 0 ? model_parallel * l.dp : sys.total_gpus();
   if (l.dp == 0) {
     if (l.gpus % model_parallel != 0) {
       if (l.cp == 1) {
-        throw InvalidArgument(fmt::format(
-            "--gpus {} is not divisible by --tp {} x --pp {} = {}: the data-parallel size must be "
-            "whole",
-            l.gpus, l.tp, l.pp, l.tp * l.pp));
+        throw InvalidArgument(
+            fmt::format("layout.gpus {} is not divisible by layout.tp {} x layout.pp {} = {}: the "
+                        "data-parallel size must be "
+                        "whole",
+                        l.gpus, l.tp, l.pp, l.tp * l.pp));
       }
       throw InvalidArgument(fmt::format(
-          "layout gpus {} is not divisible by tp {} x cp {} x pp {} = {}: the data-parallel size "
+          "layout.gpus {} is not divisible by layout.tp {} x layout.cp {} x layout.pp {} = {}: the "
+          "data-parallel size "
           "must be whole",
           l.gpus, l.tp, l.cp, l.pp, model_parallel));
     }

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "commands.hpp"
+#include "field_flags.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::cli {
@@ -31,11 +32,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const mcr::Error& e) {
-    fmt::print(stderr, "mcr: error: {}\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "mcr: error: {}\n", e.what());
+    // Library errors name fields; the user typed flags.
+    fmt::print(stderr, "mcr: error: {}\n", mcr::cli::with_flag_names(e.what()));
     return 1;
   }
   return mcr::cli::exit_code();

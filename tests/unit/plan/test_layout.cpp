@@ -1,5 +1,5 @@
-// Layout rules: every impossible layout is rejected with a message that names the flags, their
-// values and the rule.
+// Layout rules: every impossible layout is rejected with a message that names the fields
+// (layout.<field>, model.<term>), their values and the rule; `mcr plan` shows them as its flags.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -48,8 +48,8 @@ TEST(PlanLayout, ProductMustEqualGpus) {
   l.pp = 2;
   l.dp = 3;
   const auto e = error_of(l, gpt(), round_system());
-  EXPECT_NE(e.find("--tp 4 x --pp 2 x --dp 3 = 24"), std::string::npos) << e;
-  EXPECT_NE(e.find("--gpus is 32"), std::string::npos) << e;
+  EXPECT_NE(e.find("layout.tp 4 x layout.pp 2 x layout.dp 3 = 24"), std::string::npos) << e;
+  EXPECT_NE(e.find("layout.gpus is 32"), std::string::npos) << e;
   EXPECT_NE(e.find("tp*pp*dp must equal gpus"), std::string::npos) << e;
 }
 
@@ -58,7 +58,9 @@ TEST(PlanLayout, GpusNotDivisibleByTpPp) {
   l.gpus = 30;
   l.tp = 4;
   const auto e = error_of(l, gpt(), round_system());
-  EXPECT_NE(e.find("--gpus 30 is not divisible by --tp 4 x --pp 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("layout.gpus 30 is not divisible by layout.tp 4 x layout.pp 1"),
+            std::string::npos)
+      << e;
 }
 
 TEST(PlanLayout, HeadsDivisibleByTp) {
@@ -66,7 +68,7 @@ TEST(PlanLayout, HeadsDivisibleByTp) {
   l.gpus = 8;
   l.tp = 8;
   const auto e = error_of(l, gpt(960, 12), round_system());
-  EXPECT_NE(e.find("--heads 12 is not divisible by --tp 8"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.heads 12 is not divisible by layout.tp 8"), std::string::npos) << e;
 }
 
 TEST(PlanLayout, KvHeadsDivisibleByTp) {
@@ -76,7 +78,7 @@ TEST(PlanLayout, KvHeadsDivisibleByTp) {
   l.gpus = 4;
   l.tp = 4;
   const auto e = error_of(l, m, round_system());
-  EXPECT_NE(e.find("--kv-heads 2 is not divisible by --tp 4"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.kv_heads 2 is not divisible by layout.tp 4"), std::string::npos) << e;
 }
 
 TEST(PlanLayout, LayersDivisibleByStagesTimesChunks) {
@@ -86,7 +88,7 @@ TEST(PlanLayout, LayersDivisibleByStagesTimesChunks) {
   l.interleave = 4;
   l.global_batch = 64;
   const auto e = error_of(l, gpt(1024, 16, 24), round_system());
-  EXPECT_NE(e.find("--layers 24 is not divisible by --pp 4 x --interleave 4 = 16"),
+  EXPECT_NE(e.find("model.layers 24 is not divisible by layout.pp 4 x layout.interleave 4 = 16"),
             std::string::npos)
       << e;
 }
@@ -97,8 +99,9 @@ TEST(PlanLayout, GlobalBatchDivisibleByMicroBatchTimesDp) {
   l.micro_batch = 4;
   l.global_batch = 100;
   const auto e = error_of(l, gpt(), round_system());
-  EXPECT_NE(e.find("--global-batch 100 is not divisible by --micro-batch 4 x --dp 8 = 32"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find("layout.global_batch 100 is not divisible by layout.micro_batch 4 x layout.dp 8 = 32"),
+      std::string::npos)
       << e;
 }
 
@@ -107,8 +110,8 @@ TEST(PlanLayout, TpLargerThanNodeNeedsConsent) {
   l.gpus = 16;
   l.tp = 16;
   const auto e = error_of(l, gpt(), round_system());
-  EXPECT_NE(e.find("--tp 16 is larger than a node"), std::string::npos) << e;
-  EXPECT_NE(e.find("--allow-tp-across-nodes"), std::string::npos) << e;
+  EXPECT_NE(e.find("layout.tp 16 is larger than a node"), std::string::npos) << e;
+  EXPECT_NE(e.find("layout.allow_tp_across_nodes"), std::string::npos) << e;
   l.allow_tp_across_nodes = true;
   EXPECT_EQ(error_of(l, gpt(), round_system()), "");
 }
@@ -121,7 +124,7 @@ TEST(PlanLayout, InterleavingNeedsWholePipelineRounds) {
   l.global_batch = 6;  // 6 microbatches, not a multiple of 4 stages
   const auto e = error_of(l, gpt(), round_system());
   EXPECT_NE(e.find("6 microbatches"), std::string::npos) << e;
-  EXPECT_NE(e.find("multiple of --pp 4"), std::string::npos) << e;
+  EXPECT_NE(e.find("multiple of layout.pp 4"), std::string::npos) << e;
 }
 
 TEST(PlanLayout, ZeroTwoAndThreeRejectPipelines) {
@@ -130,14 +133,15 @@ TEST(PlanLayout, ZeroTwoAndThreeRejectPipelines) {
   l.pp = 2;
   l.zero = 3;
   const auto e = error_of(l, gpt(), round_system());
-  EXPECT_NE(e.find("--zero 3 with --pp 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("layout.zero 3 with layout.pp 2"), std::string::npos) << e;
 }
 
 TEST(PlanLayout, MoreGpusThanTheSystemHas) {
   Layout l;
   l.gpus = 64;
   const auto e = error_of(l, gpt(), round_system(4, 8));
-  EXPECT_NE(e.find("--gpus 64 exceeds system 'round': 4 nodes x 8 GPUs = 32"), std::string::npos)
+  EXPECT_NE(e.find("layout.gpus 64 exceeds system 'round': 4 nodes x 8 GPUs = 32"),
+            std::string::npos)
       << e;
 }
 

@@ -95,7 +95,7 @@ TEST(PlanContextParallel, RulesNameTheField) {
     layout(2, 1, 2, 1, unfused, sys);
     FAIL() << "unfused attention with cp accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("cp = 2 needs flash"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("layout.cp 2 needs flash"), std::string::npos) << e.what();
   }
   auto odd = flash_gpt(8190);
   try {
@@ -179,14 +179,16 @@ TEST(PlanExpertParallel, RulesNameTheField) {
     layout(24, 1, 1, 24, moe_gpt(), round_system(4, 8), 3);
     FAIL() << "ep 3 with 8 experts accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("ep = 3 must divide the 8 experts"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("layout.ep 3 must divide the 8 experts"),
+              std::string::npos)
         << e.what();
   }
   try {
     layout(8, 2, 1, 4, moe_gpt(), sys, 4);
     FAIL() << "MoE with tp and no sequence parallelism accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("needs sequence_parallel"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("needs layout.sequence_parallel"), std::string::npos)
+        << e.what();
   }
 }
 
