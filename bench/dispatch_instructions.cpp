@@ -1,5 +1,6 @@
 // Instructions per call on the dispatch path, counted by callgrind: what the regression guard
-// perf.dispatch_instructions (tests/perf) checks against its budget, docs/performance.md 1.5.
+// perf.dispatch_instructions (tests/perf) checks against its budget,
+// docs/performance/dispatch.md#instruction-budget.
 //
 // Issues a 4-byte f32 all_reduce (sum) on the MPI backend in two ways, each first warmed up
 // uninstrumented and then measured for --calls calls:

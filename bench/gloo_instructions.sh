@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Instructions per call of raw Gloo and of the same operation through mcr's "gloo" backend,
 # counted by callgrind over every thread of rank 0 (the caller, gloo's I/O thread, mcr's worker and
-# waiter threads), in one run of bench_gloo_raw --count (docs/performance.md, "Gloo through mcr").
+# waiter threads), in one run of bench_gloo_raw --count
+# (docs/performance/bench-and-tuning.md#gloo-sleeping-waits).
 # Counts do not depend on how busy the machine is, except where a thread polls: a polling wait
 # executes instructions for as long as it waits, which is the cost it puts on a shared core.
 #

@@ -1,4 +1,6 @@
-# Raw Gloo against mcr's Gloo backend, in one run (docs/performance.md, sections 2.6 and 2.15).
+# Raw Gloo against mcr's Gloo backend, in one run
+# (docs/performance/bench-and-tuning.md#gloo-vs-raw-gloo and
+# docs/performance/bench-and-tuning.md#gloo-sleeping-waits).
 if(MCR_WITH_MPI AND MCR_WITH_GLOO)
   add_executable(bench_gloo_raw ${CMAKE_CURRENT_LIST_DIR}/gloo_raw_probe.cpp)
   target_link_libraries(bench_gloo_raw PRIVATE mcr::comm gloo fmt::fmt mcr_warnings)

@@ -105,8 +105,9 @@ class CommLog final : public OpObserver {
   // backend (group, ranks, backend, sync or async) is stored once, as a "channel".
   //
   // Fresh memory is what recording costs most: mapping and zeroing a block, with the hypervisor
-  // backing each new page, came to 11-13 ns per record on the guest in docs/performance.md, where
-  // writing the record itself takes about 1 ns. So a provisioner thread keeps the next block
+  // backing each new page, came to 11-13 ns per record on the guest of
+  // docs/performance/bench-and-tuning.md#log-overhead, where writing the record itself takes about
+  // 1 ns. So a provisioner thread keeps the next block
   // mapped and populated ahead of need; the hot path only maps one itself when the provisioner is
   // behind. (Huge-page advice was tried: with on-demand compaction it made the cost bimodal.)
   struct Packed;

@@ -55,7 +55,7 @@ struct FlightEntry {
 
 /// The ring of one communicator. Written by the thread issuing and completing its operations;
 /// read, best effort, by dumps from other threads or signal handlers. Inline: it is on the
-/// per-operation path (docs/performance.md 1.1 counts its instructions).
+/// per-operation path (docs/performance/dispatch.md#flight-recorder-cost counts its instructions).
 class FlightRecorder {
  public:
   FlightRecorder();

@@ -5,9 +5,10 @@
 // scratch. With glibc's defaults a large buffer is mapped on malloc and unmapped on free (or,
 // from the heap, trimmed back to the kernel), so every call pays a page fault per 4 KiB page of
 // it again. On this project's test machine that made a 16 MiB reduce_scatter over MPI on two
-// ranks take 80 ms instead of 5 (docs/performance.md, section 2.11). Keeping freed memory mapped
-// (no mmap for large blocks, no trimming) is what HPC runtimes with registration caches do; the
-// price is that the process's resident size stays at its high-water mark.
+// ranks take 80 ms instead of 5
+// (docs/performance/bench-and-tuning.md#page-faults-temporary-buffers). Keeping freed memory
+// mapped (no mmap for large blocks, no trimming) is what HPC runtimes with registration caches
+// do; the price is that the process's resident size stays at its high-water mark.
 #include "process_memory.hpp"
 
 #include <cstdlib>

@@ -1,10 +1,10 @@
 // Timestamps for the per-operation hot path of an attached observer (the communication log).
 //
 // steady_clock::now() goes through the vDSO: a counter read, then a seqlock and a scaling, 24-33 ns
-// per call on the 2-vCPU guest that docs/performance.md describes; two of them per operation were
-// most of the log's cost on a 0.7 us all_reduce. Reading the CPU's counter directly costs about
-// 10 ns there. The counter is used only where the kernel itself trusts it as its clock source
-// (x86-64 with clocksource "tsc"; the generic timer on AArch64); elsewhere the readings are
+// per call on the 2-vCPU guest that docs/performance/README.md describes; two of them per
+// operation were most of the log's cost on a 0.7 us all_reduce. Reading the CPU's counter directly
+// costs about 10 ns there. The counter is used only where the kernel itself trusts it as its clock
+// source (x86-64 with clocksource "tsc"; the generic timer on AArch64); elsewhere the readings are
 // steady-clock nanoseconds. Readings are mapped to the steady clock by a line through the first
 // calibration point and a recent one, re-anchored at doubling intervals from 2 ms up to every
 // 100 ms, so the mapped times stay within 2 us of steady_clock (tested) over a run of any length.

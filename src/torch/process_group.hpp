@@ -59,8 +59,8 @@ class WorkMCR : public c10d::Work {
 /// the communication thread each have one), the rule the runtime's Gloo backend uses for its
 /// inline path. On an oversubscribed host the polling caller holds the core its own communication
 /// thread or a peer rank needs: sleeping at once measured 12 us per 4-byte all_reduce against 16
-/// us polling (2 ranks, 2 cores; docs/performance.md section 7). `local_ranks` 0: unknown (no
-/// poll).
+/// us polling (2 ranks, 2 cores; docs/performance/torch.md#idle-rerun-async-table).
+/// `local_ranks` 0: unknown (no poll).
 bool waiter_spins(int local_ranks, unsigned hardware_threads);
 
 /// The timeout of a group's operations (unless a call passes its own): torch's (`timeout=` of

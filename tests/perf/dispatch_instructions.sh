@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # perf.dispatch_instructions: instructions per call on the synchronous MPI path, counted by
-# callgrind, against budgets (docs/performance.md 1.5). Callgrind counts the instructions the
-# program executes, not time: for a given build the count is the same on a quiet machine and on a
-# loaded one, so this guard cannot be fooled by noise as a timing can.
+# callgrind, against budgets (docs/performance/dispatch.md#instruction-budget). Callgrind counts
+# the instructions the program executes, not time: for a given build the count is the same on a
+# quiet machine and on a loaded one, so this guard cannot be fooled by noise as a timing can.
 #
 #   dispatch_instructions.sh PROGRAM MPIEXEC RANKS CALLS BUDGET...
 #
 # PROGRAM is bench_dispatch_instructions; RANKS a space-separated list of rank counts (1 runs the
 # program directly, more under MPIEXEC); each BUDGET is "<ranks>:<path>:<part>=<instructions>",
 # with path override or automatic, and part
-#   dispatch  the facade's inclusive count minus the MPI backend's start() (docs/performance.md
-#             1.1: validation, selection, sequence, flight recorder, watchdog, virtual call),
+#   dispatch  the facade's inclusive count minus the MPI backend's start()
+#             (docs/performance/dispatch.md#core-reorganised: validation, selection, sequence,
+#             flight recorder, watchdog, virtual call),
 #   backend   the MPI backend's start() minus the MPI library call (mcr's mapping onto MPI).
 # Every budget given must be met. Exit status 77 (ctest's SKIP_RETURN_CODE) only when valgrind is
 # not installed.
@@ -107,7 +108,7 @@ for budget in "${budgets[@]}"; do
     echo "FAIL: budget $key names nothing this run measured"
     failed=1
   elif awk -v v="$value" -v l="$limit" 'BEGIN { exit !(v > l) }'; then
-    echo "FAIL: $key: $value instructions per call, budget $limit (docs/performance.md 1.5)"
+    echo "FAIL: $key: $value instructions per call, budget $limit (docs/performance/dispatch.md#instruction-budget)"
     failed=1
   else
     echo "ok   $key: $value <= $limit"

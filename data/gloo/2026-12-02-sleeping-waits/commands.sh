@@ -1,8 +1,9 @@
 #!/bin/bash
-# Gloo through mcr against raw Gloo, before and after the waits that sleep (docs/performance.md,
-# "Gloo through mcr: waits that sleep"). old: bench_gloo_raw built from bench/gloo_raw_probe.cpp of
-# this commit against the library at be969b4 (worker + polling by default on this host, p2p waited
-# by pool threads); new: the same probe against this commit's library. Same flags (preset ci).
+# Gloo through mcr against raw Gloo, before and after the waits that sleep
+# (docs/performance/bench-and-tuning.md#gloo-sleeping-waits). old: bench_gloo_raw built from
+# bench/gloo_raw_probe.cpp of this commit against the library at be969b4 (worker + polling by
+# default on this host, p2p waited by pool threads); new: the same probe against this commit's
+# library. Same flags (preset ci).
 # 2 cores, 2 ranks, nothing else running. Run from the repository root with OLD=<old build dir>.
 set -euo pipefail
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Under torchrun (Gloo only, in mcr and in torch) after Gloo's waits that sleep and the
-# communication thread that sleeps between Gloo completions (docs/performance.md 7.4):
+# communication thread that sleeps between Gloo completions
+# (docs/performance/torch.md#torchrun-sleeping-waits):
 # python -m mcr.torch.bench and python -m mcr.torch.steps, as in
 # ../bench-2026-12-01-torch2/commands.sh. Run from the repository root after `cmake --preset ci &&
 # cmake --build --preset ci`; outputs land next to this script.

@@ -31,8 +31,9 @@ struct AdvisorOptions {
 };
 
 /// Threshold when a device has no calibration: the median |error| of the uncalibrated catalog
-/// entries is 5-13% per GEMM on measured sweeps (docs/performance.md), and most of it is shared by
-/// two shapes of the same model, so a smaller bar than one GEMM's error.
+/// entries is 5-13% per GEMM on measured sweeps (docs/performance/gemm-model.md#cpu-calibration,
+/// docs/performance/gpu-check.md#h200-gpu-check), and most of it is shared by two shapes of the
+/// same model, so a smaller bar than one GEMM's error.
 inline constexpr double kDefaultUncertainty = 0.03;
 
 /// The relative gain below which the advisor calls a speedup within the model's error, and where

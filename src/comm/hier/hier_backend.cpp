@@ -55,8 +55,8 @@ thread_local bool forming = false;  // communicators may be created on several t
 
 // Between hosts, where no rule or tuning entry decides, large steps go to Gloo: over TCP its
 // ring beats Open MPI's choice for the 2-rank all_reduce that dominates a composed all_reduce
-// (docs/performance.md, 2.13 "hier between hosts"). Smaller steps keep the default priority (MPI's
-// latency is the lower one).
+// (docs/performance/bench-and-tuning.md#hier-steps-between-hosts). Smaller steps keep the default
+// priority (MPI's latency is the lower one).
 constexpr std::size_t kInterGlooFrom = std::size_t{1} << 20;
 constexpr const char* kInterGlooWhy =
     "hier's default between hosts where no rule or tuning entry decides: Gloo's ring over TCP "

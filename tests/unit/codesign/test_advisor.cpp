@@ -111,7 +111,8 @@ TEST(Advisor, MultiQueryStaysMultiQuery) {
   EXPECT_TRUE(moved_a);
 }
 
-// Timing is measured in docs/performance.md, not asserted here (a loaded CI machine would flake).
+// Timing is measured in docs/performance/codesign.md#analyser-timing, not asserted here (a loaded
+// CI machine would flake).
 TEST(Advisor, TrainingSearchFindsCandidates) {
   AdvisorOptions o;
   o.training = true;

@@ -48,7 +48,7 @@ TEST(H200Catalog, EntryLoadsWithItsErrorBar) {
 }
 
 // The held-out half of the committed sweep, predicted with the catalog entry, gives the error the
-// entry records (and docs/performance.md section 5.3 reports).
+// entry records (and docs/performance/gpu-check.md#h200-refit reports).
 TEST(H200Catalog, HeldOutErrorIsTheRecordedOne) {
   const auto set = sweep();
   ASSERT_EQ(set.rows.size(), 237u);
@@ -69,9 +69,9 @@ TEST(H200Catalog, HeldOutErrorIsTheRecordedOne) {
 }
 
 // The factors the entry marks as measured are the ones the sweep identifies: refitting from the
-// entry on the same split (with the same factors held, docs/performance.md section 5.3) leaves
-// each identified, inside its range, with the entry's value inside the interval the data support;
-// every other factor is marked estimated.
+// entry on the same split (with the same factors held, docs/performance/gpu-check.md#h200-refit)
+// leaves each identified, inside its range, with the entry's value inside the interval the data
+// support; every other factor is marked estimated.
 TEST(H200Catalog, MeasuredFactorsAreIdentifiedBySweep) {
   const auto set = sweep();
   const DeviceSpec d = device_from_catalog("h200");

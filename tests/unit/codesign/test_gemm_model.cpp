@@ -198,9 +198,10 @@ TEST(GemmModelProperty, IrrelevantFieldsDoNotChangePrediction) {
 }
 
 TEST(Catalog, H200OddNMatchesTheMeasuredSweep) {
-  // docs/performance.md sec. 5, cuBLASLt 13.1 on one H200, bf16: m=1024 n=2047 k=4096 ran at
-  // 720 TFLOP/s and GPT-3 2.7B's logits (m=8192 n=50257 k=2560) at 820. The earlier tiers
-  // predicted 291 and 318 (-60%); the catalog must stay within the model's 15% on aligned GEMMs.
+  // docs/performance/gpu-check.md#h200-gpu-check, cuBLASLt 13.1 on one H200, bf16: m=1024
+  // n=2047 k=4096 ran at 720 TFLOP/s and GPT-3 2.7B's logits (m=8192 n=50257 k=2560) at 820. The
+  // earlier tiers predicted 291 and 318 (-60%); the catalog must stay within the model's 15% on
+  // aligned GEMMs.
   for (const char* name : {"h200", "h100-sxm"}) {
     const DeviceSpec d = device_from_catalog(name);
     Gemm odd;

@@ -53,10 +53,10 @@ TEST(PlanValidation, Narayanan2021TableOne) {
 // Megatron-Bridge's and NeMo's performance summaries on H100 and B200), as step-time errors. Every
 // run is expressible and fits in memory. On the runs not used to fit a system's compute efficiency
 // ("fit" in the name), among the dense and coarse-grained MoE models, the targets of
-// docs/performance.md section 6 (mean <= 10 %, worst <= 20 %) hold with the margins asserted
-// here. The fine-grained MoE models (64 experts or more) are predicted too fast by 18-38 %
-// (docs/performance.md section 6: host overhead and synchronisation, not priced); they are held to
-// a bound that guards against regressions, and to the sign.
+// docs/performance/planner.md#recent-h100-b200 (mean <= 10 %, worst <= 20 %) hold with the
+// margins asserted here. The fine-grained MoE models (64 experts or more) are predicted too fast
+// by 18-38 % (docs/performance/planner.md#fine-grained-moe: host overhead and synchronisation,
+// not priced); they are held to a bound that guards against regressions, and to the sign.
 TEST(PlanValidation, RecentRunsOnH100AndB200) {
   const auto rows = validate_runs(load_published_runs(MCR_PLAN_RUNS_RECENT));
   ASSERT_EQ(rows.size(), 27u);

@@ -38,8 +38,9 @@ struct GlooShared {
 
 /// MCR_GLOO_INLINE=0 turns run_inline off; unset or 1 leaves it on. Polling wins only now and
 /// then, on a host whose cores other processes keep busy, and costs a core per waiting rank
-/// (docs/performance.md, "Gloo through mcr"). Throws InvalidArgument naming MCR_GLOO_INLINE for
-/// other values.
+/// (docs/performance/bench-and-tuning.md#gloo-vs-raw-gloo and
+/// docs/performance/bench-and-tuning.md#gloo-sleeping-waits). Throws InvalidArgument naming
+/// MCR_GLOO_INLINE for other values.
 bool gloo_runs_inline();
 
 /// The hostname gloo's device binds and advertises: MCR_GLOO_HOSTNAME when set; else the IPv4
