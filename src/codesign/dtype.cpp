@@ -10,7 +10,8 @@
 namespace mcr::codesign {
 namespace {
 // One vocabulary across mcr: the runtime's spellings (f64, f32, f16, i8, double) are accepted here
-// as they are there (src/comm/types.cpp), so one --dtype value means the same in every command.
+// as they are there (src/comm/core/types.cpp), so one --dtype value means the same in every
+// command.
 constexpr std::array<std::pair<std::string_view, DType>, 19> kNames{{
     {"fp64", DType::fp64},     {"fp32", DType::fp32},    {"tf32", DType::tf32},
     {"fp16", DType::fp16},     {"bf16", DType::bf16},    {"fp8", DType::fp8},

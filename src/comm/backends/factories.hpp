@@ -3,7 +3,7 @@
 // folder and one line there.
 #pragma once
 
-#include "backend.hpp"
+#include "core/backend.hpp"
 
 namespace mcr::detail {
 

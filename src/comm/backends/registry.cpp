@@ -4,8 +4,8 @@
 
 #include "backends/factories.hpp"
 #include "bootstrap/bootstrap.hpp"
-#include "launch_hooks.hpp"
 #include "mcr/info.hpp"
+#include "runtime/launch_hooks.hpp"
 
 namespace mcr::detail {
 

@@ -26,10 +26,10 @@
 #include "bootstrap/host.hpp"
 #include "bootstrap/store_exchange.hpp"
 #include "bootstrap/store_socket.hpp"
-#include "log.hpp"
+#include "core/log.hpp"
 #include "mcr/errors.hpp"
-#include "runtime.hpp"
-#include "topology.hpp"
+#include "runtime/runtime.hpp"
+#include "runtime/topology.hpp"
 
 namespace mcr::detail {
 namespace {

@@ -36,7 +36,7 @@
 
 #include "bootstrap/store_socket.hpp"
 #include "bootstrap/store_wire.hpp"
-#include "log.hpp"
+#include "core/log.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail {

@@ -8,7 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "library_error.hpp"
+#include "core/library_error.hpp"
 
 namespace mcr::detail::device {
 

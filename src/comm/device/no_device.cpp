@@ -2,7 +2,7 @@
 // the reason, and host-only backends are used unwrapped.
 #include <cstdlib>
 
-#include "backend.hpp"
+#include "core/backend.hpp"
 #include "device/device_runtime.hpp"
 #include "mcr/errors.hpp"
 

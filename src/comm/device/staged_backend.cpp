@@ -244,6 +244,7 @@ class StagedBackend final : public Backend {
   int size() const noexcept override { return inner_->size(); }
   std::size_t max_count() const noexcept override { return inner_->max_count(); }
   bool blocks_device() const noexcept override { return inner_->blocks_device(); }
+  bool reports_peer_loss() const noexcept override { return inner_->reports_peer_loss(); }
   void abort() noexcept override { inner_->abort(); }
   /// Staged operations advance only when polled, like MPI without a progress thread. A backend
   /// that runs everything natively on device memory (NCCL, CUDA-aware MPI) keeps its own answer.

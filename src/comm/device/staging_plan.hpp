@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "backend.hpp"
+#include "core/backend.hpp"
 
 namespace mcr::detail::device {
 

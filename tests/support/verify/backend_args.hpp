@@ -1,6 +1,6 @@
 // Drives a backend directly with a prepared case: the OpArgs the communicator would pass for it.
 // Used by the tests that run one backend without the communicator (Gloo with ranks as threads,
-// NCCL on one device). Includes the internal header src/comm/backend.hpp, so only targets that
+// NCCL on one device). Includes the internal header src/comm/core/backend.hpp, so only targets that
 // see src/comm include it; the rest of the verification library uses the public API only.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend.hpp"
+#include "core/backend.hpp"
 #include "prepared_case.hpp"
 
 namespace mcr::test {

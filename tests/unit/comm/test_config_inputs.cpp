@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
-#include "backend.hpp"
-#include "init_inputs.hpp"
+#include "core/backend.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/info.hpp"
+#include "runtime/init_inputs.hpp"
 
 using namespace mcr;
 using namespace mcr::detail;

@@ -2,9 +2,9 @@
 // declines (hier/hier_config.hpp, hier/hier_backend.hpp, hier/hier_compose.hpp).
 #include <gtest/gtest.h>
 
-#include "hier/hier_backend.hpp"
-#include "hier/hier_compose.hpp"
-#include "hier/hier_config.hpp"
+#include "backends/hier/hier_backend.hpp"
+#include "backends/hier/hier_compose.hpp"
+#include "backends/hier/hier_config.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/info.hpp"
 

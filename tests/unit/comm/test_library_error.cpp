@@ -2,7 +2,7 @@
 // Gloo, NCCL and CUDA checked calls build it.
 #include <gtest/gtest.h>
 
-#include "library_error.hpp"
+#include "core/library_error.hpp"
 
 namespace mcr::detail {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "mcr/errors.hpp"
-#include "process_memory.hpp"
+#include "runtime/process_memory.hpp"
 
 namespace {
 

@@ -2,9 +2,9 @@
 // default order.
 #include <gtest/gtest.h>
 
-#include "backend.hpp"
+#include "core/backend.hpp"
 #include "mcr/errors.hpp"
-#include "selector.hpp"
+#include "select/selector.hpp"
 
 using namespace mcr;
 using namespace mcr::detail;

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "tick_clock.hpp"
+#include "core/tick_clock.hpp"
 
 using mcr::detail::TickClock;
 using std::chrono::nanoseconds;

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "mcr/errors.hpp"
-#include "topology.hpp"
+#include "runtime/topology.hpp"
 
 namespace mcr::detail {
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "local_reduce.hpp"
+#include "core/local_reduce.hpp"
 #include "mcr/codesign/dtype.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/tensor.hpp"

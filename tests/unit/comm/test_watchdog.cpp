@@ -1,4 +1,4 @@
-// The watchdog never fires early (src/comm/watchdog.hpp). An arming thread alternates a long
+// The watchdog never fires early (src/comm/core/watchdog.hpp). An arming thread alternates a long
 // operation (a generous timeout, held longer than the short one's) with a short one (1 ms timeout,
 // released well within it), while a watchdog with no grace polls without sleeping. A watchdog that
 // read the long arming's token and then, after a re-arming, the short one's timeout would pair the
@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "watchdog.hpp"
+#include "core/watchdog.hpp"
 
 namespace mcr::detail {
 namespace {

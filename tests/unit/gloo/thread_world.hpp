@@ -11,11 +11,11 @@
 #include <thread>
 #include <vector>
 
-#include "backend.hpp"
 #include "backends/factories.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/store_exchange.hpp"
 #include "bootstrap/tcp_store.hpp"
+#include "core/backend.hpp"
 
 namespace mcr::test {
 

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "backend.hpp"
+#include "core/backend.hpp"
 
 namespace mcr_test {
 

@@ -2,7 +2,7 @@
 // inner backend (no GPU needed).
 #include <gtest/gtest.h>
 
-#include "backend.hpp"
+#include "core/backend.hpp"
 #include "device/device_runtime.hpp"
 
 namespace mcr::detail {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
 #include "backends/gloo/gloo_p2p.hpp"
 #include "backends/gloo/gloo_worker.hpp"
 #include "bootstrap/bootstrap.hpp"
+#include "core/backend.hpp"
 
 namespace gloo {
 class Context;
@@ -60,6 +60,7 @@ class GlooBackend final : public Backend {
   ~GlooBackend() override;
 
   std::string_view name() const noexcept override { return "gloo"; }
+  bool reports_peer_loss() const noexcept override { return true; }
   int rank() const noexcept override;
   int size() const noexcept override;
   Support supports(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const override;

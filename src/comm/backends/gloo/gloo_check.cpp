@@ -11,9 +11,9 @@
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
 
-#include "launch_hooks.hpp"
-#include "library_error.hpp"
+#include "core/library_error.hpp"
 #include "mcr/errors.hpp"
+#include "runtime/launch_hooks.hpp"
 
 namespace mcr::detail {
 namespace {

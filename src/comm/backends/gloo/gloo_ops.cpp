@@ -18,7 +18,7 @@
 #include <gloo/scatter.h>
 
 #include "backends/gloo/gloo_check.hpp"
-#include "local_reduce.hpp"
+#include "core/local_reduce.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail {

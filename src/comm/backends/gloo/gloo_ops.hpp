@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend.hpp"
+#include "core/backend.hpp"
 
 namespace gloo {
 class Context;

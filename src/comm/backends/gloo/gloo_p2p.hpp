@@ -16,8 +16,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "backend.hpp"
 #include "backends/gloo/gloo_check.hpp"
+#include "core/backend.hpp"
 
 namespace gloo {
 class Context;

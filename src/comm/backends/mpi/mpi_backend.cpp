@@ -15,7 +15,7 @@
 #include "backends/factories.hpp"
 #include "backends/mpi/mpi_launch.hpp"
 #include "bootstrap/bootstrap.hpp"
-#include "local_reduce.hpp"
+#include "core/local_reduce.hpp"
 #include "mcr/errors.hpp"
 #include "mpi_check.hpp"
 #include "mpi_ops.hpp"

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "library_error.hpp"
+#include "core/library_error.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail {

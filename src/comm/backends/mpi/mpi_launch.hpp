@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "backend.hpp"
 #include "bootstrap/bootstrap.hpp"
+#include "core/backend.hpp"
 
 namespace mcr::detail {
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "local_reduce.hpp"
+#include "core/local_reduce.hpp"
 #include "mcr/errors.hpp"
 #include "mpi_check.hpp"
 #include "mpi_types.hpp"

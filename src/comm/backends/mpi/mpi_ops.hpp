@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "backend.hpp"
 #include "backends/mpi/mpi_check.hpp"
+#include "core/backend.hpp"
 
 namespace mcr::detail {
 

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "local_reduce.hpp"
+#include "core/local_reduce.hpp"
 #include "mpi_check.hpp"
 
 namespace mcr::detail {

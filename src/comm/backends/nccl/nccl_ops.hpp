@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "backend.hpp"
+#include "core/backend.hpp"
 
 namespace mcr::detail::nccl {
 

@@ -8,7 +8,7 @@
 
 #include <nccl.h>
 
-#include "backend.hpp"
+#include "core/backend.hpp"
 #include "mcr/types.hpp"
 
 namespace mcr::detail::nccl {

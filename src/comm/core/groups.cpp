@@ -1,0 +1,154 @@
+// Sub-communicators: split(color, key) and new_group(ranks), collective over the parent, and
+// member_group(ranks, key), collective over its members only.
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "backends/hier/hier_backend.hpp"
+#include "mcr/communicator.hpp"
+#include "mcr/errors.hpp"
+#include "runtime/runtime.hpp"
+
+namespace mcr {
+namespace {
+
+using detail::Bytes;
+
+struct SplitEntry {
+  int color;
+  int key;
+};
+
+Bytes encode(SplitEntry e) {
+  Bytes b(sizeof e);
+  std::memcpy(b.data(), &e, sizeof e);
+  return b;
+}
+
+SplitEntry decode(const Bytes& b, int rank) {
+  if (b.size() != sizeof(SplitEntry)) {
+    throw MismatchError(fmt::format("split: rank {} sent a malformed color/key record", rank));
+  }
+  SplitEntry e{};
+  std::memcpy(&e, b.data(), sizeof e);
+  return e;
+}
+
+// The communicator of `members` (ranks of `s`, in new-rank order) over the backends they formed.
+Communicator make_child(detail::CommState& s, const std::vector<int>& members,
+                        std::uint64_t group_id,
+                        std::vector<std::unique_ptr<detail::Backend>> children) {
+  std::vector<int> world;
+  int my_rank = -1;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    world.push_back(s.world_ranks[static_cast<std::size_t>(members[i])]);
+    if (members[i] == s.rank) my_rank = static_cast<int>(i);
+  }
+  auto child = detail::make_comm_state(my_rank, static_cast<int>(members.size()), group_id,
+                                       std::move(world), std::move(children), s.timeout);
+  child->observer = s.observer;
+  return Communicator(std::move(child));
+}
+
+Communicator do_split(detail::CommState& s, int color, int key) {
+  s.check_usable();
+  detail::finish_composed_ops();  // a split may block in a library (docs/design.md, rule 6)
+  detail::Runtime& rt = detail::runtime();
+  const std::uint64_t index = s.splits++;
+  auto all = rt.bootstrap->group_all_gather(
+      s.world_ranks, fmt::format("mcr/split/{}/{}", s.id, index), encode({color, key}));
+  // Members of my group, ordered by (key, parent rank): the new rank is the position in this list.
+  std::vector<std::tuple<int, int>> order;
+  for (int r = 0; r < s.size; ++r) {
+    SplitEntry e = decode(all[static_cast<std::size_t>(r)], r);
+    if (color != Communicator::kUndefinedColor && e.color == color) order.emplace_back(e.key, r);
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<int> members;
+  for (auto& [k, r] : order)
+    members.push_back(r);
+  // An id equal on every member and distinct from every other group of the job.
+  const std::uint64_t group_id =
+      fnv1a(fmt::format("{}/{}/{}", s.id, index, members.empty() ? -1 : members.front())) | 1u;
+
+  // Every backend splits collectively over the parent, in the same order on every rank.
+  std::vector<std::unique_ptr<detail::Backend>> children;
+  for (auto& b : s.backends) {
+    auto child = b->split(members, group_id);
+    if (!members.empty() && child) children.push_back(std::move(child));
+  }
+  if (members.empty()) return Communicator();
+  return make_child(s, members, group_id, std::move(children));
+}
+
+void check_ranks(const detail::CommState& s, std::span<const int> ranks, const char* call) {
+  if (ranks.empty()) throw InvalidArgument(fmt::format("{}: ranks is empty", call));
+  std::vector<int> seen;
+  for (int r : ranks) {
+    if (r < 0 || r >= s.size) {
+      throw InvalidArgument(fmt::format(
+          "{}: rank {} in ranks is out of range for a communicator of size {}", call, r, s.size));
+    }
+    if (std::find(seen.begin(), seen.end(), r) != seen.end()) {
+      throw InvalidArgument(fmt::format("{}: rank {} appears twice in ranks", call, r));
+    }
+    seen.push_back(r);
+  }
+}
+
+// The backends of a group that its members form alone; a library that cannot is left out (the
+// same on every member: the backend list is equal across ranks).
+Communicator form_from_members(detail::CommState& s, const std::vector<int>& members,
+                               std::uint64_t group_id) {
+  s.check_usable();
+  detail::finish_composed_ops();  // forming may block in a library (docs/design.md, rule 6)
+  std::vector<std::unique_ptr<detail::Backend>> children;
+  for (auto& b : s.backends) {
+    if (auto child = b->split_members(members, group_id)) children.push_back(std::move(child));
+  }
+  if (children.empty()) {
+    throw Error(
+        fmt::format("member_group: no backend of communicator {} can form a group of its "
+                    "members alone",
+                    s.id));
+  }
+  return make_child(s, members, group_id, std::move(children));
+}
+
+}  // namespace
+
+Communicator Communicator::member_group(std::span<const int> ranks, std::string_view key) const {
+  auto& s = state();
+  check_ranks(s, ranks, "member_group");
+  if (std::find(ranks.begin(), ranks.end(), s.rank) == ranks.end()) {
+    throw InvalidArgument(fmt::format(
+        "member_group: this rank ({}) is not in ranks; only the members of the new group call "
+        "member_group()",
+        s.rank));
+  }
+  // Equal on every member, distinct from split() ids (whose text has no "members") and from other
+  // member groups (their keys differ).
+  const std::uint64_t group_id = fnv1a(fmt::format("{}/members/{}", s.id, key)) | 1u;
+  return form_from_members(s, std::vector<int>(ranks.begin(), ranks.end()), group_id);
+}
+
+Communicator Communicator::split(int color, int key) const {
+  if (color < 0 && color != kUndefinedColor) {
+    throw InvalidArgument(fmt::format("split: color {} must be >= 0 or kUndefinedColor ({})", color,
+                                      kUndefinedColor));
+  }
+  return do_split(state(), color, key);
+}
+
+Communicator Communicator::new_group(std::span<const int> ranks) const {
+  auto& s = state();
+  check_ranks(s, ranks, "new_group");
+  auto it = std::find(ranks.begin(), ranks.end(), s.rank);
+  const bool member = it != ranks.end();
+  return do_split(s, member ? 0 : kUndefinedColor,
+                  member ? static_cast<int>(it - ranks.begin()) : 0);
+}
+
+}  // namespace mcr

@@ -1,0 +1,168 @@
+// MCR_LOG=summary|trace: attaches a CommLog to the world communicator at init() and writes its
+// summary (MCR_LOG_FILE, default standard error) and trace (MCR_TRACE_FILE, default
+// mcr_trace.json) from rank 0 at finalize(). When the run ends abnormally, each rank writes its own
+// records instead (write_local_env_comm_log).
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "mcr/comm_log.hpp"
+#include "mcr/errors.hpp"
+#include "observe/comm_log_hooks.hpp"
+
+namespace mcr::detail {
+namespace {
+
+struct EnvLog {
+  std::shared_ptr<CommLog> log;
+  bool summary = false;
+  bool trace = false;
+  int world_rank = 0;
+  int world_size = 1;
+  std::atomic<bool> written{false};  // by finalize or by an abnormal exit, once
+};
+
+EnvLog& env_log() {
+  // Never destroyed: an exit handler may still write the log after static destruction began.
+  static EnvLog& state = *new EnvLog;
+  return state;
+}
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : std::string(fallback);
+}
+
+// "dir/summary.txt" -> "dir/summary.rank3.txt"; "log" -> "log.rank3".
+std::string with_rank(const std::string& path, int rank) {
+  const auto slash = path.rfind('/');
+  const auto dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
+      dot == (slash == std::string::npos ? 0 : slash + 1)) {
+    return fmt::format("{}.rank{}", path, rank);
+  }
+  return fmt::format("{}.rank{}{}", path.substr(0, dot), rank, path.substr(dot));
+}
+
+void write_local(const CommLog& log, std::string_view reason) {
+  auto& state = env_log();
+  GatheredLog mine;
+  mine.ranks = state.world_size;
+  mine.records = log.records();
+  mine.dropped.assign(static_cast<std::size_t>(state.world_size), 0);
+  if (state.world_rank >= 0 && state.world_rank < state.world_size) {
+    mine.dropped[static_cast<std::size_t>(state.world_rank)] = log.dropped();
+  }
+  const std::string header = fmt::format(
+      "mcr: communication log of world rank {} alone ({}); the other ranks write their own\n",
+      state.world_rank, reason);
+  if (state.summary) {
+    const auto text = header + format_summary(summarize(mine), mine);
+    const auto path = env_or("MCR_LOG_FILE", "");
+    if (path.empty()) {
+      fmt::print(stderr, "{}", text);
+    } else {
+      const auto mine_path = with_rank(path, state.world_rank);
+      std::ofstream out(mine_path);
+      if (!out) throw Error(fmt::format("MCR_LOG_FILE='{}' cannot be written", mine_path));
+      out << text;
+    }
+  }
+  if (state.trace) {
+    const auto path = with_rank(env_or("MCR_TRACE_FILE", "mcr_trace.json"), state.world_rank);
+    std::ofstream out(path);
+    if (!out) throw Error(fmt::format("MCR_TRACE_FILE='{}' cannot be written", path));
+    write_chrome_trace(mine, out);
+    fmt::print(stderr, "mcr[{}]: communication trace of this rank ({} events) written to {}\n",
+               state.world_rank, mine.records.size(), path);
+  }
+}
+
+}  // namespace
+
+void attach_env_comm_log(Communicator& world) {
+  auto& state = env_log();
+  state.log.reset();
+  state.summary = state.trace = false;
+  state.written.store(false);
+  state.world_rank = world.rank();
+  state.world_size = world.size();
+  const std::string modes = env_or("MCR_LOG", "");
+  if (modes.empty() || modes == "off" || modes == "0" || modes == "none") return;
+  std::size_t pos = 0;
+  while (pos <= modes.size()) {
+    const auto comma = modes.find(',', pos);
+    const auto token =
+        modes.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (token == "summary") {
+      state.summary = true;
+    } else if (token == "trace") {
+      state.trace = true;
+    } else {
+      throw InvalidArgument(fmt::format(
+          "MCR_LOG='{}': unknown mode '{}' (use summary, trace, or summary,trace)", modes, token));
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  state.log = std::make_shared<CommLog>();
+  world.set_observer(state.log);
+}
+
+void finish_env_comm_log(Communicator& world) {
+  auto& state = env_log();
+  if (!state.log || state.written.exchange(true)) return;
+  auto log = std::move(state.log);
+  state.log.reset();
+  try {
+    world.set_observer(nullptr);  // the gather below is not part of the user's communication
+    GatheredLog all;
+    try {
+      all = log->collect(world);
+    } catch (const std::exception& e) {
+      // The world was aborted by a timeout (it fails fast): no gather, each rank writes its own.
+      write_local(*log, fmt::format("finalize after a failure: {}", e.what()));
+      return;
+    }
+    if (world.rank() != 0) return;
+    if (state.summary) {
+      const auto text = format_summary(summarize(all), all);
+      const auto path = env_or("MCR_LOG_FILE", "");
+      if (path.empty()) {
+        fmt::print(stderr, "{}", text);
+      } else {
+        std::ofstream out(path);
+        if (!out) throw Error(fmt::format("MCR_LOG_FILE='{}' cannot be written", path));
+        out << text;
+      }
+    }
+    if (state.trace) {
+      const auto path = env_or("MCR_TRACE_FILE", "mcr_trace.json");
+      std::ofstream out(path);
+      if (!out) throw Error(fmt::format("MCR_TRACE_FILE='{}' cannot be written", path));
+      write_chrome_trace(all, out);
+      fmt::print(stderr, "mcr: communication trace ({} events) written to {}\n", all.records.size(),
+                 path);
+    }
+  } catch (const std::exception& e) {
+    // finalize() must still tear down; report instead of throwing out of it.
+    fmt::print(stderr, "mcr: communication log not written: {}\n", e.what());
+  }
+}
+
+void write_local_env_comm_log(std::string_view reason) noexcept {
+  auto& state = env_log();
+  const std::shared_ptr<CommLog> log = state.log;  // finalize may be releasing it concurrently
+  if (!log || state.written.exchange(true)) return;
+  try {
+    write_local(*log, reason);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mcr: communication log not written: {}\n", e.what());
+  }
+}
+
+}  // namespace mcr::detail

@@ -1,0 +1,175 @@
+// Progress through the rendezvous store, for timeouts that name the ranks that are behind.
+//
+// Key "mcr/progress/<group id>/<group rank>" holds how many operations that rank has issued on
+// that communicator. It is written by the watchdog thread once a second, and only while an
+// operation of that communicator has been outstanding for more than a second (then kept fresh
+// while it changes), and by a rank that times out. A peer that is stuck waiting has therefore
+// published by the time another rank's timeout reads the keys; a peer that never reached the
+// operation has published a smaller count, or nothing.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+#include "mcr/errors.hpp"
+#include "observe/flight_recorder.hpp"
+#include "observe/flight_registry.hpp"
+#include "runtime/runtime.hpp"
+
+namespace mcr::detail {
+namespace {
+
+constexpr std::int64_t kStuckNs = 1'000'000'000;
+constexpr auto kReadTimeout = std::chrono::milliseconds(200);
+constexpr auto kStoreProbe = std::chrono::milliseconds(1000);
+constexpr auto kWatchdogProbe = std::chrono::milliseconds(200);
+constexpr std::size_t kMaxNamed = 16;  // laggards listed by number; more are counted
+
+std::string progress_key(std::uint64_t group_id, int group_rank) {
+  return fmt::format("mcr/progress/{}/{}", group_id, group_rank);
+}
+
+Bytes count_bytes(std::uint64_t v) {
+  return to_bytes(std::to_string(v));
+}
+
+Store* store_or_null() noexcept {
+  if (!runtime_exists()) return nullptr;
+  Runtime& rt = runtime();
+  return rt.bootstrap ? &rt.bootstrap->store() : nullptr;
+}
+
+// A skipped publication only matters if an operation then times out (its message says when the
+// store did not answer), and under saturated links it can happen every second: the first is said,
+// later ones only with MCR_DEBUG=1.
+void note_unpublished(const char* why) noexcept {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    std::fprintf(
+        stderr, "mcr: progress not published: %s (said once; MCR_DEBUG=1 shows every time)\n", why);
+    return;
+  }
+  try {
+    log_debug("progress not published: {}", why);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a debug line is not worth an exception here
+  }
+}
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void publish_stuck_progress() noexcept {
+  std::vector<std::pair<std::string, std::uint64_t>> updates;
+  const std::int64_t now = steady_ns();
+  {
+    auto& reg = flight_registry();
+    std::lock_guard lock(reg.mu);
+    for (FlightRecorder* r : reg.live) {
+      if (r->group_size() <= 1) continue;
+      const std::uint64_t issued = r->issued_count();
+      if (issued != r->watch_seen_issued || r->watch_seen_since_ns == 0) {
+        r->watch_seen_issued = issued;
+        r->watch_seen_since_ns = now;
+      }
+      const bool stuck = r->in_flight() > 0 && now - r->watch_seen_since_ns >= kStuckNs;
+      if ((stuck || r->watch_published != 0) && issued != r->watch_published) {
+        updates.emplace_back(progress_key(r->group_id(), r->group_rank()), issued);
+        r->watch_published = issued;
+      }
+    }
+  }
+  if (updates.empty()) return;
+  try {
+    Store* store = store_or_null();
+    if (store == nullptr) return;
+    // A store that does not answer (its host frozen or cut off) must not hold the store's lock
+    // for a whole reply timeout: the timeout message of a rank's operation needs it next.
+    if (!store->responds_within(kWatchdogProbe)) {
+      note_unpublished(
+          fmt::format("the rendezvous store did not answer within {} ms", kWatchdogProbe.count())
+              .c_str());
+      return;
+    }
+    for (const auto& [key, value] : updates)
+      store->set(key, count_bytes(value));
+  } catch (const std::exception& e) {  // the store's host may be gone: nothing to publish to
+    note_unpublished(e.what());
+  }
+}
+
+std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) noexcept {
+  try {
+    const FlightConfig& c = flight_config();
+    std::string out = fmt::format(
+        "; rank {} of group {} ({} ranks; world rank {}, host {}, pid {})", rec.group_rank(),
+        rec.group_id(), rec.group_size(), rec.world_rank_of(rec.group_rank()), c.host, c.pid);
+    if (rec.group_size() > 1) {
+      std::string peers;
+      try {
+        Store* store = store_or_null();
+        if (store == nullptr) throw Error("no rendezvous store");
+        // The store's host may be the one that is cut off: ask briefly before the queries below,
+        // each of which would otherwise wait the store's full reply timeout.
+        if (!store->responds_within(kStoreProbe)) {
+          throw Error(
+              fmt::format("the rendezvous store did not answer within {} ms", kStoreProbe.count()));
+        }
+        store->set(progress_key(rec.group_id(), rec.group_rank()), count_bytes(rec.issued_count()));
+        // Point-to-point involves one peer, and sequence numbers of a pair need not align: for
+        // send/recv only the peer's progress is reported, not judged.
+        const FlightEntry* e = rec.find(sequence);
+        const bool p2p = e != nullptr && (e->op == OpType::send || e->op == OpType::recv);
+        std::size_t behind = 0;
+        for (int r = 0; r < rec.group_size(); ++r) {
+          if (r == rec.group_rank() || (p2p && r != e->root)) continue;
+          const std::string key = progress_key(rec.group_id(), r);
+          std::string state = "no progress published";
+          bool reached = false;
+          if (store->check({key})) {
+            const Bytes v = store->get(key, kReadTimeout);
+            const std::uint64_t issued = std::stoull(from_bytes(v));
+            reached = issued > sequence;
+            state = issued == 0 ? "issued nothing" : fmt::format("last issued #{}", issued - 1);
+          }
+          if (p2p) {
+            peers = fmt::format("; peer rank {} (world rank {}) has {}", r, rec.world_rank_of(r),
+                                state);
+            continue;
+          }
+          if (reached) continue;
+          if (behind++ < kMaxNamed) {
+            peers += fmt::format("{}{} (world rank {}, {})", peers.empty() ? "" : ", ", r,
+                                 rec.world_rank_of(r), state);
+          }
+        }
+        if (behind > kMaxNamed) peers += fmt::format(" and {} more", behind - kMaxNamed);
+        out += p2p ? peers
+               : behind == 0
+                   ? fmt::format(
+                         "; every other rank has reached sequence #{} (a peer may "
+                         "be stuck inside it or issued a different operation)",
+                         sequence)
+                   : fmt::format("; ranks that have not reached sequence #{}: {}", sequence, peers);
+      } catch (const std::exception& e) {
+        out += fmt::format("; peers' progress unavailable: {}", e.what());
+      }
+    }
+    const std::string dumped = dump_flight_record_to_dir(
+        fmt::format("timeout of sequence #{} in group {}", sequence, rec.group_id()));
+    if (!dumped.empty()) out += fmt::format("; flight record: {}", dumped);
+    return out;
+  } catch (const std::exception& e) {
+    return fmt::format("; (rank context unavailable: {})", e.what());
+  }
+}
+
+}  // namespace mcr::detail

@@ -1,0 +1,278 @@
+// The flight recorder's ring, the registry of live rings, and the JSON dump (format in
+// docs/reliability.md).
+#include "observe/flight_recorder.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <bit>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "mcr/errors.hpp"
+#include "mcr/flight_recorder.hpp"
+#include "observe/flight_registry.hpp"
+#include "runtime/runtime.hpp"
+
+namespace mcr::detail {
+namespace {
+
+constexpr std::size_t kDefaultEntries = 256;
+constexpr std::size_t kMaxEntries = std::size_t{1} << 20;
+
+std::size_t entries_from_env() {
+  const char* v = std::getenv("MCR_FLIGHT_ENTRIES");
+  if (v == nullptr || *v == '\0') return kDefaultEntries;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || n < 1 || static_cast<unsigned long long>(n) > kMaxEntries) {
+    throw InvalidArgument(
+        fmt::format("MCR_FLIGHT_ENTRIES='{}' must be a whole number of operations from 1 to {}", v,
+                    kMaxEntries));
+  }
+  return std::bit_ceil(static_cast<std::size_t>(n));  // a power of two: slots by masking
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+bool shows_root(OpType op) {
+  return op == OpType::broadcast || op == OpType::reduce || op == OpType::gather ||
+         op == OpType::scatter || op == OpType::send || op == OpType::recv;
+}
+
+nlohmann::json entry_json(const FlightEntry& e, std::int64_t now_ns,
+                          std::int64_t wall_minus_steady) {
+  const FlightState state = e.state.load(std::memory_order_relaxed);
+  nlohmann::json j{{"seq", e.sequence},
+                   {"op", std::string(to_string(e.op))},
+                   {"dtype", std::string(to_string(e.dtype))},
+                   {"count", e.count},
+                   {"bytes", e.bytes},
+                   {"backend", std::string(e.backend)},
+                   {"form", e.async ? "async" : "sync"},
+                   {"state", std::string(to_string(state))}};
+  if (shows_root(e.op)) j["root"] = e.root;
+  const bool ended = e.ended_ns != 0;
+  j["issued_unix_ns"] = e.issued_ns + wall_minus_steady;
+  if (ended) j["ended_unix_ns"] = e.ended_ns + wall_minus_steady;
+  // Stamps come from the coarse clock (50 ms steps): durations are whole steps.
+  j[ended ? "duration_ms" : "pending_for_ms"] =
+      ((ended ? e.ended_ns : now_ns) - e.issued_ns) / 1'000'000;
+  return j;
+}
+
+}  // namespace
+
+void advance_flight_clock() noexcept {
+  g_flight_clock_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now().time_since_epoch())
+                              .count(),
+                          std::memory_order_relaxed);
+}
+
+std::string_view to_string(FlightState s) noexcept {
+  switch (s) {
+    case FlightState::issued:
+      return "issued";
+    case FlightState::started:
+      return "started";
+    case FlightState::completed:
+      return "completed";
+    case FlightState::failed:
+      return "failed";
+    case FlightState::timed_out:
+      return "timed_out";
+  }
+  return "unknown";
+}
+
+FlightRegistry& flight_registry() {
+  // Never destroyed: communicators destroyed during exit still unregister, and crash hooks running
+  // during exit still read it.
+  static FlightRegistry& r = *new FlightRegistry;
+  return r;
+}
+
+const FlightConfig& flight_config() {
+  static const FlightConfig& c = *new FlightConfig([] {
+    FlightConfig f;
+    f.entries = entries_from_env();
+    const char* dir = std::getenv("MCR_FLIGHT_DIR");
+    if (dir != nullptr && *dir != '\0') f.dir = dir;
+    f.host = host_name();
+    f.pid = static_cast<long>(::getpid());
+    if (runtime_exists()) {
+      f.world_rank = runtime().launch.rank;
+      f.world_size = runtime().launch.size;
+    }
+    if (!f.dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(f.dir, ec);
+      if (ec) {
+        throw InvalidArgument(
+            fmt::format("MCR_FLIGHT_DIR='{}' cannot be created: {}", f.dir, ec.message()));
+      }
+      f.path = fmt::format("{}/flight-rank{}.json", f.dir, f.world_rank);
+    }
+    advance_flight_clock();
+    return f;
+  }());
+  return c;
+}
+
+FlightRecorder::FlightRecorder() : mask_(flight_config().entries - 1) {
+  ring_ = std::make_unique<FlightEntry[]>(capacity());
+  auto& reg = flight_registry();
+  std::lock_guard lock(reg.mu);
+  reg.live.push_back(this);
+}
+
+FlightRecorder::~FlightRecorder() {
+  auto& reg = flight_registry();
+  std::lock_guard lock(reg.mu);
+  std::erase(reg.live, this);
+}
+
+void FlightRecorder::attach(std::uint64_t group_id, int group_rank, int group_size,
+                            const std::vector<int>& world_ranks) {
+  group_id_ = group_id;
+  group_rank_ = group_rank;
+  group_size_ = group_size;
+  world_ranks_ = world_ranks;
+}
+
+int FlightRecorder::world_rank_of(int group_rank) const noexcept {
+  if (group_rank < 0 || static_cast<std::size_t>(group_rank) >= world_ranks_.size()) return -1;
+  return world_ranks_[static_cast<std::size_t>(group_rank)];
+}
+
+nlohmann::json FlightRecorder::to_json(std::int64_t now_ns, std::int64_t wall_minus_steady) const {
+  const std::uint64_t issued = issued_count();
+  nlohmann::json ops = nlohmann::json::array();
+  const std::uint64_t first = issued > capacity() ? issued - capacity() : 0;
+  for (std::uint64_t s = first; s < issued; ++s) {
+    if (const FlightEntry* e = find(s)) ops.push_back(entry_json(*e, now_ns, wall_minus_steady));
+  }
+  return {{"group_id", group_id_},       {"group_rank", group_rank_}, {"group_size", group_size_},
+          {"world_ranks", world_ranks_}, {"issued", issued},          {"in_flight", in_flight()},
+          {"capacity", capacity()},      {"ops", std::move(ops)}};
+}
+
+std::string flight_record_json(std::string_view reason, std::size_t* communicators) {
+  const FlightConfig& c = flight_config();
+  const std::int64_t steady_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count();
+  const std::int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+  const std::int64_t wall_minus_steady = wall_ns - steady_ns;
+  nlohmann::json comms = nlohmann::json::array();
+  {
+    // A signal handler cannot wait for the lock indefinitely (its own thread may hold it): after
+    // 10 ms it reads unlocked. The lock is only held for communicator creation and destruction
+    // and the watchdog's progress scan.
+    auto& reg = flight_registry();
+    std::unique_lock lock(reg.mu, std::defer_lock);
+    for (int i = 0; i < 100 && !lock.try_lock(); ++i)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    for (const FlightRecorder* r : reg.live)
+      comms.push_back(r->to_json(steady_ns, wall_minus_steady));
+  }
+  if (communicators != nullptr) *communicators = comms.size();
+  nlohmann::json j{{"format", "mcr-flight-record"},
+                   {"version", 1},
+                   {"reason", std::string(reason)},
+                   {"world_rank", c.world_rank},
+                   {"world_size", c.world_size},
+                   {"host", c.host},
+                   {"pid", c.pid},
+                   {"time_unix_ns", wall_ns},
+                   {"communicators", std::move(comms)}};
+  return j.dump(1);
+}
+
+bool write_whole_file(const std::string& path, const std::string& text) noexcept {
+  // open/write/close: usable from a signal handler, unlike iostreams.
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  // Rename last, so that a reader never sees a half-written dump.
+  return ::close(fd) == 0 && std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+// What this process has put in its record file (flight-rank<N>.json). The first record that
+// holds a communicator is the one that explains a failure (a timeout, a signal, the watchdog);
+// later dumps of the same process, such as an empty one written by a SIGTERM after finalize(),
+// must not replace it. Atomics only: dumps run in signal handlers.
+namespace {
+enum : int { kNothingWritten = 0, kWroteEmpty = 1, kWroteRecord = 2 };
+std::atomic<int> g_record_state{kNothingWritten};
+std::atomic<int> g_later_dumps{0};
+}  // namespace
+
+std::string dump_flight_record_to_dir(std::string_view reason) noexcept {
+  try {
+    const FlightConfig& c = flight_config();
+    if (c.path.empty()) return {};
+    std::size_t communicators = 0;
+    const std::string text = flight_record_json(reason, &communicators);
+    // The record file keeps the first dump with a communicator in it; every later dump of this
+    // process goes beside it, numbered, so that none is lost and `mcr doctor` reads the first.
+    std::string path = c.path;
+    if (g_record_state.load() == kWroteRecord) {
+      const int k = g_later_dumps.fetch_add(1) + 1;
+      path = fmt::format("{}/flight-rank{}.later-{}.json", c.dir, c.world_rank, k);
+    }
+    if (!write_whole_file(path, text)) {
+      std::fprintf(stderr, "mcr[%d]: flight record not written to %s\n", c.world_rank,
+                   path.c_str());
+      return {};
+    }
+    if (path == c.path) g_record_state.store(communicators > 0 ? kWroteRecord : kWroteEmpty);
+    return path;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mcr: flight record not written: %s\n", e.what());
+    return {};
+  }
+}
+
+}  // namespace mcr::detail
+
+namespace mcr {
+
+std::string dump_flight_record(const std::string& path) {
+  using namespace detail;
+  const std::string target = path.empty() ? flight_config().path : path;
+  if (target.empty()) {
+    throw InvalidArgument(
+        "dump_flight_record: no path given and MCR_FLIGHT_DIR is not set; pass a file name or set "
+        "MCR_FLIGHT_DIR");
+  }
+  if (!write_whole_file(target, flight_record_json("on demand"))) {
+    throw Error(fmt::format("dump_flight_record: '{}' cannot be written", target));
+  }
+  return target;
+}
+
+}  // namespace mcr

@@ -1,0 +1,168 @@
+// Crash hooks: on a fatal signal, std::terminate or exit without finalize(), each rank writes its
+// flight record (MCR_FLIGHT_DIR) and its own MCR_LOG output before the process goes.
+//
+// Async-signal-safety, and the compromise taken: the dump is formatted with nlohmann-json into a
+// std::string, which allocates, so it is not async-signal-safe. A signal that interrupted malloc
+// could deadlock the handler; alarm() bounds that to kAlarmSeconds, after which SIGALRM's default
+// action ends the process as the original signal would have. The file itself is written with
+// open/write/rename. Then the previous disposition runs: a previous handler is called, a default
+// one is restored and the signal raised again, so the process still dies of its own signal (core
+// dumps and exit statuses are unchanged). SIGUSR1 only sets a flag; the watchdog thread writes that
+// dump outside signal context.
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "core/watchdog.hpp"
+#include "observe/comm_log_hooks.hpp"
+#include "observe/flight_recorder.hpp"
+#include "observe/flight_registry.hpp"
+#include "runtime/runtime.hpp"
+
+namespace mcr::detail {
+namespace {
+
+constexpr unsigned kAlarmSeconds = 5;
+constexpr std::array<int, 6> kFatalSignals{SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGTERM};
+
+std::atomic<bool> g_dump_requested{false};
+std::atomic<bool> g_reported{false};
+std::array<struct sigaction, 65> g_previous{};  // indexed by signal number
+std::terminate_handler g_previous_terminate = nullptr;
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGILL:
+      return "SIGILL";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal";
+  }
+}
+
+void chain(int sig, siginfo_t* info, void* context) {
+  const struct sigaction& prev = g_previous[static_cast<std::size_t>(sig)];
+  if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
+    prev.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (prev.sa_handler == SIG_IGN) return;
+  if (prev.sa_handler != SIG_DFL && prev.sa_handler != nullptr) {
+    prev.sa_handler(sig);
+    return;
+  }
+  // Default action: restore it and raise again; delivered when this handler returns.
+  ::sigaction(sig, &prev, nullptr);
+  ::raise(sig);
+}
+
+void on_fatal_signal(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  if (!g_reported.load()) {
+    ::alarm(kAlarmSeconds);
+    write_crash_reports(signal_name(sig));
+    ::alarm(0);
+  }
+  errno = saved_errno;
+  chain(sig, info, context);
+}
+
+void on_dump_signal(int sig, siginfo_t* info, void* context) {
+  g_dump_requested.store(true);
+  const struct sigaction& prev = g_previous[static_cast<std::size_t>(sig)];
+  if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
+    prev.sa_sigaction(sig, info, context);
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN &&
+             prev.sa_handler != nullptr) {
+    prev.sa_handler(sig);
+  }
+}
+
+void on_terminate() {
+  std::string why = "std::terminate";
+  if (auto e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      why = fmt::format("std::terminate: uncaught exception: {}", x.what());
+    } catch (...) {
+      why = "std::terminate: uncaught exception";
+    }
+  }
+  write_crash_reports(why);
+  if (g_previous_terminate != nullptr) g_previous_terminate();
+  std::abort();
+}
+
+void on_exit() {
+  // After finalize() there is no runtime: a clean exit. Otherwise the program left without
+  // finalize() (an uncaught error, exit() after a timeout): stop the watchdog before the statics
+  // it reads go, then report.
+  if (!runtime_exists()) return;
+  Watchdog::instance().stop();
+  write_crash_reports("exit without mcr::finalize()");
+}
+
+void install(int sig, void (*handler)(int, siginfo_t*, void*)) {
+  struct sigaction sa {};
+  sa.sa_sigaction = handler;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  if (::sigaction(sig, &sa, &g_previous[static_cast<std::size_t>(sig)]) != 0) {
+    std::fprintf(stderr, "mcr: cannot install the %s handler: %s\n", signal_name(sig),
+                 std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+bool take_dump_request() noexcept {
+  return g_dump_requested.exchange(false);
+}
+
+void write_crash_reports(std::string_view reason) noexcept {
+  if (g_reported.exchange(true)) return;
+  const std::string path = dump_flight_record_to_dir(reason);
+  if (!path.empty()) {
+    std::fprintf(stderr, "mcr[%d]: flight record written to %s (%.*s)\n",
+                 flight_config().world_rank, path.c_str(), static_cast<int>(reason.size()),
+                 reason.data());
+  }
+  write_local_env_comm_log(reason);
+}
+
+void install_flight_hooks() {
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
+  (void)flight_registry();  // constructed before the exit handler is registered
+  (void)flight_config();
+  std::atexit(on_exit);  // also stops the watchdog thread on exit without finalize()
+  const char* log = std::getenv("MCR_LOG");
+  const bool logging = log != nullptr && *log != '\0' && std::strcmp(log, "off") != 0 &&
+                       std::strcmp(log, "0") != 0 && std::strcmp(log, "none") != 0;
+  if (flight_config().dir.empty() && !logging) return;
+  for (int sig : kFatalSignals)
+    install(sig, on_fatal_signal);
+  install(SIGUSR1, on_dump_signal);
+  g_previous_terminate = std::set_terminate(on_terminate);
+}
+
+}  // namespace mcr::detail

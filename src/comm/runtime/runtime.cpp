@@ -1,0 +1,479 @@
+// init() / finalize(): launcher detection, bootstrap, backend bring-up, the world communicator.
+#include "runtime/runtime.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "backends/hier/hier_backend.hpp"
+#include "bootstrap/store_setup.hpp"
+#include "core/backend.hpp"
+#include "core/failure.hpp"
+#include "core/log.hpp"
+#include "core/watchdog.hpp"
+#include "device/device_runtime.hpp"
+#include "mcr/errors.hpp"
+#include "observe/comm_log_hooks.hpp"
+#include "observe/verify.hpp"
+#include "runtime/init_inputs.hpp"
+#include "runtime/launch_hooks.hpp"
+#include "runtime/process_memory.hpp"
+
+namespace mcr::detail {
+namespace {
+
+std::unique_ptr<Runtime>& runtime_slot() {
+  static std::unique_ptr<Runtime> r;
+  return r;
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+// The composed backend goes last (after every flat one, so default priority never prefers it) and
+// only where it can compose; elsewhere selection explains why it is not there.
+void add_hier_backend(const Runtime& rt, CommState& s) {
+  if (!rt.hier_wanted) return;  // init() listed it as unusable already
+  if (forming_hier_groups()) {
+    s.unusable.emplace_back(std::string(kHierBackend), "a sub-communicator of hier itself");
+    return;
+  }
+  const GroupTopology view = hier_view(s.topology, s.size, rt.hier);
+  if (std::string why = hier_unusable_reason(view); !why.empty()) {
+    s.unusable.emplace_back(std::string(kHierBackend), std::move(why));
+    return;
+  }
+  std::vector<Backend*> flat;
+  for (auto& b : s.backends)
+    flat.push_back(b.get());
+  s.backends.push_back(make_hier_backend(s, std::move(flat), rt.hier, view));
+}
+
+}  // namespace
+
+Runtime& runtime() {
+  auto& r = runtime_slot();
+  if (!r) throw Error("mcr::init() has not been called (or mcr::finalize() already ran)");
+  return *r;
+}
+
+bool runtime_exists() noexcept {
+  return runtime_slot() != nullptr;
+}
+
+bool debug_enabled() noexcept {
+  static const bool on = env("MCR_DEBUG") != nullptr;
+  return on;
+}
+
+void log_line(const std::string& line) {
+  const int rank = runtime_exists() ? runtime_slot()->launch.rank : -1;
+  fmt::print(stderr, "mcr[{}]: {}\n", rank, line);
+}
+
+std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
+                                           std::vector<int> world_ranks,
+                                           std::vector<std::unique_ptr<Backend>> backends,
+                                           std::chrono::milliseconds timeout) {
+  Runtime& rt = runtime();
+  auto s = std::make_shared<CommState>();
+  s->rank = rank;
+  s->size = size;
+  s->id = id;
+  s->world_ranks = std::move(world_ranks);
+  s->topology = group_topology(rt.bootstrap->host_of_rank(), s->world_ranks);
+  s->backends = std::move(backends);
+  s->unusable = rt.unusable;
+  add_hier_backend(rt, *s);
+  s->timeout = timeout;
+  s->flight.attach(id, rank, size, s->world_ranks);
+  std::vector<Backend*> raw;
+  for (auto& b : s->backends) {
+    raw.push_back(b.get());
+    engine().register_backend(b.get());
+  }
+  s->selector =
+      std::make_unique<Selector>(rt.rules, rt.table, raw, s->unusable, size,
+                                 HostShape{s->topology.hosts, s->topology.ranks_per_host});
+
+  // Cross-rank consistency (invariant 2): same rules, same table, same backends, everywhere. init()
+  // compared the inputs before any backend came up; this covers what a communicator adds: the
+  // backends its members actually hold.
+  ConfigDigest mine;
+  std::string names;
+  for (Backend* b : raw)
+    names += fmt::format("{}{}", names.empty() ? "" : ",", b->name());
+  mine.fields.emplace_back("hash of the selection rules and tuning table",
+                           fmt::format("{:016x}", s->selector->config_hash()));
+  mine.fields.emplace_back("backends", names);
+  mine.fields.emplace_back("MCR_VERIFY", std::string(to_string(rt.verify)));
+  const std::string text = mine.fields[0].second + "|" + names + "|" + mine.fields[2].second;
+  auto all = rt.bootstrap->group_all_gather(s->world_ranks, fmt::format("mcr/hash/{}", id),
+                                            to_bytes(text));
+  std::vector<ConfigDigest> digests;
+  for (const auto& a : all) {
+    const std::string t = from_bytes(a);
+    const auto bar = t.find('|');
+    const auto bar2 = bar == std::string::npos ? bar : t.find('|', bar + 1);
+    ConfigDigest d;
+    d.fields.emplace_back(mine.fields[0].first, t.substr(0, bar));
+    d.fields.emplace_back(mine.fields[1].first, bar == std::string::npos
+                                                    ? std::string()
+                                                    : t.substr(bar + 1, bar2 - bar - 1));
+    d.fields.emplace_back(mine.fields[2].first,
+                          bar2 == std::string::npos ? std::string() : t.substr(bar2 + 1));
+    digests.push_back(std::move(d));
+  }
+  if (const std::string differ = describe_differences(digests); !differ.empty()) {
+    throw MismatchError(fmt::format(
+        "communicator {} (ranks of the communicator): {}; every rank must load the same "
+        "MCR_RULES, MCR_RULES_FILE, MCR_TUNING, MCR_BACKENDS and MCR_VERIFY",
+        id, differ));
+  }
+  // hier's sub-communicators are not verified themselves: their steps follow from an operation
+  // that was (or could have been) verified on the communicator hier composes it for. A
+  // communicator of one rank has nobody to disagree with.
+  if (rt.verify != VerifyMode::off && size > 1 && !forming_hier_groups()) {
+    s->verifier = std::make_unique<Verifier>(*s, rt.verify);
+  }
+  form_hier_groups(*s);
+  return s;
+}
+
+}  // namespace mcr::detail
+
+namespace mcr {
+
+using namespace detail;
+
+namespace {
+
+// InitOptions::store and the rank and size it implies; checked before anything blocks.
+void check_store_options(const InitOptions& o) {
+  if (!o.store) {
+    if (o.rank != -1 || o.size != 0) {
+      throw InvalidArgument(fmt::format(
+          "InitOptions::rank = {}, InitOptions::size = {} given without InitOptions::store: rank "
+          "and size come from the launcher unless a store is given",
+          o.rank, o.size));
+    }
+    return;
+  }
+  if (o.size < 1) {
+    throw InvalidArgument(
+        fmt::format("InitOptions::size = {}: a given store needs the world size, >= 1", o.size));
+  }
+  if (o.rank < 0 || o.rank >= o.size) {
+    throw InvalidArgument(fmt::format(
+        "InitOptions::rank = {} is outside [0, {}) (InitOptions::size = {}): a given store needs "
+        "this process's rank",
+        o.rank, o.size, o.size));
+  }
+}
+
+// With a given store, its rank and size replace the launcher's. Only an MPI launcher's world is
+// worth joining, and only when it is the same world (checked here, before anything blocks);
+// without an MPI launcher, MPI_Init would form a world of one beside the real one.
+void take_rank_from_options(detail::LaunchInfo& launch, const InitOptions& options) {
+  if (!options.store) return;
+  if (launch.mpi_world && (launch.rank != options.rank || launch.size != options.size)) {
+    throw InvalidArgument(fmt::format(
+        "InitOptions::rank = {}, InitOptions::size = {} disagree with the MPI launcher ({}: rank "
+        "{} of {}); the given store must serve the world MPI forms",
+        options.rank, options.size, to_string(launch.launcher), launch.rank, launch.size));
+  }
+  launch.rank = options.rank;
+  launch.size = options.size;
+}
+
+// Brings up the rendezvous: the given store, or mcr's own TCP store on rank 0.
+void form_world(Runtime& rt, const InitOptions& options, std::chrono::milliseconds timeout) {
+  if (!options.store) {
+    start_store(rt, launcher_world_exchange(rt.launch), timeout);
+    return;
+  }
+  std::unique_ptr<Exchange> mpi =
+      rt.launch.mpi_world ? launcher_world_exchange(rt.launch) : nullptr;
+  use_given_store(rt, options.store, std::move(mpi), timeout);
+}
+
+}  // namespace
+
+Communicator init(const InitOptions& options) {
+  if (runtime_exists()) return Communicator(runtime().world);
+  check_store_options(options);
+  auto rt = std::make_unique<Runtime>();
+  static_cast<mcr::LaunchInfo&>(rt->launch) = mcr::launch_info(options.store != nullptr);
+  take_rank_from_options(rt->launch, options);
+
+  // Every input is read and checked before anything blocks. A rank whose input is rejected still
+  // joins the bootstrap and the configuration exchange below, so that its peers raise at once too
+  // instead of waiting for it inside a backend's bring-up.
+  InitInputs in;
+  std::exception_ptr rejected;
+  std::string rejected_what;
+  bool retain_memory = false;
+  try {
+    retain_memory = malloc_retain_requested();
+    in = read_init_inputs(options);
+    rt->verify = verify_mode_requested(options);
+    rt->hier = read_hier_config();
+  } catch (const Error& e) {
+    rejected = std::current_exception();
+    rejected_what = e.what();
+    in = InitInputs{};
+  }
+  const auto timeout = in.timeout;
+  rt->rules = in.rules;
+  rt->rules_source = in.rules_source;
+  rt->table = in.table;
+  rt->table_source = in.table_source;
+  // Before any backend exists, so that their first buffers already come from the retained heap.
+  const std::string memory_policy = retain_memory ? retain_freed_memory() : std::string();
+
+  form_world(*rt, options, timeout);
+  runtime_slot() = std::move(rt);
+  Runtime& r = runtime();
+
+  // Which backends this rank would bring up, decided locally; then every rank compares its inputs
+  // and that list with all others before any backend exists (a backend set that differs between
+  // ranks would hang in its bring-up).
+  const auto& factories = compiled_backends();
+  std::vector<std::string> order = in.backends;
+  if (order.empty()) {
+    for (const auto& f : factories)
+      order.emplace_back(f.name);
+  }
+  std::vector<const BackendFactory*> bring_up;
+  std::vector<std::string> bring_up_names;
+  for (const auto& name : order) {
+    for (const auto& f : factories) {
+      if (f.name != name || rejected) continue;  // a rejected configuration brings nothing up
+      std::string why = f.unusable_reason(*r.bootstrap);
+      if (!why.empty()) {
+        r.unusable.emplace_back(name, why);
+        log_debug("backend {} unusable: {}", name, why);
+        continue;
+      }
+      bring_up.push_back(&f);
+      bring_up_names.emplace_back(name);
+    }
+  }
+  for (const auto& f : factories) {
+    if (std::find(order.begin(), order.end(), f.name) == order.end()) {
+      r.unusable.emplace_back(f.name, "not selected by MCR_BACKENDS / InitOptions::backends");
+    }
+  }
+  r.hier_wanted = in.backends.empty() || std::find(in.backends.begin(), in.backends.end(),
+                                                   kHierBackend) != in.backends.end();
+  if (!r.hier_wanted) {
+    r.unusable.emplace_back(kHierBackend, "not selected by MCR_BACKENDS / InitOptions::backends");
+  }
+  ConfigDigest digest = make_config_digest(in, bring_up_names);
+  digest.fields.emplace_back("MCR_HIER", r.hier.canonical());
+  digest.error = rejected_what;
+  check_config_agrees(r.bootstrap->exchange(), r.launch.rank, digest);
+  if (rejected) std::rethrow_exception(rejected);
+  if (!memory_policy.empty()) log_debug("{}", memory_policy);
+  if (r.rules) log_skipped_rules(*r.rules, r.unusable);
+
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (const BackendFactory* f : bring_up)
+    backends.push_back(device::with_staging_if_device(f->create_world(*r.bootstrap)));
+  if (backends.empty()) throw Error("no communication backend is usable in this process");
+  std::vector<int> world(static_cast<std::size_t>(r.launch.size));
+  for (int i = 0; i < r.launch.size; ++i)
+    world[static_cast<std::size_t>(i)] = i;
+  r.world = make_comm_state(r.launch.rank, r.launch.size, 0, std::move(world), std::move(backends),
+                            timeout);
+  Watchdog::instance().start();
+  Communicator world_comm(r.world);
+  attach_env_comm_log(world_comm);
+  return world_comm;
+}
+
+bool is_initialized() noexcept {
+  return runtime_exists();
+}
+
+bool any_thread_may_call() noexcept {
+  return detail::launchers_accept_any_thread();
+}
+
+namespace detail {
+namespace {
+
+// finalize() is collective, like MPI_Finalize. No rank tears down its backends while a peer may
+// still be in an operation with it (a peer whose operation then times out must see a timeout, not
+// a closed connection), and rank 0, whose process holds the store, does not close it while another
+// rank is still in init (Gloo's rendezvous) or reading a new_group's keys. So every rank checks in
+// and waits for all, bounded by the timeout.
+//
+// The check-in is a barrier on the world's first backend that reports a lost peer at once
+// (Backend::reports_peer_loss: Gloo): a rank that died (or left) closed its connections, so the
+// survivors learn it at once instead of waiting out the timeout for a check-in that never comes. It
+// runs on the backend directly, even on a world aborted by a timeout, because whether a rank
+// aborted is its own view: every rank must choose the same way to check in. Otherwise it goes
+// through the store; a rank that never arrives has failed, and its launcher ends the job.
+void barrier_check_in(CommState& world, Backend& backend) {
+  OpArgs a;
+  a.op = OpType::barrier;
+  a.op_name = to_string(OpType::barrier);
+  a.sequence = world.next_sequence++;
+  a.timeout = world.timeout;
+  a.async = true;  // never blocks: polled below with every backend progressed
+  std::unique_ptr<PendingOp> pending = backend.start(a);
+  const auto deadline = Clock::now() + a.timeout;
+  while (pending && !pending->test()) {
+    if (Clock::now() > deadline) {
+      pending->abandon();
+      throw TimeoutError(fmt::format("barrier (sequence #{}) on backend '{}' did not complete "
+                                     "within {} ms",
+                                     a.sequence, backend.name(), a.timeout.count()),
+                         "barrier", a.sequence, std::string(backend.name()));
+    }
+    engine().progress_all();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void wait_for_all_ranks(Runtime& r) noexcept {
+  if (!r.bootstrap || r.launch.size <= 1) return;
+  if (r.world) {
+    for (const auto& b : r.world->backends) {
+      if (!b->reports_peer_loss()) continue;
+      try {
+        barrier_check_in(*r.world, *b);
+      } catch (const std::exception& e) {  // finalize must not throw: say why and leave
+        log_line(fmt::format("finalize: not every rank checked in (a rank exited or died?): {}",
+                             e.what()));
+      }
+      return;
+    }
+  }
+  try {
+    Store& store = r.bootstrap->store();
+    if (store.add("mcr/finalize", 1) == r.launch.size) store.set("mcr/finalize/all", {1});
+    (void)store.get("mcr/finalize/all", r.bootstrap->timeout());
+    // Rank 0's process holds the server: it stays until every other rank has let go of it.
+    if (r.store_server && !r.store_server->wait_for_ranks_to_leave(0, r.bootstrap->timeout())) {
+      log_debug("finalize: some ranks were still connected to the store after {} ms",
+                r.bootstrap->timeout().count());
+    }
+    // A given store may live in rank 0's process too (torch's TCPStore when launched by hand),
+    // and mcr cannot see its connections: every rank says when it is done with the store, and
+    // rank 0 waits for all of them before it returns (and may exit).
+    if (r.store_given) {
+      if (store.add("mcr/finalize/done", 1) == r.launch.size) {
+        store.set("mcr/finalize/done/all", {1});
+      }
+      if (r.launch.rank == 0) (void)store.get("mcr/finalize/done/all", r.bootstrap->timeout());
+    }
+  } catch (const std::exception& e) {  // finalize must not throw: say why and leave
+    log_debug("finalize: not every rank checked in: {}", e.what());
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+namespace {
+
+// MPI_Finalize (or any launching library's shutdown) waits for every peer: bounded by the
+// watchdog, which ends the job when it blocks beyond `limit`, so finalize() never waits past the
+// timeout for a peer that does not come.
+// (The process's watchdog is stopped by then: its other duties read the runtime being torn down.)
+void shut_down_launchers_within(std::chrono::milliseconds limit) {
+  detail::Watchdog::Options o;
+  o.process_duties = false;
+  o.grace = std::chrono::nanoseconds(0);
+  detail::Watchdog dog(std::move(o));
+  dog.start();
+  dog.arm("finalize (MPI_Finalize)", 0, "mpi", limit, nullptr);
+  detail::shutdown_launchers();
+  dog.disarm();
+}
+
+// finalize() after a failure (failure.hpp): say once how this process ends, abandon every
+// communicator, and take the runtime down without waiting for any peer's check-in. A launching
+// library is finalized only when that is still safe (no operation of it was abandoned), within the
+// timeout; otherwise it is left initialised: an abandoned MPI request cannot be cancelled, and
+// MPI_Finalize would progress it into freed buffers.
+void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::string& reason) {
+  const bool launcher = slot->launch.mpi_world;
+  const bool own_error = detail::exiting_on_error();
+  const bool shut_down =
+      !launcher || (!own_error && detail::launchers_may_shut_down_after_failure());
+  const auto limit = slot->world ? slot->world->timeout : std::chrono::milliseconds(600'000);
+  detail::log_line(fmt::format(
+      "finalize after a failure ({}): operations in flight are abandoned and no peer's check-in "
+      "is waited for{}",
+      reason,
+      !launcher ? ""
+      : shut_down
+          ? fmt::format("; MPI is finalized within {} ms (else the job is aborted)", limit.count())
+          : fmt::format("; {}, so MPI is not finalized: the launcher (mpirun, srun) ends the "
+                        "whole job when this process exits (with mpirun's default settings its "
+                        "exit status is this process's, or 1 when that is 0)",
+                        own_error ? "this process exits on an error of its own"
+                                  : "an MPI operation was abandoned")));
+  detail::Watchdog::instance().stop();
+  detail::write_local_env_comm_log(fmt::format("finalize after a failure: {}", reason));
+  detail::abandon_all_communicators(reason);
+  slot->world.reset();  // kept by the abandoned list, never destroyed
+  // The store goes with the runtime: a peer waiting on it (rank 0's process holds it) fails at
+  // once, told that the store's owner is going away; no grace for peers to leave first.
+  if (slot->store_server) slot->store_server->set_goodbye_grace(std::chrono::milliseconds(50));
+  slot.reset();
+  if (shut_down) shut_down_launchers_within(limit);
+}
+
+}  // namespace
+
+void exiting_on_error(std::string_view reason) noexcept {
+  if (!detail::runtime_slot()) return;
+  detail::note_exiting_on_error();
+  detail::note_failure(reason);
+}
+
+void finalize() {
+  auto& slot = detail::runtime_slot();
+  if (!slot) return;
+  std::string failure = detail::failure_reason();
+  std::exception_ptr unfinished;
+  const auto limit = slot->world ? slot->world->timeout : std::chrono::milliseconds(600'000);
+  if (failure.empty()) {
+    // Operations still in flight on any communicator (handles not waited yet, or dropped) finish
+    // first: a peer may still need this rank's part of them, and their buffers are the caller's.
+    // The wait is bounded by the world's timeout; what fails or does not finish in it is raised
+    // once the runtime is torn down, so that finalize() never returns over a silent failure.
+    unfinished = detail::engine().drain_all(detail::Clock::now() + limit);
+    failure = detail::failure_reason();  // an operation the drain waited for may have failed
+  }
+  if (!failure.empty()) {
+    finalize_after_failure(slot, failure);
+    if (unfinished) std::rethrow_exception(unfinished);
+    return;
+  }
+  if (slot->world) {
+    Communicator world(slot->world);
+    finish_env_comm_log(world);
+  }
+  Watchdog::instance().stop();
+  detail::wait_for_all_ranks(*slot);
+  slot->world.reset();
+  slot.reset();
+  shut_down_launchers_within(limit);
+  if (unfinished) std::rethrow_exception(unfinished);
+}
+
+}  // namespace mcr
