@@ -16,7 +16,7 @@
 
 #include "mcr/bench.hpp"
 #include "mcr/comm.hpp"
-#include "mcr/comm_log.hpp"
+#include "mcr/comm/comm_log.hpp"
 
 namespace {
 

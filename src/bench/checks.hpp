@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "mcr/comm/types.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/types.hpp"
 
 namespace mcr::bench::detail {
 

@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 
 #include "mcr/bench/point.hpp"
-#include "mcr/device_buffer.hpp"
+#include "mcr/comm/device_buffer.hpp"
+#include "mcr/comm/launch.hpp"
+#include "mcr/comm/work.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/launch.hpp"
-#include "mcr/work.hpp"
 
 namespace mcr::bench {
 namespace {

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "mcr/bench/provenance.hpp"
-#include "mcr/info.hpp"
+#include "mcr/comm/info.hpp"
 
 namespace mcr::bench {
 namespace {

@@ -10,8 +10,8 @@
 #include "checks.hpp"
 #include "mcr/bench/provenance.hpp"
 #include "mcr/bench/table.hpp"
+#include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
 
 namespace mcr::bench {
 namespace {

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "mcr/bandwidth.hpp"
+#include "mcr/comm/bandwidth.hpp"
+#include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
 
 namespace mcr::plan {
 

@@ -6,7 +6,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 
-#include <mcr/store.hpp>
+#include <mcr/comm/store.hpp>
 
 namespace c10d {
 class Store;

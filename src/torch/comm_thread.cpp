@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <mcr/comm/memory.hpp>
 #include <mcr/errors.hpp>
-#include <mcr/memory.hpp>
 
 namespace mcr::torch_ext {
 namespace {

@@ -30,7 +30,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <mcr/work.hpp>
+#include <mcr/comm/work.hpp>
 
 namespace mcr::torch_ext {
 

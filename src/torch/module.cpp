@@ -14,8 +14,8 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <mcr/comm.hpp>
-#include <mcr/info.hpp>
-#include <mcr/launch.hpp>
+#include <mcr/comm/info.hpp>
+#include <mcr/comm/launch.hpp>
 
 #include "c10d_store.hpp"
 #include "comm_thread.hpp"

@@ -18,7 +18,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include <mcr/communicator.hpp>
+#include <mcr/comm/communicator.hpp>
 
 namespace mcr::torch_ext {
 

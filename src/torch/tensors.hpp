@@ -8,8 +8,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
-#include <mcr/tensor.hpp>
-#include <mcr/types.hpp>
+#include <mcr/comm/tensor.hpp>
+#include <mcr/comm/types.hpp>
 
 namespace mcr::torch_ext {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "mcr/store.hpp"
+#include "mcr/comm/store.hpp"
 
 namespace mcr::test {
 

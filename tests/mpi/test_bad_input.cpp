@@ -18,7 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "harness.hpp"
-#include "mcr/selection.hpp"
+#include "mcr/comm/selection.hpp"
 
 namespace mcr::test {
 namespace {

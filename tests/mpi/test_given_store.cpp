@@ -13,7 +13,7 @@
 
 #include "file_store.hpp"
 #include "harness.hpp"
-#include "mcr/info.hpp"
+#include "mcr/comm/info.hpp"
 
 namespace mcr::test {
 namespace {

@@ -38,7 +38,7 @@
 #include <fmt/format.h>
 
 #include "harness.hpp"
-#include "mcr/info.hpp"
+#include "mcr/comm/info.hpp"
 #include "verify/api_driver.hpp"
 #include "verify/conformance.hpp"
 #include "verify/device_mirror.hpp"

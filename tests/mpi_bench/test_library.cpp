@@ -8,8 +8,8 @@
 
 #include "mcr/bench.hpp"
 #include "mcr/comm.hpp"
+#include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
 
 using namespace mcr;
 

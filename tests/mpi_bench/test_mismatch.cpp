@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "mcr/comm.hpp"
-#include "mcr/selection.hpp"
+#include "mcr/comm/selection.hpp"
 
 int main(int argc, char** argv) {
   const char* rank_env = std::getenv("OMPI_COMM_WORLD_RANK");

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "mcr/comm.hpp"
-#include "mcr/comm_log.hpp"
-#include "mcr/info.hpp"
+#include "mcr/comm/comm_log.hpp"
+#include "mcr/comm/info.hpp"
 
 using namespace mcr;
 

@@ -7,8 +7,8 @@
 #include <CLI/CLI.hpp>
 
 #include "mcr/bench.hpp"
+#include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/selection.hpp"
 
 namespace mcr::cli {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace CLI {
 class App;

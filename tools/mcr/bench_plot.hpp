@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "mcr/selection.hpp"
+#include "mcr/comm/selection.hpp"
 
 namespace mcr::cli {
 

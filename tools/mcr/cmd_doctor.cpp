@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
-#include "mcr/flight_analysis.hpp"
+#include "mcr/comm/flight_analysis.hpp"
 
 namespace mcr::cli {
 

@@ -6,9 +6,9 @@
 
 #include "commands.hpp"
 #include "mcr/comm.hpp"
+#include "mcr/comm/info.hpp"
+#include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
-#include "mcr/selection.hpp"
 
 namespace mcr::cli {
 namespace {

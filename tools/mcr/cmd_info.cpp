@@ -5,7 +5,7 @@
 
 #include "commands.hpp"
 #include "mcr/comm.hpp"
-#include "mcr/info.hpp"
+#include "mcr/comm/info.hpp"
 
 namespace mcr::cli {
 namespace {

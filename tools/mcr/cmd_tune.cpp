@@ -12,9 +12,9 @@
 #include "commands.hpp"
 #include "mcr/bench.hpp"
 #include "mcr/comm.hpp"
+#include "mcr/comm/info.hpp"
+#include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
-#include "mcr/selection.hpp"
 
 namespace mcr::cli {
 namespace {

@@ -1,8 +1,8 @@
-// The runtime's nccl-tests bandwidth conventions and median (mcr/bandwidth.hpp), under the names
-// the benchmark library has always used (mcr::bench::busbw_gbps, ...).
+// The runtime's nccl-tests bandwidth conventions and median (mcr/comm/bandwidth.hpp), under the
+// names the benchmark library has always used (mcr::bench::busbw_gbps, ...).
 #pragma once
 
-#include "mcr/bandwidth.hpp"
+#include "mcr/comm/bandwidth.hpp"
 
 namespace mcr::bench {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "mcr/bench/measure.hpp"
-#include "mcr/communicator.hpp"
-#include "mcr/types.hpp"
+#include "mcr/comm/communicator.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr::bench {
 

@@ -12,7 +12,7 @@
 
 #include "mcr/bench/bandwidth.hpp"
 #include "mcr/bench/point.hpp"
-#include "mcr/communicator.hpp"
+#include "mcr/comm/communicator.hpp"
 
 namespace mcr::bench {
 

@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "mcr/communicator.hpp"
-#include "mcr/device_buffer.hpp"
-#include "mcr/types.hpp"
-#include "mcr/work.hpp"
+#include "mcr/comm/communicator.hpp"
+#include "mcr/comm/device_buffer.hpp"
+#include "mcr/comm/types.hpp"
+#include "mcr/comm/work.hpp"
 
 namespace mcr::bench {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "mcr/communicator.hpp"
+#include "mcr/comm/communicator.hpp"
 
 namespace mcr::bench {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "mcr/communicator.hpp"
-#include "mcr/types.hpp"
+#include "mcr/comm/communicator.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr::bench {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "mcr/selection.hpp"
+#include "mcr/comm/selection.hpp"
 
 namespace mcr::bench {
 

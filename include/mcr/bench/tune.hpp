@@ -12,9 +12,9 @@
 
 #include "mcr/bench/measure.hpp"
 #include "mcr/bench/point.hpp"
-#include "mcr/communicator.hpp"
-#include "mcr/selection.hpp"
-#include "mcr/types.hpp"
+#include "mcr/comm/communicator.hpp"
+#include "mcr/comm/selection.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr::bench {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "mcr/comm/selection.hpp"
+#include "mcr/comm/types.hpp"
 #include "mcr/plan/system.hpp"
-#include "mcr/selection.hpp"
-#include "mcr/types.hpp"
 
 namespace mcr::plan {
 

@@ -4,7 +4,7 @@
 
 #include "backends/factories.hpp"
 #include "bootstrap/bootstrap.hpp"
-#include "mcr/info.hpp"
+#include "mcr/comm/info.hpp"
 #include "runtime/launch_hooks.hpp"
 
 namespace mcr::detail {

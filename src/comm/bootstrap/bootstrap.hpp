@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "mcr/launch.hpp"
-#include "mcr/store.hpp"
+#include "mcr/comm/launch.hpp"
+#include "mcr/comm/store.hpp"
 
 namespace mcr::detail {
 
@@ -42,9 +42,9 @@ std::string slurm_first_host(std::string_view list);
 /// The store port of an srun step without PMI when neither MASTER_PORT nor reserved ports are set.
 int slurm_default_port(int job_id, int step_id);
 
-/// The store every part of the runtime talks to: the public contract (mcr/store.hpp) plus a probe
-/// for diagnostics. Two kinds exist: the client of mcr's own TCP store (tcp_store.hpp), and an
-/// adapter over a store the application handed to init() (given_store.hpp).
+/// The store every part of the runtime talks to: the public contract (mcr/comm/store.hpp) plus a
+/// probe for diagnostics. Two kinds exist: the client of mcr's own TCP store (tcp_store.hpp), and
+/// an adapter over a store the application handed to init() (given_store.hpp).
 class Store : public KeyValueStore {
  public:
   /// Whether the store answers a request within `bound` (much shorter than the store's own reply

@@ -1,5 +1,5 @@
-// Launcher detection (mcr/launch.hpp): which engine started this process and where the rank sits
-// in the job.
+// Launcher detection (mcr/comm/launch.hpp): which engine started this process and where the rank
+// sits in the job.
 #include <charconv>
 #include <cstdlib>
 #include <string>
@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "bootstrap/bootstrap.hpp"
+#include "mcr/comm/launch.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/launch.hpp"
 
 namespace mcr::detail {
 namespace {

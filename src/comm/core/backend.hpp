@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "mcr/selection.hpp"
-#include "mcr/types.hpp"
+#include "mcr/comm/selection.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr::detail {
 

@@ -1,6 +1,6 @@
 // Communicator: the public facade. Each operation is validated (validation.cpp), then dispatched
 // (dispatch.cpp) in its synchronous or asynchronous form.
-#include "mcr/communicator.hpp"
+#include "mcr/comm/communicator.hpp"
 
 #include <fmt/format.h>
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "backends/hier/hier_backend.hpp"
-#include "mcr/communicator.hpp"
+#include "mcr/comm/communicator.hpp"
 #include "mcr/errors.hpp"
 #include "runtime/runtime.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr::detail {
 

@@ -13,8 +13,8 @@
 
 #include "core/backend.hpp"
 #include "core/tick_clock.hpp"
-#include "mcr/communicator.hpp"
-#include "mcr/observer.hpp"
+#include "mcr/comm/communicator.hpp"
+#include "mcr/comm/observer.hpp"
 #include "observe/flight_recorder.hpp"
 #include "runtime/topology.hpp"
 #include "select/selector.hpp"

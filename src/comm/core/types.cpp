@@ -1,9 +1,9 @@
 #include <array>
 #include <cmath>
 
+#include "mcr/comm/tensor.hpp"
+#include "mcr/comm/types.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/tensor.hpp"
-#include "mcr/types.hpp"
 
 #include <fmt/format.h>
 

@@ -8,7 +8,7 @@
 
 #include "core/backend.hpp"
 #include "core/state.hpp"
-#include "mcr/communicator.hpp"
+#include "mcr/comm/communicator.hpp"
 
 namespace mcr::detail {
 

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "core/state.hpp"
+#include "mcr/comm/work.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/work.hpp"
 
 namespace mcr::detail {
 

@@ -1,5 +1,5 @@
 // DeviceBuffer: validation and ownership; the device calls themselves are in device_runtime.hpp.
-#include "mcr/device_buffer.hpp"
+#include "mcr/comm/device_buffer.hpp"
 
 #include <utility>
 

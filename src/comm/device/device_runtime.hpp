@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr::detail {
 class Backend;

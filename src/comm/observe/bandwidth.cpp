@@ -1,5 +1,5 @@
-// Bandwidth conventions of nccl-tests and the median (mcr/bandwidth.hpp).
-#include "mcr/bandwidth.hpp"
+// Bandwidth conventions of nccl-tests and the median (mcr/comm/bandwidth.hpp).
+#include "mcr/comm/bandwidth.hpp"
 
 #include <algorithm>
 

@@ -10,9 +10,9 @@
 #include <new>
 #include <thread>
 
-#include "mcr/bandwidth.hpp"
-#include "mcr/comm_log.hpp"
-#include "mcr/info.hpp"
+#include "mcr/comm/bandwidth.hpp"
+#include "mcr/comm/comm_log.hpp"
+#include "mcr/comm/info.hpp"
 
 namespace mcr {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "mcr/comm_log.hpp"
+#include "mcr/comm/comm_log.hpp"
 #include "mcr/errors.hpp"
 #include "observe/comm_log_hooks.hpp"
 

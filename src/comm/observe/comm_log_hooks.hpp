@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "mcr/communicator.hpp"
+#include "mcr/comm/communicator.hpp"
 
 namespace mcr::detail {
 

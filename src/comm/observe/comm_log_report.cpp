@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "mcr/bandwidth.hpp"
-#include "mcr/comm_log.hpp"
-#include "mcr/info.hpp"
-#include "mcr/selection.hpp"
+#include "mcr/comm/bandwidth.hpp"
+#include "mcr/comm/comm_log.hpp"
+#include "mcr/comm/info.hpp"
+#include "mcr/comm/selection.hpp"
 
 namespace mcr {
 namespace {

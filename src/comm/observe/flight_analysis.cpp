@@ -1,5 +1,5 @@
-// `mcr doctor`'s analysis (mcr/flight_analysis.hpp): flight records merged per communicator.
-#include "mcr/flight_analysis.hpp"
+// `mcr doctor`'s analysis (mcr/comm/flight_analysis.hpp): flight records merged per communicator.
+#include "mcr/comm/flight_analysis.hpp"
 
 #include <algorithm>
 #include <filesystem>

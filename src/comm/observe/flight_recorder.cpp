@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "mcr/comm/flight_recorder.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/flight_recorder.hpp"
 #include "observe/flight_registry.hpp"
 #include "runtime/runtime.hpp"
 

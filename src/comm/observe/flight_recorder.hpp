@@ -24,7 +24,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr::detail {
 

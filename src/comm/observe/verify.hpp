@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "core/backend.hpp"
-#include "mcr/communicator.hpp"
+#include "mcr/comm/communicator.hpp"
 
 namespace mcr::detail {
 

@@ -1,4 +1,4 @@
-#include "mcr/info.hpp"
+#include "mcr/comm/info.hpp"
 
 #include "backends/hier/hier_config.hpp"
 #include "core/backend.hpp"

@@ -14,8 +14,8 @@
 #include "core/backend.hpp"
 #include "core/log.hpp"
 #include "core/text.hpp"
+#include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
 
 namespace mcr::detail {
 namespace {

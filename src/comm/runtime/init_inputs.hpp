@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
-#include "mcr/communicator.hpp"
-#include "mcr/selection.hpp"
+#include "mcr/comm/communicator.hpp"
+#include "mcr/comm/selection.hpp"
 
 namespace mcr::detail {
 

@@ -16,8 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "mcr/comm/memory.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/memory.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>

@@ -11,7 +11,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/tcp_store.hpp"
 #include "core/state.hpp"
-#include "mcr/selection.hpp"
+#include "mcr/comm/selection.hpp"
 #include "observe/verify.hpp"
 
 namespace mcr::detail {

@@ -9,9 +9,9 @@
 
 #include "core/backend.hpp"
 #include "core/text.hpp"
+#include "mcr/comm/info.hpp"
+#include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
-#include "mcr/selection.hpp"
 
 namespace mcr {
 namespace {

@@ -1,8 +1,8 @@
-// The one selection function (mcr/selection.hpp): the runtime's Selector and the planner's
+// The one selection function (mcr/comm/selection.hpp): the runtime's Selector and the planner's
 // communication model both call it, so their choices cannot drift apart.
 #include <fmt/format.h>
 
-#include "mcr/selection.hpp"
+#include "mcr/comm/selection.hpp"
 
 namespace mcr {
 

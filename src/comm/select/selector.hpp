@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "core/backend.hpp"
-#include "mcr/communicator.hpp"
-#include "mcr/selection.hpp"
+#include "mcr/comm/communicator.hpp"
+#include "mcr/comm/selection.hpp"
 
 namespace mcr::detail {
 

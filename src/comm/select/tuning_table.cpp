@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "mcr/comm/info.hpp"
+#include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
-#include "mcr/selection.hpp"
 
 namespace mcr {
 namespace {

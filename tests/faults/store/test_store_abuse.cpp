@@ -26,8 +26,8 @@
 #include "bootstrap/store_socket.hpp"
 #include "bootstrap/store_wire.hpp"
 #include "bootstrap/tcp_store.hpp"
+#include "mcr/comm/memory.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/memory.hpp"
 
 namespace mcr::detail {
 namespace {
@@ -187,7 +187,7 @@ TEST(StoreAbuse, TorchrunsRandomRunIdIsTheJobsSecret) {
 
 // Where anyone may join (no secret), a connection that sends most of a large request and then
 // drops makes the server buffer it; once the connection is gone, that memory goes back to the
-// system even under the memory policy that keeps freed blocks for reuse (mcr/memory.hpp).
+// system even under the memory policy that keeps freed blocks for reuse (mcr/comm/memory.hpp).
 TEST(StoreAbuse, MemoryADroppedConnectionMadeTheServerHoldIsReturned) {
   mcr::apply_memory_policy();
   StoreJob open = job_a();

@@ -16,7 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "harness.hpp"
-#include "mcr/info.hpp"
+#include "mcr/comm/info.hpp"
 
 namespace mcr::test {
 namespace {

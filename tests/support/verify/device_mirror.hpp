@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "mcr/device_buffer.hpp"
+#include "mcr/comm/device_buffer.hpp"
 
 #include "prepared_case.hpp"
 

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr::test {
 

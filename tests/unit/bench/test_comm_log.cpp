@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mcr/comm_log.hpp"
+#include "mcr/comm/comm_log.hpp"
 
 using namespace mcr;
 using namespace std::chrono;

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "mcr/bench/replay.hpp"
-#include "mcr/comm_log.hpp"
+#include "mcr/comm/comm_log.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::bench {

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "mcr/bench.hpp"
+#include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
 
 using namespace mcr;
 using namespace mcr::bench;

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "core/backend.hpp"
+#include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
 #include "runtime/init_inputs.hpp"
 
 using namespace mcr;

@@ -13,7 +13,7 @@
 
 #include "bootstrap/given_store.hpp"
 #include "mcr/comm.hpp"
-#include "mcr/info.hpp"
+#include "mcr/comm/info.hpp"
 
 namespace {
 

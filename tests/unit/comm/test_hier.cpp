@@ -5,8 +5,8 @@
 #include "backends/hier/hier_backend.hpp"
 #include "backends/hier/hier_compose.hpp"
 #include "backends/hier/hier_config.hpp"
+#include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
 
 namespace mcr::detail {
 namespace {

@@ -3,8 +3,8 @@
 #include <cstdlib>
 
 #include "bootstrap/bootstrap.hpp"
+#include "mcr/comm/launch.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/launch.hpp"
 
 using namespace mcr::detail;
 

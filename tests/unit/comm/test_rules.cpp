@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "mcr/comm/info.hpp"
+#include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
-#include "mcr/selection.hpp"
 
 using namespace mcr;
 

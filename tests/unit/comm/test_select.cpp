@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "mcr/selection.hpp"
+#include "mcr/comm/selection.hpp"
 
 namespace mcr {
 namespace {

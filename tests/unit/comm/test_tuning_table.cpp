@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/selection.hpp"
 
 using namespace mcr;
 

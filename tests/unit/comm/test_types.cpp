@@ -5,9 +5,9 @@
 
 #include "core/local_reduce.hpp"
 #include "mcr/codesign/dtype.hpp"
+#include "mcr/comm/tensor.hpp"
+#include "mcr/comm/types.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/tensor.hpp"
-#include "mcr/types.hpp"
 
 using namespace mcr;
 

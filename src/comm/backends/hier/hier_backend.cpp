@@ -12,8 +12,8 @@
 
 #include "core/state.hpp"
 #include "hier_compose.hpp"
+#include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
 #include "select/selector.hpp"
 
 namespace mcr::detail {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "mcr/info.hpp"
-#include "mcr/tensor.hpp"
+#include "mcr/comm/info.hpp"
+#include "mcr/comm/tensor.hpp"
 
 namespace mcr::detail {
 

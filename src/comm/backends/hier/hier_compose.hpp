@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/backend.hpp"
-#include "mcr/communicator.hpp"
-#include "mcr/work.hpp"
+#include "mcr/comm/communicator.hpp"
+#include "mcr/comm/work.hpp"
 
 namespace mcr::detail {
 

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "core/text.hpp"
+#include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
-#include "mcr/info.hpp"
 
 namespace mcr::detail {
 namespace {

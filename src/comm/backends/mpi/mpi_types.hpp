@@ -4,7 +4,7 @@
 
 #include <mpi.h>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr::detail {
 

@@ -9,7 +9,7 @@
 #include <nccl.h>
 
 #include "core/backend.hpp"
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr::detail::nccl {
 

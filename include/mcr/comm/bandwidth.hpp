@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr {
 

@@ -11,12 +11,12 @@
 #include <string_view>
 #include <vector>
 
-#include "mcr/observer.hpp"
-#include "mcr/selection.hpp"
-#include "mcr/store.hpp"
-#include "mcr/tensor.hpp"
-#include "mcr/types.hpp"
-#include "mcr/work.hpp"
+#include "mcr/comm/observer.hpp"
+#include "mcr/comm/selection.hpp"
+#include "mcr/comm/store.hpp"
+#include "mcr/comm/tensor.hpp"
+#include "mcr/comm/types.hpp"
+#include "mcr/comm/work.hpp"
 
 namespace mcr {
 
@@ -216,12 +216,12 @@ struct InitOptions {
   /// state); MCR_VERIFY=0 turns it off. Must agree on every rank.
   bool verify = false;
 
-  /// A key-value store the ranks of the job already share (mcr/store.hpp). When set, init() forms
-  /// the world through it: the world exchange (unless MPI formed the world), Gloo's rendezvous,
-  /// NCCL's unique ids, group formation, the timeout diagnostics and finalize()'s check-in. It
-  /// starts no store server and needs no MCR_STORE_TOKEN (the store already belongs to the job),
-  /// and MASTER_ADDR/MASTER_PORT are not read. `rank` and `size` must then be set; they take the
-  /// place of the launcher's RANK/WORLD_SIZE. Every key mcr writes starts with "mcr/".
+  /// A key-value store the ranks of the job already share (mcr/comm/store.hpp). When set, init()
+  /// forms the world through it: the world exchange (unless MPI formed the world), Gloo's
+  /// rendezvous, NCCL's unique ids, group formation, the timeout diagnostics and finalize()'s
+  /// check-in. It starts no store server and needs no MCR_STORE_TOKEN (the store already belongs to
+  /// the job), and MASTER_ADDR/MASTER_PORT are not read. `rank` and `size` must then be set; they
+  /// take the place of the launcher's RANK/WORLD_SIZE. Every key mcr writes starts with "mcr/".
   std::shared_ptr<KeyValueStore> store;
   int rank = -1;  ///< with `store`: this process's rank, in [0, size)
   int size = 0;   ///< with `store`: the number of ranks in the world, >= 1

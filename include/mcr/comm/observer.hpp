@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr {
 

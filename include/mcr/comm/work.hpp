@@ -7,7 +7,7 @@
 #include <memory>
 #include <string_view>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr {
 

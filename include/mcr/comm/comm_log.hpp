@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "mcr/communicator.hpp"
-#include "mcr/observer.hpp"
-#include "mcr/types.hpp"
+#include "mcr/comm/communicator.hpp"
+#include "mcr/comm/observer.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr {
 

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr {
 

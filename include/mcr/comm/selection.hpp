@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr {
 

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "mcr/types.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr {
 

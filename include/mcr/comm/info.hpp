@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "mcr/communicator.hpp"
-#include "mcr/types.hpp"
+#include "mcr/comm/communicator.hpp"
+#include "mcr/comm/types.hpp"
 
 namespace mcr {
 
