@@ -1,5 +1,5 @@
 cmake_minimum_required(VERSION 3.25)
-# Runs the C++ training step (bench/train_step.cpp) for a few small steps on 2 ranks and checks its
+# Runs the C++ training step (perf/train_step.cpp) for a few small steps on 2 ranks and checks its
 # JSON: every documented field is present, the timings are positive, and the gradient all_reduce
 # matched the independent check. Timings are not compared with anything: this only keeps the
 # program working for scripts/plan-check.

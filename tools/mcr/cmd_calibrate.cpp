@@ -10,10 +10,10 @@
 
 #include "commands.hpp"
 #include "gemm_report.hpp"
-#include "mcr/codesign/bench/calibrate.hpp"
-#include "mcr/codesign/bench/local_device.hpp"
-#include "mcr/codesign/bench/measurement.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/gemmbench/calibrate.hpp"
+#include "mcr/gemmbench/local_device.hpp"
+#include "mcr/gemmbench/measurement.hpp"
 
 namespace mcr::cli {
 namespace {

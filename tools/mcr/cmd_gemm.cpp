@@ -13,14 +13,14 @@
 
 #include "commands.hpp"
 #include "gemm_report.hpp"
-#include "mcr/codesign/bench/compare.hpp"
-#include "mcr/codesign/bench/local_device.hpp"
-#include "mcr/codesign/bench/measurement.hpp"
-#include "mcr/codesign/bench/range.hpp"
-#include "mcr/codesign/bench/runner.hpp"
-#include "mcr/codesign/bench/sweep.hpp"
 #include "mcr/codesign/model.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/gemmbench/compare.hpp"
+#include "mcr/gemmbench/local_device.hpp"
+#include "mcr/gemmbench/measurement.hpp"
+#include "mcr/gemmbench/range.hpp"
+#include "mcr/gemmbench/runner.hpp"
+#include "mcr/gemmbench/sweep.hpp"
 
 namespace mcr::cli {
 namespace {

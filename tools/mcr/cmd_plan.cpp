@@ -10,10 +10,10 @@
 #include <optional>
 
 #include "commands.hpp"
-#include "mcr/codesign/bench/local_device.hpp"
 #include "mcr/codesign/device.hpp"
 #include "mcr/codesign/dtype.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/gemmbench/local_device.hpp"
 #include "mcr/plan/search.hpp"
 #include "plan_print.hpp"
 #include "shape_options.hpp"
@@ -53,7 +53,7 @@ struct PlanArgs {
   std::string validate;
   int top = 10;
   double budget = 0.02;
-  double dp_bucket_mb = 25;  // PyTorch DDP's bucket_cap_mb, and bench/train_step's
+  double dp_bucket_mb = 25;  // PyTorch DDP's bucket_cap_mb, and perf/train_step's
 };
 
 /// The planner's options from the flags; rejects a bucket size that is not a positive, finite

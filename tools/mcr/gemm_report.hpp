@@ -5,9 +5,9 @@
 #include <span>
 #include <string>
 
-#include "mcr/codesign/bench/calibrate.hpp"
-#include "mcr/codesign/bench/compare.hpp"
-#include "mcr/codesign/bench/measurement.hpp"
+#include "mcr/gemmbench/calibrate.hpp"
+#include "mcr/gemmbench/compare.hpp"
+#include "mcr/gemmbench/measurement.hpp"
 
 namespace CLI {
 class App;

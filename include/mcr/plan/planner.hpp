@@ -70,7 +70,7 @@ struct PlanOptions {
   /// the K of the ZeRO paper.
   double optimizer_bytes_per_param = 12;
   /// Bytes per gradient bucket of the data-parallel reduction (PyTorch DDP's default
-  /// bucket_cap_mb of 25 MB, and bench/train_step's); 0 = one reduction of every gradient.
+  /// bucket_cap_mb of 25 MB, and perf/train_step's); 0 = one reduction of every gradient.
   double dp_bucket_bytes = 25e6;
   /// Bytes per parameter of the gradient buffer and of its data-parallel reduction; 0: the model
   /// dtype's (Megatron-LM's bf16 default accumulates and reduces in fp32: 4).

@@ -62,7 +62,7 @@ struct SystemSpec {
   /// here is priced by its elements at this rate instead of its bytes: on a CPU these loops are
   /// bound by exp, tanh, reductions and random numbers over cache-resident tensors, not by DRAM
   /// bytes. Empty (GPUs): bytes alone. Measured once per machine by
-  /// bench/train_step_elementwise.cpp (docs/planner.md).
+  /// perf/train_step_elementwise.cpp (docs/planner.md).
   std::map<std::string, ElementwiseRate> elementwise_ns;
   Link intra;  ///< between GPUs of one node
   Link inter;  ///< between nodes

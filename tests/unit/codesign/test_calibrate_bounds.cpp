@@ -5,8 +5,8 @@
 #include <cmath>
 #include <random>
 
-#include "mcr/codesign/bench/calibrate.hpp"
 #include "mcr/codesign/gemm_model.hpp"
+#include "mcr/gemmbench/calibrate.hpp"
 
 namespace mcr::codesign::bench {
 namespace {

@@ -8,12 +8,12 @@
 #include <cmath>
 #include <iostream>
 
-#include "mcr/codesign/bench/calibrate.hpp"
-#include "mcr/codesign/bench/compare.hpp"
-#include "mcr/codesign/bench/local_device.hpp"
-#include "mcr/codesign/bench/stats.hpp"
 #include "mcr/codesign/paths.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/gemmbench/calibrate.hpp"
+#include "mcr/gemmbench/compare.hpp"
+#include "mcr/gemmbench/local_device.hpp"
+#include "mcr/gemmbench/stats.hpp"
 
 namespace mcr::codesign::bench {
 namespace {

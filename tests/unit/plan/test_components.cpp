@@ -37,7 +37,7 @@ constexpr double kParams =
     24 * (12.0 * 1024 * 1024 + 13 * 1024) + 2 * 1024 + 51200.0 * 1024 + 2048.0 * 1024;
 
 TEST(PlanBuckets, SplitAsTheStepSplitsItsGradients) {
-  // bench/train_step's model: 10,565,632 fp32 gradients = 42,262,528 bytes in 25 MB buckets.
+  // perf/train_step's model: 10,565,632 fp32 gradients = 42,262,528 bytes in 25 MB buckets.
   const auto b = gradient_buckets(42262528, 25e6);
   ASSERT_EQ(b.size(), 2u);
   EXPECT_DOUBLE_EQ(b[0], 25e6);

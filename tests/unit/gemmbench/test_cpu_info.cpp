@@ -1,0 +1,121 @@
+#include <gtest/gtest.h>
+
+#include "mcr/codesign/gemm_model.hpp"
+#include "mcr/errors.hpp"
+#include "mcr/gemmbench/cpu_info.hpp"
+#include "mcr/gemmbench/gpu_info.hpp"
+#include "mcr/gemmbench/local_device.hpp"
+
+namespace mcr::codesign::bench {
+namespace {
+
+// Abridged /proc/cpuinfo of a 2-vCPU AMD EPYC (Zen 4) virtual machine; only the first block counts.
+constexpr const char* kZen4 = R"(processor	: 0
+vendor_id	: AuthenticAMD
+cpu family	: 25
+model		: 17
+model name	: AMD EPYC
+cpu MHz		: 2596.142
+flags		: fpu sse sse2 ssse3 fma sse4_1 avx avx2 avx512f avx512dq avx512_bf16 avx512vl
+
+processor	: 1
+vendor_id	: GenuineIntel
+model name	: should be ignored
+)";
+
+constexpr const char* kHaswell = R"(vendor_id	: GenuineIntel
+cpu family	: 6
+model name	: Intel(R) Xeon(R) CPU E5-2680 v3 @ 2.50GHz
+cpu MHz		: 2500.000
+flags		: fpu sse sse2 avx fma avx2
+)";
+
+TEST(CpuInfo, ParsesZen4) {
+  CpuInfo info;
+  info.cores = 2;
+  parse_proc_cpuinfo(kZen4, info);
+  EXPECT_EQ(info.vendor, "AuthenticAMD");
+  EXPECT_EQ(info.model_name, "AMD EPYC");
+  EXPECT_EQ(info.family, 25);
+  EXPECT_EQ(info.simd_bits, 512);
+  EXPECT_TRUE(info.fma);
+  EXPECT_TRUE(info.avx512_bf16);
+  EXPECT_DOUBLE_EQ(info.freq_ghz, 2.596142);
+  // Zen 4 runs AVX-512 on 256-bit halves: 2 pipes x 8 lanes x 2 = 32 FLOP/cycle.
+  EXPECT_EQ(info.fma_datapath_bits(), 256);
+  EXPECT_DOUBLE_EQ(info.fp32_flop_per_cycle(), 32.0);
+  // 2 cores x 2.596142 GHz x 32 = 166.153088 GFLOP/s.
+  EXPECT_NEAR(info.fp32_peak_tflops(), 0.166153088, 1e-12);
+}
+
+TEST(CpuInfo, ParsesHaswellAndKeepsEarlierFrequency) {
+  CpuInfo info;
+  info.cores = 12;
+  info.freq_ghz = 3.3;  // e.g. from sysfs cpuinfo_max_freq, which wins over "cpu MHz"
+  info.freq_source = "sysfs";
+  parse_proc_cpuinfo(kHaswell, info);
+  EXPECT_EQ(info.simd_bits, 256);
+  EXPECT_FALSE(info.avx512_bf16);
+  EXPECT_DOUBLE_EQ(info.freq_ghz, 3.3);
+  EXPECT_DOUBLE_EQ(info.fp32_flop_per_cycle(), 32.0);  // 2 x 8 lanes x 2
+}
+
+TEST(CpuInfo, FlagsMatchWholeWordsOnly) {
+  CpuInfo info;
+  parse_proc_cpuinfo("flags : avx512fx fmax\n", info);
+  EXPECT_EQ(info.simd_bits, 128);
+  EXPECT_FALSE(info.fma);
+}
+
+TEST(CpuInfo, CacheSizes) {
+  EXPECT_EQ(parse_cache_size("32K"), 32 * 1024);
+  EXPECT_EQ(parse_cache_size("1024K\n"), 1024 * 1024);
+  EXPECT_EQ(parse_cache_size("32M"), 32 * 1024 * 1024);
+  EXPECT_EQ(parse_cache_size("512"), 512);
+  EXPECT_EQ(parse_cache_size("lots"), 0);
+}
+
+TEST(CpuInfo, DetectsSomethingPlausibleHere) {
+  const auto info = detect_cpu();
+  EXPECT_GE(info.cores, 1);
+  EXPECT_GE(info.simd_bits, 128);
+}
+
+TEST(LocalDevice, CpuSpecIsUsableByPredict) {
+  CpuInfo info;
+  info.cores = 2;
+  info.l3_bytes = 32 << 20;
+  parse_proc_cpuinfo(kZen4, info);
+  const auto spec = cpu_device_spec(info, 20.0);
+  EXPECT_EQ(spec.name, kLocalCpuName);
+  EXPECT_EQ(spec.compute_units, 2);
+  EXPECT_NEAR(spec.peak_for(DType::fp32), 0.166153088, 1e-12);
+  EXPECT_NEAR(spec.peak_for(DType::bf16), 2 * 0.166153088, 1e-12);
+  EXPECT_DOUBLE_EQ(spec.l2_bytes, 32.0 * 1024 * 1024);
+  Gemm g;
+  g.m = g.n = g.k = 1024;
+  g.dtype = DType::fp32;
+  const auto p = predict(g, spec);
+  EXPECT_GT(p.tflops, 0.0);
+  EXPECT_LE(p.tflops, spec.peak_for(DType::fp32));
+}
+
+TEST(LocalDevice, UnknownFrequencyIsAClearError) {
+  CpuInfo info;
+  info.cores = 2;
+  EXPECT_THROW(cpu_device_spec(info, 10.0), InvalidArgument);
+}
+
+TEST(GpuInfo, CatalogNames) {
+  EXPECT_EQ(catalog_name_for_gpu("NVIDIA H200"), "h200");
+  EXPECT_EQ(catalog_name_for_gpu("NVIDIA H100 80GB HBM3"), "h100-sxm");
+  EXPECT_EQ(catalog_name_for_gpu("NVIDIA H100 PCIe"), "h100-pcie");
+  EXPECT_EQ(catalog_name_for_gpu("NVIDIA A100-SXM4-80GB"), "a100-80gb");
+  EXPECT_EQ(catalog_name_for_gpu("NVIDIA A100-PCIE-40GB"), "a100-40gb");
+  EXPECT_EQ(catalog_name_for_gpu("NVIDIA A10"), "a10");
+  EXPECT_EQ(catalog_name_for_gpu("NVIDIA B200"), "b200");
+  EXPECT_EQ(catalog_name_for_gpu("NVIDIA GeForce RTX 4090"), "");
+}
+
+}  // namespace
+}  // namespace mcr::codesign::bench

@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mcr/errors.hpp"
+#include "mcr/gemmbench/runner.hpp"
+#include "mcr/gemmbench/sampler.hpp"
+
+namespace mcr::codesign::bench {
+namespace {
+
+TEST(Sampler, GroupsTinyCallsAndTakesTheMedian) {
+  // A fake clock: every call takes 10 us, so a 1 ms sample groups 100 calls.
+  int total_calls = 0;
+  MeasureOptions o;
+  o.warmup_iterations = 3;
+  o.warmup_seconds = 0;
+  o.min_samples = 5;
+  o.min_seconds = 0.01;
+  const auto t = run_samples(
+      [&](int calls) {
+        total_calls += calls;
+        return calls * 1e-5;
+      },
+      o, 1e-3);
+  EXPECT_EQ(t.calls_per_sample, 100);
+  EXPECT_EQ(t.samples, 10);  // 10 samples x 1 ms reach min_seconds = 10 ms
+  EXPECT_DOUBLE_EQ(t.median_s, 1e-5);
+  EXPECT_EQ(total_calls, 3 + 10 * 100);
+}
+
+TEST(Sampler, MedianIgnoresOutliers) {
+  int sample = 0;
+  MeasureOptions o;
+  o.warmup_iterations = 1;
+  o.warmup_seconds = 0;
+  o.min_samples = 5;
+  o.min_seconds = 0;
+  const double times[] = {1.0 /*warmup*/, 2.0, 2.1, 50.0, 1.9, 2.0};
+  const auto t = run_samples([&](int) { return times[sample++]; }, o, 1e-3);
+  EXPECT_EQ(t.samples, 5);
+  EXPECT_DOUBLE_EQ(t.median_s, 2.0);
+  EXPECT_DOUBLE_EQ(t.min_s, 1.9);
+  EXPECT_DOUBLE_EQ(t.max_s, 50.0);
+}
+
+TEST(Sampler, RejectsInconsistentOptions) {
+  MeasureOptions o;
+  o.min_samples = 10;
+  o.max_samples = 5;
+  EXPECT_THROW(run_samples([](int) { return 1.0; }, o, 1e-3), InvalidArgument);
+}
+
+MeasureOptions quick() {
+  MeasureOptions o;
+  o.warmup_seconds = 0.001;
+  o.min_seconds = 0.005;
+  o.rotation_bytes = 4 << 20;  // keep the test light; the default is 2x the LLC
+  return o;
+}
+
+TEST(CblasRunner, TimesASmallGemm) {
+  if (!cblas_available()) GTEST_SKIP() << "this build has no CBLAS";
+  auto runner = make_cblas_runner(1);
+  EXPECT_EQ(runner->backend(), "cblas");
+  EXPECT_TRUE(runner->supports(DType::fp32));
+  EXPECT_GT(runner->cache_bytes(), 0u);
+  Gemm g;
+  g.m = 64;
+  g.n = 127;
+  g.k = 255;
+  g.batch = 2;
+  g.dtype = DType::fp32;
+  const auto t = runner->time(g, quick());
+  EXPECT_GT(t.median_s, 0.0);
+  EXPECT_LE(t.min_s, t.median_s);
+  EXPECT_LE(t.median_s, t.max_s);
+  EXPECT_GE(t.samples, 3);
+  // One set is (64*255 + 255*127 + 64*127) * 2 batches * 4 B = 56 833 * 8 = 454 664 B; 4 MiB
+  // (4 194 304 B) needs ceil(9.2) = 10 sets.
+  EXPECT_EQ(t.buffer_sets, 10);
+  EXPECT_EQ(t.working_set_bytes, 10u * 454664u);
+}
+
+TEST(CblasRunner, UnsupportedDtypeNamesItAndTheBackend) {
+  if (!cblas_available()) GTEST_SKIP() << "this build has no CBLAS";
+  auto runner = make_cblas_runner(1);
+  Gemm g;
+  g.m = g.n = g.k = 64;
+  g.dtype = DType::fp8;
+  try {
+    runner->time(g, quick());
+    FAIL() << "fp8 accepted by the CBLAS runner";
+  } catch (const UnsupportedError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("fp8"), std::string::npos) << message;
+    EXPECT_NE(message.find("cblas"), std::string::npos) << message;
+  }
+}
+
+TEST(CublasLtRunner, WithoutADeviceFailsClearly) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present; see mcr_gemm_gpu_tests";
+  EXPECT_THROW(make_cublaslt_runner(0), UnsupportedError);
+}
+
+}  // namespace
+}  // namespace mcr::codesign::bench
