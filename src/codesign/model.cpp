@@ -351,6 +351,45 @@ std::vector<std::string> preset_names() {
   return names;
 }
 
+bool ModelOverrides::changes_dimensions() const noexcept {
+  return h || a || a_kv || L || v || d_ff || experts || top_k;
+}
+
+void apply_overrides(ModelShape& m, const ModelOverrides& o) {
+  const auto set = [](auto& field, const auto& value) {
+    if (value) field = *value;
+  };
+  const bool h_changed = o.h.has_value() && *o.h != m.h;
+  const bool was_mha = m.a_kv == 0 || m.a_kv == m.a;
+  const bool gelu_4h = m.d_ff == 4 * m.h;
+  set(m.h, o.h);
+  set(m.a, o.a);
+  set(m.a_kv, o.a_kv);
+  set(m.L, o.L);
+  set(m.v, o.v);
+  set(m.s, o.s);
+  set(m.b, o.b);
+  set(m.d_ff, o.d_ff);
+  set(m.experts, o.experts);
+  set(m.top_k, o.top_k);
+  set(m.t, o.t);
+  set(m.mlp, o.mlp);
+  set(m.dtype, o.dtype);
+  set(m.attention, o.attention);
+  set(m.norm, o.norm);
+  set(m.position, o.position);
+  set(m.tied_embeddings, o.tied_embeddings);
+  set(m.linear_bias, o.linear_bias);
+  // A new h keeps a GeLU model's 4h MLP unless d_ff was given too.
+  if (!o.d_ff && (m.d_ff == 0 || (h_changed && gelu_4h && m.mlp == MlpType::gelu))) {
+    m.d_ff = 4 * m.h;
+  }
+  // A new head count keeps multi-head attention multi-head, and a GQA model's group size if it can.
+  if (o.a && !o.a_kv) {
+    if (was_mha || m.a_kv > m.a) m.a_kv = m.a;
+  }
+}
+
 ModelShape load_preset(const std::string& name) {
   const auto path = data_dir() / "models" / (name + ".json");
   std::ifstream in(path);

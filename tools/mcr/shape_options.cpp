@@ -82,45 +82,35 @@ BuiltModel build_model_noted(const ModelFlags& f) {
     if (!f.attention) built.defaults.push_back("attention = flash (default; set --attention)");
   }
   const bool custom = sources == 0;
-  const auto set = [](std::int64_t& field, const std::optional<std::int64_t>& value) {
-    if (value) field = *value;
+  const auto parsed = [](const std::optional<std::string>& text, auto parse) {
+    return text ? std::optional(parse(*text)) : std::nullopt;
   };
-  const bool h_changed = f.h.has_value() && *f.h != m.h;
-  const bool was_mha = m.a_kv == 0 || m.a_kv == m.a;
-  const bool gelu_4h = m.d_ff == 4 * m.h;
-  set(m.h, f.h);
-  set(m.a, f.a);
-  set(m.a_kv, f.a_kv);
-  set(m.L, f.L);
-  set(m.v, f.v);
-  set(m.s, f.s);
-  set(m.b, f.b);
-  set(m.d_ff, f.d_ff);
-  set(m.experts, f.experts);
-  set(m.top_k, f.top_k);
-  set(m.t, f.t);
-  if (f.mlp) m.mlp = parse_mlp_type(*f.mlp);
-  if (f.dtype) m.dtype = parse_dtype(*f.dtype);
-  if (f.attention) m.attention = parse_attention_impl(*f.attention);
-  if (f.norm) m.norm = parse_norm_type(*f.norm);
-  if (f.position) m.position = parse_position_embedding(*f.position);
-  if (f.tied) m.tied_embeddings = *f.tied;
-  if (f.bias) m.linear_bias = *f.bias;
-  // A new h keeps a GeLU model's 4h MLP unless d_ff was given too.
-  if (!f.d_ff && (m.d_ff == 0 || (h_changed && gelu_4h && m.mlp == MlpType::gelu))) {
-    m.d_ff = 4 * m.h;
-  }
-  // A new head count keeps multi-head attention multi-head, and a GQA model's group size if it can.
-  if (f.a && !f.a_kv) {
-    if (was_mha || m.a_kv > m.a) m.a_kv = m.a;
-  }
+  const ModelOverrides o{.h = f.h,
+                         .a = f.a,
+                         .a_kv = f.a_kv,
+                         .L = f.L,
+                         .v = f.v,
+                         .s = f.s,
+                         .b = f.b,
+                         .d_ff = f.d_ff,
+                         .experts = f.experts,
+                         .top_k = f.top_k,
+                         .t = f.t,
+                         .mlp = parsed(f.mlp, parse_mlp_type),
+                         .dtype = parsed(f.dtype, parse_dtype),
+                         .attention = parsed(f.attention, parse_attention_impl),
+                         .norm = parsed(f.norm, parse_norm_type),
+                         .position = parsed(f.position, parse_position_embedding),
+                         .tied_embeddings = f.tied,
+                         .linear_bias = f.bias};
+  apply_overrides(m, o);
   if (custom && (m.h == 0 || m.a == 0 || m.L == 0 || m.v == 0)) {
     throw InvalidArgument(
         "no model given: use --preset NAME, --config config.json or --model FILE, or give at least "
         "--hidden, --heads, --layers and --vocab");
   }
   // A '*' marks a named model whose dimensions were overridden.
-  if (!custom && (f.h || f.a || f.a_kv || f.L || f.v || f.d_ff || f.experts || f.top_k)) {
+  if (!custom && o.changes_dimensions()) {
     m.name += "*";
   }
   m.validate();

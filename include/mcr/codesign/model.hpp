@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,26 @@ void to_json(nlohmann::json& j, const ModelShape& m);
 void from_json(const nlohmann::json& j, ModelShape& m);
 
 /// Loads `<data_dir>/models/<name>.json`; an unknown name lists the available presets.
+/// Changes to a model's shape, each field left empty where the model keeps its value (the `mcr
+/// shape`/`mcr plan` override flags, or a program exploring nearby shapes).
+struct ModelOverrides {
+  std::optional<std::int64_t> h{}, a{}, a_kv{}, L{}, v{}, s{}, b{}, d_ff{}, experts{}, top_k{}, t{};
+  std::optional<MlpType> mlp{};
+  std::optional<DType> dtype{};
+  std::optional<AttentionImpl> attention{};
+  std::optional<NormType> norm{};
+  std::optional<PositionEmbedding> position{};
+  std::optional<bool> tied_embeddings{}, linear_bias{};
+  /// Whether any dimension (h, a, a_kv, L, v, d_ff, experts, top_k) is changed.
+  bool changes_dimensions() const noexcept;
+};
+
+/// Applies `o` to `m` with the rules a user expects of a nearby shape: a new h keeps a GeLU
+/// model's 4h MLP unless d_ff is given too (and a model without d_ff gets 4h); a new head count
+/// keeps multi-head attention multi-head unless a_kv is given, and a GQA model's key/value heads
+/// where they still fit. Does not validate (ModelShape::validate).
+void apply_overrides(ModelShape& m, const ModelOverrides& o);
+
 ModelShape load_preset(const std::string& name);
 std::vector<std::string> preset_names();
 

@@ -169,5 +169,29 @@ TEST(Model, ValidationNamesField) {
   EXPECT_THROW(nlohmann::json::parse(R"({"hidden": 5})").get<ModelShape>(), InvalidArgument);
 }
 
+TEST(Model, OverridesKeepTheShapesRules) {
+  ModelShape gpt = load_preset("gpt3-2.7b");  // GeLU, d_ff = 4h, multi-head attention
+  ASSERT_EQ(gpt.d_ff, 4 * gpt.h);
+  ModelShape m = gpt;
+  apply_overrides(m, {.h = 2048, .a = 16});
+  EXPECT_EQ(m.d_ff, 4 * 2048);  // the 4h MLP follows h
+  EXPECT_EQ(m.a_kv, 16);        // still multi-head
+  m = gpt;
+  apply_overrides(m, {.h = 2048, .d_ff = 5000});
+  EXPECT_EQ(m.d_ff, 5000);  // a given d_ff wins
+  // A GQA model keeps its key/value heads when they still fit under the new head count.
+  ModelShape gqa = gpt;
+  gqa.a = 32;
+  gqa.a_kv = 8;
+  m = gqa;
+  apply_overrides(m, {.a = 16});
+  EXPECT_EQ(m.a_kv, 8);
+  m = gqa;
+  apply_overrides(m, {.a = 4});
+  EXPECT_EQ(m.a_kv, 4);
+  EXPECT_FALSE(ModelOverrides{.s = 4096}.changes_dimensions());
+  EXPECT_TRUE(ModelOverrides{.L = 2}.changes_dimensions());
+}
+
 }  // namespace
 }  // namespace mcr::codesign
