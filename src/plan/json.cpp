@@ -1,6 +1,8 @@
 #include <nlohmann/json.hpp>
 
 #include "mcr/plan/planner.hpp"
+#include "mcr/plan/search.hpp"
+#include "mcr/plan/validation.hpp"
 
 namespace mcr::plan {
 
@@ -72,6 +74,63 @@ nlohmann::json to_json(const PlanResult& r) {
                  {"capacity_bytes", m.capacity},   {"fits", m.fits}};
   j["notes"] = r.notes;
   return j;
+}
+
+nlohmann::json peak_to_json(const codesign::DeviceSpec& device, codesign::DType dtype) {
+  nlohmann::json j{{"dtype", codesign::to_string(dtype)},
+                   {"source", codesign::peak_source(device, dtype)}};
+  j["tflops"] = device.supports(dtype) ? nlohmann::json(device.peak_for(dtype)) : nlohmann::json();
+  return j;
+}
+
+nlohmann::json to_json(const SearchResult& found, double seconds) {
+  nlohmann::json j;
+  j["evaluated"] = found.evaluated;
+  j["rejected"] = found.rejected;
+  j["out_of_memory"] = found.out_of_memory;
+  j["seconds"] = seconds;
+  j["ranked"] = nlohmann::json::array();
+  for (const auto& r : found.ranked)
+    j["ranked"].push_back(to_json(r));
+  j["too_big"] = nlohmann::json::array();
+  for (const auto& r : found.too_big)
+    j["too_big"].push_back(to_json(r));
+  return j;
+}
+
+nlohmann::json to_json(const std::vector<AdvisedPair>& pairs) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& p : pairs) {
+    auto r = to_json(p.best);
+    r["changes"] = p.shape.changes;
+    r["param_delta"] = p.shape.param_delta;
+    j.push_back(std::move(r));
+  }
+  return j;
+}
+
+nlohmann::json to_json(const std::vector<ValidationRow>& rows) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& r : rows) {
+    runs.push_back({{"name", r.run.name},
+                    {"source", r.run.source},
+                    {"assumptions", r.run.assumptions},
+                    {"quantity", r.quantity},
+                    {"published", r.published},
+                    {"predicted", r.prediction},
+                    {"error", r.error},
+                    {"step_error", r.step_error},
+                    {"plan", to_json(r.predicted)}});
+  }
+  nlohmann::json summary = nlohmann::json::array();
+  for (const auto& g : summarize(rows)) {
+    summary.push_back({{"group", g.group},
+                       {"runs", g.runs},
+                       {"mean_abs_step_error", g.mean_abs},
+                       {"max_abs_step_error", g.max_abs},
+                       {"mean_step_error", g.mean}});
+  }
+  return {{"runs", runs}, {"summary", summary}};
 }
 
 }  // namespace mcr::plan

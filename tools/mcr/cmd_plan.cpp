@@ -88,17 +88,8 @@ codesign::DeviceSpec pick_device(const PlanArgs& a, const plan::SystemSpec& sys)
   return codesign::bench::local_cpu_device({1, !a.no_peak_probe});
 }
 
-/// The device's peak for the model's dtype and where it comes from (catalog citation, CPU-facts
-/// estimate or peak probe), so that every plan says what its compute rate rests on.
-nlohmann::json peak_json(const codesign::DeviceSpec& dev, codesign::DType dtype) {
-  nlohmann::json j{{"dtype", codesign::to_string(dtype)},
-                   {"source", codesign::peak_source(dev, dtype)}};
-  j["tflops"] = dev.supports(dtype) ? nlohmann::json(dev.peak_for(dtype)) : nlohmann::json();
-  return j;
-}
-
 std::string peak_line(const codesign::DeviceSpec& dev, codesign::DType dtype) {
-  const auto j = peak_json(dev, dtype);
+  const auto j = plan::peak_to_json(dev, dtype);
   return fmt::format("device peak: {} {} TFLOP/s ({})\n", j["dtype"].get<std::string>(),
                      dev.supports(dtype) ? fmt::format("{:.4g}", dev.peak_for(dtype)) : "none",
                      j["source"].get<std::string>());
@@ -174,31 +165,11 @@ plan::SearchSpace space_from(const PlanArgs& a, const plan::SystemSpec& sys) {
 
 void run_validation(const PlanArgs& a) {
   const auto rows = plan::validate_runs(plan::load_published_runs(a.validate));
-  if (!a.json) {
+  if (a.json) {
+    std::cout << plan::to_json(rows).dump(2) << "\n";
+  } else {
     fmt::print("{}", format_validation(rows));
-    return;
   }
-  nlohmann::json j = nlohmann::json::array();
-  for (const auto& r : rows) {
-    j.push_back({{"name", r.run.name},
-                 {"source", r.run.source},
-                 {"assumptions", r.run.assumptions},
-                 {"quantity", r.quantity},
-                 {"published", r.published},
-                 {"predicted", r.prediction},
-                 {"error", r.error},
-                 {"step_error", r.step_error},
-                 {"plan", plan::to_json(r.predicted)}});
-  }
-  nlohmann::json summary = nlohmann::json::array();
-  for (const auto& g : plan::summarize(rows)) {
-    summary.push_back({{"group", g.group},
-                       {"runs", g.runs},
-                       {"mean_abs_step_error", g.mean_abs},
-                       {"max_abs_step_error", g.max_abs},
-                       {"mean_step_error", g.mean}});
-  }
-  std::cout << nlohmann::json{{"runs", j}, {"summary", summary}}.dump(2) << "\n";
 }
 
 void run(const PlanArgs& a) {
@@ -218,14 +189,7 @@ void run(const PlanArgs& a) {
     const auto pairs =
         plan::advise_with_layouts(model, dev, comm, space_from(a, sys), opts, options);
     if (a.json) {
-      nlohmann::json j = nlohmann::json::array();
-      for (const auto& p : pairs) {
-        auto r = plan::to_json(p.best);
-        r["changes"] = p.shape.changes;
-        r["param_delta"] = p.shape.param_delta;
-        j.push_back(std::move(r));
-      }
-      std::cout << j.dump(2) << "\n";
+      std::cout << plan::to_json(pairs).dump(2) << "\n";
     } else {
       fmt::print("{}\n{}\n{}", describe_model(model), peak_line(dev, model.dtype),
                  format_advice(pairs));
@@ -238,18 +202,8 @@ void run(const PlanArgs& a) {
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (a.json) {
-      nlohmann::json j;
-      j["evaluated"] = found.evaluated;
-      j["rejected"] = found.rejected;
-      j["out_of_memory"] = found.out_of_memory;
-      j["seconds"] = secs;
-      j["device_peak"] = peak_json(dev, model.dtype);
-      j["ranked"] = nlohmann::json::array();
-      for (const auto& r : found.ranked)
-        j["ranked"].push_back(plan::to_json(r));
-      j["too_big"] = nlohmann::json::array();
-      for (const auto& r : found.too_big)
-        j["too_big"].push_back(plan::to_json(r));
+      auto j = plan::to_json(found, secs);
+      j["device_peak"] = plan::peak_to_json(dev, model.dtype);
       std::cout << j.dump(2) << "\n";
     } else {
       fmt::print("{}\nsystem: {} ({} GPUs), device: {}\n{}\n{}", describe_model(model), sys.name,
@@ -262,7 +216,7 @@ void run(const PlanArgs& a) {
   const auto r = plan::plan_step(model, dev, comm, layout, options);
   if (a.json) {
     auto j = plan::to_json(r);
-    j["device_peak"] = peak_json(dev, model.dtype);
+    j["device_peak"] = plan::peak_to_json(dev, model.dtype);
     std::cout << j.dump(2) << "\n";
   } else {
     fmt::print("{}\n{}{}", describe_model(model), peak_line(dev, model.dtype), format_plan(r));

@@ -142,5 +142,9 @@ CommCost bucketed_cost(const CommModel& comm, Collective op, double bytes, doubl
 double bubble_fraction(int pp, std::int64_t microbatches, int interleave);
 
 nlohmann::json to_json(const PlanResult& r);
+/// The device's peak for `dtype` and where it comes from (catalog citation, CPU-facts estimate or
+/// peak probe): {"dtype", "source", "tflops"} (null when the device does not run the dtype), so
+/// that every plan says what its compute rate rests on.
+nlohmann::json peak_to_json(const codesign::DeviceSpec& device, codesign::DType dtype);
 
 }  // namespace mcr::plan

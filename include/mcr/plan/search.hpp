@@ -48,6 +48,9 @@ struct SearchResult {
   std::int64_t out_of_memory = 0;
 };
 
+/// {"evaluated", "rejected", "out_of_memory", "seconds", "ranked": [plan...], "too_big": [...]}.
+nlohmann::json to_json(const SearchResult& found, double seconds);
+
 SearchResult search_layouts(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
                             const CommModel& comm, const SearchSpace& space, int top,
                             const PlanOptions& options = {});
@@ -59,6 +62,9 @@ struct AdvisedPair {
 
 /// Runs the shape advisor, then the layout search for the input and for each candidate shape;
 /// returns the (shape, layout) pairs fastest first. Shapes with no layout that fits are dropped.
+/// Each pair's plan with its shape's "changes" and "param_delta".
+nlohmann::json to_json(const std::vector<AdvisedPair>& pairs);
+
 std::vector<AdvisedPair> advise_with_layouts(const codesign::ModelShape& model,
                                              const codesign::DeviceSpec& device,
                                              const CommModel& comm, const SearchSpace& space,

@@ -52,6 +52,9 @@ struct ErrorSummary {
 /// Summaries per system and precision ("dgx-h100 bf16", "dgx-h100 fp8": every FP8 recipe together),
 /// then over all rows ("all").
 std::vector<ErrorSummary> summarize(const std::vector<ValidationRow>& rows);
+/// {"runs": [each row with its source, assumptions, quantity, published, predicted, errors and
+/// plan], "summary": summarize(rows)}.
+nlohmann::json to_json(const std::vector<ValidationRow>& rows);
 
 Layout layout_from_json(const nlohmann::json& j);
 /// A run's "options": optimizer_bytes_per_param, grad_bytes_per_param, dp_bucket_mb, causal,
