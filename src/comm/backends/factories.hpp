@@ -8,7 +8,9 @@
 namespace mcr::detail {
 
 #define MCR_BACKEND(name) BackendFactory name##_backend_factory();
+#define MCR_COMPOSED_BACKEND(name) ComposedBackendFactory name##_composed_factory();
 #include "mcr_backend_list.inc"
+#undef MCR_COMPOSED_BACKEND
 #undef MCR_BACKEND
 
 }  // namespace mcr::detail

@@ -1,5 +1,6 @@
-// The registration point: the backends compiled into this build, in default priority order, from
-// the list CMake generates (mcr_backend_list.inc), and the launch hooks they offer.
+// The registration point: the backends compiled into this build, flat ones in default priority
+// order and then the composed ones, from the list CMake generates (mcr_backend_list.inc), and the
+// launch hooks they offer.
 #include <cstdlib>
 
 #include "backends/factories.hpp"
@@ -16,6 +17,24 @@ const std::vector<BackendFactory>& compiled_backends() {
 #undef MCR_BACKEND
   };
   return list;
+}
+
+const std::vector<ComposedBackendFactory>& composed_backends() {
+  static const std::vector<ComposedBackendFactory> list{
+#define MCR_COMPOSED_BACKEND(name) name##_composed_factory(),
+#include "mcr_backend_list.inc"
+#undef MCR_COMPOSED_BACKEND
+  };
+  return list;
+}
+
+std::vector<std::string> compiled_backend_names() {
+  std::vector<std::string> out;
+  for (const auto& f : compiled_backends())
+    out.emplace_back(f.name);
+  for (const auto& f : composed_backends())
+    out.emplace_back(f.name);
+  return out;
 }
 
 std::unique_ptr<Exchange> launcher_world_exchange(const LaunchInfo& launch) {
@@ -64,7 +83,6 @@ const std::vector<std::string>& backend_names() {
 #define MCR_KNOWN_BACKEND(name) #name,
 #include "mcr_backend_list.inc"
 #undef MCR_KNOWN_BACKEND
-      "hier",  // composed of the others (src/comm/hier), so always built
   };
   return names;
 }

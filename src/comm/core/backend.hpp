@@ -148,6 +148,20 @@ class Backend {
   /// nothing here; the runtime then never finalizes it.
   virtual void abort() noexcept {}
 
+  /// True for a backend that composes each operation from steps that flat backends of
+  /// sub-communicators run (hier). It comes after the flat backends of its communicator, and a
+  /// blocking call is never held back for it (its own steps are what would have to finish).
+  virtual bool composes() const noexcept { return false; }
+  /// For a composed backend: whether operations it accepted are still in flight. Before a call
+  /// that may block this thread inside a library, the runtime progresses every backend until no
+  /// composed backend is busy (docs/design.md, "Composed operations", rules 4 and 6).
+  virtual bool busy_composing() const noexcept { return false; }
+  /// Collective over this backend's communicator: called on each of its backends, in order, once
+  /// at the end of the communicator's creation. A composed backend forms its sub-communicators
+  /// here, so that no operation blocks to form them; communicators created inside this call get
+  /// no composed backend and no verifier of their own (they run steps of composed operations).
+  virtual void finish_creation() {}
+
   /// A backend that composes an operation from steps on sub-communicators (hier): each step of
   /// `op` on `bytes` with the library its sub-communicator would choose and why, for explain().
   /// Empty for backends that run operations themselves.
@@ -214,5 +228,30 @@ struct BackendFactory {
 
 /// Every backend compiled into this build, in default priority order (backends/registry.cpp).
 const std::vector<BackendFactory>& compiled_backends();
+
+class CommState;
+
+/// Creates the composed backend of one kind (hier) on each communicator, over the flat backends
+/// that communicator holds. Registered beside the flat ones (backends/registry.cpp), so that the
+/// runtime brings it up, configures it and checks its configuration across ranks without naming
+/// it.
+struct ComposedBackendFactory {
+  std::string_view name;
+  /// The environment variable that configures it ("MCR_HIER"), named in the cross-rank check.
+  std::string_view config_source;
+  /// Reads and checks its configuration before anything blocks (throws InvalidArgument naming the
+  /// input); returns the canonical text that every rank compares and create() receives.
+  std::string (*read_config)();
+  /// Its backend for `comm`, whose flat backends are `flat` (priority order), configured by
+  /// `config`; or nullptr, with the reason in `why`, where it cannot compose on `comm`.
+  std::unique_ptr<Backend> (*create)(CommState& comm, std::vector<Backend*> flat,
+                                     const std::string& config, std::string& why);
+};
+
+/// Every composed backend of this build (backends/registry.cpp); they come after the flat ones.
+const std::vector<ComposedBackendFactory>& composed_backends();
+
+/// The names of every backend compiled into this build, flat and composed, in priority order.
+std::vector<std::string> compiled_backend_names();
 
 }  // namespace mcr::detail

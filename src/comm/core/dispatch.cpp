@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "backends/hier/hier_backend.hpp"
 #include "core/failure.hpp"
 #include "core/log.hpp"
 #include "core/state.hpp"
@@ -28,8 +27,8 @@ CommState::~CommState() {
   engine().remove_comm(this);
   for (auto& b : backends)
     engine().unregister_backend(b.get());
-  // Composed backends (hier) come last and hold sub-communicators split off the flat backends
-  // before them: they go first, as the verifier, which split them too, goes before them all.
+  // Composed backends come last and hold sub-communicators split off the flat backends before
+  // them: they go first, as the verifier, which split them too, goes before them all.
   verifier.reset();
   while (!backends.empty())
     backends.pop_back();
@@ -180,7 +179,7 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   args.may_block = !args.async && !engine().host_progress_pending();
   // The device test first: it spares host operations a virtual call.
   if (args.device.is_cuda() && b.blocks_device()) engine().fence_device(b, args.device, limit);
-  finish_composed_before_blocking(b, args);
+  engine().finish_composed_before_blocking(b, args);
 
   const std::uint64_t start = observer ? TickClock::now() : 0;
   const std::string_view backend_name = b.name();  // static storage; asked once

@@ -4,6 +4,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
+
 #include "core/state.hpp"
 #include "mcr/errors.hpp"
 
@@ -48,10 +50,33 @@ void signal_operation_completed() noexcept {
 
 void Engine::register_backend(Backend* b) {
   if (b->needs_host_progress()) host_progress_backends_.push_back(b);
+  if (b->composes()) {
+    std::lock_guard lock(comms_mu_);
+    composed_backends_.push_back(b);
+    composed_count_.store(composed_backends_.size(), std::memory_order_relaxed);
+  }
 }
 
 void Engine::unregister_backend(Backend* b) noexcept {
   std::erase(host_progress_backends_, b);
+  if (b->composes()) {
+    std::lock_guard lock(comms_mu_);
+    std::erase(composed_backends_, b);
+    composed_count_.store(composed_backends_.size(), std::memory_order_relaxed);
+  }
+}
+
+void Engine::finish_composed_ops() {
+  auto any_busy = [this] {
+    std::lock_guard lock(comms_mu_);
+    return std::any_of(composed_backends_.begin(), composed_backends_.end(),
+                       [](const Backend* b) { return b->busy_composing(); });
+  };
+  // Bounded: every step in flight times out on its own (Work::test), which ends its operation.
+  for (std::uint64_t spins = 0; any_busy(); ++spins) {
+    progress_all();
+    if (spins > 256) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 void Engine::progress_all() {

@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "backends/hier/hier_backend.hpp"
 #include "mcr/comm/communicator.hpp"
 #include "mcr/errors.hpp"
 #include "runtime/runtime.hpp"
@@ -54,7 +53,8 @@ Communicator make_child(detail::CommState& s, const std::vector<int>& members,
 
 Communicator do_split(detail::CommState& s, int color, int key) {
   s.check_usable();
-  detail::finish_composed_ops();  // a split may block in a library (docs/design.md, rule 6)
+  detail::engine()
+      .finish_composed_ops();  // a split may block in a library (docs/design.md, rule 6)
   detail::Runtime& rt = detail::runtime();
   const std::uint64_t index = s.splits++;
   auto all = rt.bootstrap->group_all_gather(
@@ -103,7 +103,8 @@ void check_ranks(const detail::CommState& s, std::span<const int> ranks, const c
 Communicator form_from_members(detail::CommState& s, const std::vector<int>& members,
                                std::uint64_t group_id) {
   s.check_usable();
-  detail::finish_composed_ops();  // forming may block in a library (docs/design.md, rule 6)
+  detail::engine()
+      .finish_composed_ops();  // forming may block in a library (docs/design.md, rule 6)
   std::vector<std::unique_ptr<detail::Backend>> children;
   for (auto& b : s.backends) {
     if (auto child = b->split_members(members, group_id)) children.push_back(std::move(child));

@@ -76,6 +76,22 @@ class Engine {
   /// Whether any backend needing host progress has an operation in flight (then no other library
   /// may block the calling thread).
   bool host_progress_pending() const noexcept { return host_pending_ > 0; }
+  /// Before `b` starts the synchronous operation `args`: when `b` blocks the thread inside its
+  /// library for it (a backend that needs host progress: MPI) while composed operations are in
+  /// flight on this process, completes those first. Their remaining steps are issued only by this
+  /// thread's progress() calls, which a blocked library call would withhold from peers waiting
+  /// for them (docs/design.md, rule 4). Inline: every synchronous operation asks, and in most
+  /// processes (one host, or no composed backend) the answer is no at the first test.
+  void finish_composed_before_blocking(const Backend& b, const OpArgs& args) {
+    if (composed_count_.load(std::memory_order_relaxed) == 0 || args.async ||
+        !b.needs_host_progress() || b.composes()) {
+      return;
+    }
+    finish_composed_ops();
+  }
+  /// Completes every composed operation in flight on this process, progressing every backend.
+  /// Called before anything that may block in a library regardless of the operation: a split.
+  void finish_composed_ops();
   void op_started(const WorkState& w) noexcept;
   void op_finished(const WorkState& w) noexcept;
 
@@ -96,6 +112,8 @@ class Engine {
   mutable std::mutex comms_mu_;  // communicators may be created and freed on different threads
   std::vector<CommState*> comms_;
   std::vector<Backend*> host_progress_backends_;
+  std::vector<Backend*> composed_backends_;     // guarded by comms_mu_
+  std::atomic<std::size_t> composed_count_{0};  // its size, readable without the lock
   int host_pending_ = 0;
   std::vector<std::shared_ptr<WorkState>> device_ops_;  // in flight on device-blocking backends
 };

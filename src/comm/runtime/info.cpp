@@ -1,6 +1,7 @@
 #include "mcr/comm/info.hpp"
 
-#include "backends/hier/hier_config.hpp"
+#include <algorithm>
+
 #include "core/backend.hpp"
 #include "mcr/errors.hpp"
 #include "mcr_build_config.hpp"
@@ -21,9 +22,8 @@ RuntimeInfo runtime_info() {
   info.build["build_type"] = MCR_BUILD_TYPE;
   info.build["compiler"] = MCR_CXX_COMPILER;
   for (const std::string& name : backend_names()) {
-    bool compiled = name == detail::kHierBackend;  // composed: always built
-    for (const auto& f : detail::compiled_backends())
-      compiled = compiled || f.name == name;
+    const auto built = detail::compiled_backend_names();
+    const bool compiled = std::find(built.begin(), built.end(), name) != built.end();
     info.build[name] = compiled ? "on" : "off";
   }
   info.build["cuda"] = MCR_HAVE_CUDA ? "on" : "off";

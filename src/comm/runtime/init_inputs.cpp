@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "backends/hier/hier_config.hpp"
 #include "core/backend.hpp"
 #include "core/log.hpp"
 #include "core/text.hpp"
@@ -29,14 +28,6 @@ std::string join(const std::vector<std::string>& items, std::string_view sep = "
   std::string out;
   for (const auto& i : items)
     out += fmt::format("{}{}", out.empty() ? "" : sep, i);
-  return out;
-}
-
-std::vector<std::string> compiled_names() {
-  std::vector<std::string> out;
-  for (const auto& f : compiled_backends())
-    out.emplace_back(f.name);
-  out.emplace_back(kHierBackend);  // composed of the others: always built
   return out;
 }
 
@@ -117,7 +108,7 @@ std::vector<std::string> split_backend_list(std::string_view text) {
 
 void check_backend_list(const std::vector<std::string>& names, std::string_view source) {
   const auto& known = backend_names();
-  const auto built = compiled_names();
+  const auto built = compiled_backend_names();
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string& n = names[i];
     if (n.empty()) {
@@ -191,7 +182,7 @@ InitInputs read_init_inputs(const InitOptions& options) {
 void log_skipped_rules(const RuleSet& rules,
                        const std::vector<std::pair<std::string, std::string>>& unusable) {
   if (!debug_enabled()) return;
-  const auto built = compiled_names();
+  const auto built = compiled_backend_names();
   for (std::size_t i = 0; i < rules.rules.size(); ++i) {
     const Rule& r = rules.rules[i];
     std::string why;
@@ -212,7 +203,7 @@ ConfigDigest make_config_digest(const InitInputs& in, const std::vector<std::str
   ConfigDigest d;
   const std::string none = "(none)";
   d.fields.emplace_back("mcr version", version());
-  d.fields.emplace_back("backends compiled in", join(compiled_names(), ","));
+  d.fields.emplace_back("backends compiled in", join(compiled_backend_names(), ","));
   d.fields.emplace_back(
       "MCR_BACKENDS / InitOptions::backends",
       in.backends.empty() ? "(unset: every compiled backend)" : join(in.backends, ","));

@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include "backends/hier/hier_backend.hpp"
 #include "bootstrap/store_setup.hpp"
 #include "core/backend.hpp"
 #include "core/failure.hpp"
@@ -39,23 +38,46 @@ const char* env(const char* name) {
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
-// The composed backend goes last (after every flat one, so default priority never prefers it) and
-// only where it can compose; elsewhere selection explains why it is not there.
-void add_hier_backend(const Runtime& rt, CommState& s) {
-  if (!rt.hier_wanted) return;  // init() listed it as unusable already
-  if (forming_hier_groups()) {
-    s.unusable.emplace_back(std::string(kHierBackend), "a sub-communicator of hier itself");
-    return;
-  }
-  const GroupTopology view = hier_view(s.topology, s.size, rt.hier);
-  if (std::string why = hier_unusable_reason(view); !why.empty()) {
-    s.unusable.emplace_back(std::string(kHierBackend), std::move(why));
-    return;
-  }
+// True while a backend's finish_creation() creates communicators on this thread (a composed
+// backend's sub-communicators): they run steps of composed operations, so they get no composed
+// backend (a step must run on a flat backend, and simulated hosts would otherwise nest) and no
+// verifier (their steps follow from an operation verified on the communicator composed for).
+// Thread-local: communicators may be created on several threads.
+thread_local bool creating_parts = false;
+
+// Composed backends go last (after every flat one, so default priority never prefers them), over
+// the flat ones, and only where they can compose; elsewhere selection explains why they are not
+// there.
+void add_composed_backends(const Runtime& rt, CommState& s) {
   std::vector<Backend*> flat;
   for (auto& b : s.backends)
     flat.push_back(b.get());
-  s.backends.push_back(make_hier_backend(s, std::move(flat), rt.hier, view));
+  for (const ComposedChoice& c : rt.composed) {
+    if (!c.wanted) continue;  // init() listed it as unusable already
+    const std::string name(c.factory->name);
+    if (creating_parts) {
+      s.unusable.emplace_back(name, "a sub-communicator of a composed backend itself");
+      continue;
+    }
+    std::string why;
+    if (auto b = c.factory->create(s, flat, c.config, why)) {
+      s.backends.push_back(std::move(b));
+    } else {
+      s.unusable.emplace_back(name, std::move(why));
+    }
+  }
+}
+
+// Collective over the new communicator: each backend's finish_creation(), in order.
+void finish_backends_creation(CommState& s) {
+  const bool outer = creating_parts;
+  creating_parts = true;
+  struct Restore {
+    bool value;
+    ~Restore() { creating_parts = value; }
+  } restore{outer};
+  for (auto& b : s.backends)
+    b->finish_creation();
 }
 
 }  // namespace
@@ -93,7 +115,7 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   s->topology = group_topology(rt.bootstrap->host_of_rank(), s->world_ranks);
   s->backends = std::move(backends);
   s->unusable = rt.unusable;
-  add_hier_backend(rt, *s);
+  add_composed_backends(rt, *s);
   s->timeout = timeout;
   s->flight.attach(id, rank, size, s->world_ranks);
   std::vector<Backend*> raw;
@@ -139,13 +161,12 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
         "MCR_RULES, MCR_RULES_FILE, MCR_TUNING, MCR_BACKENDS and MCR_VERIFY",
         id, differ));
   }
-  // hier's sub-communicators are not verified themselves: their steps follow from an operation
-  // that was (or could have been) verified on the communicator hier composes it for. A
-  // communicator of one rank has nobody to disagree with.
-  if (rt.verify != VerifyMode::off && size > 1 && !forming_hier_groups()) {
+  // A communicator of one rank has nobody to disagree with; one that runs steps of composed
+  // operations is covered by the verification of the operation they compose.
+  if (rt.verify != VerifyMode::off && size > 1 && !creating_parts) {
     s->verifier = std::make_unique<Verifier>(*s, rt.verify);
   }
-  form_hier_groups(*s);
+  finish_backends_creation(*s);
   return s;
 }
 
@@ -218,6 +239,8 @@ Communicator init(const InitOptions& options) {
   // Every input is read and checked before anything blocks. A rank whose input is rejected still
   // joins the bootstrap and the configuration exchange below, so that its peers raise at once too
   // instead of waiting for it inside a backend's bring-up.
+  for (const auto& f : composed_backends())
+    rt->composed.push_back(ComposedChoice{.factory = &f, .config = {}, .wanted = true});
   InitInputs in;
   std::exception_ptr rejected;
   std::string rejected_what;
@@ -226,7 +249,8 @@ Communicator init(const InitOptions& options) {
     retain_memory = malloc_retain_requested();
     in = read_init_inputs(options);
     rt->verify = verify_mode_requested(options);
-    rt->hier = read_hier_config();
+    for (ComposedChoice& c : rt->composed)
+      c.config = c.factory->read_config();
   } catch (const Error& e) {
     rejected = std::current_exception();
     rejected_what = e.what();
@@ -273,13 +297,16 @@ Communicator init(const InitOptions& options) {
       r.unusable.emplace_back(f.name, "not selected by MCR_BACKENDS / InitOptions::backends");
     }
   }
-  r.hier_wanted = in.backends.empty() || std::find(in.backends.begin(), in.backends.end(),
-                                                   kHierBackend) != in.backends.end();
-  if (!r.hier_wanted) {
-    r.unusable.emplace_back(kHierBackend, "not selected by MCR_BACKENDS / InitOptions::backends");
-  }
   ConfigDigest digest = make_config_digest(in, bring_up_names);
-  digest.fields.emplace_back("MCR_HIER", r.hier.canonical());
+  for (ComposedChoice& c : r.composed) {
+    c.wanted = in.backends.empty() || std::find(in.backends.begin(), in.backends.end(),
+                                                c.factory->name) != in.backends.end();
+    if (!c.wanted) {
+      r.unusable.emplace_back(c.factory->name,
+                              "not selected by MCR_BACKENDS / InitOptions::backends");
+    }
+    digest.fields.emplace_back(c.factory->config_source, c.config);
+  }
   digest.error = rejected_what;
   check_config_agrees(r.bootstrap->exchange(), r.launch.rank, digest);
   if (rejected) std::rethrow_exception(rejected);

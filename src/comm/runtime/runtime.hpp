@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "backends/hier/hier_config.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/tcp_store.hpp"
 #include "core/state.hpp"
@@ -15,6 +14,13 @@
 #include "observe/verify.hpp"
 
 namespace mcr::detail {
+
+/// A composed backend of the build (hier), as init() configured it.
+struct ComposedChoice {
+  const ComposedBackendFactory* factory = nullptr;
+  std::string config;  // its canonical configuration (ComposedBackendFactory::read_config)
+  bool wanted = true;  // MCR_BACKENDS / InitOptions::backends left it in (or is unset)
+};
 
 struct Runtime {
   LaunchInfo launch;
@@ -30,8 +36,7 @@ struct Runtime {
   std::string table_source;
   std::vector<std::pair<std::string, std::string>> unusable;  // compiled in, not usable here
   VerifyMode verify = VerifyMode::first;  // MCR_VERIFY / InitOptions::verify (verify.hpp)
-  HierConfig hier;                        // MCR_HIER: the composed backend's two libraries
-  bool hier_wanted = true;  // MCR_BACKENDS / InitOptions::backends left hier in (or is unset)
+  std::vector<ComposedChoice> composed;   // one per composed backend of the build
   std::shared_ptr<CommState> world;
 };
 

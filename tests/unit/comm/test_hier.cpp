@@ -1,10 +1,11 @@
-// The composed backend's configuration (MCR_HIER), the topology it composes over, and when it
-// declines (hier/hier_config.hpp, hier/hier_backend.hpp, hier/hier_compose.hpp).
+// The composed backend's configuration (MCR_HIER), its registration, the topology it composes
+// over, and when it declines (hier/hier_config.hpp, hier/hier_backend.hpp, hier/hier_compose.hpp).
 #include <gtest/gtest.h>
 
 #include "backends/hier/hier_backend.hpp"
 #include "backends/hier/hier_compose.hpp"
 #include "backends/hier/hier_config.hpp"
+#include "core/state.hpp"
 #include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
 
@@ -57,6 +58,39 @@ GroupTopology real(std::vector<int> host_of_world) {
   for (std::size_t i = 0; i < members.size(); ++i)
     members[i] = static_cast<int>(i);
   return group_topology(host_of_world, members);
+}
+
+// hier reaches the runtime through its registration alone: listed after the flat backends,
+// configured by MCR_HIER, and declining with the reason where it cannot compose.
+TEST(HierRegistration, IsComposedAfterTheFlatBackends) {
+  const auto names = compiled_backend_names();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.back(), "hier");
+  ASSERT_EQ(composed_backends().size(), 1u);
+  const ComposedBackendFactory& f = composed_backends().front();
+  EXPECT_EQ(f.name, "hier");
+  EXPECT_EQ(f.config_source, "MCR_HIER");
+}
+
+TEST(HierRegistration, CreatesWhereItCanComposeAndSaysWhyNotElsewhere) {
+  const ComposedBackendFactory& f = composed_backends().front();
+  auto one_host = std::make_shared<CommState>();
+  one_host->size = 4;
+  one_host->topology = real({0, 0, 0, 0});
+  std::string why;
+  EXPECT_EQ(f.create(*one_host, {}, "intra=auto;inter=auto", why), nullptr);
+  EXPECT_NE(why.find("spans one host"), std::string::npos) << why;
+
+  auto two_hosts = std::make_shared<CommState>();
+  two_hosts->size = 4;
+  two_hosts->topology = real({0, 0, 1, 1});
+  why.clear();
+  const auto b = f.create(*two_hosts, {}, "intra=mpi;inter=gloo", why);
+  ASSERT_NE(b, nullptr) << why;
+  EXPECT_EQ(b->name(), "hier");
+  EXPECT_TRUE(b->composes());
+  EXPECT_FALSE(b->busy_composing());
+  EXPECT_EQ(b->size(), 4);
 }
 
 TEST(HierView, DeclinesOneHostUnevenAndOneRankPerHost) {

@@ -1,12 +1,9 @@
 #include "hier_backend.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -51,8 +48,6 @@ std::string hier_unusable_reason(const GroupTopology& view) {
 
 namespace {
 
-thread_local bool forming = false;  // communicators may be created on several threads
-
 // Between hosts, where no rule or tuning entry decides, large steps go to Gloo: over TCP its
 // ring beats Open MPI's choice for the 2-rank all_reduce that dominates a composed all_reduce
 // (docs/performance/bench-and-tuning.md#hier-steps-between-hosts). Smaller steps keep the default
@@ -63,13 +58,6 @@ constexpr const char* kInterGlooWhy =
     "from 1 MiB";
 
 class HierBackend;
-
-// Every hier backend of the process, for finish_composed_before_blocking().
-std::mutex live_mu;
-std::vector<HierBackend*> live;
-// live.size(), readable without the lock: every blocking call of every backend asks, and in most
-// processes (one host, or no hier) the answer is 0.
-std::atomic<std::size_t> live_count{0};
 
 class HierPending final : public PendingOp {
  public:
@@ -88,22 +76,15 @@ class HierBackend final : public Backend {
       : parent_(parent),
         flat_(std::move(flat)),
         config_(std::move(config)),
-        view_(std::move(view)) {
-    std::lock_guard lock(live_mu);
-    live.push_back(this);
-    live_count.store(live.size(), std::memory_order_relaxed);
-  }
-  ~HierBackend() override {
-    std::lock_guard lock(live_mu);
-    std::erase(live, this);
-    live_count.store(live.size(), std::memory_order_relaxed);
-  }
+        view_(std::move(view)) {}
+  ~HierBackend() override = default;
   HierBackend(const HierBackend&) = delete;
   HierBackend& operator=(const HierBackend&) = delete;
 
-  bool busy() const noexcept { return !queue_.empty(); }
+  bool composes() const noexcept override { return true; }
+  bool busy_composing() const noexcept override { return !queue_.empty(); }
 
-  std::string_view name() const noexcept override { return "hier"; }
+  std::string_view name() const noexcept override { return kHierBackend; }
   int rank() const noexcept override { return parent_.rank; }
   int size() const noexcept override { return parent_.size; }
 
@@ -213,8 +194,9 @@ class HierBackend final : public Backend {
     std::erase_if(queue_, [](const std::shared_ptr<ComposedOp>& op) { return op->done; });
   }
 
-  // Collective over the parent (form_hier_groups()).
-  void form_groups();
+  // Collective over the parent: splits off the "my host" and "same local index"
+  // sub-communicators and keeps them.
+  void finish_creation() override;
 
   void abandon() noexcept {
     if (broken_.empty()) {
@@ -305,7 +287,7 @@ class HierBackend final : public Backend {
   mutable std::set<std::string> reasons_;
 };
 
-void HierBackend::form_groups() {
+void HierBackend::finish_creation() {
   auto layout = std::make_unique<HierLayout>();
   layout->hosts = view_.hosts;
   layout->per_host = view_.ranks_per_host;
@@ -349,45 +331,20 @@ void HierPending::abandon() noexcept {
 
 }  // namespace
 
-bool forming_hier_groups() noexcept {
-  return forming;
-}
-
-void form_hier_groups(CommState& parent) {
-  for (auto& b : parent.backends) {
-    auto* hier = dynamic_cast<HierBackend*>(b.get());
-    if (hier == nullptr) continue;
-    forming = true;
-    struct Reset {
-      ~Reset() { forming = false; }
-    } reset;
-    hier->form_groups();
-  }
-}
-
-void finish_composed_before_blocking(const Backend& b, const OpArgs& args) {
-  if (live_count.load(std::memory_order_relaxed) == 0 || args.async || !b.needs_host_progress() ||
-      dynamic_cast<const HierBackend*>(&b) != nullptr) {
-    return;
-  }
-  finish_composed_ops();
-}
-
-void finish_composed_ops() {
-  auto any_busy = [] {
-    std::lock_guard lock(live_mu);
-    return std::any_of(live.begin(), live.end(), [](const HierBackend* h) { return h->busy(); });
+ComposedBackendFactory hier_composed_factory() {
+  return {
+      .name = kHierBackend,
+      .config_source = "MCR_HIER",
+      .read_config = [] { return read_hier_config().canonical(); },
+      .create = [](CommState& comm, std::vector<Backend*> flat, const std::string& config,
+                   std::string& why) -> std::unique_ptr<Backend> {
+        HierConfig c = parse_hier_config(config, "MCR_HIER");
+        GroupTopology view = hier_view(comm.topology, comm.size, c);
+        why = hier_unusable_reason(view);
+        if (!why.empty()) return nullptr;
+        return std::make_unique<HierBackend>(comm, std::move(flat), std::move(c), std::move(view));
+      },
   };
-  // Bounded: every step in flight times out on its own (Work::test), which empties its queue.
-  for (std::uint64_t spins = 0; any_busy(); ++spins) {
-    engine().progress_all();
-    if (spins > 256) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
-
-std::unique_ptr<Backend> make_hier_backend(CommState& parent, std::vector<Backend*> flat,
-                                           HierConfig config, GroupTopology view) {
-  return std::make_unique<HierBackend>(parent, std::move(flat), std::move(config), std::move(view));
 }
 
 }  // namespace mcr::detail
