@@ -98,9 +98,10 @@ Backend& Selector::resolve_override(std::string_view name, OpType op, DType dtyp
   return *b;
 }
 
-std::vector<Candidate> Selector::consider(OpType op, DType dtype, ReduceOp reduce,
-                                          Device::Kind device, std::size_t bytes,
-                                          std::string_view override_name, CallForm form) const {
+std::vector<SelectionCandidate> Selector::consider(OpType op, DType dtype, ReduceOp reduce,
+                                                   Device::Kind device, std::size_t bytes,
+                                                   std::string_view override_name,
+                                                   CallForm form) const {
   SelectionInputs in;
   in.rules = rules_.get();
   in.table = table_.get();
@@ -120,7 +121,7 @@ std::vector<Candidate> Selector::consider(OpType op, DType dtype, ReduceOp reduc
   return select_backend(in, fit, {op, dtype, bytes, form, override_name});
 }
 
-Backend* Selector::chosen(const std::vector<Candidate>& candidates) const noexcept {
+Backend* Selector::chosen(const std::vector<SelectionCandidate>& candidates) const noexcept {
   const std::string* name = chosen_backend(candidates);
   return name != nullptr ? find(*name) : nullptr;
 }
@@ -133,44 +134,44 @@ Selection Selector::explain(OpType op, DType dtype, ReduceOp reduce, Device::Kin
     sel.source = std::string(to_string(c.source));
     std::string why;
     switch (c.source) {
-      case Candidate::Source::override:
+      case SelectionCandidate::Source::override:
         why = "per-call override";
         break;
-      case Candidate::Source::rule:
+      case SelectionCandidate::Source::rule:
         why = fmt::format("rule #{} ({})", c.index + 1,
                           RuleSet{{rules_->rules[c.index]}}.canonical());
         break;
-      case Candidate::Source::tuning:
+      case SelectionCandidate::Source::tuning:
         why = fmt::format("tuning table: fastest measured at {} bytes, {} ranks on {}{}", bytes,
                           group_size_, describe(shape_),
-                          c.verdict == Candidate::Verdict::chosen && !c.detail.empty()
+                          c.verdict == SelectionCandidate::Verdict::chosen && !c.detail.empty()
                               ? fmt::format(" ({})", c.detail)
                               : std::string());
         break;
-      case Candidate::Source::preset:
+      case SelectionCandidate::Source::preset:
         why = fmt::format("{} ({})", presets_why_, RuleSet{{presets_.rules[c.index]}}.canonical());
         if (!c.table_note.empty()) why += fmt::format("; tuning table: {}", c.table_note);
         break;
-      case Candidate::Source::fallback:
+      case SelectionCandidate::Source::fallback:
         why = fmt::format("default priority #{}", c.index + 1);
         if (!c.table_note.empty()) why += fmt::format(" (tuning table: {})", c.table_note);
         break;
     }
     switch (c.verdict) {
-      case Candidate::Verdict::chosen:
+      case SelectionCandidate::Verdict::chosen:
         sel.backend = c.name;
         break;
-      case Candidate::Verdict::unavailable:
+      case SelectionCandidate::Verdict::unavailable:
         why = fmt::format("{}; {}", why, c.detail);
         break;
-      case Candidate::Verdict::unsupported:
+      case SelectionCandidate::Verdict::unsupported:
         why = fmt::format("{}; skipped: {}", why, c.detail);
         break;
-      case Candidate::Verdict::slower:
+      case SelectionCandidate::Verdict::slower:
         why = "slower in the tuning table";
         break;
     }
-    sel.steps.push_back({c.name, c.verdict == Candidate::Verdict::chosen, std::move(why)});
+    sel.steps.push_back({c.name, c.verdict == SelectionCandidate::Verdict::chosen, std::move(why)});
   }
   if (sel.backend.empty() && override_name.empty()) sel.source = "default";
   return sel;
@@ -221,7 +222,7 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce, Dev
         noted = true;
         log_debug("select {} {}: tuning table: {}", to_string(op), to_string(dtype), c.table_note);
       }
-      if (c.verdict == Candidate::Verdict::unsupported) {
+      if (c.verdict == SelectionCandidate::Verdict::unsupported) {
         log_debug("select {} {} [{}, {}]: {}: skipped: {}", to_string(op), to_string(dtype), lo, hi,
                   c.name, c.detail);
       }

@@ -20,8 +20,6 @@
 
 namespace mcr::detail {
 
-using Candidate = SelectionCandidate;
-
 class Selector {
  public:
   /// `backends`: this communicator's instances in default priority order. `unusable`: backends
@@ -62,11 +60,12 @@ class Selector {
 
   /// Every candidate considered for this operation, ending with the chosen one (if any):
   /// select_backend() over this communicator's inputs and backends.
-  std::vector<Candidate> consider(OpType op, DType dtype, ReduceOp reduce, Device::Kind device,
-                                  std::size_t bytes, std::string_view override_name = {},
-                                  CallForm form = CallForm::sync) const;
+  std::vector<SelectionCandidate> consider(OpType op, DType dtype, ReduceOp reduce,
+                                           Device::Kind device, std::size_t bytes,
+                                           std::string_view override_name = {},
+                                           CallForm form = CallForm::sync) const;
   /// The chosen backend of a consider() result, or nullptr when none can run the operation.
-  Backend* chosen(const std::vector<Candidate>& candidates) const noexcept;
+  Backend* chosen(const std::vector<SelectionCandidate>& candidates) const noexcept;
 
   /// Defaults that the backend which formed this communicator for its own steps gives it (hier
   /// between hosts: docs/hier-backend.md): consulted after the rules and the tuning table, before
