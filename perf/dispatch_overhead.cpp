@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   mcr::Communicator comm = mcr::init();
   const mcr::CallOptions on_mpi{.backend = "mpi"};
   if (comm.rank() == 0) {
-    fmt::print("# mcr dispatch overhead, {} ranks, all_reduce sum f32, median of {} blocks\n",
+    fmt::print("# mcr dispatch overhead, {} ranks, all_reduce sum fp32, median of {} blocks\n",
                comm.size(), reps);
     fmt::print("{:>10} {:>8} {:>14} {:>14} {:>8}\n", "bytes", "iters", "raw MPI us", "mcr us",
                "ratio");

@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
 
   if (comm.rank() == 0) {
     fmt::print(
-        "# raw Gloo vs mcr 'gloo' backend ({}), {} ranks, f32, {} alternating blocks of ~{:.0f} "
+        "# raw Gloo vs mcr 'gloo' backend ({}), {} ranks, fp32, {} alternating blocks of ~{:.0f} "
         "ms per size\n",
         p2p ? "irecv from left + isend to right, wait both"
             : (async ? "iall_reduce + wait, sum" : "all_reduce, sum"),

@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   mcr::Communicator comm = mcr::init(init);
   if (comm.rank() == 0) {
     fmt::print(
-        "# MCR_VERIFY cost, {} ranks, all_reduce sum f32 {} B, {} calls per block, median "
+        "# MCR_VERIFY cost, {} ranks, all_reduce sum fp32 {} B, {} calls per block, median "
         "of {} blocks\n",
         comm.size(), bytes, iters, reps);
     fmt::print("{:>8} {:>14} {:>14} {:>14}\n", "backend", "off us", "verified us", "added us");

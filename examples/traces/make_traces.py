@@ -34,11 +34,11 @@ def dp_step():
     ops, left = [], params
     while left > 0:
         n = mult12(min(bucket, left))
-        ops.append({"op": "all_reduce", "count": n, "dtype": "f32", "async": True})
+        ops.append({"op": "all_reduce", "count": n, "dtype": "fp32", "async": True})
         left -= min(bucket, left)
     ops[-1]["wait"] = True
-    ops.append({"op": "all_reduce", "count": 1, "dtype": "f32", "name": "loss"})
-    ops.append({"op": "all_reduce", "count": 1, "dtype": "f32", "name": "grad_norm"})
+    ops.append({"op": "all_reduce", "count": 1, "dtype": "fp32", "name": "loss"})
+    ops.append({"op": "all_reduce", "count": 1, "dtype": "fp32", "name": "grad_norm"})
     write("dp_step_100m.json", {
         "format": "mcr-trace", "version": 1,
         "description": f"DDP step, {params} fp32 params in {len(ops) - 2} buckets of "
@@ -71,7 +71,7 @@ def zero3_step():
         ops.append({"op": "reduce_scatter", "count": per_layer, "dtype": "bf16", "async": True,
                     "name": f"grad.h{l}"})
     ops[-1]["wait"] = True
-    ops.append({"op": "all_reduce", "count": 1, "dtype": "f32", "name": "loss"})
+    ops.append({"op": "all_reduce", "count": 1, "dtype": "fp32", "name": "loss"})
     write("zero3_step.json", {
         "format": "mcr-trace", "version": 1,
         "description": f"ZeRO-3 step, GPT-2 small ({layers} layers, hidden {h}): per-submodule "
@@ -98,10 +98,10 @@ def moe_step():
                         "name": f"bwd.layer{l}.{what}"})
     dense = mult12(layers * 4 * hidden * hidden)
     half = mult12(dense // 2)
-    ops.append({"op": "all_reduce", "count": half, "dtype": "f32", "async": True})
-    ops.append({"op": "all_reduce", "count": mult12(dense - half), "dtype": "f32", "async": True,
+    ops.append({"op": "all_reduce", "count": half, "dtype": "fp32", "async": True})
+    ops.append({"op": "all_reduce", "count": mult12(dense - half), "dtype": "fp32", "async": True,
                 "wait": True})
-    ops.append({"op": "all_reduce", "count": 1, "dtype": "f32", "name": "loss"})
+    ops.append({"op": "all_reduce", "count": 1, "dtype": "fp32", "name": "loss"})
     write("moe_step.json", {
         "format": "mcr-trace", "version": 1,
         "description": f"MoE step, {layers} MoE layers, all_to_all of {a2a} bf16 "

@@ -118,7 +118,7 @@ Trace parse_op_list(const json& doc, const std::string& path) {
       const auto t = d.is_string() ? parse_dtype(d.get<std::string>()) : std::nullopt;
       if (!t)
         bad_field(path, field("dtype"), d,
-                  "unknown element type (use f32, f64, f16, bf16, i8, u8, i32, i64)");
+                  "unknown element type (use fp32, fp64, fp16, bf16, i8, u8, i32, i64)");
       op.dtype = *t;
     }
     const bool has_bytes = o.contains("bytes");

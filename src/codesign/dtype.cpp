@@ -9,9 +9,9 @@
 
 namespace mcr::codesign {
 namespace {
-// One vocabulary across mcr: the runtime's spellings (f64, f32, f16, i8, double) are accepted here
-// as they are there (src/comm/core/types.cpp), so one --dtype value means the same in every
-// command.
+// One vocabulary across mcr: both print fp64, fp32, fp16, bf16 and i8, and each accepts the
+// other's aliases (f32, float32, int8, double, ...; src/comm/core/types.cpp), so one --dtype value
+// means the same in every command.
 constexpr std::array<std::pair<std::string_view, DType>, 19> kNames{{
     {"fp64", DType::fp64},     {"fp32", DType::fp32},    {"tf32", DType::tf32},
     {"fp16", DType::fp16},     {"bf16", DType::bf16},    {"fp8", DType::fp8},
@@ -28,7 +28,7 @@ DType parse_dtype(std::string_view name) {
     if (text == name) return dtype;
   }
   throw InvalidArgument(fmt::format(
-      "dtype '{}' is not known: use one of fp64, fp32, tf32, fp16, bf16, fp8, int8", name));
+      "dtype '{}' is not known: use one of fp64, fp32, tf32, fp16, bf16, fp8, i8", name));
 }
 
 std::string to_string(DType dtype) {
@@ -46,7 +46,7 @@ std::string to_string(DType dtype) {
     case DType::fp8:
       return "fp8";
     case DType::int8:
-      return "int8";
+      return "i8";
   }
   return "unknown";
 }

@@ -17,13 +17,13 @@ function(expect_error body expected)
 endfunction()
 set(head "{\"format\": \"mcr-trace\", \"version\": 1, ")
 expect_error("${head} \"ops\": [{\"op\": \"all_reduce\", \"count\": 12, \"dtype\": \"f33\"}]}"
-             "ops[0].dtype \"f33\": unknown element type (use f32, f64, f16, bf16, i8, u8, i32, i64)")
+             "ops[0].dtype \"f33\": unknown element type (use fp32, fp64, fp16, bf16, i8, u8, i32, i64)")
 expect_error("${head} \"ops\": [{\"op\": \"all_reduce\", \"count\": 12}, {\"op\": \"allreduse\", \"count\": 12}]}"
              "ops[1].op \"allreduse\": unknown operation (known: send, broadcast, reduce, all_reduce")
 expect_error("${head} \"ops\": [{\"op\": \"all_gather\", \"count\": 12, \"bytes\": 48}]}"
              "ops[0] {\"bytes\":48,\"count\":12,\"op\":\"all_gather\"}: needs exactly one of \"bytes\" and \"count\"")
 expect_error("${head} \"ops\": [{\"op\": \"all_reduce\", \"bytes\": 6, \"dtype\": \"f32\"}]}"
-             "ops[0].bytes 6: must be a multiple of the f32 element size 4")
+             "ops[0].bytes 6: must be a multiple of the fp32 element size 4")
 expect_error("${head} \"ops\": [{\"op\": \"broadcast\", \"count\": 12, \"group\": [0, 1], \"root\": 2}]}"
              "ops[0].root 2: must be a rank of the op's group of 2")
 expect_error("${head} \"ops\": [{\"op\": \"all_reduce\", \"count\": 12, \"group\": [1, 1]}]}"

@@ -156,7 +156,7 @@ TEST_F(BadInput, CountMismatches) {
                                                       Tensor(f64.data(), 4, DType::f64),
                                                       ReduceOp::sum, o);
                                    },
-                                   {{"dtype"}, {"f64"}});
+                                   {{"dtype"}, {"fp64"}});
     if (p > 1) {
       const std::size_t indivisible = 2 * p + 1;
       expect_raises<InvalidArgument>("all_to_all input not divisible " + v,
@@ -251,9 +251,9 @@ TEST_F(BadInput, ReduceOpNotDefinedForDtype) {
     for (ReduceOp bitwise : {ReduceOp::band, ReduceOp::bor, ReduceOp::bxor}) {
       const std::string name(to_string(bitwise));
       expect_raises<InvalidArgument>(
-          name + " on f32 " + v,
+          name + " on fp32 " + v,
           [&] { comm_.all_reduce(Tensor(f.data(), 4, DType::f32), bitwise, o); },
-          {{name}, {"f32"}});
+          {{name}, {"fp32"}});
     }
     expect_raises<InvalidArgument>(
         "avg on i32 " + v,

@@ -45,7 +45,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E env MCR_TUNING=${OUT}/table_4x1.json
                         ${MPI} ${MCR} bench --op all_reduce -b 64 -e 64 --backend auto -n 1 -w 0 -q
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0 OR NOT err MATCHES
-   "select all_reduce f32: tuning table: measured on 4x1, this communicator is 1x2; not applied")
+   "select all_reduce fp32: tuning table: measured on 4x1, this communicator is 1x2; not applied")
   message(FATAL_ERROR "MCR_DEBUG=1 did not report the unused table (${rc}):\n${out}\n${err}")
 endif()
 

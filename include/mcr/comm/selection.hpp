@@ -73,7 +73,7 @@ struct RuleSet {
   /// this build lacks is accepted: the rule is then skipped at selection). Throws InvalidArgument
   /// naming the rule's number (from 1) and text, and the bad token.
   static RuleSet parse(std::string_view text);
-  /// Parses a JSON rules document: {"rules": [{"op": "all_reduce", "dtype": "f32", "min_bytes": 0,
+  /// Parses a JSON rules document: {"rules": [{"op": "all_reduce", "dtype": "fp32", "min_bytes": 0,
   /// "max_bytes": 65536, "backend": "mpi"}, ...]} or {"rules": "<rules string>"}. Byte counts are
   /// non-negative integers or size strings ("64K"); unknown keys are rejected. Same checks as
   /// parse.

@@ -11,7 +11,8 @@
 
 namespace mcr {
 
-/// Element type of a tensor.
+/// Element type of a tensor. Printed (to_string) as fp32, fp64, fp16, bf16, i8, u8, i32, i64: the
+/// same names as the analyser's (mcr/codesign/dtype.hpp).
 enum class DType : std::uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64 };
 inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
                                        DType::i8,  DType::u8,  DType::i32, DType::i64};
@@ -34,7 +35,8 @@ constexpr std::size_t dtype_size(DType t) noexcept {
   return 1;
 }
 std::string_view to_string(DType t) noexcept;
-/// Parses "f32", "float32", "fp16", "half", "bf16", "i64", "int64", ... Returns nullopt if unknown.
+/// Parses "fp32", "float32", "f32", "fp16", "half", "bf16", "i64", "int64", ... Returns nullopt if
+/// unknown.
 std::optional<DType> parse_dtype(std::string_view name) noexcept;
 constexpr bool is_integer(DType t) noexcept {
   return t == DType::i8 || t == DType::u8 || t == DType::i32 || t == DType::i64;

@@ -37,7 +37,7 @@ _OP_NAMES = {
     "all_to_all_single": "all_to_all", "send": "send", "recv": "recv", "barrier": "barrier",
 }
 _DTYPES = {
-    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16",
     torch.int8: "i8", torch.uint8: "u8", torch.bool: "u8", torch.int32: "i32", torch.int64: "i64",
 }
 _REDUCE = {

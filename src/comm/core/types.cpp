@@ -10,8 +10,8 @@
 namespace mcr {
 
 std::string_view to_string(DType t) noexcept {
-  static constexpr std::array<std::string_view, 8> names{"f32", "f64", "f16", "bf16",
-                                                         "i8",  "u8",  "i32", "i64"};
+  static constexpr std::array<std::string_view, 8> names{"fp32", "fp64", "fp16", "bf16",
+                                                         "i8",   "u8",   "i32",  "i64"};
   return names[static_cast<std::size_t>(t)];
 }
 

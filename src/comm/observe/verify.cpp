@@ -114,7 +114,7 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
-// "ranks 0 have f32, ranks 1 have i32" when `values` (one per rank) are not all equal, else "".
+// "ranks 0 have fp32, ranks 1 have i32" when `values` (one per rank) are not all equal, else "".
 std::string differences(const std::vector<std::string>& values, std::string_view verb = "have") {
   std::vector<std::pair<std::string, std::vector<int>>> groups;  // in order of first appearance
   for (std::size_t r = 0; r < values.size(); ++r) {

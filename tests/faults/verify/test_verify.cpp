@@ -85,7 +85,7 @@ TEST(Verify, DtypeF32AgainstI32) {
   const DType t = c.rank() == 0 ? DType::f32 : DType::i32;
   expect_mismatch(
       [&] { c.all_reduce(Tensor(buf.data(), 4, t), ReduceOp::sum); },
-      {"all_reduce #", "dtype differs: ranks 0 have f32, ranks " + others(c) + " have i32"});
+      {"all_reduce #", "dtype differs: ranks 0 have fp32, ranks " + others(c) + " have i32"});
   expect_usable(c);
 }
 
@@ -94,7 +94,7 @@ TEST(Verify, DtypeF32AgainstF64) {
   std::vector<double> buf(4, 1.0);
   const DType t = c.rank() == 0 ? DType::f32 : DType::f64;
   expect_mismatch([&] { c.all_reduce(Tensor(buf.data(), 4, t), ReduceOp::sum); },
-                  {"dtype differs: ranks 0 have f32, ranks " + others(c) + " have f64"});
+                  {"dtype differs: ranks 0 have fp32, ranks " + others(c) + " have fp64"});
   expect_usable(c);
 }
 

@@ -40,9 +40,9 @@ bool has_out_of_place_form(OpType op);
 /// The ops a test matrix covers: every OpType, with send standing for the send/recv pair.
 std::vector<OpType> tested_ops();
 
-/// "all_reduce f32 sum count=7 in-place async backend=mpi" (root/shift where it applies).
+/// "all_reduce fp32 sum count=7 in-place async backend=mpi" (root/shift where it applies).
 std::string describe(const OpCase& c);
-/// "all_reduce f32 sum": the combination a backend supports or not.
+/// "all_reduce fp32 sum": the combination a backend supports or not.
 std::string combination(const OpCase& c);
 
 /// Which of a case's two buffers a tensor lies in.
