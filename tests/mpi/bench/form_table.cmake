@@ -5,7 +5,7 @@ cmake_minimum_required(VERSION 3.25)
 # communication log records the backend of every op); `mcr tune --form both --in-flight 4` writes
 # entries and samples of both forms, validates, and plots each form as series of its own.
 # -DMPIEXEC -DMCR -DOUT
-include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/McrMpiexec.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/../../../cmake/McrMpiexec.cmake)
 set(MPI ${MPIEXEC} ${MCR_MPIEXEC_FLAGS} -np 2)
 file(MAKE_DIRECTORY ${OUT})
 file(WRITE ${OUT}/forms.json [=[

@@ -3,7 +3,7 @@ cmake_minimum_required(VERSION 3.25)
 # a root, repeats, steps and an async wait point; the JSON is parsed and checked: every policy
 # present with total_time_s > 0, op counts per type adding up to the trace's op count, no wrong
 # values (a wrong value would fail the run).
-include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/McrMpiexec.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/../../../cmake/McrMpiexec.cmake)
 set(MPI ${MPIEXEC} ${MCR_MPIEXEC_FLAGS} -np 3)
 file(MAKE_DIRECTORY ${OUT})
 file(WRITE ${OUT}/mixed.json [=[

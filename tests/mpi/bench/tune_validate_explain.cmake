@@ -1,5 +1,5 @@
 # mcr tune on 2 ranks (short sweep) -> mcr tune --validate -> mcr explain under MCR_TUNING.
-include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/McrMpiexec.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/../../../cmake/McrMpiexec.cmake)
 set(MPI ${MPIEXEC} ${MCR_MPIEXEC_FLAGS} -np 2)
 file(MAKE_DIRECTORY ${OUT})
 execute_process(COMMAND ${MPI} ${MCR} tune --op all_reduce,broadcast,send,barrier -b 4 -e 16K -f 16 --reps 3

@@ -2,7 +2,7 @@
 # not applied (explain says default and why; the runtime's debug log says so when the op runs), one
 # naming 1x2 is, and a table `mcr tune` writes here carries 1x2 on every entry and sample.
 # -DMPIEXEC -DMCR -DOUT
-include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/McrMpiexec.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/../../../cmake/McrMpiexec.cmake)
 set(MPI ${MPIEXEC} ${MCR_MPIEXEC_FLAGS} -np 2)
 file(MAKE_DIRECTORY ${OUT})
 

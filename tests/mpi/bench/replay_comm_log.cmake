@@ -2,7 +2,7 @@ cmake_minimum_required(VERSION 3.25)
 # A trace written by MCR_LOG=trace replayed: a short replay of a JSON trace on 2 ranks is logged,
 # then the log is replayed on 2 ranks. Its op count must equal the collective instances in the log
 # (one record with group_rank 0 each; send/recv left out and counted), and on 1 rank it is refused.
-include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/McrMpiexec.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/../../../cmake/McrMpiexec.cmake)
 set(MPI ${MPIEXEC} ${MCR_MPIEXEC_FLAGS} -np 2)
 file(MAKE_DIRECTORY ${OUT})
 file(WRITE ${OUT}/small.json [=[
