@@ -6,7 +6,8 @@
 namespace mcr::cli {
 namespace {
 
-// Fields of mcr::plan::Layout and the model terms the planner's errors use, with their flags.
+// Fields of mcr::plan::Layout and PlanRequest and the model terms the planner's errors use, with
+// their flags.
 constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     {"layout.gpus", "--gpus"},
     {"layout.tp", "--tp"},
@@ -33,6 +34,9 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     {"model.kv_heads", "--kv-heads"},
     {"model.ffn", "--ffn"},
     {"model.layers", "--layers"},
+    // mcr::plan::PlanRequest (mcr plan).
+    {"request.dp_bucket_mb", "--dp-bucket-mb"},
+    {"request.optimizer_bytes", "--optimizer-bytes"},
 };
 
 bool identifier_char(char c) {
