@@ -22,6 +22,20 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+std::vector<CallForm> parse_call_forms(std::string_view name) {
+  if (name == "sync") return {CallForm::sync};
+  if (name == "async") return {CallForm::async};
+  if (name == "both") return {CallForm::sync, CallForm::async};
+  throw InvalidArgument(fmt::format(
+      "tune.forms '{}': must be sync, async or both (entries are kept per form)", name));
+}
+
+bool parse_tune_placement(std::string_view name) {
+  if (name == "out" || name == "in") return name == "in";
+  throw InvalidArgument(fmt::format(
+      "tune.in_place '{}': must be out or in (a table holds one placement per op and size)", name));
+}
+
 void check_tune_options(const TuneOptions& o, const std::vector<std::string>& usable) {
   detail::require_points(o.ops, o.sizes, o.dtypes);
   detail::require_usable("--backends", o.backends, usable, false);

@@ -37,6 +37,9 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     // mcr::plan::PlanRequest (mcr plan).
     {"request.dp_bucket_mb", "--dp-bucket-mb"},
     {"request.optimizer_bytes", "--optimizer-bytes"},
+    // mcr::bench::TuneOptions (mcr tune).
+    {"tune.forms", "--form"},
+    {"tune.in_place", "--place"},
 };
 
 bool identifier_char(char c) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mcr/bench/measure.hpp"
@@ -80,6 +81,13 @@ struct TuneResult {
   std::uint64_t wrong = 0;  ///< wrong elements over every backend and point
   double wall_seconds = 0;
 };
+
+/// "sync", "async" or "both" (sync first): the call forms a table is measured for. Throws
+/// InvalidArgument naming tune.forms.
+std::vector<CallForm> parse_call_forms(std::string_view name);
+/// "out" (false) or "in" (true): the placement TuneOptions::in_place holds; a table keeps one
+/// placement per op and size, so "both" is refused. Throws InvalidArgument naming tune.in_place.
+bool parse_tune_placement(std::string_view name);
 
 /// Throws InvalidArgument naming the flag, the value and the rule for: no op, size or dtype,
 /// --reps < 1, --budget-ms <= 0, --hysteresis outside [0, 1), a --backends name not in `usable`.

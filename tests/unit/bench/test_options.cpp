@@ -209,3 +209,15 @@ TEST(Compare, ExtraRoundsForAutoAndTheContendersUntilTheRatioIsPrecise) {
 TEST(Provenance, CommandLineNamesThisProgram) {
   EXPECT_TRUE(contains(command_line(), "bench_unit_tests")) << command_line();
 }
+
+TEST(TuneOptionsTest, CallFormsAndPlacementParse) {
+  EXPECT_EQ(parse_call_forms("sync"), std::vector<CallForm>{CallForm::sync});
+  EXPECT_EQ(parse_call_forms("async"), std::vector<CallForm>{CallForm::async});
+  EXPECT_EQ(parse_call_forms("both"), (std::vector<CallForm>{CallForm::sync, CallForm::async}));
+  EXPECT_EQ(message_of([] { (void)parse_call_forms("all"); }),
+            "tune.forms 'all': must be sync, async or both (entries are kept per form)");
+  EXPECT_FALSE(parse_tune_placement("out"));
+  EXPECT_TRUE(parse_tune_placement("in"));
+  EXPECT_TRUE(contains(message_of([] { (void)parse_tune_placement("both"); }),
+                       "tune.in_place 'both': must be out or in"));
+}
