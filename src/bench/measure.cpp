@@ -69,6 +69,15 @@ TimeReduce parse_time_reduce(std::string_view name) {
   throw InvalidArgument(fmt::format("--time '{}': must be one of max, min, avg", name));
 }
 
+ReduceOp parse_reduce(std::string_view name) {
+  const auto op = parse_reduce_op(name);
+  if (!op) {
+    throw InvalidArgument(
+        fmt::format("sweep.reduce '{}': unknown reduce operator (use sum, min, max)", name));
+  }
+  return *op;
+}
+
 std::vector<double> reduce_across(Communicator& comm, std::vector<double> values, TimeReduce how) {
   if (values.empty()) return values;
   const ReduceOp op = how == TimeReduce::max   ? ReduceOp::max

@@ -37,7 +37,8 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     // mcr::plan::PlanRequest (mcr plan).
     {"request.dp_bucket_mb", "--dp-bucket-mb"},
     {"request.optimizer_bytes", "--optimizer-bytes"},
-    // mcr::bench::TuneOptions (mcr tune).
+    // mcr::bench::SweepOptions (mcr bench) and TuneOptions (mcr tune).
+    {"sweep.reduce", "--reduce"},
     {"tune.forms", "--form"},
     {"tune.in_place", "--place"},
 };

@@ -221,3 +221,11 @@ TEST(TuneOptionsTest, CallFormsAndPlacementParse) {
   EXPECT_TRUE(contains(message_of([] { (void)parse_tune_placement("both"); }),
                        "tune.in_place 'both': must be out or in"));
 }
+
+TEST(SweepOptionsTest, ReduceOperatorsParse) {
+  EXPECT_EQ(parse_reduce("sum"), ReduceOp::sum);
+  EXPECT_EQ(parse_reduce("min"), ReduceOp::min);
+  EXPECT_EQ(parse_reduce("max"), ReduceOp::max);
+  EXPECT_EQ(message_of([] { (void)parse_reduce("median"); }),
+            "sweep.reduce 'median': unknown reduce operator (use sum, min, max)");
+}
