@@ -37,6 +37,18 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     // mcr::plan::PlanRequest (mcr plan).
     {"request.dp_bucket_mb", "--dp-bucket-mb"},
     {"request.optimizer_bytes", "--optimizer-bytes"},
+    // mcr::codesign::bench::GemmRequest (mcr gemm).
+    {"request.m", "-m"},
+    {"request.n", "-n"},
+    {"request.k", "-k"},
+    {"request.batch", "--batch"},
+    {"request.dtypes", "--dtype"},
+    {"request.presets", "--preset"},
+    {"request.models", "--model"},
+    {"request.threads", "--threads"},
+    {"request.device", "--device"},
+    {"request.compare", "--compare"},
+    {"request.measure.clock", "--clock"},
     // mcr::bench::SweepOptions (mcr bench) and TuneOptions (mcr tune).
     {"sweep.reduce", "--reduce"},
     {"tune.forms", "--form"},
