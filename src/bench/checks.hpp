@@ -16,18 +16,19 @@ namespace mcr::bench::detail {
 // An empty list would run nothing and report success, which hides a caller's mistake.
 inline void require_points(const std::vector<OpType>& ops, const std::vector<std::size_t>& sizes,
                            const std::vector<DType>& dtypes) {
-  if (ops.empty()) throw InvalidArgument("--op: at least one operation is required");
-  if (sizes.empty()) throw InvalidArgument("-b/-e/--sizes: at least one message size is required");
-  if (dtypes.empty()) throw InvalidArgument("--dtype: at least one element type is required");
+  if (ops.empty()) throw InvalidArgument("options.ops: at least one operation is required");
+  if (sizes.empty()) throw InvalidArgument("options.sizes: at least one message size is required");
+  if (dtypes.empty())
+    throw InvalidArgument("options.dtypes: at least one element type is required");
 }
 
 // Every requested backend must be usable on this communicator ("auto" too when `allow_auto`).
-inline void require_usable(std::string_view flag, const std::vector<std::string>& requested,
+inline void require_usable(std::string_view field, const std::vector<std::string>& requested,
                            const std::vector<std::string>& usable, bool allow_auto) {
   for (const auto& b : requested) {
     if (allow_auto && b == "auto") continue;
     if (std::find(usable.begin(), usable.end(), b) == usable.end()) {
-      throw InvalidArgument(fmt::format("{} '{}': not usable here (usable: {}{})", flag, b,
+      throw InvalidArgument(fmt::format("{} '{}': not usable here (usable: {}{})", field, b,
                                         allow_auto ? "auto, " : "", fmt::join(usable, ", ")));
     }
   }

@@ -58,11 +58,12 @@ void check_compare_options(const CompareOptions& o) {
   detail::require_points(o.ops, o.sizes, o.dtypes);
   if (o.repetitions < 1)
     throw InvalidArgument(
-        fmt::format("--reps {}: at least one repetition is required", o.repetitions));
+        fmt::format("compare.repetitions {}: at least one repetition is required", o.repetitions));
   if (!(o.precision >= 0))
-    throw InvalidArgument(fmt::format("--precision {}: must be >= 0", o.precision));
+    throw InvalidArgument(fmt::format("compare.precision {}: must be >= 0", o.precision));
   if (!(o.extra_budget_s >= 0))
-    throw InvalidArgument(fmt::format("--extra-budget {}: must be >= 0 seconds", o.extra_budget_s));
+    throw InvalidArgument(
+        fmt::format("compare.extra_budget_s {}: must be >= 0 seconds", o.extra_budget_s));
 }
 
 CompareResult run_compare(Communicator& world, const CompareOptions& o,

@@ -66,7 +66,16 @@ TimeReduce parse_time_reduce(std::string_view name) {
   if (name == "max") return TimeReduce::max;
   if (name == "min") return TimeReduce::min;
   if (name == "avg") return TimeReduce::avg;
-  throw InvalidArgument(fmt::format("--time '{}': must be one of max, min, avg", name));
+  throw InvalidArgument(fmt::format("sweep.time '{}': must be one of max, min, avg", name));
+}
+
+ReduceOp parse_reduce(std::string_view name) {
+  const auto op = parse_reduce_op(name);
+  if (!op) {
+    throw InvalidArgument(
+        fmt::format("options.reduce '{}': unknown reduce operator (use sum, min, max)", name));
+  }
+  return *op;
 }
 
 std::vector<double> reduce_across(Communicator& comm, std::vector<double> values, TimeReduce how) {

@@ -133,15 +133,17 @@ Point::Point(Communicator comm, const PointConfig& config)
     : comm_(std::move(comm)), config_(config) {
   const int n = comm_.size();
   if (has_root(config_.op) && (config_.root < 0 || config_.root >= n)) {
-    throw InvalidArgument(fmt::format("--root {}: must be a rank in [0, {})", config_.root, n));
+    throw InvalidArgument(
+        fmt::format("options.root {}: must be a rank in [0, {})", config_.root, n));
   }
   if (config_.in_place && !has_in_place(config_.op)) {
     throw InvalidArgument(fmt::format("in-place: {} has no in-place form", to_string(config_.op)));
   }
   if (is_reduction(config_.op) && config_.reduce != ReduceOp::sum &&
       config_.reduce != ReduceOp::min && config_.reduce != ReduceOp::max) {
-    throw InvalidArgument(fmt::format("--reduce {}: the benchmark verifies sum, min and max only",
-                                      to_string(config_.reduce)));
+    throw InvalidArgument(
+        fmt::format("options.reduce {}: the benchmark verifies sum, min and max only",
+                    to_string(config_.reduce)));
   }
   layout_ = layout_for(config_.op, config_.nominal_bytes, config_.dtype, n);
   const std::size_t e = dtype_size(config_.dtype);
@@ -175,11 +177,11 @@ void Point::from_device() {
 Device bench_device(std::string_view kind) {
   if (kind == "cpu") return Device::cpu();
   if (kind != "cuda")
-    throw InvalidArgument(fmt::format("--device '{}': must be cpu or cuda", kind));
+    throw InvalidArgument(fmt::format("options.device '{}': must be cpu or cuda", kind));
   const int count = device_count(Device::Kind::cuda);
   if (count < 1) {
     throw InvalidArgument(
-        "--device cuda: no CUDA device is present (or this build has no CUDA support)");
+        "options.device cuda: no CUDA device is present (or this build has no CUDA support)");
   }
   // The launcher's local rank picks the device, as init() reads it (a given store needs no
   // rendezvous address here: the bench has formed its world already).

@@ -169,19 +169,20 @@ class Replayer {
 
 ReplayResult replay(Communicator& world, const Trace& trace, const ReplayOptions& options) {
   check_trace_fits(trace, world.size());
-  if (options.policies.empty()) throw InvalidArgument("--backend: at least one policy is required");
-  detail::require_usable("--backend", options.policies, world.backends(), true);
+  if (options.policies.empty())
+    throw InvalidArgument("replay.policies: at least one policy is required");
+  detail::require_usable("replay.policies", options.policies, world.backends(), true);
   for (std::size_t p = 0; p < options.policies.size(); ++p) {
     const auto& name = options.policies[p];
     if (std::find(options.policies.begin(),
                   options.policies.begin() + static_cast<std::ptrdiff_t>(p),
                   name) != options.policies.begin() + static_cast<std::ptrdiff_t>(p))
-      throw InvalidArgument(fmt::format("--backend '{}': listed twice", name));
+      throw InvalidArgument(fmt::format("replay.policies '{}': listed twice", name));
   }
   if (options.repetitions < 1)
-    throw InvalidArgument(fmt::format("--reps {}: must be >= 1", options.repetitions));
+    throw InvalidArgument(fmt::format("replay.repetitions {}: must be >= 1", options.repetitions));
   if (options.warmup < 0)
-    throw InvalidArgument(fmt::format("--warmup {}: must be >= 0", options.warmup));
+    throw InvalidArgument(fmt::format("replay.warmup {}: must be >= 0", options.warmup));
   Replayer replayer(world, trace, options.seed);
   const std::size_t np = options.policies.size();
   const std::size_t nops = trace.ops.size();

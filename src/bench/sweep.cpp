@@ -52,23 +52,24 @@ Placement parse_placement(std::string_view name) {
   if (name == "out") return Placement::out;
   if (name == "in") return Placement::in;
   if (name == "both") return Placement::both;
-  throw InvalidArgument(fmt::format("--place '{}': must be out, in or both", name));
+  throw InvalidArgument(fmt::format("sweep.place '{}': must be out, in or both", name));
 }
 
 void check_sweep_options(const SweepOptions& o, const std::vector<std::string>& usable) {
   detail::require_points(o.ops, o.sizes, o.dtypes);
   if (o.iterations < 1)
-    throw InvalidArgument(fmt::format("-n {}: at least one iteration is required", o.iterations));
-  if (o.warmup < 0) throw InvalidArgument(fmt::format("-w {}: must be >= 0", o.warmup));
-  if (!(o.min_time_s >= 0))
-    throw InvalidArgument(fmt::format("--min-time {}: must be >= 0 seconds", o.min_time_s));
-  if (o.iterations > o.max_iterations) {
     throw InvalidArgument(
-        fmt::format("-n {}: at most {} iterations per point", o.iterations, o.max_iterations));
+        fmt::format("sweep.iterations {}: at least one iteration is required", o.iterations));
+  if (o.warmup < 0) throw InvalidArgument(fmt::format("sweep.warmup {}: must be >= 0", o.warmup));
+  if (!(o.min_time_s >= 0))
+    throw InvalidArgument(fmt::format("sweep.min_time_s {}: must be >= 0 seconds", o.min_time_s));
+  if (o.iterations > o.max_iterations) {
+    throw InvalidArgument(fmt::format("sweep.iterations {}: at most {} iterations per point",
+                                      o.iterations, o.max_iterations));
   }
   if (o.backends.empty())
-    throw InvalidArgument("--backend: at least one backend (or auto) is required");
-  detail::require_usable("--backend", o.backends, usable, true);
+    throw InvalidArgument("sweep.backends: at least one backend (or auto) is required");
+  detail::require_usable("sweep.backends", o.backends, usable, true);
 }
 
 SweepResult run_sweep(Communicator& world, const SweepOptions& o, const SweepCallbacks& cb) {

@@ -47,7 +47,7 @@ std::vector<std::pair<std::size_t, std::string>> winners(
 std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples,
                                        double hysteresis) {
   if (hysteresis < 0 || hysteresis >= 1) {
-    throw InvalidArgument(fmt::format("--hysteresis {}: must be in [0, 1)", hysteresis));
+    throw InvalidArgument(fmt::format("tune.hysteresis {}: must be in [0, 1)", hysteresis));
   }
   std::map<Key, std::map<std::size_t, std::map<std::string, double>>> grouped;
   for (const auto& s : samples) {

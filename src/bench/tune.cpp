@@ -22,21 +22,36 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+std::vector<CallForm> parse_call_forms(std::string_view name) {
+  if (name == "sync") return {CallForm::sync};
+  if (name == "async") return {CallForm::async};
+  if (name == "both") return {CallForm::sync, CallForm::async};
+  throw InvalidArgument(fmt::format(
+      "tune.forms '{}': must be sync, async or both (entries are kept per form)", name));
+}
+
+bool parse_tune_placement(std::string_view name) {
+  if (name == "out" || name == "in") return name == "in";
+  throw InvalidArgument(fmt::format(
+      "tune.in_place '{}': must be out or in (a table holds one placement per op and size)", name));
+}
+
 void check_tune_options(const TuneOptions& o, const std::vector<std::string>& usable) {
   detail::require_points(o.ops, o.sizes, o.dtypes);
-  detail::require_usable("--backends", o.backends, usable, false);
-  if (o.forms.empty()) throw InvalidArgument("--form: name at least one of sync, async (or both)");
+  detail::require_usable("tune.backends", o.backends, usable, false);
+  if (o.forms.empty())
+    throw InvalidArgument("tune.forms: name at least one of sync, async (or both)");
   if (o.in_flight < 1 || o.in_flight > kTuneMaxIterations) {
-    throw InvalidArgument(fmt::format("--in-flight {}: must be in [1, {}] operations", o.in_flight,
-                                      kTuneMaxIterations));
+    throw InvalidArgument(fmt::format("tune.in_flight {}: must be in [1, {}] operations",
+                                      o.in_flight, kTuneMaxIterations));
   }
   if (o.repetitions < 1)
-    throw InvalidArgument(fmt::format("--reps {}: must be >= 1", o.repetitions));
+    throw InvalidArgument(fmt::format("tune.repetitions {}: must be >= 1", o.repetitions));
   if (!(o.budget_ms > 0))
-    throw InvalidArgument(fmt::format("--budget-ms {}: must be > 0 milliseconds", o.budget_ms));
+    throw InvalidArgument(fmt::format("tune.budget_ms {}: must be > 0 milliseconds", o.budget_ms));
   // Checked again by build_entries(); here so that a bad value fails before the measurements.
   if (!(o.hysteresis >= 0 && o.hysteresis < 1))
-    throw InvalidArgument(fmt::format("--hysteresis {}: must be in [0, 1)", o.hysteresis));
+    throw InvalidArgument(fmt::format("tune.hysteresis {}: must be in [0, 1)", o.hysteresis));
 }
 
 TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbacks& cb) {

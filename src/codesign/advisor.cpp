@@ -53,7 +53,7 @@ bool allows_tp(std::int64_t a, std::int64_t a_kv, const std::vector<std::int64_t
 std::vector<std::int64_t> usable_tp_sizes(const ModelShape& m,
                                           const std::vector<std::int64_t>& given) {
   for (const std::int64_t t : given) {
-    if (t <= 0) throw InvalidArgument(fmt::format("--tp-sizes: {} must be >= 1", t));
+    if (t <= 0) throw InvalidArgument(fmt::format("advisor.tp_sizes: {} must be >= 1", t));
   }
   if (!given.empty()) return given;
   std::vector<std::int64_t> sizes{m.t};
@@ -117,7 +117,7 @@ std::int64_t get_dimension(const ModelShape& m, const std::string& field) {
 Uncertainty advisor_uncertainty(const DeviceSpec& device, std::optional<double> given) {
   if (given) {
     if (!(*given >= 0) || *given >= 1) {
-      throw InvalidArgument(fmt::format("--uncertainty = {} must be in [0, 1)", *given));
+      throw InvalidArgument(fmt::format("advisor.uncertainty = {} must be in [0, 1)", *given));
     }
     return {*given, "--uncertainty"};
   }
@@ -135,9 +135,9 @@ Uncertainty advisor_uncertainty(const DeviceSpec& device, std::optional<double> 
 Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOptions& o) {
   model.validate();
   if (!(o.budget > 0) || o.budget >= 1) {
-    throw InvalidArgument(fmt::format("--budget = {} must be in (0, 1)", o.budget));
+    throw InvalidArgument(fmt::format("advisor.budget = {} must be in (0, 1)", o.budget));
   }
-  if (o.top <= 0) throw InvalidArgument(fmt::format("--top = {} must be >= 1", o.top));
+  if (o.top <= 0) throw InvalidArgument(fmt::format("advisor.top = {} must be >= 1", o.top));
   Advice advice;
   advice.input = model;
   advice.input_params = count_parameters(model).total;
@@ -259,10 +259,11 @@ std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device,
                               const std::string& field, std::int64_t first, std::int64_t last,
                               std::int64_t step) {
   get_dimension(model, field);  // rejects unknown names before any work
-  if (step <= 0) throw InvalidArgument(fmt::format("--step = {} must be >= 1", step));
+  if (step <= 0) throw InvalidArgument(fmt::format("sweep.step = {} must be >= 1", step));
   if (first <= 0 || last < first) {
-    throw InvalidArgument(fmt::format(
-        "sweep range {}..{} is empty or not positive: need 0 < --from <= --to", first, last));
+    throw InvalidArgument(
+        fmt::format("sweep range {}..{} is empty or not positive: need 0 < sweep.from <= sweep.to",
+                    first, last));
   }
   if ((last - first) / step > 100000) {
     throw InvalidArgument(

@@ -16,13 +16,14 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
 }
 
 void validate_layout(const ParallelLayout& p) {
-  if (p.pp <= 0) throw InvalidArgument(fmt::format("--pp = {} must be >= 1", p.pp));
-  if (p.dp <= 0) throw InvalidArgument(fmt::format("--dp = {} must be >= 1", p.dp));
+  if (p.pp <= 0) throw InvalidArgument(fmt::format("layout.pp = {} must be >= 1", p.pp));
+  if (p.dp <= 0) throw InvalidArgument(fmt::format("layout.dp = {} must be >= 1", p.dp));
   if (p.zero_stage < 0 || p.zero_stage > 3) {
-    throw InvalidArgument(fmt::format("--zero = {} must be 0, 1, 2 or 3", p.zero_stage));
+    throw InvalidArgument(fmt::format("layout.zero_stage = {} must be 0, 1, 2 or 3", p.zero_stage));
   }
   if (p.generated_tokens < 0) {
-    throw InvalidArgument(fmt::format("--gen-tokens = {} must be >= 0", p.generated_tokens));
+    throw InvalidArgument(
+        fmt::format("layout.generated_tokens = {} must be >= 0", p.generated_tokens));
   }
 }
 
@@ -129,7 +130,7 @@ FlopCount count_flops(const ModelShape& model) {
 }
 
 double training_flops(const ModelShape& model, double tokens, bool recompute) {
-  if (!(tokens > 0)) throw InvalidArgument(fmt::format("--tokens = {} must be > 0", tokens));
+  if (!(tokens > 0)) throw InvalidArgument(fmt::format("tokens = {} must be > 0", tokens));
   return count_flops(model).forward_per_token * tokens * (recompute ? 4.0 : 3.0);
 }
 

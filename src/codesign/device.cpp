@@ -294,9 +294,9 @@ DeviceSpec device_from_catalog(const std::string& name) {
     std::string known;
     for (const auto& n : catalog_devices())
       known += (known.empty() ? "" : ", ") + n;
-    throw InvalidArgument(fmt::format("--device '{}' is not in the catalog ({}); known devices: {}",
-                                      name, (data_dir() / "devices").string(),
-                                      known.empty() ? "none" : known));
+    throw InvalidArgument(
+        fmt::format("device.name '{}' is not in the catalog ({}); known devices: {}", name,
+                    (data_dir() / "devices").string(), known.empty() ? "none" : known));
   }
   return load_device(path);
 }

@@ -107,16 +107,16 @@ void ModelShape::validate() const {
       throw InvalidArgument(fmt::format("{}: {} = {} must be >= 0", ctx, field, value));
     }
   };
-  positive("h (hidden size, --hidden)", h);
-  positive("a (attention heads, --heads)", a);
-  positive("L (layers, --layers)", L);
-  positive("v (vocabulary, --vocab)", v);
-  positive("s (sequence length, --seq)", s);
-  positive("b (microbatch, --micro-batch)", b);
-  positive("d_ff (MLP width, --ffn)", d_ff);
-  positive("t (tensor-parallel size, --tp)", t);
-  positive("experts (--experts)", experts);
-  positive("top_k (--top-k)", top_k);
+  positive("h (hidden size, model.hidden)", h);
+  positive("a (attention heads, model.heads)", a);
+  positive("L (layers, model.layers)", L);
+  positive("v (vocabulary, model.vocab)", v);
+  positive("s (sequence length, model.seq)", s);
+  positive("b (microbatch, model.micro_batch)", b);
+  positive("d_ff (MLP width, model.ffn)", d_ff);
+  positive("t (tensor-parallel size, model.tp)", t);
+  positive("experts (model.experts)", experts);
+  positive("top_k (model.top_k)", top_k);
   positive("norms_per_layer", norms_per_layer);
   non_negative("head_dim", d_head);
   non_negative("positions", positions);
@@ -125,41 +125,46 @@ void ModelShape::validate() const {
   non_negative("dense_layers", dense_layers);
   if (a_kv < 0 || kv_heads() > a) {
     throw InvalidArgument(fmt::format(
-        "{}: a_kv (--kv-heads) = {} must be between 1 and a = {} (0 means a)", ctx, a_kv, a));
+        "{}: a_kv (model.kv_heads) = {} must be between 1 and a = {} (0 means a)", ctx, a_kv, a));
   }
   if (a % kv_heads() != 0) {
-    throw InvalidArgument(fmt::format(
-        "{}: a_kv (--kv-heads) = {} must divide a (--heads) = {}: each KV head serves a/a_kv "
-        "query heads (a % a_kv = {}); divisors of {}: {}",
-        ctx, a_kv, a, a % kv_heads(), a, divisor_list(a)));
+    throw InvalidArgument(
+        fmt::format("{}: a_kv (model.kv_heads) = {} must divide a (model.heads) = {}: each KV head "
+                    "serves a/a_kv "
+                    "query heads (a % a_kv = {}); divisors of {}: {}",
+                    ctx, a_kv, a, a % kv_heads(), a, divisor_list(a)));
   }
   if (d_head == 0) {
     if (a > h) {
       throw InvalidArgument(fmt::format(
-          "{}: a (--heads) = {} exceeds h (--hidden) = {}: head dimension h/a < 1", ctx, a, h));
+          "{}: a (model.heads) = {} exceeds h (model.hidden) = {}: head dimension h/a < 1", ctx, a,
+          h));
     }
     if (h % a != 0) {
       throw InvalidArgument(fmt::format(
-          "{}: h (--hidden) = {} is not divisible by a (--heads) = {} (h/a = {:.2f}): heads "
+          "{}: h (model.hidden) = {} is not divisible by a (model.heads) = {} (h/a = {:.2f}): "
+          "heads "
           "need equal integer size; use a head count dividing h (nearest: {}) or give head_dim",
           ctx, h, a, static_cast<double>(h) / static_cast<double>(a), nearest_divisors(h, a)));
     }
   }
   if (a % t != 0) {
-    throw InvalidArgument(fmt::format(
-        "{}: t (--tp) = {} must divide a (--heads) = {}: tensor parallelism gives each rank "
-        "a/t whole heads; usable t: {}",
-        ctx, t, a, divisor_list(a, 16)));
+    throw InvalidArgument(
+        fmt::format("{}: t (model.tp) = {} must divide a (model.heads) = {}: tensor parallelism "
+                    "gives each rank "
+                    "a/t whole heads; usable t: {}",
+                    ctx, t, a, divisor_list(a, 16)));
   }
   if (kv_heads() % t != 0 && t % kv_heads() != 0) {
-    throw InvalidArgument(fmt::format(
-        "{}: t (--tp) = {} and a_kv (--kv-heads) = {}: one must divide the other, so KV heads "
-        "split evenly (a_kv/t) or replicate evenly (t/a_kv copies)",
-        ctx, t, kv_heads()));
+    throw InvalidArgument(
+        fmt::format("{}: t (model.tp) = {} and a_kv (model.kv_heads) = {}: one must divide the "
+                    "other, so KV heads "
+                    "split evenly (a_kv/t) or replicate evenly (t/a_kv copies)",
+                    ctx, t, kv_heads()));
   }
   if (top_k > experts) {
-    throw InvalidArgument(
-        fmt::format("{}: top_k (--top-k) = {} must not exceed experts = {}", ctx, top_k, experts));
+    throw InvalidArgument(fmt::format("{}: top_k (model.top_k) = {} must not exceed experts = {}",
+                                      ctx, top_k, experts));
   }
   if (dense_layers > L) {
     throw InvalidArgument(
@@ -397,7 +402,7 @@ ModelShape load_preset(const std::string& name) {
     std::string known;
     for (const auto& n : preset_names())
       known += (known.empty() ? "" : ", ") + n;
-    throw InvalidArgument(fmt::format("--preset '{}' is not known (looked in {}); presets: {}",
+    throw InvalidArgument(fmt::format("model.name '{}' is not known (looked in {}); presets: {}",
                                       name, (data_dir() / "models").string(),
                                       known.empty() ? "none" : known));
   }

@@ -146,8 +146,9 @@ struct ParamMap {
     }
     for (const auto& name : fixed) {
       if (std::find(all_names.begin(), all_names.end(), name) == all_names.end()) {
-        throw InvalidArgument(fmt::format("--fix '{}' is not a parameter of device '{}' ({})", name,
-                                          d.name, fmt::join(all_names, ", ")));
+        throw InvalidArgument(
+            fmt::format("calibration.fixed '{}' is not a parameter of device '{}' ({})", name,
+                        d.name, fmt::join(all_names, ", ")));
       }
     }
     if (params.empty()) {

@@ -119,7 +119,7 @@ class CblasRunner final : public GemmRunner {
       // With several BLAS threads, CPU time also counts threads spinning while they wait for a
       // descheduled peer, so it would no longer measure the GEMM.
       throw InvalidArgument(fmt::format(
-          "clock 'cpu' needs exactly 1 BLAS thread, the runner uses {} (pass --threads 1)",
+          "clock 'cpu' needs exactly 1 BLAS thread, the runner uses {} (request.threads 1)",
           threads_));
     }
     for (const auto dim : {gemm.m, gemm.n, gemm.k}) {

@@ -1,5 +1,7 @@
 #include "mcr/gemmbench/compare.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 
@@ -65,6 +67,21 @@ void to_json(nlohmann::json& j, const ComparisonSummary& s) {
        {"p90_abs_pct_error", number(s.p90_abs_pct_error)},
        {"median_ratio", number(s.median_ratio)},
        {"spearman", number(s.spearman)}};
+}
+
+nlohmann::json comparison_json(std::span<const ComparisonRow> rows,
+                               const std::string& device_name) {
+  return {{"device", device_name}, {"rows", rows}, {"summary", summarize(rows)}};
+}
+
+void write_comparison_csv(std::ostream& out, std::span<const ComparisonRow> rows) {
+  out << "role,m,n,k,batch,dtype,median_s,measured_tflops,predicted_tflops,ratio,abs_pct_error\n";
+  for (const auto& r : rows) {
+    const auto& g = r.measured.gemm;
+    out << fmt::format("{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", g.role, g.m, g.n,
+                       g.k, g.batch, to_string(g.dtype), r.measured.timing.median_s,
+                       r.measured_tflops, r.predicted_tflops, r.ratio, r.abs_pct_error);
+  }
 }
 
 }  // namespace mcr::codesign::bench

@@ -46,7 +46,7 @@ DeviceSpec cpu_device_spec(const CpuInfo& cpu, double memory_bandwidth_gbs) {
   if (!(cpu.freq_ghz > 0)) {
     throw InvalidArgument(
         "local CPU: the clock frequency could not be read from sysfs or /proc/cpuinfo, so its peak "
-        "is unknown; describe the CPU in a device file and pass --device FILE");
+        "is unknown; describe the CPU in a device file and name it in request.device");
   }
   DeviceSpec d;
   d.name = kLocalCpuName;
@@ -128,8 +128,8 @@ DeviceSpec gpu_device_spec(const GpuInfo& gpu) {
   const auto name = catalog_name_for_gpu(gpu.name);
   if (name.empty()) {
     throw InvalidArgument(fmt::format(
-        "GPU '{}' is not in the device catalog ({}); describe it in a JSON file and pass "
-        "--device FILE",
+        "GPU '{}' is not in the device catalog ({}); describe it in a JSON file and name it in "
+        "request.device",
         gpu.name, fmt::join(catalog_devices(), ", ")));
   }
   DeviceSpec d = device_from_catalog(name);

@@ -98,6 +98,20 @@ nlohmann::json to_json(const SearchResult& found, double seconds) {
   return j;
 }
 
+nlohmann::json to_json(const PlanResult& r, const codesign::DeviceSpec& device,
+                       codesign::DType dtype) {
+  auto j = to_json(r);
+  j["device_peak"] = peak_to_json(device, dtype);
+  return j;
+}
+
+nlohmann::json to_json(const SearchResult& found, double seconds,
+                       const codesign::DeviceSpec& device, codesign::DType dtype) {
+  auto j = to_json(found, seconds);
+  j["device_peak"] = peak_to_json(device, dtype);
+  return j;
+}
+
 nlohmann::json to_json(const std::vector<AdvisedPair>& pairs) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& p : pairs) {

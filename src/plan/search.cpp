@@ -38,11 +38,12 @@ SearchResult search_layouts(const codesign::ModelShape& model, const codesign::D
   const SystemSpec& sys = comm.system();
   const int gpus = space.gpus > 0 ? space.gpus : sys.total_gpus();
   if (gpus > sys.total_gpus()) {
-    throw InvalidArgument(
-        fmt::format("--gpus {} exceeds system '{}' ({} GPUs)", gpus, sys.name, sys.total_gpus()));
+    throw InvalidArgument(fmt::format("space.gpus {} exceeds system '{}' ({} GPUs)", gpus, sys.name,
+                                      sys.total_gpus()));
   }
   if (space.global_batch < 1) {
-    throw InvalidArgument("--search needs --global-batch: the number of sequences per step");
+    throw InvalidArgument(
+        "a layout search needs space.global_batch: the number of sequences per step");
   }
   const auto all = divisors(gpus);
   const auto tps = or_default(space.tp, all);

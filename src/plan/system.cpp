@@ -178,8 +178,8 @@ std::vector<std::string> catalog_systems() {
 SystemSpec system_from_catalog(const std::string& name) {
   const auto path = codesign::data_dir() / "systems" / (name + ".json");
   if (!std::filesystem::exists(path)) {
-    throw InvalidArgument(fmt::format("--system '{}' is not in the catalog ({}); known: {}", name,
-                                      (codesign::data_dir() / "systems").string(),
+    throw InvalidArgument(fmt::format("system.name '{}' is not in the catalog ({}); known: {}",
+                                      name, (codesign::data_dir() / "systems").string(),
                                       fmt::join(catalog_systems(), ", ")));
   }
   return load_system(path);

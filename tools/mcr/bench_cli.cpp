@@ -31,6 +31,22 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& f) {
       ->capture_default_str();
 }
 
+void add_compare_flags(CLI::App* cmd, bench::CompareOptions& c) {
+  cmd->add_option("--reps", c.repetitions,
+                  "--compare-auto: least repetitions per point (median; more, up to 61, where ~0.6 "
+                  "s allows)")
+      ->capture_default_str();
+  cmd->add_option("--min-ratio", c.min_ratio, "--compare-auto: ratio to report as met")
+      ->capture_default_str();
+  cmd->add_option("--precision", c.precision,
+                  "--compare-auto: more rounds of auto and the best backend until the ratio's 95% "
+                  "interval is within this fraction of it")
+      ->capture_default_str();
+  cmd->add_option("--extra-budget", c.extra_budget_s,
+                  "--compare-auto: seconds per point those extra rounds may take (0: none)")
+      ->capture_default_str();
+}
+
 std::vector<OpType> resolve_ops(const SweepFlags& f, const std::vector<OpType>& when_empty) {
   if (f.ops.empty()) return when_empty;
   std::vector<OpType> ops;

@@ -1,11 +1,12 @@
 // Flags shared by `mcr bench` and `mcr tune` (ops, sizes, dtypes) and their resolution into the
-// typed values of the mcr::bench options.
+// typed values of the mcr::bench options; the settings of `mcr bench --compare-auto`.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <vector>
 
+#include "mcr/bench/compare.hpp"
 #include "mcr/comm/types.hpp"
 
 namespace CLI {
@@ -25,6 +26,8 @@ struct SweepFlags {
 
 /// Adds --op, -b/--minbytes, -e/--maxbytes, -f/--stepfactor, --sizes and --dtype to `cmd`.
 void add_sweep_flags(CLI::App* cmd, SweepFlags& flags);
+/// Adds the --compare-auto settings --reps, --min-ratio, --precision and --extra-budget to `cmd`.
+void add_compare_flags(CLI::App* cmd, bench::CompareOptions& options);
 /// "all" (or no --op) = every benchmarkable op; otherwise the named ops in order, without repeats.
 std::vector<OpType> resolve_ops(const SweepFlags& flags, const std::vector<OpType>& when_empty);
 std::vector<std::size_t> resolve_sizes(const SweepFlags& flags);

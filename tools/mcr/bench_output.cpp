@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "mcr/bench/measure.hpp"
+#include "mcr/errors.hpp"
+
 namespace mcr::cli {
 
 nlohmann::json to_json(const BenchRow& r) {
@@ -120,6 +123,90 @@ nlohmann::json to_json(const bench::ComparePoint& p, const std::vector<std::stri
         t[v].supported ? nlohmann::json(t[v].seconds * 1e6) : nlohmann::json(nullptr);
   }
   return j;
+}
+
+OutputFile open_output(Communicator& world, const std::string& path, std::string_view flag) {
+  OutputFile file(nullptr, &std::fclose);
+  if (path.empty()) return file;
+  if (world.rank() == 0) file.reset(std::fopen(path.c_str(), "w"));
+  const bool failed = bench::sum_across(world, world.rank() == 0 && !file ? 1 : 0) > 0;
+  if (failed) throw InvalidArgument(fmt::format("{} '{}': the file cannot be written", flag, path));
+  return file;
+}
+
+SweepPrinting::SweepPrinting(Format format, const std::string& time_reduce, int ranks,
+                             std::FILE* file) {
+  if (file) {  // the machine-readable form to the file, the table to the terminal
+    printers_.emplace_back(format, time_reduce, ranks, file);
+    printers_.emplace_back(Format::text, time_reduce, ranks);
+  } else {
+    printers_.emplace_back(format, time_reduce, ranks);
+  }
+}
+
+bench::SweepCallbacks SweepPrinting::callbacks(bool quiet) {
+  bench::SweepCallbacks cb;
+  if (!quiet) {
+    cb.on_group = [](const bench::SweepGroup& g) {
+      fmt::print(stderr, "mcr bench: {} {} {} on {} ({} sizes)\n", to_string(g.op),
+                 to_string(g.dtype), g.in_place ? "in-place" : "out-of-place", g.requested,
+                 g.sizes);
+    };
+  }
+  cb.on_skipped = [](const bench::SweepGroup&, std::string_view reason) {
+    fmt::print(stderr, "mcr bench: skipped: {}\n", reason);
+  };
+  cb.on_row = [this](const bench::SweepRow& row) {
+    for (auto& p : printers_)
+      p.add(row);
+  };
+  return cb;
+}
+
+void SweepPrinting::finish(const bench::SweepResult& result) {
+  for (auto& p : printers_)
+    p.finish();
+  if (result.wrong > 0) fmt::print(stderr, "mcr bench: {} wrong values\n", result.wrong);
+}
+
+ComparePrinting::ComparePrinting(const bench::CompareOptions& options, int ranks,
+                                 std::vector<std::string> backends, bool json, std::FILE* file)
+    : options_(options),
+      ranks_(ranks),
+      backends_(std::move(backends)),
+      json_(json),
+      file_(file),
+      text_(!json || file != nullptr) {}  // with --json FILE the table still goes to the terminal
+
+bench::CompareCallbacks ComparePrinting::callbacks(bool quiet) {
+  if (text_) fmt::print("{}", compare_header(options_, ranks_, backends_));
+  bench::CompareCallbacks cb;
+  if (!quiet) {
+    cb.on_group = [](OpType op, DType dtype) {
+      fmt::print(stderr, "mcr bench --compare-auto: {} {}\n", to_string(op), to_string(dtype));
+    };
+  }
+  cb.on_point = [this](const bench::ComparePoint& p) {
+    rows_.push_back(to_json(p, backends_));
+    if (text_) {
+      fmt::print("{}", compare_line(p));
+      std::fflush(stdout);
+    }
+  };
+  return cb;
+}
+
+void ComparePrinting::finish(const bench::CompareResult& result) {
+  if (json_) {
+    const auto doc =
+        nlohmann::json{{"ranks", ranks_}, {"min_ratio", options_.min_ratio}, {"rows", rows_}};
+    fmt::print(file_ ? file_ : stdout, "{}\n", doc.dump(2));
+  }
+  if (text_) {
+    fmt::print("# {} of {} points have auto >= {:.2f} x the best single backend\n", result.met,
+               result.points.size(), options_.min_ratio);
+  }
+  if (result.wrong > 0) fmt::print(stderr, "mcr bench: {} wrong values\n", result.wrong);
 }
 
 }  // namespace mcr::cli

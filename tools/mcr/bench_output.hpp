@@ -3,13 +3,16 @@
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "mcr/bench/compare.hpp"
 #include "mcr/bench/sweep.hpp"
+#include "mcr/comm/communicator.hpp"
 
 namespace mcr::cli {
 
@@ -44,5 +47,48 @@ std::string compare_header(const bench::CompareOptions& options, int ranks,
 std::string compare_line(const bench::ComparePoint& point);
 /// One --compare-auto JSON row.
 nlohmann::json to_json(const bench::ComparePoint& point, const std::vector<std::string>& backends);
+
+using OutputFile = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+/// --json FILE / --csv FILE (`flag` names which): rank 0 opens `path` for writing; every rank
+/// learns whether that worked, so a bad path fails on all ranks alike instead of leaving the others
+/// waiting in a collective. Empty path: no file (null). Collective.
+OutputFile open_output(Communicator& world, const std::string& path, std::string_view flag);
+
+/// Rank 0's output of a sweep: rows in `format` to `file` (or stdout when null); with a file, the
+/// text table on stdout as well.
+class SweepPrinting {
+ public:
+  SweepPrinting(Format format, const std::string& time_reduce, int ranks, std::FILE* file);
+  /// Progress on stderr (unless quiet), skipped groups, and every row to the printers.
+  bench::SweepCallbacks callbacks(bool quiet);
+  /// Ends the tables (JSON is printed here) and reports wrong values.
+  void finish(const bench::SweepResult& result);
+
+ private:
+  std::vector<RowPrinter> printers_;
+};
+
+/// Rank 0's output of --compare-auto: the table on stdout (unless JSON goes there), and with
+/// `json` the rows as one document to `file` (or stdout when null).
+class ComparePrinting {
+ public:
+  ComparePrinting(const bench::CompareOptions& options, int ranks,
+                  std::vector<std::string> backends, bool json, std::FILE* file);
+  /// Prints the table's header and returns the callbacks that print progress (unless quiet) and
+  /// each point.
+  bench::CompareCallbacks callbacks(bool quiet);
+  /// The JSON document, the count of points that met the ratio, and wrong values.
+  void finish(const bench::CompareResult& result);
+
+ private:
+  bench::CompareOptions options_;
+  int ranks_;
+  std::vector<std::string> backends_;
+  bool json_;
+  std::FILE* file_;
+  bool text_;
+  nlohmann::json rows_ = nlohmann::json::array();
+};
 
 }  // namespace mcr::cli

@@ -4,17 +4,14 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include <fstream>
-#include <sstream>
-
 #include "bench_cli.hpp"
-#include "bench_plot.hpp"
 #include "commands.hpp"
 #include "mcr/bench.hpp"
 #include "mcr/comm.hpp"
 #include "mcr/comm/info.hpp"
 #include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
+#include "tune_print.hpp"
 
 namespace mcr::cli {
 namespace {
@@ -37,62 +34,13 @@ struct TuneFlags {
   bool quiet = false;
 };
 
-int validate_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InvalidArgument(fmt::format("--validate '{}': the file cannot be opened", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const auto problems = bench::validate_table_text(ss.str());
-  if (problems.empty()) {
-    const auto t = TuningTable::parse_json(ss.str());
-    std::size_t ranges = 0;
-    for (const auto& e : t.entries)
-      ranges += e.ranges.size();
-    fmt::print("{}: valid tuning table (version {}, {} entries, {} ranges, {} samples)\n", path,
-               t.version, t.entries.size(), ranges, t.samples.size());
-    return 0;
-  }
-  fmt::print("{}: {} problem{}\n", path, problems.size(), problems.size() == 1 ? "" : "s");
-  for (const auto& p : problems)
-    fmt::print("  {}\n", p);
-  return 1;
-}
-
-void print_entries(const TuningTable& t) {
-  fmt::print("{:<15} {:<6} {:>5} {:>8} {:<5}  ranges (bytes: backend)\n", "op", "dtype", "ranks",
-             "topology", "form");
-  for (const auto& e : t.entries) {
-    std::string ranges;
-    for (const auto& r : e.ranges) {
-      ranges += fmt::format(
-          "{}[{}, {}]: {}", ranges.empty() ? "" : "  ", r.min_bytes,
-          r.max_bytes == kMaxBytes ? std::string("inf") : std::to_string(r.max_bytes), r.backend);
-    }
-    const std::string shape = e.hosts != 0 || e.ranks_per_host != 0 ? e.topology() : "any";
-    fmt::print("{:<15} {:<6} {:>5} {:>8} {:<5}  {}\n", to_string(e.op), e.dtype_class, e.group_size,
-               shape, e.form, ranges);
-  }
-}
-
-// --form sync|async|both; --async is --form async. Checked before init(), as --place is.
+// --async is --form async; the rest is the library's (parse_call_forms).
 std::vector<CallForm> parse_forms(const TuneFlags& f) {
   if (f.async && !f.form.empty() && f.form != "async") {
     throw InvalidArgument(fmt::format(
         "--async with --form '{}': --async means --form async; give one of them", f.form));
   }
-  const std::string form = f.form.empty() ? (f.async ? "async" : "sync") : f.form;
-  if (form == "sync") return {CallForm::sync};
-  if (form == "async") return {CallForm::async};
-  if (form == "both") return {CallForm::sync, CallForm::async};
-  throw InvalidArgument(
-      fmt::format("--form '{}': must be sync, async or both (entries are kept per form)", form));
-}
-
-void check_place(const std::string& place) {
-  if (place != "out" && place != "in") {
-    throw InvalidArgument(fmt::format(
-        "--place '{}': must be out or in (a table holds one placement per op and size)", place));
-  }
+  return bench::parse_call_forms(f.form.empty() ? (f.async ? "async" : "sync") : f.form);
 }
 
 bench::TuneOptions tune_options(const TuneFlags& f) {
@@ -104,8 +52,7 @@ bench::TuneOptions tune_options(const TuneFlags& f) {
   o.hysteresis = f.hysteresis;
   o.repetitions = f.repetitions;
   o.budget_ms = f.budget_ms;
-  check_place(f.place);
-  o.in_place = f.place == "in";
+  o.in_place = bench::parse_tune_placement(f.place);
   o.forms = parse_forms(f);
   o.in_flight = f.in_flight;
   o.hier_steps = !f.no_hier_steps;
@@ -113,30 +60,12 @@ bench::TuneOptions tune_options(const TuneFlags& f) {
   return o;
 }
 
-// Rank 0: a backend that gave wrong values (always), then the point's timings (unless quiet).
-void print_point(const bench::TunePoint& p, bool quiet) {
-  std::string line;
-  for (const auto& r : p.timings) {
-    if (!r.supported) continue;
-    if (r.wrong > 0) {
-      fmt::print(stderr, "mcr tune: {} on {} at {} bytes: {} wrong values; not used\n",
-                 to_string(p.op), r.backend, p.bytes, r.wrong);
-      continue;
-    }
-    line += fmt::format(" {}={:.2f}us", r.backend, r.seconds * 1e6);
-  }
-  if (!quiet) {
-    fmt::print(stderr, "[{:>4}/{}] {:>6.1f}s {}{:<15} {:<5} {:<5} {:>10} B:{}\n", p.index, p.total,
-               p.elapsed_s, p.group.empty() ? "" : fmt::format("({}) ", p.group), to_string(p.op),
-               p.dtype_class, to_string(p.form), p.bytes, line);
-  }
-}
-
 void tune(Communicator& world, const TuneFlags& f) {
   const bench::TuneOptions o = tune_options(f);
   const bool root = world.rank() == 0;
   bench::TuneCallbacks cb;
-  if (root) cb.on_point = [quiet = f.quiet](const bench::TunePoint& p) { print_point(p, quiet); };
+  if (root)
+    cb.on_point = [quiet = f.quiet](const bench::TunePoint& p) { print_tune_point(p, quiet); };
   const bench::TuneResult result = bench::run_tune(world, o, cb);
   const TuningTable& table = result.table;
   if (root) {
@@ -148,17 +77,7 @@ void tune(Communicator& world, const TuneFlags& f) {
                problems.empty() ? "" : "; INVALID:");
     for (const auto& p : problems)
       fmt::print("  {}\n", p);
-    if (f.plot) {
-      const auto prefix = f.output.size() > 5 && f.output.ends_with(".json")
-                              ? f.output.substr(0, f.output.size() - 5)
-                              : f.output;
-      try {
-        for (const auto& img : plot_table(table, prefix, f.plot_format))
-          fmt::print("mcr tune: plot {}\n", img);
-      } catch (const Error& e) {
-        fmt::print(stderr, "mcr tune: {}\n", e.what());
-      }
-    }
+    if (f.plot) plot_next_to(table, f.output, f.plot_format);
   }
   if (result.wrong > 0) exit_code() = 1;
 }
@@ -205,10 +124,11 @@ void add_tune_command(CLI::App& app) {
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress lines on stderr");
   cmd->callback([opts] {
     if (!opts->validate.empty()) {
-      exit_code() = validate_file(opts->validate);
+      exit_code() = validate_table_file(opts->validate);
       return;
     }
-    check_place(opts->place);  // before init(): no rank waits on one that failed
+    // Before init(): no rank waits on one that failed.
+    (void)bench::parse_tune_placement(opts->place);
     (void)parse_forms(*opts);
     Communicator world = init();
     try {

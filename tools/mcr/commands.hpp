@@ -18,6 +18,9 @@ void add_calibrate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
 void add_replay_command(CLI::App& app);
+/// `mcr shape`'s subcommands gemm and sweep (cmd_shape_gemm.cpp, cmd_shape_sweep.cpp).
+void add_shape_gemm_command(CLI::App* shape);
+void add_shape_sweep_command(CLI::App* shape);
 
 /// Exit code a subcommand asks for (e.g. a benchmark that found wrong values). 0 by default.
 int& exit_code();

@@ -6,8 +6,12 @@
 namespace mcr::cli {
 namespace {
 
-// Fields of mcr::plan::Layout and the model terms the planner's errors use, with their flags.
+// The fields and terms that library errors name, each with the flag that sets it. One name serves
+// every command that sets the field with the same flag (options.dtypes: mcr bench and mcr tune both
+// take --dtype); fields set by different flags have different names (sweep.backends is --backend,
+// tune.backends --backends).
 constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
+    // mcr::plan: the layout's fields, and the model's terms the planner's errors use.
     {"layout.gpus", "--gpus"},
     {"layout.tp", "--tp"},
     {"layout.pp", "--pp"},
@@ -33,6 +37,72 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     {"model.kv_heads", "--kv-heads"},
     {"model.ffn", "--ffn"},
     {"model.layers", "--layers"},
+    // mcr::codesign: the model's terms (ModelShape::validate), the memory layout
+    // (ParallelLayout), the advisor, the shape sweep and the catalogs' names.
+    {"model.name", "--preset"},
+    {"model.hidden", "--hidden"},
+    {"model.vocab", "--vocab"},
+    {"model.seq", "--seq"},
+    {"model.micro_batch", "--micro-batch"},
+    {"model.tp", "--tp"},
+    {"model.experts", "--experts"},
+    {"model.top_k", "--top-k"},
+    {"layout.zero_stage", "--zero"},
+    {"layout.generated_tokens", "--gen-tokens"},
+    {"advisor.tp_sizes", "--tp-sizes"},
+    {"advisor.uncertainty", "--uncertainty"},
+    {"advisor.budget", "--budget"},
+    {"advisor.top", "--top"},
+    {"sweep.step", "--step"},
+    {"sweep.from", "--from"},
+    {"sweep.to", "--to"},
+    {"device.name", "--device"},
+    {"system.name", "--system"},
+    {"space.gpus", "--gpus"},
+    {"space.global_batch", "--global-batch"},
+    {"calibration.fixed", "--fix"},
+    // mcr::plan::PlanRequest (mcr plan).
+    {"request.dp_bucket_mb", "--dp-bucket-mb"},
+    {"request.optimizer_bytes", "--optimizer-bytes"},
+    // mcr::codesign::bench::GemmRequest (mcr gemm).
+    {"request.m", "-m"},
+    {"request.n", "-n"},
+    {"request.k", "-k"},
+    {"request.batch", "--batch"},
+    {"request.dtypes", "--dtype"},
+    {"request.presets", "--preset"},
+    {"request.models", "--model"},
+    {"request.threads", "--threads"},
+    {"request.device", "--device"},
+    {"request.compare", "--compare"},
+    {"request.measure.clock", "--clock"},
+    // mcr::bench: options.* for the fields the sweep (mcr bench), the comparison (--compare-auto)
+    // and tuning (mcr tune) share; sweep.*, compare.*, tune.*, replay.* for their own.
+    {"options.ops", "--op"},
+    {"options.sizes", "-b/-e/--sizes"},
+    {"options.dtypes", "--dtype"},
+    {"options.root", "--root"},
+    {"options.reduce", "--reduce"},
+    {"options.device", "--device"},
+    {"sweep.place", "--place"},
+    {"sweep.iterations", "-n"},
+    {"sweep.warmup", "-w"},
+    {"sweep.min_time_s", "--min-time"},
+    {"sweep.backends", "--backend"},
+    {"sweep.time", "--time"},
+    {"compare.repetitions", "--reps"},
+    {"compare.precision", "--precision"},
+    {"compare.extra_budget_s", "--extra-budget"},
+    {"tune.backends", "--backends"},
+    {"tune.forms", "--form"},
+    {"tune.in_place", "--place"},
+    {"tune.in_flight", "--in-flight"},
+    {"tune.repetitions", "--reps"},
+    {"tune.budget_ms", "--budget-ms"},
+    {"tune.hysteresis", "--hysteresis"},
+    {"replay.policies", "--backend"},
+    {"replay.repetitions", "--reps"},
+    {"replay.warmup", "--warmup"},
 };
 
 bool identifier_char(char c) {

@@ -1,6 +1,7 @@
 #include "gemm_report.hpp"
 
 #include <fmt/core.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -149,6 +150,47 @@ void print_calibration(std::FILE* out, const codesign::bench::CalibrationResult&
                                    std::count_if(r.fitted.begin(), r.fitted.end(),
                                                  [](const auto& f) { return !f.identified; })),
              at_edge, at_prior);
+}
+
+void print_progress(std::size_t i, std::size_t total, const codesign::bench::GemmMeasurement& m) {
+  static const bool tty = isatty(fileno(stderr)) != 0;
+  const auto& g = m.gemm;
+  fmt::print(stderr, "{}[{:>4}/{}] {} m={} n={} k={} batch={} {}: {:.2f} us, {:.4f} TFLOP/s{}",
+             tty ? "\r\033[K" : "", i + 1, total, g.role, g.m, g.n, g.k, g.batch,
+             to_string(g.dtype), m.timing.median_s * 1e6, m.tflops(),
+             tty && i + 1 < total ? "" : "\n");
+  std::fflush(stderr);
+}
+
+void print_skipped(const codesign::bench::MeasurementSet& set) {
+  for (const auto& k : set.skipped) {
+    fmt::print(stderr, "mcr gemm: skipped {} m={} n={} k={} batch={} {}: {}\n", k.gemm.role,
+               k.gemm.m, k.gemm.n, k.gemm.k, k.gemm.batch, to_string(k.gemm.dtype), k.reason);
+  }
+}
+
+void print_dry_run(const codesign::bench::MeasurementSet& set) {
+  fmt::print("{} GEMMs would run on {}\n", set.rows.size(), set.backend_description);
+  for (const auto& r : set.rows) {
+    const auto& g = r.gemm;
+    fmt::print("{} m={} n={} k={} batch={} {} ({:.3g} GFLOP)\n", g.role, g.m, g.n, g.k, g.batch,
+               to_string(g.dtype), g.flops() / 1e9);
+  }
+}
+
+void write_table(const std::string& path, const codesign::bench::MeasurementSet& set,
+                 const std::vector<codesign::bench::ComparisonRow>* comparison) {
+  std::FILE* out = stdout;
+  if (!path.empty() && path != "-") {
+    out = std::fopen(path.c_str(), "w");
+    if (!out) throw Error(fmt::format("-o: cannot write '{}'", path));
+  }
+  if (comparison) {
+    print_comparison_table(out, set, *comparison, set.device->name);
+  } else {
+    print_measurements_table(out, set);
+  }
+  if (out != stdout) std::fclose(out);
 }
 
 void write_output(const std::string& path, const std::string& text) {

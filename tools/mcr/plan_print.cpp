@@ -38,6 +38,13 @@ const char* kHeader =
 
 }  // namespace
 
+std::string peak_line(const codesign::DeviceSpec& dev, codesign::DType dtype) {
+  const auto j = plan::peak_to_json(dev, dtype);
+  return fmt::format("device peak: {} {} TFLOP/s ({})\n", j["dtype"].get<std::string>(),
+                     dev.supports(dtype) ? fmt::format("{:.4g}", dev.peak_for(dtype)) : "none",
+                     j["source"].get<std::string>());
+}
+
 std::string format_plan(const plan::PlanResult& r) {
   const auto& b = r.breakdown;
   const double T = r.step_time_s;

@@ -10,6 +10,8 @@
 
 namespace mcr::cli {
 
+/// "device peak: bf16 312 TFLOP/s (source)" and a newline.
+std::string peak_line(const codesign::DeviceSpec& device, codesign::DType dtype);
 std::string format_plan(const plan::PlanResult& r);
 std::string format_search(const plan::SearchResult& s, double seconds);
 std::string format_advice(const std::vector<plan::AdvisedPair>& pairs);

@@ -117,6 +117,14 @@ BuiltModel build_model_noted(const ModelFlags& f) {
   return built;
 }
 
+nlohmann::json inputs_json(const BuiltModel& b) {
+  return {{"source", b.source},
+          {"defaults", b.defaults},
+          {"warnings", b.warnings},
+          {"config_keys_used", b.used},
+          {"config_keys_ignored", b.ignored}};
+}
+
 std::string describe_inputs(const BuiltModel& b) {
   std::string out = fmt::format("Inputs: {}\n", b.source);
   for (const auto& d : b.defaults)

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "mcr/codesign/model.hpp"
 
 namespace CLI {
@@ -44,6 +46,8 @@ codesign::ModelShape build_model(const ModelFlags& flags);
 
 /// "Inputs" block: source, defaults with their origin, config keys used and ignored, warnings.
 std::string describe_inputs(const BuiltModel& built);
+/// The same as the "inputs" object of `mcr shape --json`.
+nlohmann::json inputs_json(const BuiltModel& built);
 
 /// One line: "gpt3-2.7b: h=2560 a=32 (h/a=80) ...".
 std::string describe_model(const codesign::ModelShape& m);

@@ -26,7 +26,9 @@ inline constexpr int kCompareMaxRepetitions = 61;
 inline constexpr int kCompareExtraBatch = 8;
 inline constexpr double kCompareContenderMargin = 1.1;
 
-/// Each field mirrors the `mcr bench --compare-auto` flag named in its comment; errors name it.
+/// Each field mirrors the `mcr bench --compare-auto` flag named in its comment. Errors name the
+/// field: options.<field> for those the sweep and tuning share (ops, sizes, dtypes, root, reduce,
+/// device), compare.<field> for the others.
 struct CompareOptions {
   /// --op: the default is the ops a tuning table usually decides.
   std::vector<OpType> ops{OpType::all_reduce, OpType::all_gather, OpType::reduce_scatter,
@@ -86,8 +88,8 @@ std::size_t best_single(const std::vector<BackendTiming>& timings);
 /// best until best/auto is known within `precision` (95%).
 InterleavedOptions compare_interleaved_options(const CompareOptions& options);
 
-/// Throws InvalidArgument naming the flag, the value and the rule for: no op, size or dtype,
-/// --reps < 1, --precision < 0, --extra-budget < 0.
+/// Throws InvalidArgument naming the field, the value and the rule for: no op, size or dtype,
+/// repetitions < 1, precision < 0, extra_budget_s < 0.
 void check_compare_options(const CompareOptions& options);
 
 /// Runs the comparison on `world` (collective: every rank calls it with the same options) against

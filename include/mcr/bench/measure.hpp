@@ -17,8 +17,11 @@
 namespace mcr::bench {
 
 enum class TimeReduce { max, min, avg };
-/// "max", "min" or "avg"; throws InvalidArgument naming --time.
+/// "max", "min" or "avg"; throws InvalidArgument naming sweep.time.
 TimeReduce parse_time_reduce(std::string_view name);
+/// The reduce operator of a sweep or comparison, as parse_reduce_op spells it (the benchmark then
+/// verifies sum, min and max only); throws InvalidArgument naming options.reduce for other names.
+ReduceOp parse_reduce(std::string_view name);
 /// Reduces each value across the ranks of `comm` (max, min or mean). Collective.
 std::vector<double> reduce_across(Communicator& comm, std::vector<double> values, TimeReduce how);
 /// Sum of a count across ranks. Collective.

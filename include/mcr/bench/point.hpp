@@ -69,7 +69,7 @@ struct PointConfig {
 };
 
 /// "cpu", or "cuda": this rank's GPU (local rank modulo the devices visible). Throws
-/// InvalidArgument naming --device when the build has no CUDA or no device is present.
+/// InvalidArgument naming options.device when the build has no CUDA or no device is present.
 Device bench_device(std::string_view kind);
 
 /// Buffers of one (op, dtype, size, place) on this rank, allocated once and reused across backends

@@ -86,7 +86,9 @@ struct ReplayResult {
 /// Replays the trace once per policy untimed (warmup), then `repetitions` timed passes per policy
 /// in rounds (one pass of each policy per round, in a new order each round). Inputs follow the
 /// benchmark's verifiable pattern; the first timed pass of each policy is checked, and a wrong
-/// value throws Error (on every rank) naming the policy and the op. Collective over `world`.
+/// value throws Error (on every rank) naming the policy and the op. Bad options throw
+/// InvalidArgument naming the field (replay.policies, replay.repetitions, replay.warmup).
+/// Collective over `world`.
 ReplayResult replay(Communicator& world, const Trace& trace, const ReplayOptions& options);
 
 }  // namespace mcr::bench

@@ -19,11 +19,12 @@ namespace mcr::bench {
 
 /// Out-of-place, in-place, or both (out first) for every op that has an in-place form.
 enum class Placement { out, in, both };
-/// "out", "in" or "both"; throws InvalidArgument naming --place.
+/// "out", "in" or "both"; throws InvalidArgument naming sweep.place.
 Placement parse_placement(std::string_view name);
 
-/// What to sweep and how. Each field mirrors the `mcr bench` flag named in its comment; errors
-/// name that flag.
+/// What to sweep and how. Each field mirrors the `mcr bench` flag named in its comment. Errors name
+/// the field: options.<field> for those the comparison and tuning share (ops, sizes, dtypes, root,
+/// reduce, device), sweep.<field> for the others.
 struct SweepOptions {
   std::vector<OpType> ops{OpType::all_reduce};  ///< --op
   std::vector<std::size_t> sizes;               ///< nominal sizes in bytes (-b/-e/-f or --sizes)
@@ -94,10 +95,10 @@ struct SweepResult {
   std::uint64_t wrong = 0;  ///< wrong elements over every row (non-zero: a backend is broken)
 };
 
-/// Throws InvalidArgument naming the flag, the value and the rule for: no op, size or dtype, -n <
-/// 1, -w < 0, --min-time < 0, -n above the iteration cap, a --backend that is neither "auto" nor in
-/// `usable`. Called by run_sweep(); callers that must act before the collective work (e.g. open an
-/// output file) can call it first.
+/// Throws InvalidArgument naming the field, the value and the rule for: no op, size or dtype,
+/// iterations < 1 or above max_iterations, warmup < 0, min_time_s < 0, a backend that is neither
+/// "auto" nor in `usable`. Called by run_sweep(); callers that must act before the collective work
+/// (e.g. open an output file) can call it first.
 void check_sweep_options(const SweepOptions& options, const std::vector<std::string>& usable);
 
 /// Runs the sweep on `world` (collective: every rank calls it with the same options). Before the

@@ -15,7 +15,7 @@ namespace mcr::bench {
 /// the same winner are merged. A byte count between two measured sizes goes to the backend of the
 /// nearer one on a log scale (boundary at the geometric mean). The first range starts at 0 and the
 /// last is unbounded. The `send` entry is copied to `recv`: both ends of a message must agree.
-/// Throws InvalidArgument naming --hysteresis when it is outside [0, 1).
+/// Throws InvalidArgument naming tune.hysteresis when it is outside [0, 1).
 std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples, double hysteresis);
 
 /// Every problem of a tuning table file's text (`mcr tune --validate`): TuningTable::problems(),

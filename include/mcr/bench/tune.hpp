@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mcr/bench/measure.hpp"
@@ -21,7 +22,8 @@ namespace mcr::bench {
 /// Upper bound of iterations per repetition while tuning.
 inline constexpr int kTuneMaxIterations = 1000;
 
-/// Each field mirrors the `mcr tune` flag named in its comment; errors name it.
+/// Each field mirrors the `mcr tune` flag named in its comment. Errors name the field:
+/// options.<field> for ops, sizes and dtypes (shared with the sweep), tune.<field> for the others.
 struct TuneOptions {
   std::vector<OpType> ops = benchmark_ops();  ///< --op
   std::vector<std::size_t> sizes;             ///< nominal sizes in bytes (-b/-e/-f or --sizes)
@@ -81,8 +83,16 @@ struct TuneResult {
   double wall_seconds = 0;
 };
 
-/// Throws InvalidArgument naming the flag, the value and the rule for: no op, size or dtype,
-/// --reps < 1, --budget-ms <= 0, --hysteresis outside [0, 1), a --backends name not in `usable`.
+/// "sync", "async" or "both" (sync first): the call forms a table is measured for. Throws
+/// InvalidArgument naming tune.forms.
+std::vector<CallForm> parse_call_forms(std::string_view name);
+/// "out" (false) or "in" (true): the placement TuneOptions::in_place holds; a table keeps one
+/// placement per op and size, so "both" is refused. Throws InvalidArgument naming tune.in_place.
+bool parse_tune_placement(std::string_view name);
+
+/// Throws InvalidArgument naming the field, the value and the rule for: no op, size or dtype,
+/// repetitions < 1, budget_ms <= 0, hysteresis outside [0, 1), in_flight outside [1,
+/// kTuneMaxIterations], no form, a backends name not in `usable`.
 void check_tune_options(const TuneOptions& options, const std::vector<std::string>& usable);
 
 /// Measures and builds the table on `world` (collective: every rank calls it with the same

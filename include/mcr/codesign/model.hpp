@@ -89,10 +89,11 @@ struct ModelShape {
   bool gated_mlp() const { return mlp != MlpType::gelu; }
   std::int64_t expert_width() const { return d_ff_expert > 0 ? d_ff_expert : d_ff; }
 
-  /// Throws mcr::InvalidArgument naming the field (and its flag), the value and the rule, for
-  /// shapes no model can have or Megatron cannot shard: non-positive sizes, a_kv not dividing a,
-  /// h % a != 0 without an explicit head_dim, t not dividing a, t and a_kv neither dividing the
-  /// other, top_k > experts. Shapes that are legal but slow are the guideline checker's business.
+  /// Throws mcr::InvalidArgument naming the field (with its term, e.g. "a_kv (model.kv_heads)"),
+  /// the value and the rule, for shapes no model can have or Megatron cannot shard: non-positive
+  /// sizes, a_kv not dividing a, h % a != 0 without an explicit head_dim, t not dividing a, t and
+  /// a_kv neither dividing the other, top_k > experts. Shapes that are legal but slow are the
+  /// guideline checker's business.
   void validate() const;
 };
 bool operator==(const ModelShape& x, const ModelShape& y);

@@ -1,7 +1,9 @@
 // Prediction against measurement, per GEMM and over a sweep.
 #pragma once
 
+#include <ostream>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,5 +39,11 @@ ComparisonSummary summarize(std::span<const ComparisonRow> rows);
 
 void to_json(nlohmann::json& j, const ComparisonRow& r);
 void to_json(nlohmann::json& j, const ComparisonSummary& s);
+
+/// {"device", "rows", "summary"}: the comparison a report adds to its measurements' JSON.
+nlohmann::json comparison_json(std::span<const ComparisonRow> rows, const std::string& device_name);
+/// One CSV row per comparison (role, dims, dtype, median seconds, measured and predicted TFLOP/s,
+/// ratio, |error| %), after a header line.
+void write_comparison_csv(std::ostream& out, std::span<const ComparisonRow> rows);
 
 }  // namespace mcr::codesign::bench

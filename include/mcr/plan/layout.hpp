@@ -86,8 +86,8 @@ struct Layout {
 };
 
 /// Fills gpus, dp and global_batch where they are 0, then checks every rule. Throws
-/// mcr::InvalidArgument naming the flag, the values and the rule, e.g. "--tp 8 x --pp 4 x --dp 3 =
-/// 96 GPUs, but --gpus is 64: tp*pp*dp must equal gpus".
+/// mcr::InvalidArgument naming the fields, the values and the rule, e.g. "layout.tp 8 x layout.pp 4
+/// x layout.dp 3 = 96 GPUs, but layout.gpus is 64: tp*pp*dp must equal gpus".
 Layout resolve_layout(Layout layout, const codesign::ModelShape& model, const SystemSpec& system);
 
 /// The same checks without throwing: empty when valid, else the first broken rule.

@@ -146,5 +146,8 @@ nlohmann::json to_json(const PlanResult& r);
 /// peak probe): {"dtype", "source", "tflops"} (null when the device does not run the dtype), so
 /// that every plan says what its compute rate rests on.
 nlohmann::json peak_to_json(const codesign::DeviceSpec& device, codesign::DType dtype);
+/// to_json(r) with "device_peak": peak_to_json(device, dtype), as `mcr plan --json` prints it.
+nlohmann::json to_json(const PlanResult& r, const codesign::DeviceSpec& device,
+                       codesign::DType dtype);
 
 }  // namespace mcr::plan

@@ -50,6 +50,9 @@ struct SearchResult {
 
 /// {"evaluated", "rejected", "out_of_memory", "seconds", "ranked": [plan...], "too_big": [...]}.
 nlohmann::json to_json(const SearchResult& found, double seconds);
+/// The same with "device_peak": peak_to_json(device, dtype), as `mcr plan --search --json` prints.
+nlohmann::json to_json(const SearchResult& found, double seconds,
+                       const codesign::DeviceSpec& device, codesign::DType dtype);
 
 SearchResult search_layouts(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
                             const CommModel& comm, const SearchSpace& space, int top,

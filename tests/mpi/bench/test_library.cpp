@@ -65,9 +65,9 @@ TEST(Library, SweepFillsTheMinimumTimeWithMoreIterations) {
   bad.min_time_s = -1;
   try {
     bench::run_sweep(g_world, bad);
-    ADD_FAILURE() << "a negative --min-time was accepted";
+    ADD_FAILURE() << "a negative min_time_s was accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("--min-time -1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sweep.min_time_s -1"), std::string::npos) << e.what();
   }
 }
 

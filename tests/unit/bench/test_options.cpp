@@ -45,62 +45,62 @@ BackendTiming timing(std::string backend, double seconds, std::vector<double> re
 
 }  // namespace
 
-TEST(Options, PlacementNamesTheFlag) {
+TEST(Options, PlacementNamesTheField) {
   EXPECT_EQ(parse_placement("out"), Placement::out);
   EXPECT_EQ(parse_placement("in"), Placement::in);
   EXPECT_EQ(parse_placement("both"), Placement::both);
   const auto m = message_of([] { parse_placement("sideways"); });
-  EXPECT_TRUE(contains(m, "--place 'sideways': must be out, in or both")) << m;
+  EXPECT_TRUE(contains(m, "sweep.place 'sideways': must be out, in or both")) << m;
 }
 
-TEST(Options, SweepChecksNameFlagValueAndRule) {
+TEST(Options, SweepChecksNameFieldValueAndRule) {
   const std::vector<std::string> usable{"mpi", "gloo"};
   EXPECT_NO_THROW(check_sweep_options(valid_sweep(), usable));
   auto o = valid_sweep();
   o.iterations = 0;
   auto m = message_of([&] { check_sweep_options(o, usable); });
-  EXPECT_TRUE(contains(m, "-n 0: at least one iteration is required")) << m;
+  EXPECT_TRUE(contains(m, "sweep.iterations 0: at least one iteration is required")) << m;
   o = valid_sweep();
   o.warmup = -1;
   m = message_of([&] { check_sweep_options(o, usable); });
-  EXPECT_TRUE(contains(m, "-w -1: must be >= 0")) << m;
+  EXPECT_TRUE(contains(m, "sweep.warmup -1: must be >= 0")) << m;
   o = valid_sweep();
   o.backends = {"auto", "ucx"};
   m = message_of([&] { check_sweep_options(o, usable); });
-  EXPECT_TRUE(contains(m, "--backend 'ucx': not usable here (usable: auto, mpi, gloo)")) << m;
+  EXPECT_TRUE(contains(m, "sweep.backends 'ucx': not usable here (usable: auto, mpi, gloo)")) << m;
   o = valid_sweep();
   o.sizes.clear();
   m = message_of([&] { check_sweep_options(o, usable); });
-  EXPECT_TRUE(contains(m, "at least one message size is required")) << m;
+  EXPECT_TRUE(contains(m, "options.sizes: at least one message size is required")) << m;
   o = valid_sweep();
   o.ops.clear();
   m = message_of([&] { check_sweep_options(o, usable); });
-  EXPECT_TRUE(contains(m, "--op: at least one operation is required")) << m;
+  EXPECT_TRUE(contains(m, "options.ops: at least one operation is required")) << m;
   o = valid_sweep();
   o.dtypes.clear();
   m = message_of([&] { check_sweep_options(o, usable); });
-  EXPECT_TRUE(contains(m, "--dtype: at least one element type is required")) << m;
+  EXPECT_TRUE(contains(m, "options.dtypes: at least one element type is required")) << m;
 }
 
-TEST(Options, CompareChecksNameFlagValueAndRule) {
+TEST(Options, CompareChecksNameFieldValueAndRule) {
   CompareOptions o;
   o.sizes = {64};
   EXPECT_NO_THROW(check_compare_options(o));
   auto bad = o;
   bad.repetitions = 0;
   auto m = message_of([&] { check_compare_options(bad); });
-  EXPECT_TRUE(contains(m, "--reps 0: at least one repetition is required")) << m;
+  EXPECT_TRUE(contains(m, "compare.repetitions 0: at least one repetition is required")) << m;
   bad = o;
   bad.precision = -0.5;
   m = message_of([&] { check_compare_options(bad); });
-  EXPECT_TRUE(contains(m, "--precision -0.5: must be >= 0")) << m;
+  EXPECT_TRUE(contains(m, "compare.precision -0.5: must be >= 0")) << m;
   bad = o;
   bad.extra_budget_s = -1;
   m = message_of([&] { check_compare_options(bad); });
-  EXPECT_TRUE(contains(m, "--extra-budget -1: must be >= 0 seconds")) << m;
+  EXPECT_TRUE(contains(m, "compare.extra_budget_s -1: must be >= 0 seconds")) << m;
 }
 
-TEST(Options, TuneChecksNameFlagValueAndRule) {
+TEST(Options, TuneChecksNameFieldValueAndRule) {
   const std::vector<std::string> usable{"mpi", "gloo"};
   TuneOptions o;
   o.sizes = {64};
@@ -108,19 +108,19 @@ TEST(Options, TuneChecksNameFlagValueAndRule) {
   auto bad = o;
   bad.backends = {"auto"};  // tuning compares backends: automatic selection is not one
   auto m = message_of([&] { check_tune_options(bad, usable); });
-  EXPECT_TRUE(contains(m, "--backends 'auto': not usable here (usable: mpi, gloo)")) << m;
+  EXPECT_TRUE(contains(m, "tune.backends 'auto': not usable here (usable: mpi, gloo)")) << m;
   bad = o;
   bad.repetitions = 0;
   m = message_of([&] { check_tune_options(bad, usable); });
-  EXPECT_TRUE(contains(m, "--reps 0: must be >= 1")) << m;
+  EXPECT_TRUE(contains(m, "tune.repetitions 0: must be >= 1")) << m;
   bad = o;
   bad.budget_ms = 0;
   m = message_of([&] { check_tune_options(bad, usable); });
-  EXPECT_TRUE(contains(m, "--budget-ms 0: must be > 0")) << m;
+  EXPECT_TRUE(contains(m, "tune.budget_ms 0: must be > 0")) << m;
   bad = o;
   bad.hysteresis = 1;
   m = message_of([&] { check_tune_options(bad, usable); });
-  EXPECT_TRUE(contains(m, "--hysteresis 1: must be in [0, 1)")) << m;
+  EXPECT_TRUE(contains(m, "tune.hysteresis 1: must be in [0, 1)")) << m;
 }
 
 TEST(Options, DefaultsMatchTheCommandLine) {
@@ -208,4 +208,24 @@ TEST(Compare, ExtraRoundsForAutoAndTheContendersUntilTheRatioIsPrecise) {
 
 TEST(Provenance, CommandLineNamesThisProgram) {
   EXPECT_TRUE(contains(command_line(), "bench_unit_tests")) << command_line();
+}
+
+TEST(TuneOptionsTest, CallFormsAndPlacementParse) {
+  EXPECT_EQ(parse_call_forms("sync"), std::vector<CallForm>{CallForm::sync});
+  EXPECT_EQ(parse_call_forms("async"), std::vector<CallForm>{CallForm::async});
+  EXPECT_EQ(parse_call_forms("both"), (std::vector<CallForm>{CallForm::sync, CallForm::async}));
+  EXPECT_EQ(message_of([] { (void)parse_call_forms("all"); }),
+            "tune.forms 'all': must be sync, async or both (entries are kept per form)");
+  EXPECT_FALSE(parse_tune_placement("out"));
+  EXPECT_TRUE(parse_tune_placement("in"));
+  EXPECT_TRUE(contains(message_of([] { (void)parse_tune_placement("both"); }),
+                       "tune.in_place 'both': must be out or in"));
+}
+
+TEST(SweepOptionsTest, ReduceOperatorsParse) {
+  EXPECT_EQ(parse_reduce("sum"), ReduceOp::sum);
+  EXPECT_EQ(parse_reduce("min"), ReduceOp::min);
+  EXPECT_EQ(parse_reduce("max"), ReduceOp::max);
+  EXPECT_EQ(message_of([] { (void)parse_reduce("median"); }),
+            "options.reduce 'median': unknown reduce operator (use sum, min, max)");
 }

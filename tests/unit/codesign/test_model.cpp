@@ -162,7 +162,8 @@ TEST(Model, ValidationNamesField) {
     m.validate();
     FAIL();
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("a_kv (--kv-heads) = 64"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a_kv (model.kv_heads) = 64"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(from_hf_config(nlohmann::json::parse(R"({"model_type": "llama"})")),
                InvalidArgument);

@@ -23,7 +23,8 @@ TEST(Validation, KvHeadsMustDivideHeads) {
   ModelShape m = load_preset("llama-2-7b");
   m.a_kv = 5;
   const std::string e = error_of(m);
-  EXPECT_NE(e.find("a_kv (--kv-heads) = 5 must divide a (--heads) = 32"), std::string::npos) << e;
+  EXPECT_NE(e.find("a_kv (model.kv_heads) = 5 must divide a (model.heads) = 32"), std::string::npos)
+      << e;
 }
 
 TEST(Validation, HeadsMustDivideHiddenUnlessHeadDimIsGiven) {
@@ -31,7 +32,8 @@ TEST(Validation, HeadsMustDivideHiddenUnlessHeadDimIsGiven) {
   m.a = 30;
   m.a_kv = 30;
   const std::string e = error_of(m);
-  EXPECT_NE(e.find("h (--hidden) = 4096 is not divisible by a (--heads) = 30"), std::string::npos)
+  EXPECT_NE(e.find("h (model.hidden) = 4096 is not divisible by a (model.heads) = 30"),
+            std::string::npos)
       << e;
   EXPECT_NE(e.find("a = 32"), std::string::npos) << e;  // the nearest head count dividing h
   m.d_head = 128;  // an explicit head dimension makes h % a irrelevant (as in Gemma)
@@ -42,7 +44,7 @@ TEST(Validation, TensorParallelMustDivideHeadsAndKvHeads) {
   ModelShape m = load_preset("llama-2-7b");
   m.t = 3;
   const std::string e = error_of(m);
-  EXPECT_NE(e.find("t (--tp) = 3 must divide a (--heads) = 32"), std::string::npos) << e;
+  EXPECT_NE(e.find("t (model.tp) = 3 must divide a (model.heads) = 32"), std::string::npos) << e;
   EXPECT_NE(e.find("usable t: 1, 2, 4, 8, 16"), std::string::npos) << e;
   ModelShape gqa = load_preset("mixtral-8x7b");  // a = 32, a_kv = 8
   gqa.t = 16;                                    // KV heads replicate twice: fine
@@ -52,7 +54,7 @@ TEST(Validation, TensorParallelMustDivideHeadsAndKvHeads) {
   gqa.d_head = 128;
   gqa.t = 16;  // 48 % 16 = 0 but neither 12 | 16 nor 16 | 12
   const std::string kv = error_of(gqa);
-  EXPECT_NE(kv.find("a_kv (--kv-heads) = 12"), std::string::npos) << kv;
+  EXPECT_NE(kv.find("a_kv (model.kv_heads) = 12"), std::string::npos) << kv;
 }
 
 TEST(Validation, ModelJsonRejectsNonIntegerSizes) {

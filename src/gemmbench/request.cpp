@@ -1,0 +1,150 @@
+#include "mcr/gemmbench/request.hpp"
+
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "mcr/codesign/model.hpp"
+#include "mcr/errors.hpp"
+#include "mcr/gemmbench/local_device.hpp"
+#include "mcr/gemmbench/range.hpp"
+#include "mcr/gemmbench/sweep.hpp"
+
+namespace mcr::codesign::bench {
+namespace {
+
+bool names_a_device(const GemmRequest& r) {
+  return !r.device.empty() && r.device != "local";
+}
+
+std::vector<Gemm> model_gemms(const GemmRequest& r, const std::vector<DType>& dtypes) {
+  std::vector<ModelShape> shapes;
+  for (const auto& p : r.presets)
+    shapes.push_back(load_preset(p));
+  for (const auto& path : r.models)
+    shapes.push_back(load_hf_config(path));
+  std::vector<Gemm> out;
+  for (auto& shape : shapes) {
+    if (r.seq > 0) shape.s = r.seq;
+    if (r.micro_batch > 0) shape.b = r.micro_batch;
+    if (r.tp > 0) shape.t = r.tp;
+    shape.validate();
+    auto gemms = layer_gemms(shape, r.training);
+    const auto logits = logit_gemms(shape, r.training);
+    gemms.insert(gemms.end(), logits.begin(), logits.end());
+    // An explicit dtype replaces the model's (e.g. fp32 on a CPU without bf16 GEMM).
+    const auto run_dtypes = dtypes.empty() ? std::vector<DType>{shape.dtype} : dtypes;
+    for (const auto dt : run_dtypes) {
+      for (auto g : gemms) {
+        g.dtype = dt;
+        g.role = shape.name.empty() ? g.role : shape.name + ":" + g.role;
+        out.push_back(std::move(g));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<DType> parse_dtype_lists(const std::vector<std::string>& lists) {
+  std::vector<DType> out;
+  for (const auto& list : lists) {
+    std::stringstream ss(list);
+    for (std::string item; std::getline(ss, item, ',');) {
+      try {
+        out.push_back(parse_dtype(item));
+      } catch (const InvalidArgument& e) {
+        throw InvalidArgument(fmt::format("request.dtypes: {}", e.what()));
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Gemm> requested_gemms(const GemmRequest& r) {
+  const auto dtypes = parse_dtype_lists(r.dtypes);
+  auto gemms = model_gemms(r, dtypes);
+  if (!r.m.empty() || !r.n.empty() || !r.k.empty()) {
+    if (r.m.empty() || r.n.empty() || r.k.empty()) {
+      throw InvalidArgument(
+          "request.m, request.n and request.k must be given together (each a list or "
+          "start:end:step)");
+    }
+    const auto grid =
+        grid_gemms(parse_dim_values(r.m, "request.m"), parse_dim_values(r.n, "request.n"),
+                   parse_dim_values(r.k, "request.k"), parse_dim_values(r.batch, "request.batch"),
+                   dtypes.empty() ? std::vector<DType>{DType::fp32} : dtypes);
+    gemms.insert(gemms.end(), grid.begin(), grid.end());
+  }
+  if (gemms.empty()) {
+    throw InvalidArgument(
+        "nothing to run: give request.m/request.n/request.k (lists or start:end:step), "
+        "request.presets NAME or request.models CONFIG");
+  }
+  return gemms;
+}
+
+std::unique_ptr<GemmRunner> make_runner(const GemmRequest& r) {
+  if (r.backend == "cpu") return make_cblas_runner(r.threads);
+  if (r.backend == "gpu") return make_cublaslt_runner(r.gpu);
+  if (cublaslt_available() && cuda_device_count() > r.gpu) return make_cublaslt_runner(r.gpu);
+  return make_cblas_runner(r.threads);
+}
+
+std::optional<DeviceSpec> prediction_device(const GemmRequest& r, const GemmRunner& runner) {
+  if (names_a_device(r)) return resolve_device(r.device);
+  try {
+    if (runner.backend() == "cublaslt") {
+      const auto gpu = detect_gpu(r.gpu);
+      if (!gpu) throw Error("the GPU disappeared");
+      return gpu_device_spec(*gpu);
+    }
+    return local_cpu_device({r.threads, r.probe_peak});
+  } catch (const InvalidArgument&) {
+    if (r.compare) throw;
+    return std::nullopt;
+  }
+}
+
+PreparedSweep prepare_sweep(const GemmRequest& r) {
+  PreparedSweep p;
+  p.gemms = requested_gemms(r);
+  if (r.measure.clock == Clock::process_cpu && (r.backend == "gpu" || r.threads != 1)) {
+    throw InvalidArgument(
+        "request.measure.clock cpu: process CPU time measures a GEMM only on the CPU backend with "
+        "request.threads 1");
+  }
+  p.runner = make_runner(r);
+  for (const auto& g : p.gemms) {
+    if (!p.runner->supports(g.dtype)) {
+      throw UnsupportedError(fmt::format("request.dtypes: {} cannot run on the {} backend ({})",
+                                         to_string(g.dtype), p.runner->backend(),
+                                         p.runner->description()));
+    }
+  }
+  p.device = prediction_device(r, *p.runner);
+  if (r.compare) {
+    // Checked before measuring, so a sweep is not thrown away at the end.
+    for (const auto& g : p.gemms) {
+      if (!p.device->supports(g.dtype)) {
+        throw InvalidArgument(
+            fmt::format("request.compare: device '{}' has no {} peak to predict with",
+                        p.device->name, to_string(g.dtype)));
+      }
+    }
+  }
+  return p;
+}
+
+MeasurementSet load_for_report(const GemmRequest& r, const std::string& path) {
+  auto set = load_measurements(path);
+  if (names_a_device(r)) set.device = resolve_device(r.device);
+  if (r.compare && !set.device) {
+    throw InvalidArgument(
+        fmt::format("request.compare: {} records no device; name one with request.device", path));
+  }
+  return set;
+}
+
+}  // namespace mcr::codesign::bench

@@ -1,0 +1,100 @@
+#include "mcr/plan/request.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "mcr/codesign/dtype.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::plan {
+
+PlanOptions to_plan_options(const PlanRequest& r) {
+  // Checked before anything is planned: a bad bucket would otherwise surface as a strange time.
+  if (!(std::isfinite(r.dp_bucket_mb) && r.dp_bucket_mb > 0)) {
+    throw InvalidArgument(fmt::format(
+        "request.dp_bucket_mb {}: must be a positive, finite number of megabytes (10^6 bytes)",
+        r.dp_bucket_mb));
+  }
+  if (!(std::isfinite(r.optimizer_bytes) && r.optimizer_bytes >= 0)) {
+    throw InvalidArgument(fmt::format(
+        "request.optimizer_bytes {}: must be a finite number of bytes per parameter >= 0",
+        r.optimizer_bytes));
+  }
+  PlanOptions o;
+  o.dp_bucket_bytes = r.dp_bucket_mb * 1e6;
+  o.optimizer_bytes_per_param = r.optimizer_bytes;
+  o.moe_glu_clamp = r.moe_glu_clamp;
+  if (r.grad_dtype)
+    o.grad_bytes_per_param = codesign::dtype_bytes(codesign::parse_dtype(*r.grad_dtype));
+  return o;
+}
+
+Layout to_layout(const PlanRequest& r) {
+  Layout l;
+  l.gpus = r.gpus.value_or(0);
+  l.tp = r.tp.value_or(1);
+  l.pp = r.pp.value_or(1);
+  l.dp = r.dp.value_or(0);
+  l.micro_batch = r.micro_batch.value_or(1);
+  l.global_batch = r.global_batch.value_or(0);
+  l.interleave = r.interleave.value_or(1);
+  if (r.recompute) l.recompute = parse_recompute(*r.recompute);
+  l.recompute_modules = r.recompute_modules;
+  l.sequence_parallel = r.sequence_parallel;
+  l.zero = r.zero.value_or(0);
+  l.allow_tp_across_nodes = r.allow_tp_across_nodes;
+  l.dp_overlap = r.dp_overlap;
+  l.cp = r.cp.value_or(1);
+  l.ep = r.ep.value_or(1);
+  l.etp = r.etp.value_or(0);
+  l.capacity_factor = r.capacity_factor;
+  l.moe_dispatcher = parse_dispatcher(r.moe_dispatcher);
+  if (r.fp8) l.fp8 = parse_fp8(*r.fp8);
+  l.fp8_params = r.fp8_params;
+  l.distributed_optimizer = r.distributed_optimizer;
+  l.tp_comm_overlap = r.tp_comm_overlap;
+  l.pp_comm_overlap = r.pp_comm_overlap;
+  l.uneven_pipeline = r.uneven_pipeline;
+  return l;
+}
+
+SearchSpace to_search_space(const PlanRequest& r, const SystemSpec& system) {
+  SearchSpace s;
+  s.gpus = r.gpus.value_or(system.total_gpus());
+  s.global_batch = r.global_batch.value_or(0);
+  if (r.tp) s.tp = {*r.tp};
+  if (r.pp) s.pp = {*r.pp};
+  if (r.micro_batch) s.micro_batch = {*r.micro_batch};
+  if (r.interleave) s.interleave = {*r.interleave};
+  if (r.recompute) s.recompute = {parse_recompute(*r.recompute)};
+  if (r.sequence_parallel) s.sequence_parallel = {true};
+  if (r.zero) s.zero = {*r.zero};
+  s.allow_tp_across_nodes = r.allow_tp_across_nodes;
+  s.dp_overlap = r.dp_overlap;
+  if (r.cp) s.cp = {*r.cp};
+  if (r.ep) s.ep = {*r.ep};
+  s.etp = r.etp.value_or(0);
+  s.capacity_factor = r.capacity_factor;
+  s.moe_dispatcher = parse_dispatcher(r.moe_dispatcher);
+  if (r.fp8) s.fp8 = parse_fp8(*r.fp8);
+  s.uneven_pipeline = r.uneven_pipeline;
+  s.fp8_params = r.fp8_params;
+  if (r.distributed_optimizer) s.distributed_optimizer = {true};
+  s.tp_comm_overlap = r.tp_comm_overlap;
+  s.pp_comm_overlap = r.pp_comm_overlap;
+  return s;
+}
+
+CommModel make_comm_model(const SystemSpec& system, const codesign::DeviceSpec& device,
+                          const std::vector<std::string>& tables, const std::string& rules) {
+  CommModel comm(system, device.vendor != "cpu");
+  for (const auto& arg : tables) {
+    auto [tier, path] = parse_table_argument(arg);
+    comm.add_table(tier, TuningTable::load(path));
+  }
+  if (!rules.empty()) comm.set_rules(RuleSet::parse(rules));
+  return comm;
+}
+
+}  // namespace mcr::plan

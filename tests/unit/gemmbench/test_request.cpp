@@ -1,0 +1,114 @@
+// A GEMM request: the GEMMs it asks for (grid and models), its checks before anything is timed,
+// and the comparison's JSON and CSV.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "mcr/errors.hpp"
+#include "mcr/gemmbench/compare.hpp"
+#include "mcr/gemmbench/request.hpp"
+
+namespace mcr::codesign::bench {
+namespace {
+
+std::string message_of(const GemmRequest& r) {
+  try {
+    (void)requested_gemms(r);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected InvalidArgument";
+  return {};
+}
+
+TEST(GemmRequest, DtypeListsKeepTheirOrder) {
+  EXPECT_EQ(parse_dtype_lists({"bf16,fp32", "fp16"}),
+            (std::vector<DType>{DType::bf16, DType::fp32, DType::fp16}));
+  try {
+    (void)parse_dtype_lists({"fp32,int4"});
+    FAIL() << "int4 was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("request.dtypes: ", 0), 0u) << e.what();
+  }
+}
+
+TEST(GemmRequest, TheGridIsEveryCombination) {
+  GemmRequest r;
+  r.m = "64,128";
+  r.n = "32";
+  r.k = "16:48:16";
+  const auto gemms = requested_gemms(r);
+  ASSERT_EQ(gemms.size(), 6u);  // 2 m x 1 n x 3 k, fp32 by default
+  EXPECT_EQ(gemms[0].m, 64);
+  EXPECT_EQ(gemms[0].k, 16);
+  EXPECT_EQ(gemms[5].m, 128);
+  EXPECT_EQ(gemms[5].k, 48);
+  for (const auto& g : gemms) {
+    EXPECT_EQ(g.dtype, DType::fp32);
+    EXPECT_EQ(g.role, "grid");
+  }
+}
+
+TEST(GemmRequest, AModelsGemmsAreNamedAfterItAndTakeTheRequestedDtype) {
+  GemmRequest r;
+  r.presets = {"gpt3-2.7b"};
+  r.dtypes = {"fp32"};
+  r.tp = 2;
+  const auto gemms = requested_gemms(r);
+  ASSERT_FALSE(gemms.empty());
+  for (const auto& g : gemms) {
+    EXPECT_EQ(g.role.rfind("gpt3-2.7b:", 0), 0u) << g.role;
+    EXPECT_EQ(g.dtype, DType::fp32);
+  }
+  r.training = true;
+  EXPECT_GT(requested_gemms(r).size(), gemms.size());  // dgrad and wgrad as well
+}
+
+TEST(GemmRequest, ErrorsNameTheFields) {
+  GemmRequest r;
+  EXPECT_EQ(message_of(r).rfind("nothing to run: give request.m/request.n/request.k", 0), 0u);
+  r.m = "64";
+  EXPECT_EQ(message_of(r).rfind("request.m, request.n and request.k must be given together", 0),
+            0u);
+  r.n = "8";
+  r.k = "8";
+  r.batch = "0";
+  EXPECT_EQ(message_of(r).rfind("request.batch", 0), 0u) << message_of(r);
+}
+
+TEST(GemmRequest, TheProcessClockNeedsOneCpuThread) {
+  GemmRequest r;
+  r.m = r.n = r.k = "8";
+  r.backend = "cpu";
+  r.threads = 2;
+  r.measure.clock = Clock::process_cpu;
+  EXPECT_THROW((void)prepare_sweep(r), InvalidArgument);
+}
+
+TEST(GemmRequest, ComparisonJsonAndCsv) {
+  ComparisonRow row;
+  row.measured.gemm.role = "grid";
+  row.measured.gemm.m = 64;
+  row.measured.gemm.n = 32;
+  row.measured.gemm.k = 16;
+  row.measured.gemm.dtype = DType::fp32;
+  row.measured.timing.median_s = 2e-6;
+  row.measured_tflops = 0.5;
+  row.predicted_tflops = 0.75;
+  row.ratio = 1.5;
+  row.abs_pct_error = 50;
+  const std::vector<ComparisonRow> rows{row};
+  const auto j = comparison_json(rows, "local-cpu");
+  EXPECT_EQ(j["device"], "local-cpu");
+  EXPECT_EQ(j["rows"].size(), 1u);
+  EXPECT_EQ(j["summary"]["count"], 1);
+  EXPECT_DOUBLE_EQ(j["summary"]["median_ratio"].get<double>(), 1.5);
+  std::ostringstream csv;
+  write_comparison_csv(csv, rows);
+  EXPECT_EQ(csv.str(),
+            "role,m,n,k,batch,dtype,median_s,measured_tflops,predicted_tflops,ratio,abs_pct_error\n"
+            "grid,64,32,16,1,fp32,2e-06,0.5,0.75,1.5,50\n");
+}
+
+}  // namespace
+}  // namespace mcr::codesign::bench

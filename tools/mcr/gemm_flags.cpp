@@ -1,0 +1,32 @@
+// How `mcr gemm` times each GEMM: its flags, bound to the fields of the sampler's options.
+#include "gemm_flags.hpp"
+
+#include <CLI/CLI.hpp>
+
+namespace mcr::cli {
+
+void add_measure_flags(CLI::App* cmd, codesign::bench::MeasureOptions& m) {
+  cmd->add_option("--warmup", m.warmup_iterations, "untimed calls before sampling (at least)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--warmup-time", m.warmup_seconds, "seconds of warmup (at least)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-samples", m.min_samples, "timed samples per GEMM (at least)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-samples", m.max_samples, "timed samples per GEMM (at most)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--min-time", m.min_seconds, "keep sampling until this many seconds were timed")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-time", m.max_seconds,
+                  "stop sampling after this many seconds (past min-samples)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rotate-bytes", m.rotation_bytes,
+                  "bytes of rotated A/B/C copies (default 2x the last-level cache / L2)");
+}
+
+}  // namespace mcr::cli

@@ -1,0 +1,82 @@
+// Output of `mcr tune`: the checked table file, the entries, progress lines and the plots.
+#include "tune_print.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "bench_plot.hpp"
+#include "mcr/bench.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::cli {
+
+int validate_table_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument(fmt::format("--validate '{}': the file cannot be opened", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto problems = bench::validate_table_text(ss.str());
+  if (problems.empty()) {
+    const auto t = TuningTable::parse_json(ss.str());
+    std::size_t ranges = 0;
+    for (const auto& e : t.entries)
+      ranges += e.ranges.size();
+    fmt::print("{}: valid tuning table (version {}, {} entries, {} ranges, {} samples)\n", path,
+               t.version, t.entries.size(), ranges, t.samples.size());
+    return 0;
+  }
+  fmt::print("{}: {} problem{}\n", path, problems.size(), problems.size() == 1 ? "" : "s");
+  for (const auto& p : problems)
+    fmt::print("  {}\n", p);
+  return 1;
+}
+
+void print_entries(const TuningTable& t) {
+  fmt::print("{:<15} {:<6} {:>5} {:>8} {:<5}  ranges (bytes: backend)\n", "op", "dtype", "ranks",
+             "topology", "form");
+  for (const auto& e : t.entries) {
+    std::string ranges;
+    for (const auto& r : e.ranges) {
+      ranges += fmt::format(
+          "{}[{}, {}]: {}", ranges.empty() ? "" : "  ", r.min_bytes,
+          r.max_bytes == kMaxBytes ? std::string("inf") : std::to_string(r.max_bytes), r.backend);
+    }
+    const std::string shape = e.hosts != 0 || e.ranks_per_host != 0 ? e.topology() : "any";
+    fmt::print("{:<15} {:<6} {:>5} {:>8} {:<5}  {}\n", to_string(e.op), e.dtype_class, e.group_size,
+               shape, e.form, ranges);
+  }
+}
+
+// Rank 0: a backend that gave wrong values (always), then the point's timings (unless quiet).
+void print_tune_point(const bench::TunePoint& p, bool quiet) {
+  std::string line;
+  for (const auto& r : p.timings) {
+    if (!r.supported) continue;
+    if (r.wrong > 0) {
+      fmt::print(stderr, "mcr tune: {} on {} at {} bytes: {} wrong values; not used\n",
+                 to_string(p.op), r.backend, p.bytes, r.wrong);
+      continue;
+    }
+    line += fmt::format(" {}={:.2f}us", r.backend, r.seconds * 1e6);
+  }
+  if (!quiet) {
+    fmt::print(stderr, "[{:>4}/{}] {:>6.1f}s {}{:<15} {:<5} {:<5} {:>10} B:{}\n", p.index, p.total,
+               p.elapsed_s, p.group.empty() ? "" : fmt::format("({}) ", p.group), to_string(p.op),
+               p.dtype_class, to_string(p.form), p.bytes, line);
+  }
+}
+
+void plot_next_to(const TuningTable& table, const std::string& output, const std::string& format) {
+  const auto prefix =
+      output.size() > 5 && output.ends_with(".json") ? output.substr(0, output.size() - 5) : output;
+  try {
+    for (const auto& img : plot_table(table, prefix, format))
+      fmt::print("mcr tune: plot {}\n", img);
+  } catch (const Error& e) {
+    fmt::print(stderr, "mcr tune: {}\n", e.what());
+  }
+}
+
+}  // namespace mcr::cli
