@@ -349,7 +349,7 @@ Trace load_trace(const std::string& path) {
 
 void scale_trace(Trace& trace, double factor) {
   if (!(factor > 0) || !std::isfinite(factor))
-    throw InvalidArgument(fmt::format("--scale {}: must be a number > 0", factor));
+    throw InvalidArgument(fmt::format("replay.scale {}: must be a number > 0", factor));
   for (auto& op : trace.ops) {
     if (op.op == OpType::barrier) continue;
     const std::size_t e = dtype_size(op.dtype);

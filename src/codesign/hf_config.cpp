@@ -529,13 +529,13 @@ ModelShape from_hf_config(const json& config) {
 
 HfImport import_hf_config_file(const std::filesystem::path& path) {
   std::ifstream in(path);
-  if (!in) throw InvalidArgument(fmt::format("--config '{}' cannot be opened", path.string()));
+  if (!in) throw InvalidArgument(fmt::format("model.config '{}' cannot be opened", path.string()));
   try {
     return import_hf_config(json::parse(in));
   } catch (const json::exception& e) {
-    throw InvalidArgument(fmt::format("--config '{}': {}", path.string(), e.what()));
+    throw InvalidArgument(fmt::format("model.config '{}': {}", path.string(), e.what()));
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(fmt::format("--config '{}': {}", path.string(), e.what()));
+    throw InvalidArgument(fmt::format("model.config '{}': {}", path.string(), e.what()));
   }
 }
 

@@ -251,7 +251,7 @@ std::pair<Tier, std::string> parse_table_argument(const std::string& arg) {
   if (arg.rfind("intra=", 0) == 0) return {Tier::intra, arg.substr(6)};
   if (arg.rfind("inter=", 0) == 0) return {Tier::inter, arg.substr(6)};
   if (arg.empty())
-    throw InvalidArgument("--comm-table is empty: give FILE, intra=FILE or inter=FILE");
+    throw InvalidArgument("comm.tables has an empty entry: give FILE, intra=FILE or inter=FILE");
   return {Tier::any, arg};
 }
 

@@ -26,7 +26,7 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& f) {
   cmd->add_option("--sizes", f.sizes, "explicit sizes, comma separated (overrides -b/-e/-f)")
       ->delimiter(',');
   cmd->add_option("--dtype", f.dtypes,
-                  "element types, comma separated (f32, f64, f16, bf16, i8, u8, i32, i64)")
+                  "element types, comma separated (fp32, fp64, fp16, bf16, i8, u8, i32, i64)")
       ->delimiter(',')
       ->capture_default_str();
 }

@@ -21,7 +21,7 @@ struct SweepFlags {
   std::string end;
   double factor = 2.0;
   std::vector<std::string> sizes;  ///< explicit list; overrides -b/-e/-f
-  std::vector<std::string> dtypes{"f32"};
+  std::vector<std::string> dtypes{"fp32"};
 };
 
 /// Adds --op, -b/--minbytes, -e/--maxbytes, -f/--stepfactor, --sizes and --dtype to `cmd`.

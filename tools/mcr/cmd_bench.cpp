@@ -18,7 +18,7 @@ namespace {
 
 // Flags that set a field of the library's options directly are bound to it (run, compare).
 struct BenchFlags {
-  SweepFlags sweep{{}, "4", "1M", 2.0, {}, {"f32"}};
+  SweepFlags sweep{{}, "4", "1M", 2.0, {}, {"fp32"}};
   bench::SweepOptions run;        // -n, -w, --min-time, --root, --async, --seed, --backend
   bench::CompareOptions compare;  // --reps, --min-ratio, --precision, --extra-budget
   std::string place = "out";

@@ -16,7 +16,7 @@ namespace {
 struct ExplainOptions {
   std::string op;
   std::string bytes;
-  std::string dtype = "f32";
+  std::string dtype = "fp32";
   int ranks = 0;
   std::string reduce = "sum";
   std::string device = "cpu";

@@ -17,7 +17,7 @@ namespace mcr::cli {
 namespace {
 
 struct TuneFlags {
-  SweepFlags sweep{{}, "4", "64M", 2.0, {}, {"f32"}};
+  SweepFlags sweep{{}, "4", "64M", 2.0, {}, {"fp32"}};
   std::string output = "mcr_tuning.json";
   std::vector<std::string> backends;
   double hysteresis = 0.03;

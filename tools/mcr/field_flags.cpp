@@ -47,6 +47,7 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     {"model.tp", "--tp"},
     {"model.experts", "--experts"},
     {"model.top_k", "--top-k"},
+    {"model.config", "--config"},
     {"layout.zero_stage", "--zero"},
     {"layout.generated_tokens", "--gen-tokens"},
     {"advisor.tp_sizes", "--tp-sizes"},
@@ -64,6 +65,7 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     // mcr::plan::PlanRequest (mcr plan).
     {"request.dp_bucket_mb", "--dp-bucket-mb"},
     {"request.optimizer_bytes", "--optimizer-bytes"},
+    {"comm.tables", "--comm-table"},
     // mcr::codesign::bench::GemmRequest (mcr gemm).
     {"request.m", "-m"},
     {"request.n", "-n"},
@@ -103,6 +105,7 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     {"replay.policies", "--backend"},
     {"replay.repetitions", "--reps"},
     {"replay.warmup", "--warmup"},
+    {"replay.scale", "--scale"},
 };
 
 bool identifier_char(char c) {
