@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
     const auto ratio = mcr::bench::paired_ratio(on, off);
     const double m_off = mcr::bench::median(off), m_on = mcr::bench::median(on);
     fmt::print(
-        "# mcr log overhead, {} ranks, all_reduce sum fp32 {} B on {}, {} blocks of {} calls each\n",
+        "# mcr log overhead, {} ranks, all_reduce sum fp32 {} B on {}, {} blocks of {} calls "
+        "each\n",
         comm.size(), count * sizeof(float),
         comm.explain(mcr::OpType::all_reduce, mcr::DType::f32, count * sizeof(float)).backend, reps,
         iters);

@@ -10,8 +10,8 @@ namespace mcr::codesign {
 enum class DType { fp64, fp32, tf32, fp16, bf16, fp8, int8 };
 
 /// Parses "fp32", "tf32", "fp16", "bf16", "fp8", "i8", "fp64" (also "float32", "float16",
-/// "bfloat16", "half", "float", "int8", and the runtime's "f32", "f16", "f64"). Throws mcr::InvalidArgument naming the value and the accepted
-/// names.
+/// "bfloat16", "half", "float", "int8", and the runtime's "f32", "f16", "f64"). Throws
+/// mcr::InvalidArgument naming the value and the accepted names.
 DType parse_dtype(std::string_view name);
 
 /// Canonical lower-case name ("bf16").
