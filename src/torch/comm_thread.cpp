@@ -15,13 +15,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long a posting thread polls the operation it issued itself before leaving it to the
-// communication thread. A small collective whose peers are in step completes within a few
-// microseconds; 50 µs also bounds what an asynchronous call can cost its caller.
-constexpr auto kCallerPoll = std::chrono::microseconds(50);
-
 constexpr const char* kShutDownMessage =
     "mcr: the communication thread has shut down (mcr.torch.shutdown() or exit)";
+
+// This thread is a waiter doing the communication thread's work (drive_until): it holds own_, so
+// it must neither take the posting shortcut (try_lock on a mutex it holds) nor block on a call.
+thread_local bool t_driving = false;
 
 }  // namespace
 
@@ -41,9 +40,10 @@ CommThread::CommThread() {
   mcr::set_completion_signal([this] {
     {
       std::lock_guard lock(mu_);
-      signalled_ = true;
+      ++signals_;
     }
-    cv_.notify_all();
+    // Only sleepers that wait for completions: an idle communication thread stays asleep.
+    signal_cv_.notify_all();
   });
   thread_ = std::thread([this] { loop(); });
 }
@@ -63,7 +63,8 @@ void CommThread::post(PostedOp op) {
   // The shortcut: nothing queued ahead of this operation and nobody calling mcr (the communication
   // thread holds own_ whenever it has anything to issue or poll). try_to_lock, never a wait: this
   // thread holds mu_, and the communication thread takes mu_ while holding own_.
-  if (caller_issue_.load(std::memory_order_relaxed) && queue_.empty() && !on_thread()) {
+  if (caller_issue_.load(std::memory_order_relaxed) && queue_.empty() && !on_thread() &&
+      !t_driving) {
     std::unique_lock own(own_, std::try_to_lock);
     if (own.owns_lock()) {
       lock.unlock();
@@ -74,7 +75,7 @@ void CommThread::post(PostedOp op) {
   queue_.push_back(Item{std::move(op), {}});
   queued_.store(true, std::memory_order_release);
   lock.unlock();
-  cv_.notify_one();
+  announce();
 }
 
 void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
@@ -88,8 +89,9 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
     op.complete(std::current_exception());
     return;
   }
-  InFlight f{std::move(work),           std::move(op.issue), std::move(op.complete),
-             Clock::now() + op.timeout, op.timeout,          op.caller_waits};
+  InFlight f{
+      std::move(work), std::move(op.issue), std::move(op.complete), Clock::now() + op.timeout,
+      op.timeout,      op.caller_waits,     op.caller_poll};
   if (alone && f.caller_waits) {
     // A caller that waits anyway waits here, as Work::wait does: polling with every backend
     // progressed where one needs this thread, else asleep in the library's own wait (Gloo), which
@@ -106,9 +108,9 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
     return;
   }
   if (alone) {
-    // Otherwise poll briefly, yielding the core: a small collective whose peers are in step
-    // completes within a few microseconds.
-    const auto until = Clock::now() + kCallerPoll;
+    // Otherwise poll briefly (PostedOp::caller_poll; at least once), yielding the core: a small
+    // collective whose peers are in step completes within a few microseconds.
+    const auto until = Clock::now() + f.caller_poll;
     std::exception_ptr error;
     for (;;) {
       if (poll_one(f, error)) {
@@ -128,7 +130,12 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
     handed_over_ = true;
     queued_.store(true, std::memory_order_release);
   }
-  cv_.notify_one();
+  announce();
+}
+
+void CommThread::announce() {
+  cv_.notify_all();         // the communication thread, idle or stopping
+  signal_cv_.notify_all();  // whoever sleeps between completions: the thread or a waiter
 }
 
 bool CommThread::post_task(std::function<void()> task) {
@@ -138,13 +145,14 @@ bool CommThread::post_task(std::function<void()> task) {
     queue_.push_back(Item{{}, std::move(task)});
     queued_.store(true, std::memory_order_release);
   }
-  cv_.notify_one();
+  announce();
   return true;
 }
 
 void CommThread::run_task(std::function<void()> task) {
-  if (on_thread()) {
-    throw std::logic_error("mcr: a blocking runtime call was made on the communication thread");
+  if (on_thread() || t_driving) {
+    throw std::logic_error(
+        "mcr: a blocking runtime call was made from an operation's completion callback");
   }
   {
     std::lock_guard lock(mu_);
@@ -152,7 +160,7 @@ void CommThread::run_task(std::function<void()> task) {
     queue_.push_back(Item{{}, std::move(task), true});
     queued_.store(true, std::memory_order_release);
   }
-  cv_.notify_one();
+  announce();
 }
 
 void CommThread::shutdown(std::function<void()> at_exit) {
@@ -166,7 +174,7 @@ void CommThread::shutdown(std::function<void()> at_exit) {
     shutdown_requested_ = true;
     at_exit_ = std::move(at_exit);
   }
-  cv_.notify_all();
+  announce();
   thread_.join();
   std::exception_ptr error;
   {
@@ -174,7 +182,7 @@ void CommThread::shutdown(std::function<void()> at_exit) {
     stopped_ = true;
     error = exit_error_;
   }
-  cv_.notify_all();
+  announce();
   if (error) std::rethrow_exception(error);
 }
 
@@ -243,47 +251,103 @@ void CommThread::wait_for_work() {
   cv_.wait(lock, [this] { return !queue_.empty() || handed_over_ || shutdown_requested_; });
 }
 
-bool CommThread::run_until_idle() {
-  auto idle_since = Clock::now();
-  for (;;) {
-    std::deque<Item> batch;
-    {
-      std::lock_guard lock(mu_);
-      queued_.store(false, std::memory_order_relaxed);
-      handed_over_ = false;
-      batch.swap(queue_);
-      if (batch.empty() && in_flight_.empty()) {
-        // Idle. After shutdown(), this is the moment to stop: checked under the queue's lock, so
-        // every operation posted before it was issued and has completed, and every later post
-        // fails at once. Otherwise posters may issue on their own threads until more arrives.
-        if (shutdown_requested_) stopping_ = true;
-        return stopping_;
-      }
-    }
-    for (auto& item : batch) {
-      run_item(item);
-    }
-    const bool progressed = poll_in_flight() || !batch.empty();
-    if (progressed) {
-      idle_since = Clock::now();
-      continue;
-    }
-    // Nothing moved. Where every operation in flight reports its own completion (Gloo), sleep
-    // until one does or more is posted: polling would take the core from the library's threads.
-    if (in_flight_signal_completion()) {
-      sleep_until_signalled();
-      continue;
-    }
-    // Otherwise every test() also drives MPI's nonblocking collectives (a large all_reduce
-    // advances a segment per call), so poll on, yielding the core; after a quiet millisecond (a
-    // peer still computing, or DDP's buckets waiting on the backward pass) back off to short
-    // sleeps, or this thread takes the cores the computation needs.
-    if (Clock::now() - idle_since < std::chrono::milliseconds(1)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+CommThread::Round CommThread::work_round(bool may_stop) {
+  std::deque<Item> batch;
+  {
+    std::lock_guard lock(mu_);
+    queued_.store(false, std::memory_order_relaxed);
+    handed_over_ = false;
+    batch.swap(queue_);
+    if (batch.empty() && in_flight_.empty()) {
+      // Idle. After shutdown(), this is the moment to stop: checked under the queue's lock, so
+      // every operation posted before it was issued and has completed, and every later post
+      // fails at once. Otherwise posters may issue on their own threads until more arrives.
+      if (may_stop && shutdown_requested_) stopping_ = true;
+      return Round::idle;
     }
   }
+  for (auto& item : batch) {
+    run_item(item);
+  }
+  return poll_in_flight() || !batch.empty() ? Round::progressed : Round::waiting;
+}
+
+void CommThread::pause(Clock::time_point idle_since, Clock::time_point until,
+                       std::unique_lock<std::mutex>* release, std::uint64_t& seen) {
+  // Where every operation in flight reports its own completion (Gloo), sleep until one does or
+  // more is posted: polling would take the core from the library's threads.
+  if (in_flight_signal_completion()) {
+    if (release != nullptr) release->unlock();
+    sleep_until_signalled(until, seen);
+    if (release != nullptr) release->lock();
+    return;
+  }
+  // Otherwise every test() also drives MPI's nonblocking collectives (a large all_reduce advances
+  // a segment per call), so poll on, yielding the core; after a quiet millisecond (a peer still
+  // computing, or DDP's buckets waiting on the backward pass) back off to short sleeps, or this
+  // thread takes the cores the computation needs.
+  if (Clock::now() - idle_since < std::chrono::milliseconds(1)) {
+    std::this_thread::yield();
+    return;
+  }
+  if (release != nullptr) release->unlock();
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+  if (release != nullptr) release->lock();
+}
+
+bool CommThread::run_until_idle(std::unique_lock<std::mutex>& own) {
+  auto idle_since = Clock::now();
+  for (;;) {
+    switch (work_round(/*may_stop=*/true)) {
+      case Round::idle:
+        return stopping_;  // written under mu_ by this thread only
+      case Round::progressed:
+        idle_since = Clock::now();
+        break;
+      case Round::waiting:
+        // own_ is let go of while sleeping, for a waiting caller to do this work meanwhile.
+        pause(idle_since, Clock::time_point::max(), &own, thread_seen_);
+        break;
+    }
+  }
+}
+
+bool CommThread::drive_until(const std::function<bool()>& done, Clock::time_point until) {
+  if (!caller_issue_.load(std::memory_order_relaxed) || on_thread() || t_driving) return false;
+  std::unique_lock own(own_, std::try_to_lock);
+  if (!own.owns_lock()) return false;
+  driven_by_waiter_.fetch_add(1, std::memory_order_relaxed);
+  t_driving = true;
+  std::uint64_t seen = 0;
+  {
+    std::lock_guard lock(mu_);
+    seen = signals_;  // before the first poll: a completion after it wakes this thread
+  }
+  auto idle_since = Clock::now();
+  bool finished = done();
+  while (!finished && Clock::now() < until) {
+    const Round round = work_round(/*may_stop=*/false);
+    finished = done();
+    if (finished || round == Round::idle) break;  // idle: completed by another thread meanwhile
+    if (round == Round::progressed) {
+      idle_since = Clock::now();
+    } else {
+      pause(idle_since, until, nullptr, seen);  // keeping own_: this thread does the work
+    }
+  }
+  t_driving = false;
+  // What is left goes back to the communication thread.
+  const bool left = !in_flight_.empty();
+  own.unlock();
+  if (left) {
+    {
+      std::lock_guard lock(mu_);
+      handed_over_ = true;
+      queued_.store(true, std::memory_order_release);
+    }
+    announce();
+  }
+  return finished || done();
 }
 
 bool CommThread::in_flight_signal_completion() {
@@ -293,14 +357,15 @@ bool CommThread::in_flight_signal_completion() {
   return !in_flight_.empty();
 }
 
-void CommThread::sleep_until_signalled() {
-  // A completion after the last poll set signalled_ (after the operation's status), so this
-  // returns at once; one that comes later wakes it. The backstop bounds how late poll_one sees an
-  // operation's deadline.
+void CommThread::sleep_until_signalled(Clock::time_point until, std::uint64_t& seen) {
+  // A completion after the caller's last poll counted a signal it has not seen (the count goes
+  // up after the operation's status), so this returns at once; one that comes later wakes it. The
+  // backstop bounds how late poll_one sees an operation's deadline.
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(10),
-               [this] { return signalled_ || !queue_.empty() || handed_over_; });
-  signalled_ = false;
+  const auto backstop = Clock::now() + std::chrono::milliseconds(10);
+  signal_cv_.wait_until(lock, std::min(backstop, until),
+                        [&] { return signals_ != seen || !queue_.empty() || handed_over_; });
+  seen = signals_;
 }
 
 void CommThread::loop() {
@@ -308,7 +373,7 @@ void CommThread::loop() {
   for (;;) {
     wait_for_work();
     std::unique_lock own(own_);
-    if (!run_until_idle()) continue;
+    if (!run_until_idle(own)) continue;
     // Stopped: nothing queued or in flight, and nothing can be posted any more.
     try {
       at_exit_();

@@ -15,6 +15,13 @@
 // (`own_`): the communication thread holds it whenever it has work, a poster for the microseconds
 // of its shortcut. Posting order is kept because a poster takes the shortcut only while it holds
 // the queue's lock, sees the queue empty, and gets `own_` without waiting.
+//
+// A second one: a thread that waits for an operation (Work::wait) does the communication thread's
+// work itself until that operation completes, when it can take `own_` without waiting (the
+// communication thread lets go of it whenever it sleeps). It issues what is queued, polls
+// everything in flight, runs completions and sleeps where the thread would; so a completion
+// reported by Gloo's threads wakes the waiter directly, not the communication thread, which then
+// wakes the waiter. This is the wait torch's own gloo backend makes in the caller's thread.
 #pragma once
 
 #include <atomic>
@@ -51,6 +58,12 @@ struct PostedOp {
   /// the operation (mcr::Work::wait) instead of handing it over after a short while, which saves
   /// two thread wake-ups per call.
   bool caller_waits = false;
+  /// How long a posting thread that issued the operation itself (and does not wait for it) polls
+  /// it before leaving it to the communication thread. A small collective whose peers are in step
+  /// completes within a few microseconds; 50 µs also bounds what an asynchronous call costs its
+  /// caller. 0: one look. Where ranks share cores, polling takes the core a peer or the library's
+  /// own thread needs (process_group.hpp, waiter_spins()).
+  std::chrono::microseconds caller_poll{50};
 };
 
 class CommThread {
@@ -71,14 +84,23 @@ class CommThread {
 
   /// Operations posted so far, how many a posting thread issued itself, and how many of those it
   /// also completed (the rest the communication thread finished).
+  /// `driven_by_waiter`: waits in which the waiting thread did the communication thread's work.
   struct Counts {
-    std::uint64_t posted = 0, issued_by_caller = 0, completed_by_caller = 0;
+    std::uint64_t posted = 0, issued_by_caller = 0, completed_by_caller = 0, driven_by_waiter = 0;
   };
   Counts counts() const noexcept {
     return {posted_.load(std::memory_order_relaxed),
             issued_by_caller_.load(std::memory_order_relaxed),
-            completed_by_caller_.load(std::memory_order_relaxed)};
+            completed_by_caller_.load(std::memory_order_relaxed),
+            driven_by_waiter_.load(std::memory_order_relaxed)};
   }
+
+  /// The waiting caller's shortcut (above): does the communication thread's work on this thread
+  /// until `done()` holds or `until` passes, and returns whether `done()` held. Returns false at
+  /// once, having done nothing, where it may not: the shortcuts are off, this is the communication
+  /// thread or a completion running inside such a wait, or another thread holds the right to call
+  /// mcr (the caller then waits as before, and that thread completes the operation).
+  bool drive_until(const std::function<bool()>& done, std::chrono::steady_clock::time_point until);
 
   /// Runs `task` on the communication thread without waiting for it. Returns false (and drops the
   /// task) once the thread has shut down.
@@ -115,6 +137,7 @@ class CommThread {
     std::chrono::steady_clock::time_point deadline;
     std::chrono::milliseconds timeout;
     bool caller_waits = false;
+    std::chrono::microseconds caller_poll{0};
   };
   struct Item {
     PostedOp op;                 // when op.issue is set
@@ -122,29 +145,52 @@ class CommThread {
     bool awaited = false;        // a caller blocks on the task's result (run_task)
   };
 
+  /// What one round of the thread's work found (work_round()).
+  enum class Round { progressed, waiting, idle };
+
   void run_task(std::function<void()> task);
+  /// Wakes whoever waits for work: the idle communication thread, and any sleeper between
+  /// completions. Called after the change, without mu_.
+  void announce();
   void run_item(Item& item);
   void loop();
   void wait_for_work();
-  bool run_until_idle();
+  bool run_until_idle(std::unique_lock<std::mutex>& own);
+  /// By whoever holds own_: issues everything queued and polls everything in flight. `idle`: there
+  /// was nothing to do (checked under the queue's lock; `may_stop` then also decides the stop).
+  Round work_round(bool may_stop);
+  /// Between rounds where nothing moved: sleeps until a completion signal or a post where every
+  /// operation in flight signals its completion, else yields or sleeps briefly. `release` is let
+  /// go of while sleeping (the communication thread's own_, for a waiting caller to take).
+  /// `seen`: the caller's last seen count of completion signals.
+  void pause(std::chrono::steady_clock::time_point idle_since,
+             std::chrono::steady_clock::time_point until, std::unique_lock<std::mutex>* release,
+             std::uint64_t& seen);
   void issue_here(PostedOp& op, std::unique_lock<std::mutex> own);
   void issue(PostedOp& op);
   bool poll_in_flight();
   static bool poll_one(InFlight& f, std::exception_ptr& error);
   /// Every operation in flight reports its completion from a library thread (Gloo's).
   bool in_flight_signal_completion();
-  /// Sleeps until a completion signal or a post, or a backstop of a few ms.
-  void sleep_until_signalled();
+  /// Sleeps until a completion signal not yet `seen`, or a post, or a backstop of a few ms, or
+  /// `until`; then updates `seen`.
+  void sleep_until_signalled(std::chrono::steady_clock::time_point until, std::uint64_t& seen);
 
-  std::mutex own_;  // held by the thread that calls mcr (above); guards in_flight_
-  std::mutex mu_;   // guards the queue and the flags below
-  std::condition_variable cv_;
+  std::mutex own_;              // held by the thread that calls mcr (above); guards in_flight_
+  std::mutex mu_;               // guards the queue and the flags below
+  std::condition_variable cv_;  // work posted or handed over; the stop
+  std::condition_variable signal_cv_;  // that, or a completion signal (sleep_until_signalled)
   std::deque<Item> queue_;
   std::atomic<bool> queued_{false};  // work for the thread; read without the lock while spinning
   std::atomic<bool> caller_issue_{false};
-  std::atomic<std::uint64_t> posted_{0}, issued_by_caller_{0}, completed_by_caller_{0};
+  std::atomic<std::uint64_t> posted_{0}, issued_by_caller_{0}, completed_by_caller_{0},
+      driven_by_waiter_{0};
   bool handed_over_ = false;  // a poster left an operation in flight for the thread to finish
-  bool signalled_ = false;    // an operation completed since the thread last slept
+  // Completions signalled so far. Each sleeper (the communication thread, a waiter doing its
+  // work) sleeps until the count differs from the one it last saw: a flag that one of them reset
+  // would lose the other's wake-up.
+  std::uint64_t signals_ = 0;
+  std::uint64_t thread_seen_ = 0;  // the communication thread's last seen count (its own)
   // shutdown() was called: stop at the next idle moment. Not a queued item: an item would be
   // taken in one batch with operations posted after it, and the stop would overtake them.
   bool shutdown_requested_ = false;

@@ -242,6 +242,7 @@ PYBIND11_MODULE(_mcr_torch, m) {
     d["posted"] = c.posted;
     d["issued_by_caller"] = c.issued_by_caller;
     d["completed_by_caller"] = c.completed_by_caller;
+    d["driven_by_waiter"] = c.driven_by_waiter;
     return d;
   });
   m.def("is_initialized", [] {

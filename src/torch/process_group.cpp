@@ -46,6 +46,20 @@ bool WorkMCR::wait(std::chrono::milliseconds timeout) {
     while (!isCompleted() && std::chrono::steady_clock::now() < until)
       std::this_thread::yield();
   }
+  // Then do the communication thread's work here until this operation completes, where this
+  // thread may (CommThread::drive_until): the library's completion then wakes this thread itself.
+  // torch's timeout (0: none) bounds it; Work::wait below raises when it ran out.
+  if (!isCompleted()) {
+    using std::chrono::steady_clock;
+    const bool bounded = timeout.count() > 0;
+    const auto until = bounded ? steady_clock::now() + timeout : steady_clock::time_point::max();
+    CommThread::instance().drive_until([this] { return isCompleted(); }, until);
+    if (bounded) {  // what is left of it (at least 1 ms: 0 would mean no limit)
+      timeout = std::max(
+          std::chrono::duration_cast<std::chrono::milliseconds>(until - steady_clock::now()),
+          std::chrono::milliseconds(1));
+    }
+  }
   return c10d::Work::wait(timeout);
 }
 
@@ -114,6 +128,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
   PostedOp op;
   op.timeout = limit;
   op.caller_waits = !op_timing.async;
+  if (!spin_wait_) op.caller_poll = std::chrono::microseconds(0);  // ranks share cores
   op.issue = [comm = comm_, backend = backend_override(), limit, tag, stream,
               start = std::move(start)]() mutable {
     mcr::CallOptions o;

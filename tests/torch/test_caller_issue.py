@@ -1,10 +1,12 @@
-"""Operations posted while the communication thread is idle are issued by the posting thread
-(src/torch/comm_thread.hpp), and results and ordering are the same either way. argv[1]: "on" (the
+"""Operations posted while the communication thread is idle are issued by the posting thread, and
+a thread that waits for an operation does the communication thread's work itself until it
+completes (src/torch/comm_thread.hpp); results and ordering are the same either way. argv[1]: "on" (the
 default, MCR_TORCH_INLINE unset), "off" (MCR_TORCH_INLINE=0: every operation handed over) or "bad"
 (MCR_TORCH_INLINE=yes: init_processes raises, naming the variable). Run with 2 ranks."""
 
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -63,20 +65,47 @@ def main():
     check(torch.equal(got, torch.arange(1000, dtype=torch.int64) + prev), "recv data")
     check(torch.equal(tail, torch.full((3,), float(sum(range(ws))))), "all_reduce after p2p")
 
+    # Waits for a receive whose sender is late, on Gloo (whose completions wake a sleeping thread):
+    # the communication thread sleeps without the right to call mcr, so the waiter takes it and
+    # does the work; completions, later posts and the data stay right.
+    rounds, late_s = 20, 0.02
+    with mt.backend("gloo"):
+        for i in range(rounds):
+            if rank == 0:
+                buf = torch.zeros(257, dtype=torch.float64)
+                w = dist.irecv(buf, src=1)
+                w.wait()
+                check(torch.equal(buf, torch.arange(257, dtype=torch.float64) * (i + 1)),
+                      f"late recv {i}")
+            elif rank == 1:
+                time.sleep(late_s)
+                dist.send(torch.arange(257, dtype=torch.float64) * (i + 1), dst=0)
+            t = torch.full((2,), float(rank * i))
+            dist.all_reduce(t)
+            check(torch.equal(t, torch.full((2,), float(sum(r * i for r in range(ws))))),
+                  f"all_reduce after late recv {i}")
+
     after = counts()
     posted = after["posted"] - before["posted"]
     by_caller = after["issued_by_caller"] - before["issued_by_caller"]
     done_here = after["completed_by_caller"] - before["completed_by_caller"]
+    driven = after["driven_by_waiter"] - before["driven_by_waiter"]
     print(f"rank {rank} [{mode}]: {posted} posted, {by_caller} issued by the caller, "
-          f"{done_here} also completed there", flush=True)
+          f"{done_here} also completed there, {driven} waits did the thread's work", flush=True)
     check(posted >= n_sync + 24 + 3, f"only {posted} operations counted as posted")
     check(done_here <= by_caller <= posted, f"counts out of order: {after}")
     if mode == "off":
         check(by_caller == 0, f"MCR_TORCH_INLINE=0, yet {by_caller} were issued by the caller")
+        check(driven == 0, f"MCR_TORCH_INLINE=0, yet {driven} waits did the thread's work")
     else:
         # Between two synchronous calls the communication thread has nothing to do, so the next
         # post finds it idle; only a thread still finishing the previous call makes it hand over.
         check(by_caller >= n_sync // 10, f"only {by_caller} of {n_sync} idle posts issued here")
+        # Rank 0 waits 20 ms for each late message, nearly all of it with the communication
+        # thread asleep (it wakes every 10 ms for a few microseconds).
+        if rank == 0:
+            check(driven >= rounds // 2, f"only {driven} of {rounds} late receives' waits did "
+                  "the thread's work")
     finish(f"test_caller_issue[{mode}]")
 
 
