@@ -24,6 +24,7 @@
 #include "runtime/init_inputs.hpp"
 #include "runtime/launch_hooks.hpp"
 #include "runtime/process_memory.hpp"
+#include "runtime/process_signals.hpp"
 
 namespace mcr::detail {
 namespace {
@@ -263,6 +264,8 @@ Communicator init(const InitOptions& options) {
   rt->table_source = in.table_source;
   // Before any backend exists, so that their first buffers already come from the retained heap.
   const std::string memory_policy = retain_memory ? retain_freed_memory() : std::string();
+  // Before any socket exists: a peer's death must become an error, not a silent SIGPIPE.
+  ignore_default_sigpipe();
 
   form_world(*rt, options, timeout);
   runtime_slot() = std::move(rt);

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
-#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
@@ -138,19 +137,6 @@ void publish_peer_addresses(Bootstrap& bootstrap, gloo::Context& world) {
   set_gloo_peer_addresses(std::move(all));
 }
 
-// Gloo writes to its sockets with writev, which raises SIGPIPE once a peer has died; the default
-// action would end this process silently, where the failed write (EPIPE) becomes a named error.
-// A handler the program installed itself is left alone.
-void ignore_default_sigpipe() {
-  struct sigaction current {};
-  if (::sigaction(SIGPIPE, nullptr, &current) != 0 ||
-      (current.sa_handler == SIG_DFL && ::signal(SIGPIPE, SIG_IGN) == SIG_ERR)) {
-    throw BackendError(fmt::format("gloo: ignoring SIGPIPE failed at gloo_backend.cpp:{}: {}",
-                                   __LINE__,
-                                   std::error_code(errno, std::generic_category()).message()));
-  }
-}
-
 }  // namespace
 
 std::string gloo_hostname(const LaunchInfo& launch) {
@@ -199,7 +185,6 @@ bool gloo_runs_inline() {
 
 std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
   install_gloo_io_guard(bootstrap.rank());
-  ignore_default_sigpipe();
   auto shared = std::make_shared<GlooShared>();
   shared->store = &bootstrap.store();
   shared->timeout = bootstrap.timeout().count() > 0 ? bootstrap.timeout() : kFallbackTimeout;
