@@ -61,8 +61,9 @@ void CommThread::post(PostedOp op) {
     return;
   }
   // The shortcut: nothing queued ahead of this operation and nobody calling mcr (the communication
-  // thread holds own_ whenever it has anything to issue or poll). try_to_lock, never a wait: this
-  // thread holds mu_, and the communication thread takes mu_ while holding own_.
+  // thread holds own_ while it issues or polls; with operations in flight the shortcut only
+  // issues and hands over). try_to_lock, never a wait: this thread holds mu_, and the
+  // communication thread takes mu_ while holding own_.
   if (caller_issue_.load(std::memory_order_relaxed) && queue_.empty() && !on_thread() &&
       !t_driving) {
     std::unique_lock own(own_, std::try_to_lock);

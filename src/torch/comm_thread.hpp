@@ -12,9 +12,9 @@
 // caller is going to wait for it anyway) and completes it itself when it finished; otherwise it
 // leaves it in flight for the communication thread. A small synchronous
 // operation then costs no hand-off between threads. Who calls mcr is decided by one mutex
-// (`own_`): the communication thread holds it whenever it has work, a poster for the microseconds
-// of its shortcut. Posting order is kept because a poster takes the shortcut only while it holds
-// the queue's lock, sees the queue empty, and gets `own_` without waiting.
+// (`own_`): the communication thread holds it while it has work and is not asleep, a poster for
+// the microseconds of its shortcut. Posting order is kept because a poster takes the shortcut only
+// while it holds the queue's lock, sees the queue empty, and gets `own_` without waiting.
 //
 // A second one: a thread that waits for an operation (Work::wait) does the communication thread's
 // work itself until that operation completes, when it can take `own_` without waiting (the
