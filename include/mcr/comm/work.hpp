@@ -61,6 +61,16 @@ class Work {
   /// test() has been called); false for those that advance or complete only when polled (MPI,
   /// device work, hier).
   bool signals_completion() const;
+  /// A wait for this operation that a thread without the right to call mcr may make
+  /// (docs/design.md, "Threads"): the returned function blocks in the library until the operation
+  /// has completed or failed, or its timeout has passed, and touches nothing else of mcr; test() or
+  /// wait(), by the thread that holds the right, then reports how it ended. It lets a binding's
+  /// waiting thread be woken by the library itself while another thread keeps calling mcr. Empty
+  /// where the library has no such wait (it progresses only when polled: MPI, device work, hier),
+  /// where another operation needs this thread's host progress, and once the operation has
+  /// finished. Offered for Gloo's sends and receives: the first wait claims Gloo's own (a later
+  /// one, or a test() after it, sleeps until it ends).
+  std::function<void()> library_wait() const;
 
  private:
   std::shared_ptr<detail::WorkState> state_;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -87,6 +88,10 @@ class PendingOp {
   /// completed or failed, after which test() says so: a progress thread may then sleep until
   /// signalled instead of polling. Only after the first test(), which may start that thread.
   virtual bool signals_completion() const noexcept { return false; }
+  /// Work::library_wait(): a function that blocks in the library until this operation has
+  /// completed or failed (or its timeout passed), safe on a thread that does not hold the right to
+  /// call mcr, and valid after this object is gone. Empty (the default) where there is none.
+  virtual std::function<void()> library_wait() { return {}; }
   /// Makes `stream` wait for this operation on the device without blocking the host. Returns false
   /// when the backend has no device-side completion (then the caller waits on the host).
   virtual bool stream_wait(void* stream) {

@@ -145,6 +145,12 @@ bool Work::signals_completion() const {
   return state_->pending->signals_completion();
 }
 
+std::function<void()> Work::library_wait() const {
+  if (state_ == nullptr || state_->done || state_->failed || !state_->pending) return {};
+  if (detail::engine().host_progress_pending()) return {};
+  return state_->pending->library_wait();
+}
+
 void set_completion_signal(std::function<void()> signal) {
   detail::set_completion_listener(std::move(signal));
 }

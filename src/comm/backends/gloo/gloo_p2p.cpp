@@ -48,6 +48,12 @@ struct GlooP2PState {
 
   bool claim() noexcept { return !claimed.exchange(true, std::memory_order_acq_rel); }
 
+  // Until the status is no longer pending, at most `limit`: for whoever did not claim the wait.
+  void sleep_until_ended(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mu);
+    ended.wait_for(lock, limit, [&] { return status.load(std::memory_order_acquire) != kPending; });
+  }
+
   void wait() noexcept {
     try {
       bool completed = false;
@@ -124,10 +130,22 @@ class GlooP2POp final : public PendingOp {
     }
     // A pool thread has the wait (the caller polled first) or is given it: sleep until it reports.
     hand_to_pool();
-    std::unique_lock lock(s.mu);
-    s.ended.wait_for(lock, limit,
-                     [&] { return s.status.load(std::memory_order_acquire) != kPending; });
+    s.sleep_until_ended(limit);
     return true;
+  }
+
+  // Gloo's own wait, as block() makes it, for a thread that does not call mcr meanwhile: it keeps
+  // only the shared state. A second second past the timeout bounds the sleep of a waiter that
+  // found the wait claimed (the claimant's own wait ends at the timeout).
+  std::function<void()> library_wait() override {
+    return [s = state_] {
+      if (s->status.load(std::memory_order_acquire) != kPending) return;
+      if (s->claim()) {
+        s->wait();
+        return;
+      }
+      s->sleep_until_ended(s->timeout + std::chrono::seconds(1));
+    };
   }
 
  private:
