@@ -92,7 +92,7 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
   }
   InFlight f{
       std::move(work), std::move(op.issue), std::move(op.complete), Clock::now() + op.timeout,
-      op.timeout,      op.caller_waits,     op.caller_poll};
+      op.timeout,      op.caller_waits,     op.caller_poll,         op.waiter};
   if (alone && f.caller_waits) {
     // A caller that waits anyway waits here, as Work::wait does: polling with every backend
     // progressed where one needs this thread, else asleep in the library's own wait (Gloo), which
@@ -107,6 +107,14 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
     completed_by_caller_.fetch_add(1, std::memory_order_relaxed);
     f.complete(error);  // f.issue, which owns the buffers, outlives the copy-back
     return;
+  }
+  if (alone && f.waiter != nullptr && f.caller_poll.count() == 0 && f.work.library_wait()) {
+    // Parked for its waiter (PostedOp::waiter): a look now would hand the library's wait to one
+    // of its threads, whose wake-up would then wake the waiter; and the communication thread is
+    // left asleep.
+    in_flight_.push_back(std::move(f));
+    parked_.store(true, std::memory_order_release);
+    return;  // `own` lets go
   }
   if (alone) {
     // Otherwise poll briefly (PostedOp::caller_poll; at least once), yielding the core: a small
@@ -126,6 +134,16 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
   }
   in_flight_.push_back(std::move(f));
   own.unlock();
+  {
+    std::lock_guard lock(mu_);
+    handed_over_ = true;
+    queued_.store(true, std::memory_order_release);
+  }
+  announce();
+}
+
+void CommThread::take_over_parked() {
+  if (!parked_.exchange(false, std::memory_order_acq_rel)) return;
   {
     std::lock_guard lock(mu_);
     handed_over_ = true;
@@ -199,8 +217,14 @@ void CommThread::issue(PostedOp& op) {
   try {
     mcr::Work w = op.issue();
     auto deadline = Clock::now() + op.timeout;
-    in_flight_.push_back(
-        InFlight{std::move(w), std::move(op.issue), std::move(op.complete), deadline, op.timeout});
+    in_flight_.push_back(InFlight{std::move(w),
+                                  std::move(op.issue),
+                                  std::move(op.complete),
+                                  deadline,
+                                  op.timeout,
+                                  false,
+                                  {},
+                                  op.waiter});
   } catch (...) {
     op.complete(std::current_exception());
   }
@@ -258,6 +282,7 @@ CommThread::Round CommThread::work_round(bool may_stop) {
     std::lock_guard lock(mu_);
     queued_.store(false, std::memory_order_relaxed);
     handed_over_ = false;
+    parked_.store(false, std::memory_order_relaxed);  // whatever was parked is this thread's now
     batch.swap(queue_);
     if (batch.empty() && in_flight_.empty()) {
       // Idle. After shutdown(), this is the moment to stop: checked under the queue's lock, so
@@ -313,7 +338,27 @@ bool CommThread::run_until_idle(std::unique_lock<std::mutex>& own) {
   }
 }
 
-bool CommThread::drive_until(const std::function<bool()>& done, Clock::time_point until) {
+CommThread::LibraryWait CommThread::wait_in_library(const void* waiter, Clock::time_point until,
+                                                    std::unique_lock<std::mutex>& own) {
+  if (waiter == nullptr || in_flight_.size() != 1) return LibraryWait::none;
+  InFlight& f = in_flight_.front();
+  // Gloo's wait runs to the operation's timeout (one cut short fails the whole context): only
+  // for a wait at least as long. Nothing queued: this thread would otherwise issue it first.
+  if (f.waiter != waiter || until < f.deadline || queued_.load(std::memory_order_acquire)) {
+    return LibraryWait::none;
+  }
+  auto wait = f.work.library_wait();
+  if (!wait) return LibraryWait::none;
+  waited_in_library_.fetch_add(1, std::memory_order_relaxed);
+  // Without own_: a post meanwhile is issued by its poster, who hands everything in flight, this
+  // operation too, to the communication thread (issue_here), which then completes it.
+  own.unlock();
+  wait();
+  return own.try_lock() ? LibraryWait::waited : LibraryWait::lost_own;
+}
+
+bool CommThread::drive_until(const std::function<bool()>& done, Clock::time_point until,
+                             const void* waiter) {
   if (!caller_issue_.load(std::memory_order_relaxed) || on_thread() || t_driving) return false;
   std::unique_lock own(own_, std::try_to_lock);
   if (!own.owns_lock()) return false;
@@ -327,6 +372,11 @@ bool CommThread::drive_until(const std::function<bool()>& done, Clock::time_poin
   auto idle_since = Clock::now();
   bool finished = done();
   while (!finished && Clock::now() < until) {
+    const LibraryWait waited = wait_in_library(waiter, until, own);
+    if (waited == LibraryWait::lost_own) {
+      t_driving = false;
+      return done();  // the holder of own_ has everything in flight and completes it
+    }
     const Round round = work_round(/*may_stop=*/false);
     finished = done();
     if (finished || round == Round::idle) break;  // idle: completed by another thread meanwhile
@@ -339,6 +389,7 @@ bool CommThread::drive_until(const std::function<bool()>& done, Clock::time_poin
   t_driving = false;
   // What is left goes back to the communication thread.
   const bool left = !in_flight_.empty();
+  if (!left) parked_.store(false, std::memory_order_relaxed);
   own.unlock();
   if (left) {
     {

@@ -22,6 +22,13 @@
 // everything in flight, runs completions and sleeps where the thread would; so a completion
 // reported by Gloo's threads wakes the waiter directly, not the communication thread, which then
 // wakes the waiter. This is the wait torch's own gloo backend makes in the caller's thread.
+//
+// A third, where ranks share cores (the poster does not poll): a Gloo send or receive that its
+// poster issued itself is parked, left in flight without a look and without waking the
+// communication thread; the thread that then waits on its handle lets go of `own_` and blocks in
+// Gloo's own wait (mcr::Work::library_wait), so Gloo's I/O thread wakes it directly, with no pool
+// thread between them. A handle polled or chained on instead hands the parked operation to the
+// communication thread (take_over_parked), as does any later post.
 #pragma once
 
 #include <atomic>
@@ -64,6 +71,12 @@ struct PostedOp {
   /// caller. 0: one look. Where ranks share cores, polling takes the core a peer or the library's
   /// own thread needs (process_group.hpp, waiter_spins()).
   std::chrono::microseconds caller_poll{50};
+  /// The handle the caller will wait on (a WorkMCR), or nullptr. Where its caller does not poll
+  /// (caller_poll 0) and the library offers a wait of its own (mcr::Work::library_wait: Gloo's
+  /// sends and receives), an operation the poster issues itself is parked: left in flight with no
+  /// look and without waking the communication thread, for the wait on this handle to claim the
+  /// library's wait (drive_until). take_over_parked() hands it to the communication thread.
+  const void* waiter = nullptr;
 };
 
 class CommThread {
@@ -85,14 +98,17 @@ class CommThread {
   /// Operations posted so far, how many a posting thread issued itself, and how many of those it
   /// also completed (the rest the communication thread finished).
   /// `driven_by_waiter`: waits in which the waiting thread did the communication thread's work.
+  /// `waited_in_library`: of those, waits in which the waiter blocked in the library's own wait.
   struct Counts {
-    std::uint64_t posted = 0, issued_by_caller = 0, completed_by_caller = 0, driven_by_waiter = 0;
+    std::uint64_t posted = 0, issued_by_caller = 0, completed_by_caller = 0, driven_by_waiter = 0,
+                  waited_in_library = 0;
   };
   Counts counts() const noexcept {
     return {posted_.load(std::memory_order_relaxed),
             issued_by_caller_.load(std::memory_order_relaxed),
             completed_by_caller_.load(std::memory_order_relaxed),
-            driven_by_waiter_.load(std::memory_order_relaxed)};
+            driven_by_waiter_.load(std::memory_order_relaxed),
+            waited_in_library_.load(std::memory_order_relaxed)};
   }
 
   /// The waiting caller's shortcut (above): does the communication thread's work on this thread
@@ -100,7 +116,17 @@ class CommThread {
   /// once, having done nothing, where it may not: the shortcuts are off, this is the communication
   /// thread or a completion running inside such a wait, or another thread holds the right to call
   /// mcr (the caller then waits as before, and that thread completes the operation).
-  bool drive_until(const std::function<bool()>& done, std::chrono::steady_clock::time_point until);
+  /// `waiter` (PostedOp::waiter of the operation awaited): when that operation is alone in flight
+  /// with nothing queued, and `until` is no shorter than its timeout, this thread lets go of the
+  /// right to call mcr and blocks in the library's own wait (mcr::Work::library_wait), woken by the
+  /// library's thread as a plain gloo program is; then completes the operation if it can take the
+  /// right back at once (else whoever holds it does).
+  bool drive_until(const std::function<bool()>& done, std::chrono::steady_clock::time_point until,
+                   const void* waiter = nullptr);
+
+  /// Hands operations parked for their waiter (PostedOp::waiter) to the communication thread: for
+  /// a handle polled or chained on instead of waited on. Cheap when nothing is parked; any thread.
+  void take_over_parked();
 
   /// Runs `task` on the communication thread without waiting for it. Returns false (and drops the
   /// task) once the thread has shut down.
@@ -138,6 +164,7 @@ class CommThread {
     std::chrono::milliseconds timeout;
     bool caller_waits = false;
     std::chrono::microseconds caller_poll{0};
+    const void* waiter = nullptr;
   };
   struct Item {
     PostedOp op;                 // when op.issue is set
@@ -175,6 +202,10 @@ class CommThread {
   /// Sleeps until a completion signal not yet `seen`, or a post, or a backstop of a few ms, or
   /// `until`; then updates `seen`.
   void sleep_until_signalled(std::chrono::steady_clock::time_point until, std::uint64_t& seen);
+  /// drive_until's wait in the library (above), by the holder of `own`.
+  enum class LibraryWait { none, waited, lost_own };
+  LibraryWait wait_in_library(const void* waiter, std::chrono::steady_clock::time_point until,
+                              std::unique_lock<std::mutex>& own);
 
   std::mutex own_;              // held by the thread that calls mcr (above); guards in_flight_
   std::mutex mu_;               // guards the queue and the flags below
@@ -184,7 +215,10 @@ class CommThread {
   std::atomic<bool> queued_{false};  // work for the thread; read without the lock while spinning
   std::atomic<bool> caller_issue_{false};
   std::atomic<std::uint64_t> posted_{0}, issued_by_caller_{0}, completed_by_caller_{0},
-      driven_by_waiter_{0};
+      driven_by_waiter_{0}, waited_in_library_{0};
+  // An operation is parked for its waiter (PostedOp::waiter): in flight, the communication thread
+  // not told. Set by the parking poster (holding own_); cleared by whoever takes it over.
+  std::atomic<bool> parked_{false};
   bool handed_over_ = false;  // a poster left an operation in flight for the thread to finish
   // Completions signalled so far. Each sleeper (the communication thread, a waiter doing its
   // work) sleeps until the count differs from the one it last saw: a flag that one of them reset

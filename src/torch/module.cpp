@@ -243,6 +243,7 @@ PYBIND11_MODULE(_mcr_torch, m) {
     d["issued_by_caller"] = c.issued_by_caller;
     d["completed_by_caller"] = c.completed_by_caller;
     d["driven_by_waiter"] = c.driven_by_waiter;
+    d["waited_in_library"] = c.waited_in_library;
     return d;
   });
   m.def("is_initialized", [] {

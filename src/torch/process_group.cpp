@@ -41,19 +41,20 @@ WorkMCR::WorkMCR(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, b
 bool WorkMCR::wait(std::chrono::milliseconds timeout) {
   // With a core to spare, small messages finish within microseconds: poll briefly before sleeping
   // on the condition variable, whose wake-up alone costs more than a small all_reduce.
+  // (c10d::Work::isCompleted: this thread is about to wait, so a parked operation stays parked.)
   if (spin_) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-    while (!isCompleted() && std::chrono::steady_clock::now() < until)
+    while (!c10d::Work::isCompleted() && std::chrono::steady_clock::now() < until)
       std::this_thread::yield();
   }
   // Then do the communication thread's work here until this operation completes, where this
   // thread may (CommThread::drive_until): the library's completion then wakes this thread itself.
   // torch's timeout (0: none) bounds it; Work::wait below raises when it ran out.
-  if (!isCompleted()) {
+  if (!c10d::Work::isCompleted()) {
     using std::chrono::steady_clock;
     const bool bounded = timeout.count() > 0;
     const auto until = bounded ? steady_clock::now() + timeout : steady_clock::time_point::max();
-    CommThread::instance().drive_until([this] { return isCompleted(); }, until);
+    CommThread::instance().drive_until([this] { return c10d::Work::isCompleted(); }, until, this);
     if (bounded) {  // what is left of it (at least 1 ms: 0 would mean no limit)
       timeout = std::max(
           std::chrono::duration_cast<std::chrono::milliseconds>(until - steady_clock::now()),
@@ -61,6 +62,17 @@ bool WorkMCR::wait(std::chrono::milliseconds timeout) {
     }
   }
   return c10d::Work::wait(timeout);
+}
+
+bool WorkMCR::isCompleted() {
+  if (c10d::Work::isCompleted()) return true;
+  CommThread::instance().take_over_parked();
+  return c10d::Work::isCompleted();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkMCR::getFuture() {
+  if (!c10d::Work::isCompleted()) CommThread::instance().take_over_parked();
+  return future_;
 }
 
 void WorkMCR::complete(std::exception_ptr error) {
@@ -128,6 +140,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
   PostedOp op;
   op.timeout = limit;
   op.caller_waits = !op_timing.async;
+  op.waiter = work.get();
   if (!spin_wait_) op.caller_poll = std::chrono::microseconds(0);  // ranks share cores
   op.issue = [comm = comm_, backend = backend_override(), limit, tag, stream,
               start = std::move(start)]() mutable {
@@ -157,7 +170,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
                 "abort); create a new group");
     std::erase_if(outstanding_, [](const auto& w) {
       auto p = w.lock();
-      return !p || p->isCompleted();
+      return !p || p->c10d::Work::isCompleted();  // a look that leaves a parked operation parked
     });
     outstanding_.emplace_back(work);
   }

@@ -42,8 +42,11 @@ class WorkMCR : public c10d::Work {
   WorkMCR(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, bool spin);
 
   bool wait(std::chrono::milliseconds timeout) override;
+  /// A handle polled or chained on, instead of waited on, takes its operation from the waiter's
+  /// park (PostedOp::waiter) to the communication thread, which completes it.
+  bool isCompleted() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
   /// Called once, on the communication thread: fills the future and wakes waiters.
   void complete(std::exception_ptr error);

@@ -1,6 +1,7 @@
 """Operations posted while the communication thread is idle are issued by the posting thread, and
 a thread that waits for an operation does the communication thread's work itself until it
-completes (src/torch/comm_thread.hpp); results and ordering are the same either way. argv[1]: "on" (the
+completes, blocking in Gloo's own wait for a send or receive alone in flight
+(src/torch/comm_thread.hpp); results and ordering are the same either way. argv[1]: "on" (the
 default, MCR_TORCH_INLINE unset), "off" (MCR_TORCH_INLINE=0: every operation handed over) or "bad"
 (MCR_TORCH_INLINE=yes: init_processes raises, naming the variable). Run with 2 ranks."""
 
@@ -85,18 +86,42 @@ def main():
             check(torch.equal(t, torch.full((2,), float(sum(r * i for r in range(ws))))),
                   f"all_reduce after late recv {i}")
 
+    # A receive that is polled (is_completed) or chained on (its future) instead of waited on: where
+    # ranks share cores the poster parks it for a waiter that never comes (comm_thread.hpp), and
+    # the poll or the future hands it to the communication thread, which completes it.
+    with mt.backend("gloo"):
+        for how in ("is_completed", "future"):
+            if rank == 0:
+                buf = torch.zeros(33, dtype=torch.float64)
+                w = dist.irecv(buf, src=1)
+                if how == "is_completed":
+                    deadline = time.monotonic() + 30
+                    while not w.is_completed():
+                        check(time.monotonic() < deadline, "a polled irecv never completed")
+                        time.sleep(0.001)
+                else:
+                    w.get_future().wait()
+                check(torch.equal(buf, torch.arange(33, dtype=torch.float64) + 7), f"{how} recv")
+            elif rank == 1:
+                time.sleep(late_s)
+                dist.send(torch.arange(33, dtype=torch.float64) + 7, dst=0)
+            dist.barrier()
+
     after = counts()
     posted = after["posted"] - before["posted"]
     by_caller = after["issued_by_caller"] - before["issued_by_caller"]
     done_here = after["completed_by_caller"] - before["completed_by_caller"]
     driven = after["driven_by_waiter"] - before["driven_by_waiter"]
+    in_gloo = after["waited_in_library"] - before["waited_in_library"]
     print(f"rank {rank} [{mode}]: {posted} posted, {by_caller} issued by the caller, "
-          f"{done_here} also completed there, {driven} waits did the thread's work", flush=True)
+          f"{done_here} also completed there, {driven} waits did the thread's work, "
+          f"{in_gloo} of them in Gloo's own wait", flush=True)
     check(posted >= n_sync + 24 + 3, f"only {posted} operations counted as posted")
     check(done_here <= by_caller <= posted, f"counts out of order: {after}")
     if mode == "off":
         check(by_caller == 0, f"MCR_TORCH_INLINE=0, yet {by_caller} were issued by the caller")
         check(driven == 0, f"MCR_TORCH_INLINE=0, yet {driven} waits did the thread's work")
+        check(in_gloo == 0, f"MCR_TORCH_INLINE=0, yet {in_gloo} waits were made in Gloo's")
     else:
         # Between two synchronous calls the communication thread has nothing to do, so the next
         # post finds it idle; only a thread still finishing the previous call makes it hand over.
@@ -106,6 +131,9 @@ def main():
         if rank == 0:
             check(driven >= rounds // 2, f"only {driven} of {rounds} late receives' waits did "
                   "the thread's work")
+            # ... and each such wait, the receive alone in flight, blocks in Gloo's own wait.
+            check(in_gloo >= rounds // 2, f"only {in_gloo} of {rounds} late receives' waits were "
+                  "made in Gloo's own wait")
     finish(f"test_caller_issue[{mode}]")
 
 
