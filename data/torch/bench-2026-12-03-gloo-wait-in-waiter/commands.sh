@@ -16,11 +16,12 @@ mkdir -p $OUT
 TRUN="$PY -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 3 --tee 1"
 side_path() { [[ $1 == before ]] && echo "$BEFORE" || echo "$AFTER"; }
 # A point-to-point ping-pong (isend/irecv and wait, 256 floats), torch's gloo and then mcr, with
-# each thread's CPU time over 3000 round trips.
+# each thread's CPU time over 3000 round trips: the script of the previous record.
+PINGPONG=data/torch/bench-2026-12-02-waiter-drives/pingpong_threads.py
 for run in 1 2 3; do
   for side in before after; do
     for b in gloo mcr; do
-      PYTHONPATH=$(side_path $side) $TRUN $(dirname "$OUT")/pingpong_threads.py $b | grep 'us/roundtrip'
+      PYTHONPATH=$(side_path $side) $TRUN $PINGPONG $b | grep 'us/roundtrip'
     done > $OUT/pingpong-torchrun-$side-$run.txt 2>&1
   done
 done
