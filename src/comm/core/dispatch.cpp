@@ -119,13 +119,6 @@ void CommState::abort(std::string_view reason) {
 void CommState::abandon(std::string_view reason) noexcept {
   try {
     abort(reason);
-  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory while noting; the rest still runs
-  }
-  // The libraries first: closing the connections is what tells the peers at once that this rank
-  // is gone, whatever the bookkeeping below meets.
-  for (auto& b : backends)
-    b->abort();
-  try {
     const auto error = std::make_exception_ptr(Error(fmt::format(
         "abandoned by mcr::finalize() after a failure of this process ({}); its buffers may still "
         "be written by the library until the process exits",
@@ -139,6 +132,8 @@ void CommState::abandon(std::string_view reason) noexcept {
       engine().op_finished(*w);
     }
     outstanding.clear();
+    for (auto& b : backends)
+      b->abort();
   } catch (...) {  // NOLINT(bugprone-empty-catch): never throws; what is left is kept, not waited
   }
 }

@@ -456,11 +456,9 @@ void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::s
                         "exit status is this process's, or 1 when that is 0)",
                         own_error ? "this process exits on an error of its own"
                                   : "an MPI operation was abandoned")));
-  // Communicators first: their libraries close their connections, which tells every peer still
-  // waiting on this rank at once; the watchdog's stop waits for its tick.
-  detail::abandon_all_communicators(reason);
   detail::Watchdog::instance().stop();
   detail::write_local_env_comm_log(fmt::format("finalize after a failure: {}", reason));
+  detail::abandon_all_communicators(reason);
   slot->world.reset();  // kept by the abandoned list, never destroyed
   // The store goes with the runtime: a peer waiting on it (rank 0's process holds it) fails at
   // once, told that the store's owner is going away; no grace for peers to leave first.
