@@ -183,6 +183,21 @@ bool gloo_runs_inline() {
                   v));
 }
 
+int gloo_collective_threads() {
+  constexpr long long kMaxThreads = 64;
+  const char* v = std::getenv("MCR_GLOO_THREADS");
+  if (v == nullptr || *v == '\0') return 2;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || n < 1 || n > kMaxThreads) {
+    throw InvalidArgument(fmt::format(
+        "MCR_GLOO_THREADS='{}': must be a whole number of worker threads from 1 to {} (how many "
+        "asynchronous Gloo collectives of one communicator run at once; default 2)",
+        v, kMaxThreads));
+  }
+  return static_cast<int>(n);
+}
+
 std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
   install_gloo_io_guard(bootstrap.rank());
   auto shared = std::make_shared<GlooShared>();
@@ -190,6 +205,7 @@ std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
   shared->timeout = bootstrap.timeout().count() > 0 ? bootstrap.timeout() : kFallbackTimeout;
   shared->hostname = gloo_hostname(bootstrap.launch());
   shared->run_inline = gloo_runs_inline();
+  shared->collective_threads = gloo_collective_threads();
   gloo::transport::tcp::attr attr;
   attr.hostname = shared->hostname;
   const GlooCallSite site{"create_device", 0, bootstrap.rank()};
@@ -200,7 +216,9 @@ std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
 }
 
 GlooBackend::GlooBackend(std::shared_ptr<GlooShared> shared, std::shared_ptr<gloo::Context> context)
-    : shared_(std::move(shared)), context_(std::move(context)) {}
+    : shared_(std::move(shared)),
+      context_(std::move(context)),
+      worker_(std::make_shared<GlooWorker>(shared_->collective_threads)) {}
 
 GlooBackend::~GlooBackend() = default;
 
@@ -251,8 +269,8 @@ std::unique_ptr<PendingOp> GlooBackend::start(const OpArgs& args) {
 
   auto collective = make_gloo_collective(args, size(), next_tag_++, timeout);
   if (moves_nothing(collective, size())) return nullptr;
-  if (args.may_block && shared_->run_inline && worker_->idle()) {
-    run_gloo_collective(context_, collective);
+  if (args.may_block && shared_->run_inline &&
+      worker_->run_now_if_free([&] { run_gloo_collective(context_, collective); })) {
     return nullptr;
   }
   auto state = std::make_shared<CollectiveState>();

@@ -1,6 +1,6 @@
 // The Gloo backend: every operation on CPU tensors over gloo's TCP transport, with rendezvous
-// through our Store. Collectives run on one worker thread per instance in issue order (inline in
-// the caller's thread for a synchronous call when nothing is queued); point-to-point operations
+// through our Store. Collectives start in issue order on a few worker threads per instance (inline
+// in the caller's thread for a synchronous call when nothing is queued); point-to-point operations
 // are posted at once. See docs/gloo-backend.md.
 #pragma once
 
@@ -34,6 +34,8 @@ struct GlooShared {
   /// gloo's own calls do (else the worker runs every collective and the caller polls). See
   /// gloo_runs_inline().
   bool run_inline = true;
+  /// How many collectives of one instance may run at once (gloo_collective_threads()).
+  int collective_threads = 2;
 };
 
 /// MCR_GLOO_INLINE=0 turns run_inline off; unset or 1 leaves it on. Polling wins only now and
@@ -42,6 +44,13 @@ struct GlooShared {
 /// docs/performance/bench-and-tuning.md#gloo-sleeping-waits). Throws InvalidArgument naming
 /// MCR_GLOO_INLINE for other values.
 bool gloo_runs_inline();
+
+/// MCR_GLOO_THREADS: how many asynchronous collectives of one communicator run side by side on
+/// its Gloo context, each on its own worker thread (1-64; default 2, as torch's ProcessGroupGloo).
+/// With one, a collective between hosts leaves the link idle while its own reductions and
+/// hand-offs run (docs/performance/bench-and-tuning.md#gloo-collective-threads). Throws
+/// InvalidArgument naming MCR_GLOO_THREADS for other values.
+int gloo_collective_threads();
 
 /// The hostname gloo's device binds and advertises: MCR_GLOO_HOSTNAME when set; else the IPv4
 /// address of interface MCR_GLOO_IFACE when set; else 127.0.0.1 when every rank runs on this host
@@ -82,7 +91,7 @@ class GlooBackend final : public Backend {
   std::uint32_t next_tag_ = 0;  // consecutive per collective: equal on every rank
   // Declared last: destroyed first, so no thread touches the members above after they are gone.
   std::shared_ptr<GlooWaiterPool> waiters_ = std::make_shared<GlooWaiterPool>();
-  std::shared_ptr<GlooWorker> worker_ = std::make_shared<GlooWorker>();
+  std::shared_ptr<GlooWorker> worker_;
 };
 
 }  // namespace mcr::detail

@@ -1,6 +1,9 @@
-// The one thread that runs a backend instance's queued collectives, strictly in issue order: a
-// gloo context must not run two collectives at once, and the issue order is the same on every
-// rank, so running them in that order on every rank can never cross-match.
+// The threads that run a backend instance's queued collectives. They start them strictly in issue
+// order, at most `threads` at a time. Each collective carries its own gloo tag (consecutive in
+// issue order, hence equal on every rank), so collectives running side by side on one context
+// never cross-match, as in torch's ProcessGroupGloo, whose worker threads share a context the same
+// way. Starting in issue order keeps the earliest unfinished collective of every rank running, so
+// no collective waits for a later one (docs/design.md, "Progress and deadlock freedom").
 #pragma once
 
 #include <condition_variable>
@@ -8,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace mcr::detail {
 
@@ -16,19 +20,22 @@ class GlooWorker {
   /// A task runs once; `cancelled` is true when the worker shuts down before running it.
   using Task = std::function<void(bool cancelled)>;
 
-  GlooWorker();
-  /// Lets the running task finish, cancels the queued ones, joins the thread.
+  /// At most `threads` (>= 1) collectives run at once; the threads start when work first needs
+  /// them, so an instance that never queues a collective has none.
+  explicit GlooWorker(int threads);
+  /// Lets the running tasks finish, cancels the queued ones, joins the threads.
   ~GlooWorker();
   GlooWorker(const GlooWorker&) = delete;
   GlooWorker& operator=(const GlooWorker&) = delete;
 
   /// Queues `task`; `key` names it for run_if_next().
   void submit(Task task, const void* key = nullptr);
-  /// Nothing queued and nothing running: the caller may run a collective itself without
-  /// overtaking an earlier one.
-  bool idle() const;
-  /// Runs the task submitted with `key` in the calling thread, if it is the next to run and
-  /// nothing runs now (so that no collective overtakes another); returns whether it ran.
+  /// Runs `run` in the calling thread if nothing is queued and fewer than `threads` collectives
+  /// run now (so it starts after every earlier one has started); returns whether it ran. An
+  /// exception from `run` propagates, the slot freed.
+  bool run_now_if_free(const std::function<void()>& run);
+  /// Runs the task submitted with `key` in the calling thread, if it is the next to start and a
+  /// slot is free; returns whether it ran.
   bool run_if_next(const void* key);
 
  private:
@@ -37,13 +44,17 @@ class GlooWorker {
     const void* key = nullptr;
   };
   void loop();
+  /// Frees a slot taken by the caller (run_now_if_free, run_if_next) and wakes a thread for it.
+  void release_slot();
 
+  const int max_running_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
-  bool running_ = false;
+  int running_ = 0;  // collectives running now, in the threads or in callers
+  int waiting_ = 0;  // threads asleep in cv_
   bool stop_ = false;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace mcr::detail
