@@ -25,17 +25,44 @@ struct Key {
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
+// Times of one size: per backend, per number of operations in flight (0 where not recorded).
+using TimesByDepth = std::map<std::string, std::map<int, double>>;
+
+// Each backend's worst slowdown against the fastest backend at the same number in flight, over
+// the numbers it was measured at: 1 for a backend that is fastest at every one. With a single
+// number in flight this orders the backends as their times do.
+std::map<std::string, double> worst_slowdowns(const TimesByDepth& times) {
+  std::map<int, double> best;
+  for (const auto& [backend, by_depth] : times) {
+    for (const auto& [depth, t] : by_depth) {
+      auto [it, fresh] = best.emplace(depth, t);
+      if (!fresh) it->second = std::min(it->second, t);
+    }
+  }
+  std::map<std::string, double> worst;
+  for (const auto& [backend, by_depth] : times) {
+    double w = 0;
+    for (const auto& [depth, t] : by_depth)
+      w = std::max(w, t / best.at(depth));
+    worst[backend] = w;
+  }
+  return worst;
+}
+
 // Winner per measured size, walking upwards: the current winner keeps a size unless another backend
 // beats it there by more than the margin (or the current one was not measured at that size).
+// Where a size was measured with several numbers of operations in flight, "beats" compares worst
+// slowdowns: the winner is the backend that loses least where it is not the fastest.
 std::vector<std::pair<std::size_t, std::string>> winners(
-    const std::map<std::size_t, std::map<std::string, double>>& by_size, double hysteresis) {
+    const std::map<std::size_t, TimesByDepth>& by_size, double hysteresis) {
   std::vector<std::pair<std::size_t, std::string>> out;
   std::string current;
   for (const auto& [bytes, times] : by_size) {
-    auto best = std::min_element(times.begin(), times.end(),
+    const auto score = worst_slowdowns(times);
+    auto best = std::min_element(score.begin(), score.end(),
                                  [](const auto& a, const auto& b) { return a.second < b.second; });
-    auto cur = times.find(current);
-    if (cur == times.end() || best->second < cur->second * (1.0 - hysteresis))
+    auto cur = score.find(current);
+    if (cur == score.end() || best->second < cur->second * (1.0 - hysteresis))
       current = best->first;
     out.emplace_back(bytes, current);
   }
@@ -49,11 +76,11 @@ std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples,
   if (hysteresis < 0 || hysteresis >= 1) {
     throw InvalidArgument(fmt::format("tune.hysteresis {}: must be in [0, 1)", hysteresis));
   }
-  std::map<Key, std::map<std::size_t, std::map<std::string, double>>> grouped;
+  std::map<Key, std::map<std::size_t, TimesByDepth>> grouped;
   for (const auto& s : samples) {
     if (!(s.time_us > 0) || !std::isfinite(s.time_us)) continue;  // failed or unmeasured points
     auto& slot = grouped[Key{s.op, s.dtype_class, s.group_size, s.hosts, s.ranks_per_host, s.form}]
-                        [s.bytes][s.backend];
+                        [s.bytes][s.backend][s.in_flight];
     slot = slot > 0 ? std::min(slot, s.time_us) : s.time_us;
   }
   std::vector<TuningEntry> entries;

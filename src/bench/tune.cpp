@@ -41,9 +41,18 @@ void check_tune_options(const TuneOptions& o, const std::vector<std::string>& us
   detail::require_usable("tune.backends", o.backends, usable, false);
   if (o.forms.empty())
     throw InvalidArgument("tune.forms: name at least one of sync, async (or both)");
-  if (o.in_flight < 1 || o.in_flight > kTuneMaxIterations) {
-    throw InvalidArgument(fmt::format("tune.in_flight {}: must be in [1, {}] operations",
-                                      o.in_flight, kTuneMaxIterations));
+  if (o.in_flight.empty())
+    throw InvalidArgument("tune.in_flight: name at least one number of operations in flight");
+  for (std::size_t i = 0; i < o.in_flight.size(); ++i) {
+    const int n = o.in_flight[i];
+    if (n < 1 || n > kTuneMaxIterations) {
+      throw InvalidArgument(
+          fmt::format("tune.in_flight {}: must be in [1, {}] operations", n, kTuneMaxIterations));
+    }
+    if (std::find(o.in_flight.begin(), o.in_flight.begin() + static_cast<std::ptrdiff_t>(i), n) !=
+        o.in_flight.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw InvalidArgument(fmt::format("tune.in_flight {}: given twice", n));
+    }
   }
   if (o.repetitions < 1)
     throw InvalidArgument(fmt::format("tune.repetitions {}: must be >= 1", o.repetitions));
@@ -79,11 +88,23 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
   std::string forms;
   for (CallForm f : o.forms)
     forms += fmt::format("{}{}", forms.empty() ? "" : " and ", to_string(f));
+  std::vector<int> depths = o.in_flight;
+  std::sort(depths.begin(), depths.end());
+  std::string depth_list;
+  for (std::size_t i = 0; i < depths.size(); ++i) {
+    depth_list +=
+        fmt::format("{}{}", i == 0 ? "" : (i + 1 == depths.size() ? " and " : ", "), depths[i]);
+  }
   table.provenance["form"] =
-      timed_async
+      !timed_async ? forms
+      : depths.size() == 1
           ? fmt::format("{} (async: i* calls, at least {} in flight, waited for inside the timing)",
-                        forms, o.in_flight)
-          : forms;
+                        forms, depth_list)
+          : fmt::format(
+                "{} (async: i* calls, at least {} in flight, each size timed at each, "
+                "waited for inside the timing; a size goes to the backend with the "
+                "smallest worst slowdown over them)",
+                forms, depth_list);
   table.provenance["method"] = fmt::format(
       "median over {} interleaved repetitions of the max-across-ranks mean time per iteration; "
       "~{} ms per repetition",
@@ -110,6 +131,10 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
     }
   }
 
+  // Points per size: the blocking form once, the asynchronous form once per number in flight.
+  std::size_t timings_per_size = 0;
+  for (CallForm f : o.forms)
+    timings_per_size += f == CallForm::async ? depths.size() : 1;
   auto points_of = [&](const std::vector<OpType>& ops, int ranks, std::size_t form_count) {
     std::size_t n = 0;
     for (OpType op : ops) {
@@ -119,7 +144,7 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
     }
     return n;
   };
-  std::size_t total = points_of(o.ops, world.size(), o.forms.size());
+  std::size_t total = points_of(o.ops, world.size(), timings_per_size);
   for (const Level& l : levels)
     total += points_of(l.ops, l.within_host ? world.ranks_per_host() : world.hosts(), 1);
   std::size_t done = 0;
@@ -127,7 +152,7 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
   // Every op, dtype class, size and form of `ops` on `comm`, timed over `names`.
   auto sweep = [&](Communicator& comm, const std::vector<OpType>& ops,
                    const std::vector<CallForm>& call_forms, const std::vector<std::string>& names,
-                   int in_flight, const std::string& group) {
+                   const std::vector<int>& in_flight, const std::string& group) {
     for (OpType op : ops) {
       if (skip_single_rank_p2p(comm.size(), op)) continue;
       // Data movement does not depend on the element type: one "any" entry. Reductions per class.
@@ -136,43 +161,47 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
       for (DType dtype : types) {
         const std::string klass = is_reduction(op) ? std::string(dtype_class(dtype)) : "any";
         for (std::size_t size : distinct_sizes(op, o.sizes, dtype, comm.size())) {
-          // Both forms of one size one after the other: measured in the same minute, so that
-          // where they differ it is the form, not the load.
+          // Both forms of one size one after the other, and the asynchronous one at each number
+          // in flight: measured in the same minute, so that where they differ it is the form or
+          // the number, not the load.
           for (CallForm form : call_forms) {
-            const bool in_place = o.in_place && has_in_place(op);
             const bool async = form == CallForm::async;
-            Point point(comm, {op, dtype, size, in_place, 0, ReduceOp::sum, async, 1});
-            io.min_iterations = async ? in_flight : 1;
-            TunePoint p;
-            p.op = op;
-            p.dtype_class = klass;
-            p.bytes = point.layout().bytes;
-            p.form = form;
-            p.group = group;
-            p.timings = measure_interleaved(point, names, io);
-            p.index = ++done;
-            p.total = total;
-            for (const auto& r : p.timings) {
-              if (!r.supported) continue;
-              if (r.wrong > 0) {  // a backend that computed wrong values must not win a range
-                result.wrong += r.wrong;
-                continue;
+            for (int depth : async ? in_flight : std::vector<int>{0}) {
+              const bool in_place = o.in_place && has_in_place(op);
+              Point point(comm, {op, dtype, size, in_place, 0, ReduceOp::sum, async, 1});
+              io.min_iterations = async ? depth : 1;
+              TunePoint p;
+              p.op = op;
+              p.dtype_class = klass;
+              p.bytes = point.layout().bytes;
+              p.form = form;
+              p.in_flight = depth;
+              p.group = group;
+              p.timings = measure_interleaved(point, names, io);
+              p.index = ++done;
+              p.total = total;
+              for (const auto& r : p.timings) {
+                if (!r.supported) continue;
+                if (r.wrong > 0) {  // a backend that computed wrong values must not win a range
+                  result.wrong += r.wrong;
+                  continue;
+                }
+                // The group's shape: a table measured on 4x1 must not decide for a 2x2 job. An
+                // uneven group (ranks_per_host 0) records its host count only.
+                table.samples.push_back(TuningSample{
+                    op, klass, comm.size(), p.bytes, r.backend, r.seconds * 1e6, comm.hosts(),
+                    comm.ranks_per_host(), std::string(to_string(form)), depth});
               }
-              // The group's shape: a table measured on 4x1 must not decide for a 2x2 job. An
-              // uneven group (ranks_per_host 0) records its host count only.
-              table.samples.push_back(
-                  TuningSample{op, klass, comm.size(), p.bytes, r.backend, r.seconds * 1e6,
-                               comm.hosts(), comm.ranks_per_host(), std::string(to_string(form))});
+              p.elapsed_s = seconds_since(start);
+              if (cb.on_point) cb.on_point(p);
             }
-            p.elapsed_s = seconds_since(start);
-            if (cb.on_point) cb.on_point(p);
           }
           if (op == OpType::barrier) break;
         }
       }
     }
   };
-  sweep(world, o.ops, o.forms, backends, o.in_flight, {});
+  sweep(world, o.ops, o.forms, backends, depths, {});
   if (hier_steps_too) {
     // Every rank is in one group of each kind, and the groups of a kind run side by side, as
     // hier's steps do. One at a time in flight: hier issues a step when the one before is done.
@@ -190,7 +219,7 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
         ops += fmt::format("{}{}", ops.empty() ? "" : ", ", to_string(op));
       note += fmt::format("{}{}: {} ranks ({}x{}): {}", note.empty() ? "" : "; ", l.name, c.size(),
                           c.hosts(), c.ranks_per_host(), ops);
-      sweep(c, l.ops, {CallForm::async}, flat, 1, l.name);
+      sweep(c, l.ops, {CallForm::async}, flat, {1}, l.name);
     }
     table.provenance["hier_steps"] = note + " (async form, one in flight)";
   }

@@ -17,24 +17,33 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
   if (format != "png" && format != "svg") {
     throw InvalidArgument(fmt::format("--plot-format '{}': must be png or svg", format));
   }
-  // op -> series -> (bytes -> us), for the first dtype class measured per op. A table of two call
-  // forms (tune --form both) gets a series per backend and form, "mpi (async)".
+  // op -> series -> (bytes -> us), for the first dtype class measured per op and the group that
+  // the table's first sample measured (a multi-host table also holds hier's step groups). A table
+  // of two call forms (tune --form both) gets a series per backend and form, "mpi (async)"; one
+  // timed with several numbers in flight a series per number too, "mpi (async, 16 in flight)".
   std::map<std::string, std::map<std::string, std::map<std::size_t, double>>> series;
   std::map<std::string, std::string> klass;
   std::map<std::string, std::set<std::string>> forms;
+  std::map<std::string, std::set<int>> depths;
+  const int group = table.samples.empty() ? 0 : table.samples.front().group_size;
   for (const auto& s : table.samples) {
     const std::string op(to_string(s.op));
+    if (s.group_size != group) continue;
     if (!klass.count(op)) klass[op] = s.dtype_class;
-    if (klass[op] == s.dtype_class) forms[op].insert(s.form);
+    if (klass[op] != s.dtype_class) continue;
+    forms[op].insert(s.form);
+    if (s.in_flight > 0) depths[op].insert(s.in_flight);
   }
-  auto series_name = [&](const std::string& op, const std::string& backend,
-                         const std::string& form) {
+  auto series_name = [&](const std::string& op, const std::string& backend, const std::string& form,
+                         int in_flight) {
+    if (depths[op].size() > 1 && in_flight > 0)
+      return fmt::format("{} ({}, {} in flight)", backend, form, in_flight);
     return forms[op].size() > 1 ? fmt::format("{} ({})", backend, form) : backend;
   };
   for (const auto& s : table.samples) {
     const std::string op(to_string(s.op));
-    if (klass[op] != s.dtype_class) continue;
-    series[op][series_name(op, s.backend, s.form)][s.bytes] = s.time_us;
+    if (s.group_size != group || klass[op] != s.dtype_class) continue;
+    series[op][series_name(op, s.backend, s.form, s.in_flight)][s.bytes] = s.time_us;
   }
   std::ofstream gp(prefix + ".gp");
   if (!gp) throw Error(fmt::format("--plot: cannot write '{}.gp'", prefix));
@@ -71,7 +80,9 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
                          first ? HostShape{first->hosts, first->ranks_per_host} : HostShape{},
                          bytes, form == "async" ? CallForm::async : CallForm::sync);
         if (chosen == nullptr) continue;
-        auto it = backends.find(series_name(op, *chosen, form));
+        // Timed with several numbers in flight: drawn on the largest's series.
+        const int depth = form == "async" && !depths[op].empty() ? *depths[op].rbegin() : 0;
+        auto it = backends.find(series_name(op, *chosen, form, depth));
         if (it != backends.end() && it->second.count(bytes)) {
           d << std::max<std::size_t>(bytes, 1) << ' ' << it->second.at(bytes) << '\n';
         }

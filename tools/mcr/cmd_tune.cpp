@@ -26,7 +26,7 @@ struct TuneFlags {
   std::string place = "out";
   bool async = false;
   std::string form;  // empty: sync, or async with --async
-  int in_flight = 1;
+  std::vector<int> in_flight{1};
   bool no_hier_steps = false;
   std::string validate;
   bool plot = false;
@@ -114,7 +114,10 @@ void add_tune_command(CLI::App& app) {
                 "on several hosts, do not also measure the groups hier runs its steps on (the "
                 "ranks of a host; one rank per host)");
   cmd->add_option("--in-flight", opts->in_flight,
-                  "async form: operations issued before waiting for them, at least")
+                  "async form: operations issued before waiting for them, at least; several "
+                  "(4,16): each size timed at each, and it goes to the backend that loses least "
+                  "where it is not the fastest")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--validate", opts->validate,
                   "check a table file (gaps, overlaps, unknown ops/backends) and exit");

@@ -62,9 +62,11 @@ void print_tune_point(const bench::TunePoint& p, bool quiet) {
     line += fmt::format(" {}={:.2f}us", r.backend, r.seconds * 1e6);
   }
   if (!quiet) {
-    fmt::print(stderr, "[{:>4}/{}] {:>6.1f}s {}{:<15} {:<5} {:<5} {:>10} B:{}\n", p.index, p.total,
+    const std::string form = p.in_flight > 1 ? fmt::format("{}x{}", to_string(p.form), p.in_flight)
+                                             : std::string(to_string(p.form));
+    fmt::print(stderr, "[{:>4}/{}] {:>6.1f}s {}{:<15} {:<5} {:<8} {:>10} B:{}\n", p.index, p.total,
                p.elapsed_s, p.group.empty() ? "" : fmt::format("({}) ", p.group), to_string(p.op),
-               p.dtype_class, to_string(p.form), p.bytes, line);
+               p.dtype_class, form, p.bytes, line);
   }
 }
 

@@ -11,7 +11,10 @@
 namespace mcr::bench {
 
 /// Winner per measured size, switching away from the current winner (walking sizes upwards) only
-/// when another backend is faster by more than `hysteresis` (0.03 = 3%); then adjacent sizes with
+/// when another backend is faster by more than `hysteresis` (0.03 = 3%). Where a size was timed
+/// with several numbers of operations in flight (`mcr tune --in-flight 4,16`), a backend's figure
+/// is its worst slowdown against the fastest at the same number, so the winner is the backend
+/// that loses least at the count where it is not the fastest. Then adjacent sizes with
 /// the same winner are merged. A byte count between two measured sizes goes to the backend of the
 /// nearer one on a log scale (boundary at the geometric mean). The first range starts at 0 and the
 /// last is unbounded. The `send` entry is copied to `recv`: both ends of a message must agree.

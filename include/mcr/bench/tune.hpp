@@ -47,7 +47,11 @@ struct TuneOptions {
   /// --in-flight: the async form issues at least this many operations before waiting for them
   /// (as a data-parallel step issues its buckets), so that the time per operation includes what
   /// a library gains or loses with several in flight. 1 = one at a time when they are slow.
-  int in_flight = 1;
+  /// Several numbers ("4,16"): each size is timed at each, and a size goes to the backend whose
+  /// worst slowdown over them is smallest (build_entries()): a call does not know how many
+  /// operations its program keeps in flight, and libraries rank differently with few and many
+  /// (docs/tuning-format.md).
+  std::vector<int> in_flight{1};
   /// --no-hier-steps clears it: on a world of several hosts with the same number (>= 2) of ranks
   /// on each, also measure the groups that the composed backend `hier` runs its steps on (the
   /// ranks of one host; the ranks of one local index across hosts), the ops it runs there, in the
@@ -62,6 +66,7 @@ struct TunePoint {
   std::string dtype_class;  ///< "float", "int" (reductions) or "any"
   std::size_t bytes = 0;
   CallForm form = CallForm::sync;
+  int in_flight = 0;  ///< async form: operations in flight, at least; 0 for the blocking form
   /// Empty for the world; "hier within hosts" or "hier between hosts" for a step group.
   std::string group;
   /// Every backend's timing; a supported one with wrong > 0 gave wrong values and is not used.
@@ -91,8 +96,8 @@ std::vector<CallForm> parse_call_forms(std::string_view name);
 bool parse_tune_placement(std::string_view name);
 
 /// Throws InvalidArgument naming the field, the value and the rule for: no op, size or dtype,
-/// repetitions < 1, budget_ms <= 0, hysteresis outside [0, 1), in_flight outside [1,
-/// kTuneMaxIterations], no form, a backends name not in `usable`.
+/// repetitions < 1, budget_ms <= 0, hysteresis outside [0, 1), no in_flight or one outside [1,
+/// kTuneMaxIterations] or given twice, no form, a backends name not in `usable`.
 void check_tune_options(const TuneOptions& options, const std::vector<std::string>& usable);
 
 /// Measures and builds the table on `world` (collective: every rank calls it with the same

@@ -153,6 +153,9 @@ struct TuningSample {
   int hosts = 0;             ///< as in TuningEntry: 0 = not recorded
   int ranks_per_host = 0;    ///< as in TuningEntry: 0 = not recorded
   std::string form = "any";  ///< as in TuningEntry: "sync", "async", "any" = not recorded
+  /// Asynchronous form: how many operations were in flight, at least (`mcr tune --in-flight`);
+  /// 0 = not recorded (a blocking call, or a table from before it was recorded).
+  int in_flight = 0;
   friend bool operator==(const TuningSample&, const TuningSample&) = default;
 };
 

@@ -193,13 +193,19 @@ class StructureCheck {
     }
     keys(s,
          {"op", "dtype_class", "group_size", "hosts", "ranks_per_host", "form", "bytes", "backend",
-          "time_us"},
+          "time_us", "in_flight"},
          where);
     common(s, where);
     backend(s, where);
     bytes(s, "bytes", true, false, where);
     if (!s.contains("time_us") || !s["time_us"].is_number())
       add(fmt::format("{}: \"time_us\" must be a number", where));
+    if (s.contains("in_flight") &&
+        !(s["in_flight"].is_number_integer() && s["in_flight"].get<long long>() >= 1 &&
+          s["in_flight"].get<long long>() <= std::numeric_limits<int>::max())) {
+      add(fmt::format("{}: \"in_flight\" must be a whole number of operations >= 1, not {}", where,
+                      s["in_flight"].dump()));
+    }
   }
 
   std::vector<std::string>& problems_;
@@ -230,11 +236,11 @@ TuningTable parse_checked(const json& doc) {
     t.entries.push_back(std::move(entry));
   }
   for (const auto& s : doc.value("samples", json::array())) {
-    t.samples.push_back(
-        TuningSample{*parse_op(s.at("op").get<std::string>()), s.value("dtype_class", "float"),
-                     s.value("group_size", 0), s.at("bytes").get<std::size_t>(),
-                     s.at("backend").get<std::string>(), s.at("time_us").get<double>(),
-                     s.value("hosts", 0), s.value("ranks_per_host", 0), s.value("form", "any")});
+    t.samples.push_back(TuningSample{
+        *parse_op(s.at("op").get<std::string>()), s.value("dtype_class", "float"),
+        s.value("group_size", 0), s.at("bytes").get<std::size_t>(),
+        s.at("backend").get<std::string>(), s.at("time_us").get<double>(), s.value("hosts", 0),
+        s.value("ranks_per_host", 0), s.value("form", "any"), s.value("in_flight", 0)});
   }
   return t;
 }
@@ -329,6 +335,7 @@ std::string TuningTable::to_json(int indent) const {
             {"bytes", s.bytes},      {"backend", s.backend},         {"time_us", s.time_us}};
     put_topology(js, s.hosts, s.ranks_per_host);
     put_form(js, s.form);
+    if (s.in_flight > 0) js["in_flight"] = s.in_flight;
     doc["samples"].push_back(std::move(js));
   }
   return doc.dump(indent);

@@ -2,8 +2,9 @@ cmake_minimum_required(VERSION 3.25)
 # Tuning entries per call form on 2 ranks: a table whose blocking all_reduce entry names gloo and
 # whose asynchronous one names mpi. explain answers per form and says which measurement decided;
 # a replay of one blocking and one asynchronous all_reduce runs each on its form's backend (the
-# communication log records the backend of every op); `mcr tune --form both --in-flight 4` writes
-# entries and samples of both forms, validates, and plots each form as series of its own.
+# communication log records the backend of every op); `mcr tune --form both --in-flight 4,2` writes
+# entries of both forms and samples at both numbers in flight, validates, and plots each form and
+# number as series of its own.
 # -DMPIEXEC -DMCR -DOUT
 include(${CMAKE_CURRENT_LIST_DIR}/../../../cmake/McrMpiexec.cmake)
 set(MPI ${MPIEXEC} ${MCR_MPIEXEC_FLAGS} -np 2)
@@ -78,7 +79,7 @@ endif()
 message(STATUS "log: ${seen_sync} blocking all_reduces on gloo, ${seen_async} asynchronous on mpi")
 
 # tune --form both: entries and samples of both forms, a valid table, the form in the provenance.
-execute_process(COMMAND ${MPI} ${MCR} tune --op all_reduce --sizes 4K,64K --form both --in-flight 4
+execute_process(COMMAND ${MPI} ${MCR} tune --op all_reduce --sizes 4K,64K --form both --in-flight 4,2
                         --reps 1 --budget-ms 1 -q -o ${OUT}/tuned.json --plot
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0 OR err MATCHES "wrong values")
@@ -90,7 +91,7 @@ if(NOT rc EQUAL 0)
 endif()
 file(READ ${OUT}/tuned.json doc)
 string(JSON provenance_form GET "${doc}" provenance form)
-if(NOT provenance_form MATCHES "^sync and async \\(async: i\\* calls, at least 4 in flight")
+if(NOT provenance_form MATCHES "^sync and async \\(async: i\\* calls, at least 2 and 4 in flight, each size timed at each")
   message(FATAL_ERROR "provenance form is '${provenance_form}'")
 endif()
 foreach(list entries samples)
@@ -98,19 +99,36 @@ foreach(list entries samples)
   set(async 0)
   string(JSON n LENGTH "${doc}" ${list})
   math(EXPR last "${n} - 1")
+  set(depths "")
   foreach(i RANGE ${last})
     string(JSON f GET "${doc}" ${list} ${i} form)
     math(EXPR ${f} "${${f}} + 1")
+    if(list STREQUAL "samples" AND f STREQUAL "async")
+      string(JSON d GET "${doc}" ${list} ${i} in_flight)
+      list(APPEND depths ${d})
+    endif()
   endforeach()
-  if(sync EQUAL 0 OR NOT sync EQUAL async)
+  # One entry per form; an asynchronous sample per backend, size and number in flight (2 and 4).
+  if(list STREQUAL "entries")
+    math(EXPR want "${sync}")
+  else()
+    math(EXPR want "2 * ${sync}")
+    list(REMOVE_DUPLICATES depths)
+    list(SORT depths)
+    if(NOT depths STREQUAL "2;4")
+      message(FATAL_ERROR "the asynchronous samples' numbers in flight are '${depths}', not 2 and 4")
+    endif()
+  endif()
+  if(sync EQUAL 0 OR NOT async EQUAL want)
     message(FATAL_ERROR "tune --form both wrote ${sync} sync and ${async} async ${list}")
   endif()
 endforeach()
 
-# The plot's data keeps the forms apart: a series per backend and form (written whether or not
-# gnuplot is installed).
+# The plot's data keeps the forms and numbers in flight apart: a series per backend, form and
+# number (written whether or not gnuplot is installed).
 file(READ ${OUT}/tuned.all_reduce.dat dat)
-foreach(series "# mpi (sync)" "# mpi (async)" "# gloo (sync)" "# gloo (async)")
+foreach(series "# mpi (sync)" "# mpi (async, 2 in flight)" "# mpi (async, 4 in flight)"
+               "# gloo (sync)" "# gloo (async, 2 in flight)" "# gloo (async, 4 in flight)")
   string(FIND "${dat}" "${series}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "tuned.all_reduce.dat has no series '${series}':\n${dat}")

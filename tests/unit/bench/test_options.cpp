@@ -121,6 +121,18 @@ TEST(Options, TuneChecksNameFieldValueAndRule) {
   bad.hysteresis = 1;
   m = message_of([&] { check_tune_options(bad, usable); });
   EXPECT_TRUE(contains(m, "tune.hysteresis 1: must be in [0, 1)")) << m;
+  bad = o;
+  bad.in_flight = {4, 0};
+  m = message_of([&] { check_tune_options(bad, usable); });
+  EXPECT_TRUE(contains(m, "tune.in_flight 0: must be in [1, 1000] operations")) << m;
+  bad.in_flight = {4, 16, 4};
+  m = message_of([&] { check_tune_options(bad, usable); });
+  EXPECT_TRUE(contains(m, "tune.in_flight 4: given twice")) << m;
+  bad.in_flight = {};
+  m = message_of([&] { check_tune_options(bad, usable); });
+  EXPECT_TRUE(contains(m, "tune.in_flight: name at least one")) << m;
+  bad.in_flight = {16, 4};  // any order
+  EXPECT_NO_THROW(check_tune_options(bad, usable));
 }
 
 TEST(Options, DefaultsMatchTheCommandLine) {

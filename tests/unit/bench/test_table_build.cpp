@@ -102,3 +102,66 @@ TEST(BuildEntries, OneEntryPerFormWithItsOwnWinners) {
   EXPECT_EQ(*t.lookup(OpType::all_reduce, DType::f32, 4, shape, 1 << 24, CallForm::sync), "gloo");
   EXPECT_EQ(*t.lookup(OpType::all_reduce, DType::f32, 4, shape, 1 << 24, CallForm::async), "mpi");
 }
+
+TEST(BuildEntries, SeveralNumbersInFlightGoToTheBackendThatLosesLeast) {
+  // 16 MiB all_reduce on 2 x 2 hosts, async form, timed with 4 and with 16 in flight (the shape of
+  // a cluster's tune): hier is 4% faster with 4 in flight, MPI 19% faster with 16. Each alone
+  // names its own winner; both together name MPI, whose worst slowdown (1.04) is smaller than
+  // hier's (1.19).
+  auto at = [](int depth, double mpi, double hier) {
+    return std::vector<TuningSample>{
+        {OpType::all_reduce, "float", 4, 1 << 24, "mpi", mpi, 2, 2, "async", depth},
+        {OpType::all_reduce, "float", 4, 1 << 24, "hier", hier, 2, 2, "async", depth}};
+  };
+  const auto four = at(4, 164.0, 157.6);
+  const auto sixteen = at(16, 219.0, 261.0);
+  const HostShape shape{2, 2};
+  auto winner = [&](const std::vector<TuningSample>& s) {
+    TuningTable t;
+    t.entries = build_entries(s, 0.03);
+    EXPECT_EQ(t.entries.size(), 1u);  // one entry per form, whatever the numbers in flight
+    EXPECT_TRUE(t.validate(backend_names()).empty());
+    return *t.lookup(OpType::all_reduce, DType::f32, 4, shape, 1 << 24, CallForm::async);
+  };
+  EXPECT_EQ(winner(four), "hier");
+  EXPECT_EQ(winner(sixteen), "mpi");
+  auto both = four;
+  both.insert(both.end(), sixteen.begin(), sixteen.end());
+  EXPECT_EQ(winner(both), "mpi");
+}
+
+TEST(BuildEntries, SeveralNumbersInFlightKeepTheMarginAndTheSamples) {
+  // 1 MiB: MPI fastest at both numbers. 16 MiB: hier 2% and 1% faster, within the 3% margin, so
+  // MPI keeps it; at 10% faster at both hier would take it.
+  auto sample = [](std::size_t bytes, int depth, const char* backend, double us) {
+    return TuningSample{OpType::all_reduce, "float", 4, bytes, backend, us, 2, 2, "async", depth};
+  };
+  std::vector<TuningSample> s{sample(1 << 20, 4, "mpi", 10),   sample(1 << 20, 4, "hier", 20),
+                              sample(1 << 20, 16, "mpi", 10),  sample(1 << 20, 16, "hier", 20),
+                              sample(1 << 24, 4, "mpi", 102),  sample(1 << 24, 4, "hier", 100),
+                              sample(1 << 24, 16, "mpi", 101), sample(1 << 24, 16, "hier", 100)};
+  auto e = build_entries(s, 0.03);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].ranges, (std::vector<TuningRange>{{0, kMaxBytes, "mpi"}}));
+  s[4].time_us = s[6].time_us = 111;
+  e = build_entries(s, 0.03);
+  ASSERT_EQ(e.size(), 1u);
+  ASSERT_EQ(e[0].ranges.size(), 2u);
+  EXPECT_EQ(e[0].ranges[1].backend, "hier");
+  // The numbers in flight survive the file; a bad one is refused, naming the sample.
+  TuningTable t;
+  t.samples = s;
+  t.entries = e;
+  const auto back = TuningTable::parse_json(t.to_json());
+  EXPECT_EQ(back.samples, t.samples);
+  EXPECT_EQ(back.samples[7].in_flight, 16);
+  std::string text = t.to_json();
+  const auto at = text.find("\"in_flight\": 16");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, std::string("\"in_flight\": 16").size(), "\"in_flight\": 0");
+  const auto problems = validate_table_text(text);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems.front().find("\"in_flight\" must be a whole number of operations >= 1, not 0"),
+            std::string::npos)
+      << problems.front();
+}
