@@ -166,9 +166,10 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
           // the number, not the load.
           for (CallForm form : call_forms) {
             const bool async = form == CallForm::async;
+            const bool in_place = o.in_place && has_in_place(op);
+            // One set of buffers for every number in flight: only the iteration count differs.
+            Point point(comm, {op, dtype, size, in_place, 0, ReduceOp::sum, async, 1});
             for (int depth : async ? in_flight : std::vector<int>{0}) {
-              const bool in_place = o.in_place && has_in_place(op);
-              Point point(comm, {op, dtype, size, in_place, 0, ReduceOp::sum, async, 1});
               io.min_iterations = async ? depth : 1;
               TunePoint p;
               p.op = op;
