@@ -2,6 +2,7 @@
 
     python3 data/deepspeed/2026-12-01/summarize.py data/deepspeed/2026-12-01/onehost
     python3 data/deepspeed/2026-12-01/summarize.py data/deepspeed/2026-12-01/paired
+    python3 data/deepspeed/2026-12-01/summarize.py data/deepspeed/2026-12-03/paired-cluster-2x2-1gbit
 
 For each model and rank count, per policy: tokens/s (each run's figure is from the median of its
 8 measured steps, a step's time being the slowest rank's; the table gives the median over rounds,
@@ -22,8 +23,13 @@ import sys
 
 NAME = re.compile(r"r(\d+)-(\w+)-np(\d+)-([\w-]+)\.json$")
 ROW = re.compile(r"^(\w+)\s+(\d+)\s+(\w+)\s+(\d+)\s+([0-9.]+)\s")
-ORDER = ["torch-gloo", "torch-gloo-torchrun", "mcr-mpi", "mcr-gloo", "mcr-auto", "mcr-tuned",
-         "mcr-hier"]
+ORDER = ["torch-gloo", "torch-gloo-torchrun", "mcr-mpi", "mcr-mpi-tcp-thread", "mcr-gloo",
+         "mcr-auto", "mcr-tuned", "mcr-tuned-tcp-thread", "mcr-tuned-a2a-gloo", "mcr-hier"]
+
+
+def ordered(policies):
+    """The policies in ORDER's order, any other after them."""
+    return [p for p in ORDER if p in policies] + sorted(p for p in policies if p not in ORDER)
 
 
 def backends(txt):
@@ -38,7 +44,7 @@ def backends(txt):
     return out
 
 
-PAIR = re.compile(r"p(\d+)-(\w+)-np(\d+)-(mcr-[\w]+)\.json$")
+PAIR = re.compile(r"p(\d+)-(\w+)-np(\d+)-(mcr-[\w-]+)\.json$")
 
 
 def paired(folder):
@@ -63,7 +69,7 @@ def paired(folder):
         print("| policy | mcr / torch gloo per round | tokens/s mcr (torch gloo), per round "
               "| comm share mcr (torch gloo) | backends (share of the op's time) |")
         print("|---|---|---|---|---|")
-        for policy in [p for p in ORDER if p in res]:
+        for policy in ordered(res):
             runs = sorted(res[policy], key=lambda x: x[0])
             ratios = " / ".join(f"{a['tokens_per_s'] / b['tokens_per_s']:.2f}"
                                 for _, a, b in runs)
@@ -100,7 +106,7 @@ def main():
         runs[(model, np_)][(rnd, policy)] = r
     for (model, np_), res in sorted(runs.items()):
         rounds = sorted({k[0] for k in res})
-        policies = [p for p in ORDER if any(k[1] == p for k in res)]
+        policies = ordered({k[1] for k in res})
         first = next(iter(res.values()))
         print(f"\n### {model}, {np_} ranks ({first['variant']}, {first['tokens_per_step']} tokens "
               f"per step, rounds {len(rounds)})\n")
