@@ -6,6 +6,12 @@
 #   data/deepspeed/2026-12-01/commands.sh paired [ROUNDS]           # A/B pairs taking turns, here
 #   data/deepspeed/2026-12-01/commands.sh paired-cluster [ROUNDS]   # the same on 2 hosts x 2 ranks
 #
+# Variables, all optional (unset, the script makes the record of 2026-12-01): RECORD (the folder the
+# record goes to; data/deepspeed/2026-12-03/commands.sh sets it to its own). For paired-cluster,
+# for a record of some policies and models only: OUT (folder name under RECORD), TUNE_ARGS (added
+# to `mcr tune`'s arguments), TUNE_ENV (VAR=VALUE words for the tune's ranks), POLICIES and MODELS
+# (space-separated lists).
+#
 # onehost: FIRST (default 1) numbers the rounds from FIRST on, to add rounds to a folder; the
 # tuning tables are measured only when FIRST is 1.
 #
@@ -17,7 +23,7 @@
 # load average before each run. summarize.py reads a folder.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-HERE=data/deepspeed/2026-12-01
+HERE=${RECORD:-data/deepspeed/2026-12-01}
 PY=$PWD/.venv/bin/python
 TRAIN=$PWD/examples/deepspeed/train.py
 MCR=$PWD/build-ci/bin/mcr
@@ -40,10 +46,10 @@ ONEHOST_MPI=(mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -
 policy_args() {
   case $1 in
     torch-gloo | torch-gloo-torchrun) echo "--dist torch-gloo" ;;
-    mcr-mpi) echo "--dist mcr-mpi" ;;
+    mcr-mpi | mcr-mpi-tcp-thread) echo "--dist mcr-mpi" ;;
     mcr-gloo) echo "--dist mcr-gloo" ;;
     mcr-auto) echo "--dist mcr-auto" ;;
-    mcr-tuned) echo "--dist mcr-auto" ;;
+    mcr-tuned | mcr-tuned-tcp-thread | mcr-tuned-a2a-gloo) echo "--dist mcr-auto" ;;
     mcr-hier) echo "--dist mcr-auto" ;;
   esac
 }
@@ -52,14 +58,23 @@ policy_env() {
   case $policy in
     mcr-*) echo "MCR_LOG=summary" ;;
   esac
+  # *-tcp-thread: Open MPI's TCP transport with its own progress thread (btl_tcp_progress_thread).
   case $policy in
-    mcr-tuned) echo "MCR_TUNING=$table" ;;
+    *-tcp-thread) echo "OMPI_MCA_btl_tcp_progress_thread=1" ;;
+  esac
+  case $policy in
+    mcr-tuned | mcr-tuned-tcp-thread) echo "MCR_TUNING=$table" ;;
+    # The tuned table, but every all_to_all on Gloo (rules are applied before the table).
+    mcr-tuned-a2a-gloo)
+      echo "MCR_TUNING=$table"
+      echo "MCR_RULES=all_to_all:*=gloo"
+      ;;
     mcr-hier)
       echo "MCR_HIER=$hier"
       echo "MCR_RULES=all_reduce:*=hier;reduce_scatter:*=hier;all_gather:*=hier"
       ;;
   esac
-  [[ $policy == mcr-tuned && -n $TUNED_HIER ]] && echo "MCR_HIER=$TUNED_HIER"
+  [[ $policy == mcr-tuned* && -n $TUNED_HIER ]] && echo "MCR_HIER=$TUNED_HIER"
   return 0
 }
 
@@ -181,7 +196,7 @@ paired() {
   if [[ $kind == onehost ]]; then
     out=$HERE/paired nps=(2 4) hier="simulate_ranks_per_host=2" TUNED_HIER=""
   else
-    out=$HERE/paired-cluster-2x2-1gbit nps=(4) hier="intra=mpi;inter=gloo" TUNED_HIER=$hier
+    out=$HERE/${OUT:-paired-cluster-2x2-1gbit} nps=(4) hier="intra=mpi;inter=gloo" TUNED_HIER=$hier
     scripts/cluster --name ds up --hosts 2 --ranks-per-host 2 --rate 1gbit
     trap 'scripts/cluster --name ds down' EXIT
   fi
@@ -190,10 +205,13 @@ paired() {
   for np in "${nps[@]}"; do
     local tune_env=()
     [[ -n $TUNED_HIER ]] && tune_env=("MCR_HIER=$TUNED_HIER")
+    # shellcheck disable=SC2206
+    [[ -n ${TUNE_ENV:-} ]] && tune_env+=($TUNE_ENV)
     : >"$out/tune-np$np.txt"
+    # shellcheck disable=SC2086 # TUNE_ARGS is split into words on purpose
     launch "$kind" "$np" "$out/tune-np$np.txt" "${tune_env[@]}" -- "$MCR" tune \
       --op all_reduce,all_gather,reduce_scatter,all_to_all,broadcast --async --place in \
-      -b 4 -e 16M -f 4 -o "$PWD/$out/table-np$np.json"
+      -b 4 -e 16M -f 4 ${TUNE_ARGS:-} -o "$PWD/$out/table-np$np.json"
   done
   for ((round = 1; round <= rounds; round++)); do
     role=first other=second
@@ -201,7 +219,8 @@ paired() {
     for np in "${nps[@]}"; do
       local policies=(mcr-mpi mcr-gloo mcr-auto mcr-tuned)
       ((np == 4)) && policies+=(mcr-hier)
-      for model in zero3 moe; do
+      [[ -n ${POLICIES:-} ]] && read -ra policies <<<"$POLICIES"
+      for model in ${MODELS:-zero3 moe}; do
         for policy in "${policies[@]}"; do
           local base=$out/p$round-$model-np$np-$policy env=()
           dir=$(mktemp -d /tmp/mcr-ds-turns.XXXXXX)
