@@ -9,6 +9,7 @@
 #include "mcr/bench/measure.hpp"
 #include "mcr/bench/point.hpp"
 #include "mcr/bench/provenance.hpp"
+#include "mcr/bench/refine.hpp"
 #include "mcr/bench/replay.hpp"
 #include "mcr/bench/sweep.hpp"
 #include "mcr/bench/table.hpp"

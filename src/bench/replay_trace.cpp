@@ -263,6 +263,7 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
       inst.op.bytes = bytes.get<std::size_t>();
       inst.op.async = args.value("async", false);
       inst.op.source = i;
+      inst.op.backend = ev.value("cat", "");
     } else if (inst.op.op != *op || inst.op.bytes != bytes.get<std::size_t>() ||
                inst.group_size != gsize.get<int>()) {
       bad_field(path, at, ev,
@@ -271,6 +272,7 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
                             inst.event));
     }
     inst.first_ts = std::min(inst.first_ts, ts);
+    inst.op.latency_us = std::max(inst.op.latency_us, ev.value("dur", 0.0));
     inst.members[grank.get<int>()] = pid.get<int>();
   }
   if (instances.empty()) {

@@ -29,6 +29,9 @@ struct TuneFlags {
   std::vector<int> in_flight{1};
   bool no_hier_steps = false;
   std::string validate;
+  std::string refine;                    // a table to refine with run traces
+  std::vector<std::string> from_traces;  // MCR_LOG traces of the program's runs
+  std::size_t min_ops = 10;
   bool plot = false;
   std::string plot_format = "png";
   bool quiet = false;
@@ -82,6 +85,38 @@ void tune(Communicator& world, const TuneFlags& f) {
   if (result.wrong > 0) exit_code() = 1;
 }
 
+// --refine: no ranks, no MPI; reads the table and the traces, writes the refined table.
+void refine(const TuneFlags& f, const CLI::App& cmd) {
+  if (f.from_traces.empty()) {
+    throw InvalidArgument(
+        "--refine needs --from-trace: the MCR_LOG trace (MCR_LOG=trace) of at least one run");
+  }
+  if (cmd.count("--output") == 0 || f.output == f.refine) {
+    throw InvalidArgument(fmt::format(
+        "--refine '{}' needs -o with another file: the refined table does not overwrite the "
+        "table it comes from",
+        f.refine));
+  }
+  bench::RefineOptions o;
+  o.hysteresis = cmd.count("--hysteresis") > 0 ? f.hysteresis : -1;
+  o.min_ops = f.min_ops;
+  o.command = bench::command_line();
+  std::vector<bench::Trace> traces;
+  for (const auto& path : f.from_traces)
+    traces.push_back(bench::load_trace(path));
+  const auto result = bench::refine_table(TuningTable::load(f.refine), traces, o);
+  print_refined_points(result.points);
+  const auto problems = result.table.validate(backend_names());
+  if (!problems.empty()) {  // build_entries() makes valid entries; this is a bug if it happens
+    throw Error(fmt::format("--refine: the refined table is invalid ({}); nothing written",
+                            problems.front()));
+  }
+  result.table.save(f.output);
+  print_entries(result.table);
+  fmt::print("mcr tune: wrote {} ({} entries refined)\n", f.output, result.entries_refined);
+  if (f.plot) plot_next_to(result.table, f.output, f.plot_format);
+}
+
 }  // namespace
 
 void add_tune_command(CLI::App& app) {
@@ -121,14 +156,31 @@ void add_tune_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--validate", opts->validate,
                   "check a table file (gaps, overlaps, unknown ops/backends) and exit");
+  cmd->add_option("--refine", opts->refine,
+                  "rebuild this table's entries where the --from-trace runs show several backends "
+                  "running an operation at one size, with the runs' median latencies there; no "
+                  "ranks are started (write with -o)");
+  cmd->add_option("--from-trace", opts->from_traces,
+                  "--refine: MCR_LOG trace(s) of the program, e.g. one run per backend")
+      ->delimiter(',');
+  cmd->add_option("--min-ops", opts->min_ops,
+                  "--refine: operations a backend must have run at a size for its median to count")
+      ->capture_default_str();
   cmd->add_flag("--plot", opts->plot,
                 "render latency vs size per op with gnuplot next to the table");
   cmd->add_option("--plot-format", opts->plot_format, "png or svg")->capture_default_str();
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress lines on stderr");
-  cmd->callback([opts] {
+  cmd->callback([opts, cmd] {
     if (!opts->validate.empty()) {
       exit_code() = validate_table_file(opts->validate);
       return;
+    }
+    if (!opts->refine.empty()) {
+      refine(*opts, *cmd);
+      return;
+    }
+    if (!opts->from_traces.empty()) {
+      throw InvalidArgument("--from-trace is read by --refine only: name the table to refine");
     }
     // Before init(): no rank waits on one that failed.
     (void)bench::parse_tune_placement(opts->place);

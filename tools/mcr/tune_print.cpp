@@ -49,6 +49,22 @@ void print_entries(const TuningTable& t) {
   }
 }
 
+void print_refined_points(const std::vector<bench::RefinedPoint>& points) {
+  fmt::print("{:<15} {:<6} {:>5} {:<5} {:>10}  {:<8} {:<8}  run medians (backend: p50 us, ops)\n",
+             "op", "dtype", "ranks", "form", "bytes", "before", "after");
+  for (const auto& p : points) {
+    std::string medians;
+    for (const auto& o : p.observed) {
+      medians +=
+          fmt::format("{}{}: {:.1f}, {}", medians.empty() ? "" : "; ", o.backend, o.p50_us, o.ops);
+    }
+    fmt::print("{:<15} {:<6} {:>5} {:<5} {:>10}  {:<8} {:<8}  {}\n", to_string(p.op), p.dtype_class,
+               p.group_size, p.form, p.bytes, p.before.empty() ? "-" : p.before,
+               p.after.empty() ? "-" : p.after, medians);
+    if (!p.note.empty()) fmt::print("{:>15} not refined: {}\n", "", p.note);
+  }
+}
+
 // Rank 0: a backend that gave wrong values (always), then the point's timings (unless quiet).
 void print_tune_point(const bench::TunePoint& p, bool quiet) {
   std::string line;

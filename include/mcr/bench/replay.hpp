@@ -24,6 +24,10 @@ struct TraceOp {
   bool async = false;
   bool wait = false;       ///< async: wait for every pending op after this one
   std::size_t source = 0;  ///< index of the op in the file (ops[i], or the trace event)
+  /// An MCR_LOG trace's: the backend that ran the op, and its latency as the log's summary counts
+  /// it (the slowest member's issue to completion, in microseconds). Empty and 0 in an op list.
+  std::string backend;
+  double latency_us = 0;
 };
 
 struct Trace {

@@ -156,6 +156,9 @@ struct TuningSample {
   /// Asynchronous form: how many operations were in flight, at least (`mcr tune --in-flight`);
   /// 0 = not recorded (a blocking call, or a table from before it was recorded).
   int in_flight = 0;
+  /// Where the time comes from: empty = timed by `mcr tune`; "run" = the median latency of the
+  /// operation inside a program's run, read from its MCR_LOG trace (`mcr tune --refine`).
+  std::string source{};
   friend bool operator==(const TuningSample&, const TuningSample&) = default;
 };
 

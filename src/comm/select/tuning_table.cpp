@@ -193,7 +193,7 @@ class StructureCheck {
     }
     keys(s,
          {"op", "dtype_class", "group_size", "hosts", "ranks_per_host", "form", "bytes", "backend",
-          "time_us", "in_flight"},
+          "time_us", "in_flight", "source"},
          where);
     common(s, where);
     backend(s, where);
@@ -205,6 +205,12 @@ class StructureCheck {
           s["in_flight"].get<long long>() <= std::numeric_limits<int>::max())) {
       add(fmt::format("{}: \"in_flight\" must be a whole number of operations >= 1, not {}", where,
                       s["in_flight"].dump()));
+    }
+    if (s.contains("source") && s["source"] != "run") {
+      add(
+          fmt::format("{}: \"source\" must be \"run\" (a latency read from a run's trace) or "
+                      "absent (timed by mcr tune), not {}",
+                      where, s["source"].dump()));
     }
   }
 
@@ -236,11 +242,12 @@ TuningTable parse_checked(const json& doc) {
     t.entries.push_back(std::move(entry));
   }
   for (const auto& s : doc.value("samples", json::array())) {
-    t.samples.push_back(TuningSample{
-        *parse_op(s.at("op").get<std::string>()), s.value("dtype_class", "float"),
-        s.value("group_size", 0), s.at("bytes").get<std::size_t>(),
-        s.at("backend").get<std::string>(), s.at("time_us").get<double>(), s.value("hosts", 0),
-        s.value("ranks_per_host", 0), s.value("form", "any"), s.value("in_flight", 0)});
+    t.samples.push_back(
+        TuningSample{*parse_op(s.at("op").get<std::string>()), s.value("dtype_class", "float"),
+                     s.value("group_size", 0), s.at("bytes").get<std::size_t>(),
+                     s.at("backend").get<std::string>(), s.at("time_us").get<double>(),
+                     s.value("hosts", 0), s.value("ranks_per_host", 0), s.value("form", "any"),
+                     s.value("in_flight", 0), s.value("source", "")});
   }
   return t;
 }
@@ -336,6 +343,7 @@ std::string TuningTable::to_json(int indent) const {
     put_topology(js, s.hosts, s.ranks_per_host);
     put_form(js, s.form);
     if (s.in_flight > 0) js["in_flight"] = s.in_flight;
+    if (!s.source.empty()) js["source"] = s.source;
     doc["samples"].push_back(std::move(js));
   }
   return doc.dump(indent);

@@ -1,0 +1,253 @@
+// `mcr tune --refine`: a tuned table's entry rebuilt from a run's trace where the run ranks the
+// backends differently from the tune, and every case where it must not be: one backend only, too
+// few operations, an entry edited by hand, a group whose topology the trace cannot tell.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "mcr/bench/refine.hpp"
+#include "mcr/bench/table.hpp"
+#include "mcr/comm/comm_log.hpp"
+#include "mcr/errors.hpp"
+
+namespace mcr::bench {
+namespace {
+
+TuningSample tuned(OpType op, const char* klass, std::size_t bytes, const char* backend,
+                   double us) {
+  return TuningSample{op, klass, 4, bytes, backend, us, 2, 2, "async", 1};
+}
+
+// A 2 x 2 table as `mcr tune --async` writes it: MPI faster than Gloo at every measured size of
+// all_to_all and all_reduce.
+TuningTable two_by_two_table() {
+  TuningTable t;
+  t.provenance = {{"ranks", "4"}, {"hosts", "2"}, {"ranks_per_host", "2"}, {"hysteresis", "0.03"}};
+  for (const std::size_t bytes : {65536u, 262144u, 1048576u}) {
+    const double us = static_cast<double>(bytes) / 500.0;
+    t.samples.push_back(tuned(OpType::all_to_all, "any", bytes, "mpi", us));
+    t.samples.push_back(tuned(OpType::all_to_all, "any", bytes, "gloo", us * 1.25));
+    t.samples.push_back(tuned(OpType::all_reduce, "float", bytes, "mpi", us));
+    t.samples.push_back(tuned(OpType::all_reduce, "float", bytes, "gloo", us * 1.1));
+  }
+  t.entries = build_entries(t.samples, 0.03);
+  return t;
+}
+
+// `instances` operations of one size on one backend over the 4-rank world, each member taking
+// `member_us` except rank 3, the slowest, which takes `slowest_us`.
+void add_ops(GatheredLog& log, std::uint64_t& sequence, OpType op, std::size_t bytes,
+             std::string_view backend, int instances, double member_us, double slowest_us) {
+  for (int k = 0; k < instances; ++k, ++sequence) {
+    const std::int64_t start = static_cast<std::int64_t>(sequence) * 100'000'000;
+    for (int r = 0; r < 4; ++r) {
+      const double us = r == 3 ? slowest_us : member_us;
+      log.records.push_back(LogRecord{start, start + static_cast<std::int64_t>(us * 1e3), sequence,
+                                      0, bytes, bytes / 4, backend, op, DType::f32, true, r, 4, r});
+    }
+  }
+}
+
+Trace to_trace(const GatheredLog& log, const std::string& path) {
+  std::ostringstream text;
+  write_chrome_trace(log, text);
+  return parse_trace(text.str(), path);
+}
+
+// Two runs of the same program, one per backend: inside the steps Gloo's 327,680-byte all_to_all
+// (10 ms) beats MPI's (12 ms), where the tune rated MPI faster around that size.
+std::vector<Trace> mpi_and_gloo_runs(int gloo_ops = 12) {
+  GatheredLog mpi, gloo;
+  mpi.ranks = gloo.ranks = 4;
+  mpi.dropped.assign(4, 0);
+  gloo.dropped.assign(4, 0);
+  std::uint64_t seq = 0;
+  add_ops(mpi, seq, OpType::all_to_all, 327680, "mpi", 12, 9000, 12000);
+  add_ops(mpi, seq, OpType::all_reduce, 262144, "mpi", 12, 500, 600);
+  seq = 0;
+  add_ops(gloo, seq, OpType::all_to_all, 327680, "gloo", gloo_ops, 7000, 10000);
+  return {to_trace(mpi, "mpi.json"), to_trace(gloo, "gloo.json")};
+}
+
+const RefinedPoint& point(const RefineResult& r, OpType op) {
+  for (const auto& p : r.points) {
+    if (p.op == op) return p;
+  }
+  throw std::runtime_error("no point for the op");
+}
+
+TEST(Refine, TraceCarriesBackendAndSlowestMembersLatency) {
+  const auto runs = mpi_and_gloo_runs();
+  ASSERT_EQ(runs[0].ops.size(), 24u);
+  EXPECT_EQ(runs[0].ops[0].backend, "mpi");
+  EXPECT_DOUBLE_EQ(runs[0].ops[0].latency_us, 12000.0);  // rank 3's, not the others' 9000
+  EXPECT_EQ(runs[1].ops[0].backend, "gloo");
+  EXPECT_DOUBLE_EQ(runs[1].ops[0].latency_us, 10000.0);
+}
+
+TEST(Refine, RunMediansDecideTheSizeTheRunShowsAndOnlyThat) {
+  const TuningTable table = two_by_two_table();
+  ASSERT_EQ(table.entries.size(), 2u);  // every size on MPI before
+  const auto result = refine_table(table, mpi_and_gloo_runs(), RefineOptions{});
+  const auto& a2a = point(result, OpType::all_to_all);
+  EXPECT_EQ(a2a.group_size, 4);
+  EXPECT_EQ(a2a.form, "async");
+  ASSERT_EQ(a2a.observed.size(), 2u);
+  EXPECT_EQ(a2a.observed[0].backend, "gloo");
+  EXPECT_DOUBLE_EQ(a2a.observed[0].p50_us, 10000.0);
+  EXPECT_EQ(a2a.observed[1].ops, 12u);
+  EXPECT_EQ(a2a.before, "mpi");
+  EXPECT_EQ(a2a.after, "gloo");
+  EXPECT_TRUE(a2a.note.empty()) << a2a.note;
+  EXPECT_EQ(result.entries_refined, 1u);
+
+  // The entry as build_entries() makes it from the tuned samples at 65536, 262144 and 1048576
+  // with the run's at 327680: Gloo between the geometric means of the neighbouring sizes.
+  const auto lo = static_cast<std::size_t>(std::ceil(std::sqrt(262144.0 * 327680.0)));
+  const auto hi = static_cast<std::size_t>(std::ceil(std::sqrt(327680.0 * 1048576.0)));
+  const TuningEntry* e =
+      result.table.entry_for(OpType::all_to_all, DType::f32, 4, HostShape{2, 2}, CallForm::async);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->ranges.size(), 3u);
+  EXPECT_EQ(e->ranges[0], (TuningRange{0, lo - 1, "mpi"}));
+  EXPECT_EQ(e->ranges[1], (TuningRange{lo, hi - 1, "gloo"}));
+  EXPECT_EQ(e->ranges[2], (TuningRange{hi, kMaxBytes, "mpi"}));
+  EXPECT_TRUE(result.table.validate({"mpi", "gloo"}).empty());
+
+  // The run's medians are kept as samples marked "run"; the tuned ones are all still there.
+  std::size_t run = 0;
+  for (const auto& s : result.table.samples) {
+    if (s.source != "run") continue;
+    ++run;
+    EXPECT_EQ(s.bytes, 327680u);
+    EXPECT_EQ(s.time_us, s.backend == "gloo" ? 10000.0 : 12000.0);
+    EXPECT_EQ(s.form, "async");
+    EXPECT_EQ(s.hosts, 2);
+  }
+  EXPECT_EQ(run, 2u);
+  EXPECT_EQ(result.table.samples.size(), table.samples.size() + 2);
+  EXPECT_NE(result.table.provenance.at("refined").find("1 of 2"), std::string::npos)
+      << result.table.provenance.at("refined");
+
+  // all_reduce ran on MPI only: nothing to compare, the entry unchanged.
+  const auto& ar = point(result, OpType::all_reduce);
+  EXPECT_EQ(ar.before, "mpi");
+  EXPECT_EQ(ar.after, "");
+  EXPECT_NE(ar.note.find("fewer than two backends"), std::string::npos) << ar.note;
+  EXPECT_EQ(*result.table.lookup(OpType::all_reduce, DType::f32, 4, HostShape{2, 2}, 262144,
+                                 CallForm::async),
+            "mpi");
+}
+
+TEST(Refine, AsyncRunRefinesTheSyncEntryItsCallsRead) {
+  // A table tuned with blocking calls only: the asynchronous calls of the run read its entries
+  // (docs/tuning-format.md, "Call form"), so those are the ones refined, in their own form.
+  TuningTable table = two_by_two_table();
+  for (auto& s : table.samples) {
+    s.form = "sync";
+    s.in_flight = 0;
+  }
+  table.entries = build_entries(table.samples, 0.03);
+  const auto result = refine_table(table, mpi_and_gloo_runs(), RefineOptions{});
+  EXPECT_EQ(point(result, OpType::all_to_all).after, "gloo");
+  EXPECT_EQ(*result.table.lookup(OpType::all_to_all, DType::f32, 4, HostShape{2, 2}, 327680,
+                                 CallForm::sync),
+            "gloo");
+  for (const auto& s : result.table.samples) {
+    if (s.source == "run") {
+      EXPECT_EQ(s.form, "sync");
+    }
+  }
+}
+
+TEST(Refine, RefinedTableRoundTripsAndSourceIsChecked) {
+  const auto result = refine_table(two_by_two_table(), mpi_and_gloo_runs(), RefineOptions{});
+  const auto back = TuningTable::parse_json(result.table.to_json());
+  EXPECT_EQ(back.samples, result.table.samples);
+  EXPECT_EQ(back.entries, result.table.entries);
+  const auto problems = TuningTable::problems(R"({"format": "mcr-tuning", "version": 1,
+      "entries": [{"op": "all_reduce", "ranges": [{"min_bytes": 0, "max_bytes": null,
+                   "backend": "mpi"}]}],
+      "samples": [{"op": "all_reduce", "bytes": 4, "backend": "mpi", "time_us": 1,
+                   "source": "tuned"}]})");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0],
+            "samples[0]: \"source\" must be \"run\" (a latency read from a run's trace) or absent "
+            "(timed by mcr tune), not \"tuned\"");
+}
+
+TEST(Refine, TooFewOperationsOfABackendDecideNothing) {
+  RefineOptions o;
+  o.min_ops = 13;  // each backend ran it 12 times
+  const auto result = refine_table(two_by_two_table(), mpi_and_gloo_runs(), o);
+  EXPECT_EQ(result.entries_refined, 0u);
+  EXPECT_EQ(point(result, OpType::all_to_all).after, "");
+  EXPECT_EQ(result.table.entries, two_by_two_table().entries);
+  // With the default 10, 9 Gloo operations are not enough either.
+  const auto nine = refine_table(two_by_two_table(), mpi_and_gloo_runs(9), RefineOptions{});
+  EXPECT_EQ(nine.entries_refined, 0u);
+}
+
+TEST(Refine, EntryItsSamplesDoNotGiveIsLeftAlone) {
+  TuningTable table = two_by_two_table();
+  for (auto& e : table.entries) {
+    if (e.op == OpType::all_to_all) e.ranges = {TuningRange{0, kMaxBytes, "hier"}};
+  }
+  const auto result = refine_table(table, mpi_and_gloo_runs(), RefineOptions{});
+  const auto& a2a = point(result, OpType::all_to_all);
+  EXPECT_EQ(a2a.before, "hier");
+  EXPECT_EQ(a2a.after, "");
+  EXPECT_NE(a2a.note.find("edited by hand"), std::string::npos) << a2a.note;
+  EXPECT_EQ(result.table.entries, table.entries);
+}
+
+TEST(Refine, SubGroupOfUndecidableTopologyIsNamed) {
+  TuningTable table = two_by_two_table();
+  // hier's step groups: 2 ranks within a host (1x2) and across hosts (2x1).
+  for (const auto& [hosts, rph] : {std::pair{1, 2}, std::pair{2, 1}}) {
+    table.entries.push_back(
+        TuningEntry{OpType::all_to_all, "any", 2, {{0, kMaxBytes, "mpi"}}, hosts, rph, "async"});
+  }
+  GatheredLog log;
+  log.ranks = 4;
+  log.dropped.assign(4, 0);
+  std::uint64_t seq = 0;  // one sequence per communicator, whichever backend runs the op
+  for (const char* backend : {"mpi", "gloo"}) {
+    for (int k = 0; k < 10; ++k, ++seq) {
+      for (int r = 0; r < 2; ++r) {
+        log.records.push_back(LogRecord{0, 1000, seq, 5, 4096, 1024, backend, OpType::all_to_all,
+                                        DType::f32, true, r, 2, r * 2});
+      }
+    }
+  }
+  const auto result = refine_table(table, {to_trace(log, "sub.json")}, RefineOptions{});
+  ASSERT_EQ(result.points.size(), 1u);
+  EXPECT_EQ(result.points[0].group_size, 2);
+  EXPECT_EQ(result.points[0].note,
+            "the table has entries for groups of 2 ranks on 1x2, 2x1; the trace does not say which "
+            "this group is");
+}
+
+TEST(Refine, OpListOrBadOptionsAreRefused) {
+  const Trace list = parse_trace(
+      R"({"format": "mcr-trace", "version": 1, "ops": [{"op": "all_reduce", "count": 12}]})",
+      "list.json");
+  try {
+    refine_table(two_by_two_table(), {list}, RefineOptions{});
+    FAIL() << "an op list was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(),
+                 "refine: no operation with a backend and a latency in list.json (MCR_LOG=trace "
+                 "writes them; an op list has neither)");
+  }
+  RefineOptions o;
+  o.min_ops = 0;
+  EXPECT_THROW(refine_table(two_by_two_table(), mpi_and_gloo_runs(), o), InvalidArgument);
+  o.min_ops = 10;
+  o.hysteresis = 1.0;
+  EXPECT_THROW(refine_table(two_by_two_table(), mpi_and_gloo_runs(), o), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace mcr::bench
