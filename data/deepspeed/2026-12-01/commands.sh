@@ -10,7 +10,11 @@
 # record goes to; data/deepspeed/2026-12-03/commands.sh sets it to its own). For paired-cluster,
 # for a record of some policies and models only: OUT (folder name under RECORD), TUNE_ARGS (added
 # to `mcr tune`'s arguments), TUNE_ENV (VAR=VALUE words for the tune's ranks), POLICIES and MODELS
-# (space-separated lists).
+# (space-separated lists), REFINE_FROM (policies each run once per model, alone, with MCR_LOG=trace
+# after the tune; `mcr tune --refine` then rebuilds the tuned table from their traces into
+# table-refined-np<ranks>.json, which the policy mcr-refined uses), REFINE_RUNS (how many times
+# each of them runs, default 1) and REFINE_PAIRED (set: each of those runs takes turns with a
+# torch-gloo job, as the pairs do, writing ...-torch-gloo.json/.txt beside it).
 #
 # onehost: FIRST (default 1) numbers the rounds from FIRST on, to add rounds to a folder; the
 # tuning tables are measured only when FIRST is 1.
@@ -49,7 +53,7 @@ policy_args() {
     mcr-mpi | mcr-mpi-tcp-thread) echo "--dist mcr-mpi" ;;
     mcr-gloo) echo "--dist mcr-gloo" ;;
     mcr-auto) echo "--dist mcr-auto" ;;
-    mcr-tuned | mcr-tuned-tcp-thread | mcr-tuned-a2a-gloo) echo "--dist mcr-auto" ;;
+    mcr-tuned | mcr-tuned-tcp-thread | mcr-tuned-a2a-gloo | mcr-refined) echo "--dist mcr-auto" ;;
     mcr-hier) echo "--dist mcr-auto" ;;
   esac
 }
@@ -69,12 +73,15 @@ policy_env() {
       echo "MCR_TUNING=$table"
       echo "MCR_RULES=all_to_all:*=gloo"
       ;;
+    # The tuned table refined with the traces of the REFINE_FROM runs (`mcr tune --refine`).
+    mcr-refined) echo "MCR_TUNING=${table/table-np/table-refined-np}" ;;
     mcr-hier)
       echo "MCR_HIER=$hier"
       echo "MCR_RULES=all_reduce:*=hier;reduce_scatter:*=hier;all_gather:*=hier"
       ;;
   esac
-  [[ $policy == mcr-tuned* && -n $TUNED_HIER ]] && echo "MCR_HIER=$TUNED_HIER"
+  [[ $policy == mcr-tuned* || $policy == mcr-refined ]] && [[ -n $TUNED_HIER ]] &&
+    echo "MCR_HIER=$TUNED_HIER"
   return 0
 }
 
@@ -183,6 +190,68 @@ launch() {
   esac
 }
 
+# The tuned table of NP ranks refined with the program's own latencies: each REFINE_FROM policy
+# trains each model once, alone, with MCR_LOG=summary,trace (rank 0 writes
+# trace-<model>-np<ranks>-<policy>[-<run>].trace.json at exit, the run number from the second run
+# of REFINE_RUNS on; train.py's result goes to .json, its output to .txt), then `mcr tune --refine`
+# reads every trace.
+refine() {  # kind out np steps hier
+  local kind=$1 out=$2 np=$3 steps=$4 hier=$5 traces=() model policy env base run
+  for ((run = 1; run <= ${REFINE_RUNS:-1}; run++)); do
+    for model in ${MODELS:-zero3 moe}; do
+      for policy in $REFINE_FROM; do
+        base=$out/trace-$model-np$np-$policy
+        ((run > 1)) && base+=-$run
+        mapfile -t env < <(policy_env "$policy" "$PWD/$out/table-np$np.json" "$hier")
+        env=("${env[@]/#MCR_LOG=summary/MCR_LOG=summary,trace}" "MCR_TRACE_FILE=$PWD/$base.trace.json")
+        echo "$(date -Is) trace $model np$np $policy load $(cut -d' ' -f1-3 /proc/loadavg)" \
+          >>"$out/conditions.txt"
+        if [[ -n ${REFINE_PAIRED:-} ]]; then  # under the load the pairs then measure in
+          pair "$kind" "$np" "$base" first "$model" "$policy" "$PWD/$out/table-np$np.json" \
+            "$hier" "$steps" "$PWD/$base.trace.json"
+        else
+          : >"$base.txt"
+          # shellcheck disable=SC2046,SC2086
+          launch "$kind" "$np" "$base.txt" "${env[@]}" -- "$PY" -W ignore::UserWarning "$TRAIN" \
+            $(policy_args "$policy") ${MODEL[$model]} $SHAPE $steps --json "$PWD/$base.json" ||
+            echo "FAILED: $base" | tee -a "$out/conditions.txt"
+        fi
+        traces+=("$PWD/$base.trace.json")
+      done
+    done
+  done
+  local IFS=,
+  echo "+ $MCR tune --refine $PWD/$out/table-np$np.json --from-trace ${traces[*]} -o $PWD/$out/table-refined-np$np.json" \
+    >"$out/refine-np$np.txt"
+  "$MCR" tune --refine "$PWD/$out/table-np$np.json" --from-trace "${traces[*]}" \
+    -o "$PWD/$out/table-refined-np$np.json" >>"$out/refine-np$np.txt" 2>&1
+}
+
+# One pair: torch's gloo (its turn ROLE: first or second) and POLICY started together, taking turns
+# step by step; BASE.json/.txt and BASE-torch-gloo.json/.txt. TRACE (a file, or empty): the mcr job
+# also writes its MCR_LOG trace there.
+pair() {  # kind np base role model policy table hier steps trace
+  local kind=$1 np=$2 base=$3 role=$4 model=$5 policy=$6 table=$7 hier=$8 steps=$9 trace=${10}
+  local other=second env=() dir
+  [[ $role == second ]] && other=first
+  dir=$(mktemp -d /tmp/mcr-ds-turns.XXXXXX)
+  mapfile -t env < <(policy_env "$policy" "$table" "$hier")
+  [[ -n $trace ]] && env=("${env[@]/#MCR_LOG=summary/MCR_LOG=summary,trace}" "MCR_TRACE_FILE=$trace")
+  # shellcheck disable=SC2206
+  local common=(${MODEL[$model]} $SHAPE $steps)
+  : >"$base-torch-gloo.txt"
+  : >"$base.txt"
+  launch "$kind" "$np" "$base-torch-gloo.txt" -- "$PY" -W ignore::UserWarning "$TRAIN" \
+    --dist torch-gloo "${common[@]}" --turns "$dir:$role" \
+    --json "$PWD/$base-torch-gloo.json" &
+  # shellcheck disable=SC2046
+  launch "$kind" "$np" "$base.txt" "${env[@]}" -- "$PY" -W ignore::UserWarning "$TRAIN" \
+    $(policy_args "$policy") "${common[@]}" --turns "$dir:$other" \
+    --json "$PWD/$base.json" || echo "FAILED: $base" | tee -a "$(dirname "$base")/conditions.txt"
+  wait $! || echo "FAILED: $base-torch-gloo" | tee -a "$(dirname "$base")/conditions.txt"
+  rm -rf "$dir"
+}
+
 # A/B pairs: torch's gloo and one mcr policy started together, taking turns step by step
 # (train.py --turns), so that both see the same load. torch's gloo steps first in odd rounds,
 # second in even ones. 3 warm-up and 12 measured steps each.
@@ -191,7 +260,7 @@ launch() {
 #            between hosts (docs/hier-backend.md), the table tuned with the same setting so that
 #            its hier entries are what the runs get.
 paired() {
-  local kind=$1 rounds=${2:-2} out nps hier np round model policy role other dir
+  local kind=$1 rounds=${2:-2} out nps hier np round model policy role
   local steps="--steps 15 --warmup 3 --skip-shm-op"
   if [[ $kind == onehost ]]; then
     out=$HERE/paired nps=(2 4) hier="simulate_ranks_per_host=2" TUNED_HIER=""
@@ -212,34 +281,21 @@ paired() {
     launch "$kind" "$np" "$out/tune-np$np.txt" "${tune_env[@]}" -- "$MCR" tune \
       --op all_reduce,all_gather,reduce_scatter,all_to_all,broadcast --async --place in \
       -b 4 -e 16M -f 4 ${TUNE_ARGS:-} -o "$PWD/$out/table-np$np.json"
+    [[ -n ${REFINE_FROM:-} ]] && refine "$kind" "$out" "$np" "$steps" "$hier"
   done
   for ((round = 1; round <= rounds; round++)); do
-    role=first other=second
-    ((round % 2 == 0)) && role=second other=first
+    role=first
+    ((round % 2 == 0)) && role=second
     for np in "${nps[@]}"; do
       local policies=(mcr-mpi mcr-gloo mcr-auto mcr-tuned)
       ((np == 4)) && policies+=(mcr-hier)
       [[ -n ${POLICIES:-} ]] && read -ra policies <<<"$POLICIES"
       for model in ${MODELS:-zero3 moe}; do
         for policy in "${policies[@]}"; do
-          local base=$out/p$round-$model-np$np-$policy env=()
-          dir=$(mktemp -d /tmp/mcr-ds-turns.XXXXXX)
-          mapfile -t env < <(policy_env "$policy" "$PWD/$out/table-np$np.json" "$hier")
           echo "$(date -Is) p$round $model np$np torch-gloo($role) vs $policy load $(cut -d' ' -f1-3 /proc/loadavg)" \
             >>"$out/conditions.txt"
-          # shellcheck disable=SC2206
-          local common=(${MODEL[$model]} $SHAPE $steps)
-          : >"$base-torch-gloo.txt"
-          : >"$base.txt"
-          launch "$kind" "$np" "$base-torch-gloo.txt" -- "$PY" -W ignore::UserWarning "$TRAIN" \
-            --dist torch-gloo "${common[@]}" --turns "$dir:$role" \
-            --json "$PWD/$base-torch-gloo.json" &
-          # shellcheck disable=SC2046
-          launch "$kind" "$np" "$base.txt" "${env[@]}" -- "$PY" -W ignore::UserWarning "$TRAIN" \
-            $(policy_args "$policy") "${common[@]}" --turns "$dir:$other" \
-            --json "$PWD/$base.json" || echo "FAILED: $base" | tee -a "$out/conditions.txt"
-          wait $! || echo "FAILED: $base-torch-gloo" | tee -a "$out/conditions.txt"
-          rm -rf "$dir"
+          pair "$kind" "$np" "$out/p$round-$model-np$np-$policy" "$role" "$model" "$policy" \
+            "$PWD/$out/table-np$np.json" "$hier" "$steps" ""
         done
       done
     done

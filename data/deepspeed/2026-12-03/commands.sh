@@ -13,6 +13,21 @@
 #   OUT=paired-cluster-2x2-1gbit-a2a-gloo POLICIES="mcr-gloo mcr-tuned mcr-tuned-a2a-gloo" \
 #     MODELS=moe data/deepspeed/2026-12-03/commands.sh paired-cluster 3
 #
+# and then, for `mcr tune --refine` (docs/deepspeed.md, "Tuned from the program's own latencies"):
+#
+#   OUT=paired-cluster-2x2-1gbit-refined REFINE_FROM="mcr-mpi mcr-gloo mcr-hier" \
+#     POLICIES="mcr-gloo mcr-tuned mcr-refined" MODELS=moe \
+#     data/deepspeed/2026-12-03/commands.sh paired-cluster 3
+#   OUT=paired-cluster-2x2-1gbit-refined-paired REFINE_PAIRED=1 \
+#     REFINE_FROM="mcr-mpi mcr-gloo mcr-hier" POLICIES="mcr-gloo mcr-tuned mcr-refined" MODELS=moe \
+#     data/deepspeed/2026-12-03/commands.sh paired-cluster 3
+#   OUT=paired-cluster-2x2-1gbit-refined-paired-zero3 REFINE_PAIRED=1 \
+#     REFINE_FROM="mcr-mpi mcr-gloo mcr-hier" POLICIES="mcr-gloo mcr-tuned mcr-refined" \
+#     MODELS=zero3 data/deepspeed/2026-12-03/commands.sh paired-cluster 2
+#
+# (The first of these ran before REFINE_RUNS and REFINE_PAIRED existed; unset, they change
+# nothing.) The traces are committed gzipped.
+#
 # (It ran as a copy of that script with HERE set to this folder; the copy and the script are the
 # same commands.)
 set -euo pipefail
