@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
-#include <optional>
 #include <set>
 #include <tuple>
 
@@ -25,7 +24,8 @@ struct PointKey {
   int group_size;
   std::string form;
   std::size_t bytes;
-  auto tie() const { return std::tie(op, group_size, form, bytes, dtype_class); }
+  int world_ranks;  ///< ranks of the traced job; the group spans them all when equal to group_size
+  auto tie() const { return std::tie(op, group_size, form, bytes, dtype_class, world_ranks); }
   bool operator<(const PointKey& o) const { return tie() < o.tie(); }
 };
 
@@ -68,29 +68,18 @@ const std::string* backend_at(const TuningEntry& e, std::size_t bytes) {
   return nullptr;
 }
 
-// The shape a communicator of `group_size` ranks has, as far as the table can tell: the world's
-// from the provenance; for a smaller group the one shape the table's entries for the op at that
-// size name (hier's step groups are measured on one shape each). nullopt: several, undecidable.
-std::optional<HostShape> group_shape(const TuningTable& t, OpType op, int group_size,
-                                     std::string& note) {
-  if (group_size == provenance_int(t, "ranks")) {
-    return HostShape{provenance_int(t, "hosts"), provenance_int(t, "ranks_per_host")};
+// The samples an entry was built from: at a size where an earlier refinement left a run's
+// medians, those stand for the size (as they did when it was built); elsewhere the tuned ones.
+std::vector<TuningSample> effective(const std::vector<TuningSample>& of_entry) {
+  std::set<std::size_t> run_sizes;
+  for (const auto& s : of_entry) {
+    if (s.source == "run") run_sizes.insert(s.bytes);
   }
-  std::set<std::pair<int, int>> shapes;
-  for (const auto& e : t.entries) {
-    if (e.op == op && e.group_size == group_size) shapes.emplace(e.hosts, e.ranks_per_host);
+  std::vector<TuningSample> out;
+  for (const auto& s : of_entry) {
+    if (!run_sizes.contains(s.bytes) || s.source == "run") out.push_back(s);
   }
-  if (shapes.size() <= 1) {
-    return shapes.empty() ? HostShape{} : HostShape{shapes.begin()->first, shapes.begin()->second};
-  }
-  std::string names;
-  for (const auto& [h, r] : shapes)
-    names += fmt::format("{}{}", names.empty() ? "" : ", ", describe(HostShape{h, r}));
-  note = fmt::format(
-      "the table has entries for groups of {} ranks on {}; the trace does not say which this "
-      "group is",
-      group_size, names);
-  return std::nullopt;
+  return out;
 }
 
 std::map<PointKey, Observations> observe(const std::vector<Trace>& traces) {
@@ -98,15 +87,55 @@ std::map<PointKey, Observations> observe(const std::vector<Trace>& traces) {
   for (const auto& trace : traces) {
     for (const auto& op : trace.ops) {
       if (op.backend.empty() || !(op.latency_us > 0)) continue;
+      const bool listed = op.group >= 0 && static_cast<std::size_t>(op.group) < trace.groups.size();
       const int group_size =
-          op.group < 0 ? trace.world_size : static_cast<int>(trace.groups.at(op.group).size());
+          listed ? static_cast<int>(trace.groups[static_cast<std::size_t>(op.group)].size())
+                 : trace.world_size;
       const std::string klass = is_reduction(op.op) ? std::string(dtype_class(op.dtype)) : "any";
-      auto& o = out[PointKey{op.op, klass, group_size, op.async ? "async" : "sync", op.bytes}];
+      auto& o = out[PointKey{op.op, klass, group_size, op.async ? "async" : "sync", op.bytes,
+                             trace.world_size}];
       if (o.latencies.empty()) o.dtype = op.dtype;
       o.latencies[op.backend].push_back(op.latency_us);
     }
   }
   return out;
+}
+
+// Why the point cannot refine `entry` (empty when it can).
+std::string refusal(const RefinedPoint& p, const TuningEntry* entry, int table_ranks,
+                    HostShape shape, std::size_t min_ops, int world_ranks) {
+  if (p.group_size != world_ranks) {
+    return fmt::format(
+        "a group of {} of the trace's {} ranks: the trace does not record which hosts its ranks "
+        "are on, so which entry it reads is unknown",
+        p.group_size, world_ranks);
+  }
+  if (table_ranks > 0 && world_ranks != table_ranks) {
+    return fmt::format("the traced job has {} ranks; the table was measured on {}", world_ranks,
+                       table_ranks);
+  }
+  if (entry == nullptr) {
+    return fmt::format("the table has no entry for {} on {} ranks ({})", to_string(p.op),
+                       p.group_size, describe(shape));
+  }
+  std::size_t qualified = 0;
+  bool before_ran = p.before.empty();
+  for (const auto& o : p.observed) {
+    if (o.ops < min_ops) continue;
+    ++qualified;
+    before_ran = before_ran || o.backend == p.before;
+  }
+  if (qualified < 2) {
+    return fmt::format("fewer than two backends ran it {} times or more: nothing to compare",
+                       min_ops);
+  }
+  if (!before_ran) {
+    return fmt::format(
+        "the table's backend here, {}, did not run it {} times or more in the "
+        "traces: not compared",
+        p.before, min_ops);
+  }
+  return {};
 }
 
 }  // namespace
@@ -133,50 +162,50 @@ RefineResult refine_table(const TuningTable& table, const std::vector<Trace>& tr
 
   RefineResult result;
   result.table = table;
+  // The world's shape as the table recorded it; a table without it matches entries naming none.
+  const int table_ranks = provenance_int(table, "ranks");
+  const HostShape world{provenance_int(table, "hosts"), provenance_int(table, "ranks_per_host")};
   // Entry index -> the points that refine it.
   std::map<std::size_t, std::vector<std::size_t>> by_entry;
+  std::set<std::pair<std::size_t, std::size_t>> entry_sizes;  // (entry, bytes) already refined
   for (const auto& [key, obs] : observed) {
     RefinedPoint p{key.op, key.dtype_class, key.group_size, key.form, key.bytes, {}, {}, {}, {}};
-    std::size_t qualified = 0;
-    for (const auto& [backend, lat] : obs.latencies) {
+    for (const auto& [backend, lat] : obs.latencies)
       p.observed.push_back({backend, lat.size(), median(lat)});
-      if (lat.size() >= options.min_ops) ++qualified;
-    }
     std::sort(p.observed.begin(), p.observed.end(),
               [](const auto& a, const auto& b) { return a.p50_us < b.p50_us; });
     const CallForm form = key.form == "async" ? CallForm::async : CallForm::sync;
-    const auto shape = group_shape(table, key.op, key.group_size, p.note);
-    const TuningEntry* entry =
-        shape ? table.entry_for(key.op, obs.dtype, key.group_size, *shape, form) : nullptr;
+    const TuningEntry* entry = table.entry_for(key.op, obs.dtype, key.group_size, world, form);
     if (entry != nullptr) {
       if (const auto* b = backend_at(*entry, key.bytes)) p.before = *b;
     }
-    if (!p.note.empty()) {
-      // group_shape() said why
-    } else if (entry == nullptr) {
-      p.note = fmt::format("the table has no entry for {} on {} ranks ({})", to_string(key.op),
-                           key.group_size, describe(*shape));
-    } else if (qualified < 2) {
-      p.note = fmt::format("fewer than two backends ran it {} times or more: nothing to compare",
-                           options.min_ops);
-    } else {
-      by_entry[static_cast<std::size_t>(entry - table.entries.data())].push_back(
-          result.points.size());
+    p.note = refusal(p, entry, table_ranks, world, options.min_ops, key.world_ranks);
+    if (p.note.empty()) {
+      const auto index = static_cast<std::size_t>(entry - table.entries.data());
+      if (!entry_sizes.insert({index, key.bytes}).second) {
+        // Two points of one size on one entry: both call forms read it (the table has one).
+        p.note =
+            "the table's entry for this size is already refined by the other call form's "
+            "operations (the table has one entry for both forms)";
+      } else {
+        by_entry[index].push_back(result.points.size());
+      }
     }
     result.points.push_back(std::move(p));
   }
 
   for (const auto& [index, point_ids] : by_entry) {
     const TuningEntry& entry = table.entries[index];
-    std::vector<TuningSample> tuned;
+    std::vector<TuningSample> of_entry;
     for (const auto& s : table.samples) {
-      if (same_key(s, entry)) tuned.push_back(s);
+      if (same_key(s, entry)) of_entry.push_back(s);
     }
+    std::vector<TuningSample> built_from = effective(of_entry);
     std::string refused;
-    if (tuned.empty()) {
+    if (built_from.empty()) {
       refused = "its entry has no samples to rebuild it from";
     } else {
-      const auto rebuilt = build_entries(tuned, hysteresis);
+      const auto rebuilt = build_entries(built_from, hysteresis);
       if (rebuilt.empty() || rebuilt.front().ranges != entry.ranges) {
         refused = fmt::format(
             "its entry's ranges are not what its samples give with hysteresis {} (edited by "
@@ -189,7 +218,8 @@ RefineResult refine_table(const TuningTable& table, const std::vector<Trace>& tr
         result.points[id].note = refused;
       continue;
     }
-    // The run's medians replace every tuned figure at the sizes the run shows.
+    // The run's medians replace every figure at the sizes the run shows (an earlier
+    // refinement's included).
     std::set<std::size_t> run_sizes;
     std::vector<TuningSample> run;
     for (const auto id : point_ids) {
@@ -203,16 +233,20 @@ RefineResult refine_table(const TuningTable& table, const std::vector<Trace>& tr
       }
     }
     std::vector<TuningSample> inputs = run;
-    for (const auto& s : tuned) {
+    for (const auto& s : built_from) {
       if (!run_sizes.contains(s.bytes)) inputs.push_back(s);
     }
-    auto rebuilt = build_entries(inputs, hysteresis);
+    const auto rebuilt = build_entries(inputs, hysteresis);
     TuningEntry& target = result.table.entries[index];
     target.ranges = rebuilt.front().ranges;
     for (const auto id : point_ids) {
       auto& p = result.points[id];
       if (const auto* b = backend_at(target, p.bytes)) p.after = *b;
     }
+    // Earlier run medians at these sizes give way to the new ones; tuned samples all stay.
+    std::erase_if(result.table.samples, [&](const TuningSample& s) {
+      return s.source == "run" && same_key(s, entry) && run_sizes.contains(s.bytes);
+    });
     result.table.samples.insert(result.table.samples.end(), run.begin(), run.end());
     ++result.entries_refined;
   }

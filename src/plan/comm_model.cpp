@@ -86,8 +86,10 @@ Samples pick_samples(const TuningTable& t, OpType op, std::string_view dclass,
   // Nearest measured group size; an exact dtype class beats another one.
   int best_size = -1;
   bool exact_class = false;
+  // A run's latencies (`mcr tune --refine`, source "run") include the program's waits and load;
+  // the model prices the library's own cost, which the tuned samples measure.
   for (const auto& s : t.samples) {
-    if (s.op != op || s.backend != backend) continue;
+    if (s.op != op || s.backend != backend || !s.source.empty()) continue;
     const bool cls = s.dtype_class == dclass;
     const bool closer =
         best_size < 0 || std::abs(s.group_size - ranks) < std::abs(best_size - ranks);
@@ -100,7 +102,7 @@ Samples pick_samples(const TuningTable& t, OpType op, std::string_view dclass,
   Samples out;
   out.group_size = best_size;
   for (const auto& s : t.samples) {
-    if (s.op == op && s.backend == backend && s.group_size == best_size &&
+    if (s.op == op && s.backend == backend && s.group_size == best_size && s.source.empty() &&
         (s.dtype_class == dclass) == exact_class) {
       out.points.emplace_back(static_cast<double>(s.bytes), s.time_us * 1e-6);
     }

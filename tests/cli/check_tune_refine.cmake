@@ -2,8 +2,8 @@ cmake_minimum_required(VERSION 3.25)
 # mcr tune --refine, end to end without ranks: a 2 x 2 table tuned with MPI faster everywhere, and
 # two MCR_LOG traces of a program (one run on MPI, one on Gloo) in which Gloo's 327,680-byte
 # all_to_all is the faster one. The refined table must put that size on Gloo, keep the run's
-# medians as samples marked "run", validate, and the CLI must refuse a missing trace or an output
-# that would overwrite its input.
+# medians as samples marked "run", validate, and the CLI must refuse a missing trace, an output
+# that would overwrite its input (by another name too) and a hysteresis outside [0, 1).
 file(MAKE_DIRECTORY ${OUT})
 set(table ${OUT}/table.json)
 set(samples "")
@@ -88,3 +88,7 @@ endfunction()
 expect_refusal("--refine needs --from-trace" --refine ${table} -o ${OUT}/x.json)
 expect_refusal("needs -o with another file" --refine ${table} --from-trace ${OUT}/run-mpi.json -o ${table})
 expect_refusal("--from-trace is read by --refine only" --from-trace ${OUT}/run-mpi.json)
+expect_refusal("needs -o with another file" --refine ${table} --from-trace ${OUT}/run-mpi.json
+               -o ${OUT}/./table.json)
+expect_refusal("--hysteresis 1: must be in [0, 1)" --refine ${table} --from-trace ${OUT}/run-mpi.json
+               -o ${OUT}/y.json --hysteresis 1)

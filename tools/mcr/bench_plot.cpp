@@ -43,7 +43,9 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
   for (const auto& s : table.samples) {
     const std::string op(to_string(s.op));
     if (s.group_size != group || klass[op] != s.dtype_class) continue;
-    series[op][series_name(op, s.backend, s.form, s.in_flight)][s.bytes] = s.time_us;
+    // A run's medians (`mcr tune --refine`) are their own series beside the tuned ones.
+    const std::string run = s.source.empty() ? "" : fmt::format(" ({})", s.source);
+    series[op][series_name(op, s.backend, s.form, s.in_flight) + run][s.bytes] = s.time_us;
   }
   std::ofstream gp(prefix + ".gp");
   if (!gp) throw Error(fmt::format("--plot: cannot write '{}.gp'", prefix));

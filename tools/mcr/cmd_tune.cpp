@@ -1,6 +1,8 @@
 // `mcr tune`: measures every usable backend for each op and size, writes a tuning table (winner per
 // size with hysteresis, adjacent sizes merged, raw latencies kept), validates and plots tables. The
 // measuring and the table are mcr::bench's (run_tune); this file maps flags, prints and writes.
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -91,14 +93,20 @@ void refine(const TuneFlags& f, const CLI::App& cmd) {
     throw InvalidArgument(
         "--refine needs --from-trace: the MCR_LOG trace (MCR_LOG=trace) of at least one run");
   }
-  if (cmd.count("--output") == 0 || f.output == f.refine) {
+  std::error_code ec;
+  if (cmd.count("--output") == 0 || f.output == f.refine ||
+      std::filesystem::equivalent(f.output, f.refine, ec)) {
     throw InvalidArgument(fmt::format(
         "--refine '{}' needs -o with another file: the refined table does not overwrite the "
         "table it comes from",
         f.refine));
   }
+  const bool given = cmd.count("--hysteresis") > 0;
+  if (given && !(f.hysteresis >= 0 && f.hysteresis < 1)) {
+    throw InvalidArgument(fmt::format("--hysteresis {}: must be in [0, 1)", f.hysteresis));
+  }
   bench::RefineOptions o;
-  o.hysteresis = cmd.count("--hysteresis") > 0 ? f.hysteresis : -1;
+  o.hysteresis = given ? f.hysteresis : -1;  // not given: the table's own
   o.min_ops = f.min_ops;
   o.command = bench::command_line();
   std::vector<bench::Trace> traces;

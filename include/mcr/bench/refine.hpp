@@ -52,13 +52,15 @@ struct RefineResult {
 
 /// Refines `table` with the operations of `traces` (MCR_LOG traces: each op's backend and
 /// latency). For every (op, dtype class, group size, form, size) that at least two backends ran
-/// `min_ops` times or more, it finds the entry a communicator of that group reads (the world's
-/// topology from the table's provenance; for a smaller group the one topology the table has
-/// entries for at that size), and rebuilds that entry from its samples with the run's medians
-/// in place of the tuned figures at that size (build_entries(); the other sizes keep the tuned
-/// winners). An entry whose ranges are not what its own samples give is left as it is, and the
-/// points say why. Throws InvalidArgument when no trace holds a logged operation, or for bad
-/// options (refine.hysteresis outside [0, 1), refine.min_ops 0).
+/// `min_ops` times or more, the table's own backend among them, on a group spanning the traced
+/// job (whose size must be the table's: the world's topology comes from its provenance), it finds
+/// the entry such a call reads and rebuilds it from its samples with the run's medians in place of
+/// every other figure at that size (build_entries(); at the other sizes the tuned samples decide
+/// as before). An entry whose ranges are not what its own samples give is left as it is. Groups
+/// smaller than the job are not refined: a trace does not say which hosts their ranks are on. The
+/// points say why each was or was not refined. Refining a refined table replaces its earlier run
+/// medians at the sizes the new traces show. Throws InvalidArgument when no trace holds a logged
+/// operation, or for bad options (refine.hysteresis >= 1, refine.min_ops 0).
 RefineResult refine_table(const TuningTable& table, const std::vector<Trace>& traces,
                           const RefineOptions& options);
 

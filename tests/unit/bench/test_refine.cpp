@@ -192,17 +192,17 @@ TEST(Refine, TooFewOperationsOfABackendDecideNothing) {
 TEST(Refine, EntryItsSamplesDoNotGiveIsLeftAlone) {
   TuningTable table = two_by_two_table();
   for (auto& e : table.entries) {
-    if (e.op == OpType::all_to_all) e.ranges = {TuningRange{0, kMaxBytes, "hier"}};
+    if (e.op == OpType::all_to_all) e.ranges = {TuningRange{0, kMaxBytes, "gloo"}};
   }
   const auto result = refine_table(table, mpi_and_gloo_runs(), RefineOptions{});
   const auto& a2a = point(result, OpType::all_to_all);
-  EXPECT_EQ(a2a.before, "hier");
+  EXPECT_EQ(a2a.before, "gloo");
   EXPECT_EQ(a2a.after, "");
   EXPECT_NE(a2a.note.find("edited by hand"), std::string::npos) << a2a.note;
   EXPECT_EQ(result.table.entries, table.entries);
 }
 
-TEST(Refine, SubGroupOfUndecidableTopologyIsNamed) {
+TEST(Refine, SubGroupIsNotRefinedTheTraceCannotPlaceIt) {
   TuningTable table = two_by_two_table();
   // hier's step groups: 2 ranks within a host (1x2) and across hosts (2x1).
   for (const auto& [hosts, rph] : {std::pair{1, 2}, std::pair{2, 1}}) {
@@ -217,7 +217,7 @@ TEST(Refine, SubGroupOfUndecidableTopologyIsNamed) {
     for (int k = 0; k < 10; ++k, ++seq) {
       for (int r = 0; r < 2; ++r) {
         log.records.push_back(LogRecord{0, 1000, seq, 5, 4096, 1024, backend, OpType::all_to_all,
-                                        DType::f32, true, r, 2, r * 2});
+                                        DType::f32, true, r, 2, r * 3});
       }
     }
   }
@@ -225,8 +225,66 @@ TEST(Refine, SubGroupOfUndecidableTopologyIsNamed) {
   ASSERT_EQ(result.points.size(), 1u);
   EXPECT_EQ(result.points[0].group_size, 2);
   EXPECT_EQ(result.points[0].note,
-            "the table has entries for groups of 2 ranks on 1x2, 2x1; the trace does not say which "
-            "this group is");
+            "a group of 2 of the trace's 4 ranks: the trace does not record which hosts its ranks "
+            "are on, so which entry it reads is unknown");
+  EXPECT_EQ(result.entries_refined, 0u);
+}
+
+TEST(Refine, TraceOfAnotherJobSizeIsNotApplied) {
+  TuningTable table = two_by_two_table();
+  table.provenance["ranks"] = "8";
+  const auto result = refine_table(table, mpi_and_gloo_runs(), RefineOptions{});
+  EXPECT_EQ(point(result, OpType::all_to_all).note,
+            "the traced job has 4 ranks; the table was measured on 8");
+  EXPECT_EQ(result.entries_refined, 0u);
+}
+
+TEST(Refine, TablesBackendThatTheRunsDidNotRunIsNotOverruled) {
+  // The tune put 327680 bytes on hier; the runs ran MPI and Gloo only.
+  TuningTable table = two_by_two_table();
+  for (const std::size_t bytes : {65536u, 262144u, 1048576u}) {
+    table.samples.push_back(tuned(OpType::all_to_all, "any", bytes, "hier", 1.0));
+  }
+  table.entries = build_entries(table.samples, 0.03);
+  const auto result = refine_table(table, mpi_and_gloo_runs(), RefineOptions{});
+  const auto& a2a = point(result, OpType::all_to_all);
+  EXPECT_EQ(a2a.before, "hier");
+  EXPECT_EQ(a2a.note,
+            "the table's backend here, hier, did not run it 10 times or more in the traces: not "
+            "compared");
+  EXPECT_EQ(result.table.entries, table.entries);
+}
+
+TEST(Refine, RunAtATunedSizeReplacesItsFiguresAndRefiningAgainChangesNothing) {
+  // The runs show 262144 bytes, a size the tune measured (MPI 524 us, Gloo 655 us there).
+  GatheredLog mpi, gloo;
+  mpi.ranks = gloo.ranks = 4;
+  mpi.dropped.assign(4, 0);
+  gloo.dropped.assign(4, 0);
+  std::uint64_t seq = 0;
+  add_ops(mpi, seq, OpType::all_to_all, 262144, "mpi", 10, 900, 1200);
+  seq = 0;
+  add_ops(gloo, seq, OpType::all_to_all, 262144, "gloo", 10, 700, 1000);
+  const std::vector<Trace> runs{to_trace(mpi, "mpi.json"), to_trace(gloo, "gloo.json")};
+  const TuningTable table = two_by_two_table();
+  const auto once = refine_table(table, runs, RefineOptions{});
+  ASSERT_EQ(point(once, OpType::all_to_all).after, "gloo");
+  const TuningEntry* e =
+      once.table.entry_for(OpType::all_to_all, DType::f32, 4, HostShape{2, 2}, CallForm::async);
+  ASSERT_NE(e, nullptr);
+  const auto lo = static_cast<std::size_t>(std::ceil(std::sqrt(65536.0 * 262144.0)));
+  const auto hi = static_cast<std::size_t>(std::ceil(std::sqrt(262144.0 * 1048576.0)));
+  EXPECT_EQ(e->ranges, (std::vector<TuningRange>{
+                           {0, lo - 1, "mpi"}, {lo, hi - 1, "gloo"}, {hi, kMaxBytes, "mpi"}}));
+  EXPECT_EQ(once.table.samples.size(), table.samples.size() + 2);  // the tuned ones all stay
+
+  // Refining the refined table with the same runs: accepted (its ranges are what its samples,
+  // the run's included, give), the same entries, no duplicate run samples.
+  const auto twice = refine_table(once.table, runs, RefineOptions{});
+  EXPECT_TRUE(point(twice, OpType::all_to_all).note.empty())
+      << point(twice, OpType::all_to_all).note;
+  EXPECT_EQ(twice.table.entries, once.table.entries);
+  EXPECT_EQ(twice.table.samples.size(), once.table.samples.size());
 }
 
 TEST(Refine, OpListOrBadOptionsAreRefused) {
