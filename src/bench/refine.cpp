@@ -149,15 +149,15 @@ RefineResult refine_table(const TuningTable& table, const std::vector<Trace>& tr
   if (options.min_ops == 0) {
     throw InvalidArgument("refine.min_ops 0: a backend's median needs at least one operation");
   }
+  std::string paths;  // for messages and the provenance
+  for (const auto& t : traces)
+    paths += fmt::format("{}{}", paths.empty() ? "" : ", ", t.path);
   const auto observed = observe(traces);
   if (observed.empty()) {
-    std::string names;
-    for (const auto& t : traces)
-      names += fmt::format("{}{}", names.empty() ? "" : ", ", t.path);
     throw InvalidArgument(fmt::format(
         "refine: no operation with a backend and a latency in {} (MCR_LOG=trace writes them; an "
         "op list has neither)",
-        names.empty() ? std::string("no trace") : names));
+        paths.empty() ? std::string("no trace") : paths));
   }
 
   RefineResult result;
@@ -254,9 +254,6 @@ RefineResult refine_table(const TuningTable& table, const std::vector<Trace>& tr
   std::size_t refined_points = 0;
   for (const auto& p : result.points)
     refined_points += p.after.empty() ? 0 : 1;
-  std::string paths;
-  for (const auto& t : traces)
-    paths += fmt::format("{}{}", paths.empty() ? "" : ", ", t.path);
   result.table.provenance["refined"] = fmt::format(
       "{} of {} (op, size) points from the run medians of {} (at least {} operations per "
       "backend; hysteresis {}); {} entries rebuilt",

@@ -55,13 +55,18 @@ Trace to_trace(const GatheredLog& log, const std::string& path) {
   return parse_trace(text.str(), path);
 }
 
+// An empty gathered log of a 4-rank job.
+GatheredLog four_rank_log() {
+  GatheredLog log;
+  log.ranks = 4;
+  log.dropped.assign(4, 0);
+  return log;
+}
+
 // Two runs of the same program, one per backend: inside the steps Gloo's 327,680-byte all_to_all
 // (10 ms) beats MPI's (12 ms), where the tune rated MPI faster around that size.
 std::vector<Trace> mpi_and_gloo_runs(int gloo_ops = 12) {
-  GatheredLog mpi, gloo;
-  mpi.ranks = gloo.ranks = 4;
-  mpi.dropped.assign(4, 0);
-  gloo.dropped.assign(4, 0);
+  GatheredLog mpi = four_rank_log(), gloo = four_rank_log();
   std::uint64_t seq = 0;
   add_ops(mpi, seq, OpType::all_to_all, 327680, "mpi", 12, 9000, 12000);
   add_ops(mpi, seq, OpType::all_reduce, 262144, "mpi", 12, 500, 600);
@@ -209,9 +214,7 @@ TEST(Refine, SubGroupIsNotRefinedTheTraceCannotPlaceIt) {
     table.entries.push_back(
         TuningEntry{OpType::all_to_all, "any", 2, {{0, kMaxBytes, "mpi"}}, hosts, rph, "async"});
   }
-  GatheredLog log;
-  log.ranks = 4;
-  log.dropped.assign(4, 0);
+  GatheredLog log = four_rank_log();
   std::uint64_t seq = 0;  // one sequence per communicator, whichever backend runs the op
   for (const char* backend : {"mpi", "gloo"}) {
     for (int k = 0; k < 10; ++k, ++seq) {
@@ -257,10 +260,7 @@ TEST(Refine, TablesBackendThatTheRunsDidNotRunIsNotOverruled) {
 
 TEST(Refine, RunAtATunedSizeReplacesItsFiguresAndRefiningAgainChangesNothing) {
   // The runs show 262144 bytes, a size the tune measured (MPI 524 us, Gloo 655 us there).
-  GatheredLog mpi, gloo;
-  mpi.ranks = gloo.ranks = 4;
-  mpi.dropped.assign(4, 0);
-  gloo.dropped.assign(4, 0);
+  GatheredLog mpi = four_rank_log(), gloo = four_rank_log();
   std::uint64_t seq = 0;
   add_ops(mpi, seq, OpType::all_to_all, 262144, "mpi", 10, 900, 1200);
   seq = 0;
