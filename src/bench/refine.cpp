@@ -25,7 +25,11 @@ struct PointKey {
   std::string form;
   std::size_t bytes;
   int world_ranks;  ///< ranks of the traced job; the group spans them all when equal to group_size
-  auto tie() const { return std::tie(op, group_size, form, bytes, dtype_class, world_ranks); }
+  int hosts;        ///< the group's hosts x ranks per host from the trace's host map; 0 x 0
+  int ranks_per_host;  ///< when the trace has none (ranks per host 0 alone: uneven)
+  auto tie() const {
+    return std::tie(op, group_size, hosts, ranks_per_host, form, bytes, dtype_class, world_ranks);
+  }
   bool operator<(const PointKey& o) const { return tie() < o.tie(); }
 };
 
@@ -82,18 +86,43 @@ std::vector<TuningSample> effective(const std::vector<TuningSample>& of_entry) {
   return out;
 }
 
-std::map<PointKey, Observations> observe(const std::vector<Trace>& traces) {
+// The hosts x ranks per host of a group of `members` (global ranks) by the trace's host map, as
+// the group's communicator counts them (ranks per host 0 where hosts hold different numbers);
+// 0 x 0 when the trace has no host map.
+HostShape group_shape(const Trace& trace, const std::vector<int>& members) {
+  if (trace.hosts.empty()) return {};
+  std::map<int, int> per_host;
+  for (const int q : members) {
+    const auto uq = static_cast<std::size_t>(q);
+    if (uq >= trace.hosts.size()) return {};
+    ++per_host[trace.hosts[uq]];
+  }
+  const int first = per_host.empty() ? 0 : per_host.begin()->second;
+  const bool even = std::all_of(per_host.begin(), per_host.end(),
+                                [&](const auto& h) { return h.second == first; });
+  return {static_cast<int>(per_host.size()), even ? first : 0};
+}
+
+// Per (op, dtype class, group and its shape, form, size): each backend's latencies. A whole-job
+// group in a trace without a host map is taken to have the table's world shape `world`, so that
+// traces with and without host maps of one job pool their operations.
+std::map<PointKey, Observations> observe(const std::vector<Trace>& traces, HostShape world_shape) {
   std::map<PointKey, Observations> out;
   for (const auto& trace : traces) {
+    std::vector<int> world(static_cast<std::size_t>(trace.world_size));
+    for (std::size_t q = 0; q < world.size(); ++q)
+      world[q] = static_cast<int>(q);
     for (const auto& op : trace.ops) {
       if (op.backend.empty() || !(op.latency_us > 0)) continue;
       const bool listed = op.group >= 0 && static_cast<std::size_t>(op.group) < trace.groups.size();
-      const int group_size =
-          listed ? static_cast<int>(trace.groups[static_cast<std::size_t>(op.group)].size())
-                 : trace.world_size;
+      const auto& members = listed ? trace.groups[static_cast<std::size_t>(op.group)] : world;
+      const int group_size = static_cast<int>(members.size());
+      const bool whole = group_size == trace.world_size;
+      const HostShape shape =
+          trace.hosts.empty() && whole ? world_shape : group_shape(trace, members);
       const std::string klass = is_reduction(op.op) ? std::string(dtype_class(op.dtype)) : "any";
       auto& o = out[PointKey{op.op, klass, group_size, op.async ? "async" : "sync", op.bytes,
-                             trace.world_size}];
+                             trace.world_size, shape.hosts, shape.ranks_per_host}];
       if (o.latencies.empty()) o.dtype = op.dtype;
       o.latencies[op.backend].push_back(op.latency_us);
     }
@@ -101,10 +130,14 @@ std::map<PointKey, Observations> observe(const std::vector<Trace>& traces) {
   return out;
 }
 
-// Why the point cannot refine `entry` (empty when it can).
+// Why the point cannot refine `entry` (empty when it can). `traced` is the group's shape by the
+// trace's host map (0 x 0: none), `shape` the one the entry was looked up with, `world` the
+// table's.
 std::string refusal(const RefinedPoint& p, const TuningEntry* entry, int table_ranks,
-                    HostShape shape, std::size_t min_ops, int world_ranks) {
-  if (p.group_size != world_ranks) {
+                    HostShape traced, HostShape shape, HostShape world, std::size_t min_ops,
+                    int world_ranks) {
+  const bool whole = p.group_size == world_ranks;
+  if (!whole && traced.hosts == 0) {
     return fmt::format(
         "a group of {} of the trace's {} ranks: the trace does not record which hosts its ranks "
         "are on, so which entry it reads is unknown",
@@ -113,6 +146,10 @@ std::string refusal(const RefinedPoint& p, const TuningEntry* entry, int table_r
   if (table_ranks > 0 && world_ranks != table_ranks) {
     return fmt::format("the traced job has {} ranks; the table was measured on {}", world_ranks,
                        table_ranks);
+  }
+  if (whole && traced.hosts > 0 && world.hosts > 0 && !(traced == world)) {
+    return fmt::format("the traced job ran on {}; the table was measured on {}", describe(traced),
+                       describe(world));
   }
   if (entry == nullptr) {
     return fmt::format("the table has no entry for {} on {} ranks ({})", to_string(p.op),
@@ -152,7 +189,8 @@ RefineResult refine_table(const TuningTable& table, const std::vector<Trace>& tr
   std::string paths;  // for messages and the provenance
   for (const auto& t : traces)
     paths += fmt::format("{}{}", paths.empty() ? "" : ", ", t.path);
-  const auto observed = observe(traces);
+  const HostShape world{provenance_int(table, "hosts"), provenance_int(table, "ranks_per_host")};
+  const auto observed = observe(traces, world);
   if (observed.empty()) {
     throw InvalidArgument(fmt::format(
         "refine: no operation with a backend and a latency in {} (MCR_LOG=trace writes them; an "
@@ -162,24 +200,30 @@ RefineResult refine_table(const TuningTable& table, const std::vector<Trace>& tr
 
   RefineResult result;
   result.table = table;
-  // The world's shape as the table recorded it; a table without it matches entries naming none.
+  // The world's shape as the table recorded it (`world` above); a table without it matches
+  // entries naming none.
   const int table_ranks = provenance_int(table, "ranks");
-  const HostShape world{provenance_int(table, "hosts"), provenance_int(table, "ranks_per_host")};
   // Entry index -> the points that refine it.
   std::map<std::size_t, std::vector<std::size_t>> by_entry;
   std::set<std::pair<std::size_t, std::size_t>> entry_sizes;  // (entry, bytes) already refined
   for (const auto& [key, obs] : observed) {
-    RefinedPoint p{key.op, key.dtype_class, key.group_size, key.form, key.bytes, {}, {}, {}, {}};
+    RefinedPoint p{key.op, key.dtype_class, key.group_size, key.form, key.bytes, {}, {}, {}, {},
+                   {}};
     for (const auto& [backend, lat] : obs.latencies)
       p.observed.push_back({backend, lat.size(), median(lat)});
     std::sort(p.observed.begin(), p.observed.end(),
               [](const auto& a, const auto& b) { return a.p50_us < b.p50_us; });
     const CallForm form = key.form == "async" ? CallForm::async : CallForm::sync;
-    const TuningEntry* entry = table.entry_for(key.op, obs.dtype, key.group_size, world, form);
+    // The entry the group's communicator reads, by the group's shape (a whole job's group in a
+    // trace without a host map has the table's world shape); 0 x 0: not known.
+    const HostShape traced{key.hosts, key.ranks_per_host};
+    p.shape = traced;
+    const HostShape shape = traced.hosts > 0 ? traced : world;
+    const TuningEntry* entry = table.entry_for(key.op, obs.dtype, key.group_size, shape, form);
     if (entry != nullptr) {
       if (const auto* b = backend_at(*entry, key.bytes)) p.before = *b;
     }
-    p.note = refusal(p, entry, table_ranks, world, options.min_ops, key.world_ranks);
+    p.note = refusal(p, entry, table_ranks, traced, shape, world, options.min_ops, key.world_ranks);
     if (p.note.empty()) {
       const auto index = static_cast<std::size_t>(entry - table.entries.data());
       if (!entry_sizes.insert({index, key.bytes}).second) {

@@ -207,6 +207,23 @@ struct Instance {
   std::map<int, int> members;  ///< group rank -> global rank
 };
 
+// A process_name metadata event's "host" (written by MCR_LOG=trace with the gathered host map).
+void read_host(Trace& trace, const std::string& path, const std::string& at, const json& ev) {
+  if (ev.value("name", "") != "process_name" || !ev.contains("args") || !ev["args"].is_object() ||
+      !ev["args"].contains("host")) {
+    return;
+  }
+  const json& host = ev["args"]["host"];
+  const json& pid = ev.contains("pid") ? ev["pid"] : json();
+  if (!pid.is_number_integer() || pid.get<int>() < 0)
+    bad_field(path, at + ".pid", pid, "must be a global rank (an integer >= 0)");
+  if (!host.is_number_integer() || host.get<int>() < 0)
+    bad_field(path, at + ".args.host", host, "must be a host index (an integer >= 0)");
+  const auto rank = static_cast<std::size_t>(pid.get<int>());
+  if (trace.hosts.size() <= rank) trace.hosts.resize(rank + 1, -1);
+  trace.hosts[rank] = host.get<int>();
+}
+
 Trace parse_comm_log(const json& doc, const std::string& path) {
   Trace trace;
   trace.path = path;
@@ -216,8 +233,13 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
   std::map<std::pair<std::string, std::uint64_t>, Instance> instances;
   for (std::size_t i = 0; i < events.size(); ++i) {
     const json& ev = events[i];
-    if (!ev.is_object() || ev.value("ph", "") != "X") continue;  // metadata events
+    if (!ev.is_object()) continue;
     const std::string at = fmt::format("traceEvents[{}]", i);
+    if (ev.value("ph", "") == "M") {
+      read_host(trace, path, at, ev);
+      continue;
+    }
+    if (ev.value("ph", "") != "X") continue;
     auto need = [&](const json& obj, const char* key, const std::string& where) -> const json& {
       if (!obj.contains(key)) bad_field(path, where, obj, fmt::format("lacks \"{}\"", key));
       return obj[key];
@@ -317,6 +339,18 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
     TraceOp op = inst->op;
     op.group = group_index(trace, ranks);
     trace.ops.push_back(op);
+  }
+  if (!trace.hosts.empty()) {
+    // A host map covers the whole job (it may name ranks that logged no collective).
+    trace.world_size = std::max(trace.world_size, static_cast<int>(trace.hosts.size()));
+    trace.hosts.resize(static_cast<std::size_t>(trace.world_size), -1);
+    const auto missing = std::find(trace.hosts.begin(), trace.hosts.end(), -1);
+    if (missing != trace.hosts.end()) {
+      throw InvalidArgument(fmt::format(
+          "{}: rank {} has no host in the trace's process metadata while other ranks have one "
+          "(a trace written at finalize names every rank's host)",
+          path, missing - trace.hosts.begin()));
+    }
   }
   return trace;
 }

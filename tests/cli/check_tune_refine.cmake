@@ -1,9 +1,9 @@
 cmake_minimum_required(VERSION 3.25)
 # mcr tune --refine, end to end without ranks: a 2 x 2 table tuned with MPI faster everywhere, and
-# two MCR_LOG traces of a program (one run on MPI, one on Gloo) in which Gloo's 327,680-byte
-# all_to_all is the faster one. The refined table must put that size on Gloo, keep the run's
-# medians as samples marked "run", validate, and the CLI must refuse a missing trace, an output
-# that would overwrite its input (by another name too) and a hysteresis outside [0, 1).
+# two MCR_LOG traces of a program (one run on MPI, one on Gloo with its host map) in which Gloo's
+# 327,680-byte all_to_all is the faster one. The refined table must put that size on Gloo, keep
+# the run's medians as samples marked "run", validate, and the CLI must refuse a missing trace, an
+# output that would overwrite its input (by another name too) and a hysteresis outside [0, 1).
 file(MAKE_DIRECTORY ${OUT})
 set(table ${OUT}/table.json)
 set(samples "")
@@ -28,9 +28,18 @@ file(WRITE ${table} "{\"format\": \"mcr-tuning\", \"version\": 1,
   \"samples\": [${samples}]}")
 
 # A trace as MCR_LOG=trace writes it: one event per rank and operation; `slow` is rank 3's latency.
+# With a fourth argument, the host map as written at finalize (ranks 0, 1 on host 0; 2, 3 on 1).
 function(write_trace path backend slow)
   set(events "")
   set(sep "")
+  if(ARGC GREATER 3)
+    foreach(rank RANGE 0 3)
+      math(EXPR host "${rank} / 2")
+      string(APPEND events "${sep}{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": ${rank}, "
+             "\"tid\": 0, \"args\": {\"name\": \"rank ${rank}\", \"host\": ${host}}}")
+      set(sep ",\n")
+    endforeach()
+  endif()
   foreach(seq RANGE 0 2)
     foreach(rank RANGE 0 3)
       set(dur 100)
@@ -48,7 +57,7 @@ function(write_trace path backend slow)
   file(WRITE ${path} "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n${events}\n]}\n")
 endfunction()
 write_trace(${OUT}/run-mpi.json mpi 12000)
-write_trace(${OUT}/run-gloo.json gloo 10000)
+write_trace(${OUT}/run-gloo.json gloo 10000 hosts)
 
 set(refined ${OUT}/refined.json)
 file(REMOVE ${refined})
@@ -58,8 +67,9 @@ execute_process(COMMAND ${MCR} tune --refine ${table} --from-trace ${OUT}/run-mp
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "mcr tune --refine failed (${rc}):\n${out}${err}")
 endif()
-# The point: 4 ranks, async, 327680 bytes, MPI before, Gloo after, Gloo's median first.
-if(NOT out MATCHES "all_to_all +any +4 async +327680  mpi +gloo +gloo: 10000.0, 3; mpi: 12000.0, 3")
+# The point: 4 ranks on 2 x 2 (the Gloo trace's host map; the MPI trace has none and its whole-job
+# operations pool with them), async, 327680 bytes, MPI before, Gloo after, Gloo's median first.
+if(NOT out MATCHES "all_to_all +any +4 +2x2 +async +327680 +mpi +gloo +gloo: 10000.0, 3; mpi: 12000.0, 3")
   message(FATAL_ERROR "the refined point is not listed as expected:\n${out}")
 endif()
 file(READ ${refined} text)

@@ -50,17 +50,23 @@ void print_entries(const TuningTable& t) {
 }
 
 void print_refined_points(const std::vector<bench::RefinedPoint>& points) {
-  fmt::print("{:<15} {:<6} {:>5} {:<5} {:>10}  {:<8} {:<8}  run medians (backend: p50 us, ops)\n",
-             "op", "dtype", "ranks", "form", "bytes", "before", "after");
+  fmt::print(
+      "{:<15} {:<6} {:>5} {:<5} {:<5} {:>10}  {:<8} {:<8}  run medians (backend: p50 us, ops)\n",
+      "op", "dtype", "ranks", "hosts", "form", "bytes", "before", "after");
   for (const auto& p : points) {
     std::string medians;
     for (const auto& o : p.observed) {
       medians +=
           fmt::format("{}{}: {:.1f}, {}", medians.empty() ? "" : "; ", o.backend, o.p50_us, o.ops);
     }
-    fmt::print("{:<15} {:<6} {:>5} {:<5} {:>10}  {:<8} {:<8}  {}\n", to_string(p.op), p.dtype_class,
-               p.group_size, p.form, p.bytes, p.before.empty() ? "-" : p.before,
-               p.after.empty() ? "-" : p.after, medians);
+    // hosts: the group's "HxR" by the trace's host map ("H,uneven"), "-" where it has none.
+    const std::string hosts = p.shape.hosts == 0 ? "-"
+                              : p.shape.ranks_per_host > 0
+                                  ? fmt::format("{}x{}", p.shape.hosts, p.shape.ranks_per_host)
+                                  : fmt::format("{},uneven", p.shape.hosts);
+    fmt::print("{:<15} {:<6} {:>5} {:<5} {:<5} {:>10}  {:<8} {:<8}  {}\n", to_string(p.op),
+               p.dtype_class, p.group_size, hosts, p.form, p.bytes,
+               p.before.empty() ? "-" : p.before, p.after.empty() ? "-" : p.after, medians);
     if (!p.note.empty()) fmt::print("{:>15} not refined: {}\n", "", p.note);
   }
 }

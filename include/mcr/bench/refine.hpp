@@ -42,11 +42,14 @@ struct RefinedPoint {
   std::string before;              ///< the table's backend at this size ("" where none)
   std::string after;               ///< after refining ("" where not refined)
   std::string note;                ///< why it was not refined (empty when it was)
+  /// The group's hosts x ranks per host by the trace's host map (a whole job's group in a trace
+  /// without one: the table's world shape); 0 x 0 where not known.
+  HostShape shape;
 };
 
 struct RefineResult {
   TuningTable table;                 ///< entries rebuilt where refined; run samples appended
-  std::vector<RefinedPoint> points;  ///< sorted by op, group size, form, bytes
+  std::vector<RefinedPoint> points;  ///< sorted by op, group size, hosts, form, bytes
   std::size_t entries_refined = 0;
 };
 

@@ -37,6 +37,9 @@ struct Trace {
   std::vector<std::vector<int>> groups;  ///< global ranks of each group, ascending
   std::vector<TraceOp> ops;              ///< in replay order
   std::size_t skipped_p2p = 0;  ///< MCR_LOG send/recv records left out (their peer is not logged)
+  /// An MCR_LOG trace's host map: the host index of each global rank (hosts numbered in the order
+  /// of their lowest rank). Empty when the trace records none (older traces, a rank's own log).
+  std::vector<int> hosts;
 };
 
 /// Reads and validates a trace file of either format. Throws InvalidArgument naming the file, and

@@ -48,6 +48,10 @@ struct GatheredLog {
   int ranks = 0;
   std::vector<LogRecord> records;      ///< all ranks; start/end on a common wall-clock time base
   std::vector<std::uint64_t> dropped;  ///< per rank: records not kept (beyond max_records)
+  /// Per global rank: the index of its host among the collecting communicator's hosts (numbered
+  /// in the order of their lowest member), -1 where not gathered; empty when unknown (a rank's
+  /// own log written alone). Lets a reader tell which groups span hosts.
+  std::vector<int> hosts;
 };
 
 /// Per (op, bytes, backend): the DeepSpeed-style summary row. Latency of a collective instance is

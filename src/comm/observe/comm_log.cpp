@@ -273,13 +273,16 @@ GatheredLog CommLog::collect(Communicator& comm) const {
   }
   const int n = comm.size();
   const auto un = static_cast<std::size_t>(n);
+  // Per rank: records kept, records dropped, global rank, host index.
+  constexpr std::size_t kFields = 4;
   std::vector<std::int64_t> mine_counts{static_cast<std::int64_t>(mine.size()),
-                                        static_cast<std::int64_t>(dropped_)};
-  std::vector<std::int64_t> counts(2 * un);
+                                        static_cast<std::int64_t>(dropped_),
+                                        comm.global_rank(comm.rank()), comm.host_index()};
+  std::vector<std::int64_t> counts(kFields * un);
   comm.all_gather(mine_counts, counts);
   std::size_t most = 0;
   for (std::size_t q = 0; q < un; ++q)
-    most = std::max(most, static_cast<std::size_t>(counts[2 * q]));
+    most = std::max(most, static_cast<std::size_t>(counts[kFields * q]));
 
   // gather() needs equal counts: pad every rank's block to the longest.
   const std::size_t block = most * sizeof(WireRecord);
@@ -295,8 +298,13 @@ GatheredLog CommLog::collect(Communicator& comm) const {
   if (!root) return out;
   out.ranks = n;
   for (std::size_t q = 0; q < un; ++q) {
-    out.dropped.push_back(static_cast<std::uint64_t>(counts[2 * q + 1]));
-    const auto have = static_cast<std::size_t>(counts[2 * q]);
+    const auto global = static_cast<std::size_t>(counts[kFields * q + 2]);
+    if (out.hosts.size() <= global) out.hosts.resize(global + 1, -1);
+    out.hosts[global] = static_cast<int>(counts[kFields * q + 3]);
+  }
+  for (std::size_t q = 0; q < un; ++q) {
+    out.dropped.push_back(static_cast<std::uint64_t>(counts[kFields * q + 1]));
+    const auto have = static_cast<std::size_t>(counts[kFields * q]);
     for (std::size_t i = 0; i < have; ++i) {
       WireRecord w;
       std::memcpy(&w, recv.data() + q * block + i * sizeof(WireRecord), sizeof(WireRecord));

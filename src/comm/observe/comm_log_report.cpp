@@ -151,11 +151,20 @@ void write_chrome_trace(const GatheredLog& log, std::ostream& out) {
   for (const auto& r : log.records)
     tracks[{r.global_rank, r.backend}] = true;
   for (int q = 0; q < log.ranks; ++q) {
-    emit({{"ph", "M"},
-          {"name", "process_name"},
-          {"pid", q},
-          {"tid", 0},
-          {"args", {{"name", fmt::format("rank {}", q)}}}});
+    // The host goes with the rank's name, so that a reader (mcr tune --refine) can tell which
+    // groups span hosts; the label shows it in the viewer.
+    const auto uq = static_cast<std::size_t>(q);
+    const int host = uq < log.hosts.size() ? log.hosts[uq] : -1;
+    json name_args = {{"name", fmt::format("rank {}", q)}};
+    if (host >= 0) name_args["host"] = host;
+    emit({{"ph", "M"}, {"name", "process_name"}, {"pid", q}, {"tid", 0}, {"args", name_args}});
+    if (host >= 0) {
+      emit({{"ph", "M"},
+            {"name", "process_labels"},
+            {"pid", q},
+            {"tid", 0},
+            {"args", {{"labels", fmt::format("host {}", host)}}}});
+    }
     emit({{"ph", "M"},
           {"name", "process_sort_index"},
           {"pid", q},

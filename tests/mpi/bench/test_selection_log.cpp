@@ -138,6 +138,13 @@ TEST(CommLogRecords, ByteCountsAndBandwidthsOfEveryOp) {
   }
   EXPECT_EQ(gathered.ranks, n);
   EXPECT_EQ(gathered.records.size(), own * un);  // same ops on every rank
+  // Every rank's host index, by global rank (g spans the world in rank order); rank 0's is its own.
+  ASSERT_EQ(gathered.hosts.size(), un);
+  for (const int h : gathered.hosts) {
+    EXPECT_GE(h, 0);
+    EXPECT_LT(h, g.hosts());
+  }
+  EXPECT_EQ(gathered.hosts[0], g.host_index());
   std::stringstream trace;
   write_chrome_trace(gathered, trace);
   const auto doc = nlohmann::json::parse(trace.str());

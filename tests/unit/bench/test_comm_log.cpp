@@ -204,3 +204,31 @@ TEST(CommLog, ChromeTraceParsesAndHoldsOneEventPerRecord) {
   EXPECT_EQ(thread_names, 2);  // (rank 0, gloo), (rank 1, mpi)
   EXPECT_EQ(process_names, 2);
 }
+
+TEST(CommLog, ChromeTraceNamesEachRanksHostWhenGathered) {
+  GatheredLog g;
+  g.ranks = 3;
+  g.dropped = {0, 0, 0};
+  g.hosts = {0, 1, 1};
+  std::stringstream out;
+  write_chrome_trace(g, out);
+  const auto doc = nlohmann::json::parse(out.str());
+  std::vector<int> hosts(3, -1);
+  std::vector<std::string> labels(3);
+  for (const auto& ev : doc.at("traceEvents")) {
+    const auto q = ev["pid"].get<std::size_t>();
+    if (ev["ph"] == "M" && ev["name"] == "process_name") hosts.at(q) = ev["args"]["host"];
+    if (ev["ph"] == "M" && ev["name"] == "process_labels") labels.at(q) = ev["args"]["labels"];
+  }
+  EXPECT_EQ(hosts, (std::vector<int>{0, 1, 1}));
+  EXPECT_EQ(labels, (std::vector<std::string>{"host 0", "host 1", "host 1"}));
+
+  // Without a host map (a rank's own log), the names carry none.
+  g.hosts.clear();
+  std::stringstream bare;
+  write_chrome_trace(g, bare);
+  for (const auto& ev : nlohmann::json::parse(bare.str()).at("traceEvents")) {
+    EXPECT_FALSE(ev["args"].contains("host")) << ev.dump();
+    EXPECT_NE(ev["name"], "process_labels");
+  }
+}

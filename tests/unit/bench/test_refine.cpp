@@ -1,6 +1,7 @@
 // `mcr tune --refine`: a tuned table's entry rebuilt from a run's trace where the run ranks the
 // backends differently from the tune, and every case where it must not be: one backend only, too
-// few operations, an entry edited by hand, a group whose topology the trace cannot tell.
+// few operations, an entry edited by hand, a group whose topology the trace cannot tell. Groups
+// smaller than the job are placed by the host map the trace carries.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -207,7 +208,7 @@ TEST(Refine, EntryItsSamplesDoNotGiveIsLeftAlone) {
   EXPECT_EQ(result.table.entries, table.entries);
 }
 
-TEST(Refine, SubGroupIsNotRefinedTheTraceCannotPlaceIt) {
+TEST(Refine, SubGroupOfATraceWithoutHostMapIsNotRefined) {
   TuningTable table = two_by_two_table();
   // hier's step groups: 2 ranks within a host (1x2) and across hosts (2x1).
   for (const auto& [hosts, rph] : {std::pair{1, 2}, std::pair{2, 1}}) {
@@ -230,6 +231,119 @@ TEST(Refine, SubGroupIsNotRefinedTheTraceCannotPlaceIt) {
   EXPECT_EQ(result.points[0].note,
             "a group of 2 of the trace's 4 ranks: the trace does not record which hosts its ranks "
             "are on, so which entry it reads is unknown");
+  EXPECT_EQ(result.entries_refined, 0u);
+}
+
+// 2-rank groups of a 2 x 2 job as DeepSpeed forms them with expert parallel size 2: the expert
+// groups within a host (1x2) and the expert-data-parallel groups across hosts (2x1), each with its
+// own tuned entry (MPI faster in the tune for both).
+TuningTable with_pair_entries(TuningTable t) {
+  for (const auto& [hosts, rph] : {std::pair{1, 2}, std::pair{2, 1}}) {
+    for (const std::size_t bytes : {65536u, 262144u, 1048576u}) {
+      const double us = static_cast<double>(bytes) / 1000.0;
+      for (const auto& [backend, factor] : {std::pair{"mpi", 1.0}, std::pair{"gloo", 1.2}}) {
+        t.samples.push_back(TuningSample{OpType::all_reduce, "float", 2, bytes, backend,
+                                         us * factor, hosts, rph, "async", 1});
+      }
+    }
+  }
+  t.entries = build_entries(t.samples, 0.03);
+  return t;
+}
+
+// `instances` all_reduces of 327,680 bytes on `backend` by the groups {0, 2} and {1, 3} (across
+// hosts) and {0, 1} and {2, 3} (within), taking `across_us` and `within_us`.
+void add_pair_ops(GatheredLog& log, std::uint64_t& seq, std::string_view backend, int instances,
+                  double across_us, double within_us) {
+  const std::vector<std::pair<std::vector<int>, double>> groups = {
+      {{0, 2}, across_us}, {{1, 3}, across_us}, {{0, 1}, within_us}, {{2, 3}, within_us}};
+  for (int k = 0; k < instances; ++k, ++seq) {
+    std::uint64_t id = 10;
+    for (const auto& [members, us] : groups) {
+      for (int g = 0; g < 2; ++g) {
+        const std::int64_t start = static_cast<std::int64_t>(seq) * 100'000'000;
+        log.records.push_back(LogRecord{start, start + static_cast<std::int64_t>(us * 1e3), seq, id,
+                                        327680, 81920, backend, OpType::all_reduce, DType::f32,
+                                        true, g, 2, members[static_cast<std::size_t>(g)]});
+      }
+      ++id;
+    }
+  }
+}
+
+TEST(Refine, SubGroupsAreRefinedByTheShapeTheHostMapGivesThem) {
+  const TuningTable table = with_pair_entries(two_by_two_table());
+  // In the runs Gloo is faster across hosts (8 against 12 ms) and slower within (3 against 2 ms).
+  GatheredLog mpi = four_rank_log(), gloo = four_rank_log();
+  mpi.hosts = gloo.hosts = {0, 0, 1, 1};
+  std::uint64_t seq = 0;
+  add_pair_ops(mpi, seq, "mpi", 10, 12000, 2000);
+  seq = 0;
+  add_pair_ops(gloo, seq, "gloo", 10, 8000, 3000);
+  const auto result =
+      refine_table(table, {to_trace(mpi, "mpi.json"), to_trace(gloo, "gloo.json")}, {});
+  ASSERT_EQ(result.points.size(), 2u);  // one per shape: each pools its two groups' operations
+  const auto& within = result.points[0];
+  const auto& across = result.points[1];
+  EXPECT_EQ(within.shape, (HostShape{1, 2}));
+  EXPECT_EQ(across.shape, (HostShape{2, 1}));
+  for (const auto* p : {&within, &across}) {
+    EXPECT_EQ(p->group_size, 2);
+    EXPECT_TRUE(p->note.empty()) << p->note;
+    EXPECT_EQ(p->before, "mpi");
+    ASSERT_EQ(p->observed.size(), 2u);
+    EXPECT_EQ(p->observed[0].ops, 20u);  // 10 instances of each of the shape's two groups
+  }
+  EXPECT_EQ(within.after, "mpi");
+  EXPECT_EQ(across.after, "gloo");
+  EXPECT_DOUBLE_EQ(across.observed[0].p50_us, 8000.0);
+  EXPECT_EQ(result.entries_refined, 2u);
+  const TuningEntry* e =
+      result.table.entry_for(OpType::all_reduce, DType::f32, 2, HostShape{2, 1}, CallForm::async);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->ranges.size(), 3u);
+  EXPECT_EQ(e->ranges[1].backend, "gloo");
+  EXPECT_EQ(e->ranges[1].min_bytes,
+            static_cast<std::size_t>(std::ceil(std::sqrt(262144.0 * 327680.0))));
+  // The within-host entry keeps MPI everywhere; the world's entries are untouched.
+  const TuningEntry* w =
+      result.table.entry_for(OpType::all_reduce, DType::f32, 2, HostShape{1, 2}, CallForm::async);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->ranges.size(), 1u);
+  EXPECT_EQ(w->ranges[0].backend, "mpi");
+  EXPECT_EQ(result.table.entries[0], table.entries[0]);
+}
+
+TEST(Refine, GroupOfAShapeTheTableLacksIsNamed) {
+  // Three ranks on two hosts (uneven): no entry in the table measured that shape.
+  GatheredLog log = four_rank_log();
+  log.hosts = {0, 0, 1, 1};
+  std::uint64_t seq = 0;
+  for (const char* backend : {"mpi", "gloo"}) {
+    for (int k = 0; k < 10; ++k, ++seq) {
+      for (int r = 0; r < 3; ++r) {
+        log.records.push_back(LogRecord{0, 1000, seq, 9, 4096, 1024, backend, OpType::all_reduce,
+                                        DType::f32, true, r, 3, r});
+      }
+    }
+  }
+  const auto result = refine_table(two_by_two_table(), {to_trace(log, "three.json")}, {});
+  ASSERT_EQ(result.points.size(), 1u);
+  EXPECT_EQ(result.points[0].shape, (HostShape{2, 0}));
+  EXPECT_EQ(result.points[0].note,
+            "the table has no entry for all_reduce on 3 ranks (" + describe(HostShape{2, 0}) + ")");
+}
+
+TEST(Refine, WholeJobOnOtherHostsIsNotApplied) {
+  // The 2 x 2 table, and a 4-rank run whose host map puts every rank on a host of its own.
+  auto runs = mpi_and_gloo_runs();
+  for (auto& t : runs)
+    t.hosts = {0, 1, 2, 3};
+  const auto result = refine_table(two_by_two_table(), runs, RefineOptions{});
+  const auto& a2a = point(result, OpType::all_to_all);
+  EXPECT_EQ(a2a.shape, (HostShape{4, 1}));
+  EXPECT_EQ(a2a.note, "the traced job ran on " + describe(HostShape{4, 1}) +
+                          "; the table was measured on " + describe(HostShape{2, 2}));
   EXPECT_EQ(result.entries_refined, 0u);
 }
 

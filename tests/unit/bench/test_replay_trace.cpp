@@ -118,6 +118,51 @@ TEST(ReplayTrace, CommLogTraceKeepsEachGroupsSequenceOrder) {
   EXPECT_EQ(t.ops[1].op, OpType::all_gather);
 }
 
+TEST(ReplayTrace, CommLogTraceCarriesTheHostMap) {
+  GatheredLog log = three_rank_log();
+  std::ostringstream plain;
+  write_chrome_trace(log, plain);
+  EXPECT_TRUE(parse_trace(plain.str(), "log.json").hosts.empty());  // none gathered: none read
+
+  // Ranks 0 and 1 on one host, rank 2 on another; a fourth rank that logged nothing widens the job.
+  log.ranks = 4;
+  log.hosts = {0, 0, 1, 1};
+  std::ostringstream text;
+  write_chrome_trace(log, text);
+  const Trace t = parse_trace(text.str(), "hosts.json");
+  EXPECT_EQ(t.hosts, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(t.world_size, 4);
+
+  // Every rank or none: a trace whose rank 2 lost its host is refused, naming the rank.
+  log.hosts = {0, 0, -1, 1};
+  std::ostringstream partial;
+  write_chrome_trace(log, partial);
+  try {
+    parse_trace(partial.str(), "partial.json");
+    FAIL() << "a host map without rank 2 was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "partial.json: rank 2 has no host in the trace's process metadata while other ranks "
+              "have one (a trace written at finalize names every rank's host)");
+  }
+}
+
+TEST(ReplayTrace, CommLogHostMustBeAnIndex) {
+  const std::string text =
+      R"({"traceEvents": [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0,)"
+      R"( "args": {"name": "rank 0", "host": "h0"}}]})";
+  try {
+    parse_trace(text, "bad.json");
+    FAIL() << "a host name was accepted as a host index";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("traceEvents[0].args.host"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("must be a host index (an integer >= 0)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ReplayTrace, CommLogTraceOfOneRankIsRefused) {
   GatheredLog log = three_rank_log();
   std::erase_if(log.records, [](const LogRecord& r) { return r.global_rank != 1; });
