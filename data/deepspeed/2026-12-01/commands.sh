@@ -36,11 +36,14 @@ export PYTHONPATH=$PWD/build-ci/python:$PWD/examples/deepspeed PYTHONDONTWRITEBY
 export DS_ACCELERATOR=cpu
 
 # The two models: ZeRO-3 (every parameter partitioned, prefetched) and DeepSpeed-MoE (ZeRO-2, 4
-# experts per layer split over every rank: all_to_all dispatch and combine).
+# experts per layer split over every rank: all_to_all dispatch and combine). moe-ep2 (MODELS only):
+# the MoE model with expert parallel size 2, its experts split over 2-rank groups (all_to_all
+# within them, expert gradients all-reduced across them).
 SHAPE="--d-model 256 --layers 4 --heads 4 --seq 64 --vocab 512"
 declare -A MODEL=(
   [zero3]="--zero 3 --micro-batch 2"
   [moe]="--moe 4 --zero 2 --micro-batch 4"
+  [moe-ep2]="--moe 4 --ep 2 --zero 2 --micro-batch 4"
 )
 STEPS="--steps 11 --warmup 3 --skip-shm-op"
 
@@ -123,10 +126,10 @@ record_header() {
   {
     echo "date: $(date -Is)"
     echo "commit: $(git rev-parse HEAD) ($(git status --porcelain | wc -l) paths changed in the work tree)"
-    echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; shared with other work"
+    echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "torch: $($PY -c 'import torch; print(torch.__version__)') deepspeed: $($PY -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1)"
     echo "mpirun: $(mpirun --version | head -1)"
-    echo "models: zero3=${MODEL[zero3]} moe=${MODEL[moe]} shape: $SHAPE steps: $steps"
+    echo "models: zero3=${MODEL[zero3]} moe=${MODEL[moe]} moe-ep2=${MODEL[moe-ep2]} shape: $SHAPE steps: $steps"
   } >>"$out/conditions.txt"
 }
 
