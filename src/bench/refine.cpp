@@ -27,8 +27,11 @@ struct PointKey {
   int world_ranks;  ///< ranks of the traced job; the group spans them all when equal to group_size
   int hosts;        ///< the group's hosts x ranks per host from the trace's host map; 0 x 0
   int ranks_per_host;  ///< when the trace has none (ranks per host 0 alone: uneven)
+  int job_hosts;       ///< the same for the traced job's ranks
+  int job_ranks_per_host;
   auto tie() const {
-    return std::tie(op, group_size, hosts, ranks_per_host, form, bytes, dtype_class, world_ranks);
+    return std::tie(op, group_size, hosts, ranks_per_host, form, bytes, dtype_class, world_ranks,
+                    job_hosts, job_ranks_per_host);
   }
   bool operator<(const PointKey& o) const { return tie() < o.tie(); }
 };
@@ -94,7 +97,7 @@ HostShape group_shape(const Trace& trace, const std::vector<int>& members) {
   std::map<int, int> per_host;
   for (const int q : members) {
     const auto uq = static_cast<std::size_t>(q);
-    if (uq >= trace.hosts.size()) return {};
+    if (uq >= trace.hosts.size() || trace.hosts[uq] < 0) return {};  // a rank the map lacks
     ++per_host[trace.hosts[uq]];
   }
   const int first = per_host.empty() ? 0 : per_host.begin()->second;
@@ -109,20 +112,25 @@ HostShape group_shape(const Trace& trace, const std::vector<int>& members) {
 std::map<PointKey, Observations> observe(const std::vector<Trace>& traces, HostShape world_shape) {
   std::map<PointKey, Observations> out;
   for (const auto& trace : traces) {
-    std::vector<int> world(static_cast<std::size_t>(trace.world_size));
+    // The job's ranks: those its operations name, or as many as its host map names (a rank can
+    // have run no operation of the trace).
+    const int job_ranks = std::max(trace.world_size, static_cast<int>(trace.hosts.size()));
+    std::vector<int> world(static_cast<std::size_t>(job_ranks));
     for (std::size_t q = 0; q < world.size(); ++q)
       world[q] = static_cast<int>(q);
+    // The job's shape: a trace without a host map is taken to be of the table's.
+    const HostShape job = trace.hosts.empty() ? world_shape : group_shape(trace, world);
     for (const auto& op : trace.ops) {
       if (op.backend.empty() || !(op.latency_us > 0)) continue;
       const bool listed = op.group >= 0 && static_cast<std::size_t>(op.group) < trace.groups.size();
       const auto& members = listed ? trace.groups[static_cast<std::size_t>(op.group)] : world;
       const int group_size = static_cast<int>(members.size());
-      const bool whole = group_size == trace.world_size;
-      const HostShape shape =
-          trace.hosts.empty() && whole ? world_shape : group_shape(trace, members);
+      const bool whole = group_size == job_ranks;
+      const HostShape shape = whole ? job : group_shape(trace, members);
       const std::string klass = is_reduction(op.op) ? std::string(dtype_class(op.dtype)) : "any";
-      auto& o = out[PointKey{op.op, klass, group_size, op.async ? "async" : "sync", op.bytes,
-                             trace.world_size, shape.hosts, shape.ranks_per_host}];
+      auto& o =
+          out[PointKey{op.op, klass, group_size, op.async ? "async" : "sync", op.bytes, job_ranks,
+                       shape.hosts, shape.ranks_per_host, job.hosts, job.ranks_per_host}];
       if (o.latencies.empty()) o.dtype = op.dtype;
       o.latencies[op.backend].push_back(op.latency_us);
     }
@@ -131,11 +139,11 @@ std::map<PointKey, Observations> observe(const std::vector<Trace>& traces, HostS
 }
 
 // Why the point cannot refine `entry` (empty when it can). `traced` is the group's shape by the
-// trace's host map (0 x 0: none), `shape` the one the entry was looked up with, `world` the
-// table's.
+// trace's host map (0 x 0: none), `job` the traced job's, `shape` the one the entry was looked up
+// with, `world` the table's.
 std::string refusal(const RefinedPoint& p, const TuningEntry* entry, int table_ranks,
-                    HostShape traced, HostShape shape, HostShape world, std::size_t min_ops,
-                    int world_ranks) {
+                    HostShape traced, HostShape job, HostShape shape, HostShape world,
+                    std::size_t min_ops, int world_ranks) {
   const bool whole = p.group_size == world_ranks;
   if (!whole && traced.hosts == 0) {
     return fmt::format(
@@ -147,8 +155,10 @@ std::string refusal(const RefinedPoint& p, const TuningEntry* entry, int table_r
     return fmt::format("the traced job has {} ranks; the table was measured on {}", world_ranks,
                        table_ranks);
   }
-  if (whole && traced.hosts > 0 && world.hosts > 0 && !(traced == world)) {
-    return fmt::format("the traced job ran on {}; the table was measured on {}", describe(traced),
+  // Links measured on other hosts say nothing about these: the job's groups and its sub-groups
+  // alike.
+  if (job.hosts > 0 && world.hosts > 0 && !(job == world)) {
+    return fmt::format("the traced job ran on {}; the table was measured on {}", describe(job),
                        describe(world));
   }
   if (entry == nullptr) {
@@ -223,14 +233,16 @@ RefineResult refine_table(const TuningTable& table, const std::vector<Trace>& tr
     if (entry != nullptr) {
       if (const auto* b = backend_at(*entry, key.bytes)) p.before = *b;
     }
-    p.note = refusal(p, entry, table_ranks, traced, shape, world, options.min_ops, key.world_ranks);
+    p.note = refusal(p, entry, table_ranks, traced, {key.job_hosts, key.job_ranks_per_host}, shape,
+                     world, options.min_ops, key.world_ranks);
     if (p.note.empty()) {
       const auto index = static_cast<std::size_t>(entry - table.entries.data());
       if (!entry_sizes.insert({index, key.bytes}).second) {
-        // Two points of one size on one entry: both call forms read it (the table has one).
+        // Two points of one size on one entry: both call forms read it (the table has one), or
+        // groups of two shapes that the entry covers (one naming no topology).
         p.note =
-            "the table's entry for this size is already refined by the other call form's "
-            "operations (the table has one entry for both forms)";
+            "the table's entry for this size is already refined by the operations of another "
+            "point that reads it (the other call form, or a group of another shape)";
       } else {
         by_entry[index].push_back(result.points.size());
       }

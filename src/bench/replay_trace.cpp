@@ -215,12 +215,24 @@ void read_host(Trace& trace, const std::string& path, const std::string& at, con
   }
   const json& host = ev["args"]["host"];
   const json& pid = ev.contains("pid") ? ev["pid"] : json();
-  if (!pid.is_number_integer() || pid.get<int>() < 0)
-    bad_field(path, at + ".pid", pid, "must be a global rank (an integer >= 0)");
-  if (!host.is_number_integer() || host.get<int>() < 0)
+  // Bounded, so that a corrupt pid cannot make the map allocate gigabytes.
+  constexpr int kMaxRanks = 1 << 20;
+  if (!pid.is_number_integer() || pid.get<std::int64_t>() < 0 ||
+      pid.get<std::int64_t>() >= kMaxRanks) {
+    bad_field(path, at + ".pid", pid,
+              fmt::format("must be a global rank (an integer from 0 to {})", kMaxRanks - 1));
+  }
+  if (!host.is_number_integer() || host.get<std::int64_t>() < 0 ||
+      host.get<std::int64_t>() >= kMaxRanks) {
     bad_field(path, at + ".args.host", host, "must be a host index (an integer >= 0)");
+  }
   const auto rank = static_cast<std::size_t>(pid.get<int>());
   if (trace.hosts.size() <= rank) trace.hosts.resize(rank + 1, -1);
+  if (trace.hosts[rank] >= 0 && trace.hosts[rank] != host.get<int>()) {
+    bad_field(path, at + ".args.host", host,
+              fmt::format("rank {} was given host {} before: a rank has one host", rank,
+                          trace.hosts[rank]));
+  }
   trace.hosts[rank] = host.get<int>();
 }
 
@@ -341,15 +353,18 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
     trace.ops.push_back(op);
   }
   if (!trace.hosts.empty()) {
-    // A host map covers the whole job (it may name ranks that logged no collective).
-    trace.world_size = std::max(trace.world_size, static_cast<int>(trace.hosts.size()));
-    trace.hosts.resize(static_cast<std::size_t>(trace.world_size), -1);
-    const auto missing = std::find(trace.hosts.begin(), trace.hosts.end(), -1);
-    if (missing != trace.hosts.end()) {
-      throw InvalidArgument(fmt::format(
-          "{}: rank {} has no host in the trace's process metadata while other ranks have one "
-          "(a trace written at finalize names every rank's host)",
-          path, missing - trace.hosts.begin()));
+    // Every rank that ran a collective has a host, or the map cannot place its groups. (Ranks
+    // without operations may have none: a log collected over a sub-communicator.)
+    if (trace.hosts.size() < static_cast<std::size_t>(trace.world_size))
+      trace.hosts.resize(static_cast<std::size_t>(trace.world_size), -1);
+    for (const auto& group : trace.groups) {
+      for (const int q : group) {
+        if (trace.hosts[static_cast<std::size_t>(q)] >= 0) continue;
+        throw InvalidArgument(fmt::format(
+            "{}: rank {} has no host in the trace's process metadata while other ranks have one "
+            "(a trace written at finalize names every rank's host)",
+            path, q));
+      }
     }
   }
   return trace;

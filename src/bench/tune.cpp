@@ -123,10 +123,17 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
   std::vector<Level> levels;
   if (hier_steps_too) {
     levels = {{"hier within hosts", true, {}}, {"hier between hosts", false, {}}};
+    auto add = [](std::vector<OpType>& ops, OpType op) {
+      if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+    };
     for (OpType op : o.ops) {
-      for (const HierStep& s : hier_steps(op, DType::f32, 0, world.ranks_per_host())) {
-        auto& ops = levels[s.within_host ? 0 : 1].ops;
-        if (std::find(ops.begin(), ops.end(), s.op) == ops.end()) ops.push_back(s.op);
+      for (const HierStep& s : hier_steps(op, DType::f32, 0, world.ranks_per_host()))
+        add(levels[s.within_host ? 0 : 1].ops, s.op);
+    }
+    if (o.subgroup_all_ops) {
+      for (Level& l : levels) {
+        for (OpType op : o.ops)
+          add(l.ops, op);
       }
     }
   }
@@ -222,7 +229,10 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
                           c.hosts(), c.ranks_per_host(), ops);
       sweep(c, l.ops, {CallForm::async}, flat, {1}, l.name);
     }
-    table.provenance["hier_steps"] = note + " (async form, one in flight)";
+    table.provenance["hier_steps"] =
+        note + (o.subgroup_all_ops
+                    ? " (async form, one in flight; every tuned op: --subgroup-ops all)"
+                    : " (async form, one in flight)");
   }
   table.entries = build_entries(table.samples, o.hysteresis);
   result.wall_seconds = seconds_since(start);

@@ -88,6 +88,18 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the refined table does not validate:\n${out}")
 endif()
 
+# The same runs with a host map of 4 x 1 (every rank on a host of its own): not the table's 2 x 2,
+# so nothing is refined, and the point says why.
+file(READ ${OUT}/run-gloo.json other)
+string(REGEX REPLACE "\"rank ([0-9])\", \"host\": [0-9]" "\"rank \\1\", \"host\": \\1" other "${other}")
+file(WRITE ${OUT}/run-gloo-4x1.json "${other}")
+execute_process(COMMAND ${MCR} tune --refine ${table} --from-trace ${OUT}/run-mpi.json,${OUT}/run-gloo-4x1.json
+                        --min-ops 3 -o ${OUT}/refined-4x1.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "4x1 +async +327680 +- +- +gloo: 10000.0, 3\n +not refined: the traced job ran on 4x1; the table was measured on 2x2")
+  message(FATAL_ERROR "a 4 x 1 trace against the 2 x 2 table (${rc}):\n${out}${err}")
+endif()
+
 function(expect_refusal expected)
   execute_process(COMMAND ${MCR} tune ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   string(FIND "${err}" "${expected}" at)

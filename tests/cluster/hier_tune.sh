@@ -63,4 +63,25 @@ grep -q '^between hosts all_reduce 2097152 4 tuning$' <<<"$steps" ||
 
 got=$(explain)
 grep -q '"source": "preset"' <<<"$got" || fail "without a table the step between hosts is not hier's preset: $got"
+
+# --subgroup-ops all: both groups are measured with every tuned op as well (a program's own groups,
+# e.g. DeepSpeed's expert groups): all_to_all, which hier never runs, gets entries for 1x2 and 2x1,
+# and all_reduce one within a host (hier runs it between hosts only).
+a="$out/all-ops.json"
+"$cluster" mpirun -np 4 "$mcr" tune --op all_reduce,all_to_all --subgroup-ops all -b 4 -e 4K -f 32 \
+  --reps 1 --budget-ms 1 -o "$a" -q
+groups=$(python3 - "$a" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for e in doc["entries"]:
+    print(e["op"], e["group_size"], f'{e.get("hosts")}x{e.get("ranks_per_host")}', e.get("form", "any"))
+print("provenance:", doc["provenance"].get("hier_steps", "none"))
+PY
+)
+echo "$groups"
+for want in "all_to_all 2 1x2 async" "all_to_all 2 2x1 async" "all_reduce 2 1x2 async" \
+  "all_reduce 2 2x1 async" "all_to_all 4 2x2 sync"; do
+  grep -q "^$want\$" <<<"$groups" || fail "--subgroup-ops all: no entry '$want'"
+done
+grep -q 'every tuned op: --subgroup-ops all' <<<"$groups" || fail "the provenance does not say --subgroup-ops all"
 echo "PASS"

@@ -30,6 +30,7 @@ struct TuneFlags {
   std::string form;  // empty: sync, or async with --async
   std::vector<int> in_flight{1};
   bool no_hier_steps = false;
+  std::string subgroup_ops = "hier";
   std::string validate;
   std::string refine;                    // a table to refine with run traces
   std::vector<std::string> from_traces;  // MCR_LOG traces of the program's runs
@@ -61,6 +62,14 @@ bench::TuneOptions tune_options(const TuneFlags& f) {
   o.forms = parse_forms(f);
   o.in_flight = f.in_flight;
   o.hier_steps = !f.no_hier_steps;
+  if (f.subgroup_ops != "hier" && f.subgroup_ops != "all") {
+    throw InvalidArgument(fmt::format("--subgroup-ops '{}': must be hier or all", f.subgroup_ops));
+  }
+  o.subgroup_all_ops = f.subgroup_ops == "all";
+  if (o.subgroup_all_ops && f.no_hier_steps) {
+    throw InvalidArgument(
+        "--subgroup-ops all measures the groups that --no-hier-steps skips: give one of them");
+  }
   o.command = bench::command_line();
   return o;
 }
@@ -156,6 +165,11 @@ void add_tune_command(CLI::App& app) {
   cmd->add_flag("--no-hier-steps", opts->no_hier_steps,
                 "on several hosts, do not also measure the groups hier runs its steps on (the "
                 "ranks of a host; one rank per host)");
+  cmd->add_option("--subgroup-ops", opts->subgroup_ops,
+                  "on several hosts, the ops measured on those groups: hier (the ops hier runs "
+                  "there) or all (every tuned op as well, for programs that form such groups "
+                  "themselves, e.g. DeepSpeed's expert groups)")
+      ->capture_default_str();
   cmd->add_option("--in-flight", opts->in_flight,
                   "async form: operations issued before waiting for them, at least; several "
                   "(4,16): each size timed at each, and it goes to the backend that loses least "
@@ -190,9 +204,8 @@ void add_tune_command(CLI::App& app) {
     if (!opts->from_traces.empty()) {
       throw InvalidArgument("--from-trace is read by --refine only: name the table to refine");
     }
-    // Before init(): no rank waits on one that failed.
-    (void)bench::parse_tune_placement(opts->place);
-    (void)parse_forms(*opts);
+    // Every flag checked before init(): no rank waits on one that failed.
+    (void)tune_options(*opts);
     Communicator world = init();
     try {
       tune(world, *opts);

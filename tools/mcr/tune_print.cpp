@@ -59,11 +59,9 @@ void print_refined_points(const std::vector<bench::RefinedPoint>& points) {
       medians +=
           fmt::format("{}{}: {:.1f}, {}", medians.empty() ? "" : "; ", o.backend, o.p50_us, o.ops);
     }
-    // hosts: the group's "HxR" by the trace's host map ("H,uneven"), "-" where it has none.
-    const std::string hosts = p.shape.hosts == 0 ? "-"
-                              : p.shape.ranks_per_host > 0
-                                  ? fmt::format("{}x{}", p.shape.hosts, p.shape.ranks_per_host)
-                                  : fmt::format("{},uneven", p.shape.hosts);
+    // hosts: the group's shape by the trace's host map (for a whole job in a trace without one,
+    // the table's), "-" where unknown.
+    const std::string hosts = p.shape.hosts == 0 ? "-" : describe(p.shape);
     fmt::print("{:<15} {:<6} {:>5} {:<5} {:<5} {:>10}  {:<8} {:<8}  {}\n", to_string(p.op),
                p.dtype_class, p.group_size, hosts, p.form, p.bytes,
                p.before.empty() ? "-" : p.before, p.after.empty() ? "-" : p.after, medians);

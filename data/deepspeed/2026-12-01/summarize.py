@@ -21,7 +21,7 @@ import re
 import statistics
 import sys
 
-NAME = re.compile(r"r(\d+)-(\w+)-np(\d+)-([\w-]+)\.json$")
+NAME = re.compile(r"r(\d+)-([\w-]+?)-np(\d+)-([\w-]+)\.json$")
 ROW = re.compile(r"^(\w+)\s+(\d+)\s+(\w+)\s+(\d+)\s+([0-9.]+)\s")
 ORDER = ["torch-gloo", "torch-gloo-torchrun", "mcr-mpi", "mcr-mpi-tcp-thread", "mcr-gloo",
          "mcr-auto", "mcr-tuned", "mcr-tuned-tcp-thread", "mcr-tuned-a2a-gloo", "mcr-hier"]
@@ -44,7 +44,7 @@ def backends(txt):
     return out
 
 
-PAIR = re.compile(r"p(\d+)-(\w+)-np(\d+)-(mcr-[\w-]+)\.json$")
+PAIR = re.compile(r"p(\d+)-([\w-]+?)-np(\d+)-(mcr-[\w-]+)\.json$")
 
 
 def paired(folder):

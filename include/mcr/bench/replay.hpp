@@ -38,7 +38,8 @@ struct Trace {
   std::vector<TraceOp> ops;              ///< in replay order
   std::size_t skipped_p2p = 0;  ///< MCR_LOG send/recv records left out (their peer is not logged)
   /// An MCR_LOG trace's host map: the host index of each global rank (hosts numbered in the order
-  /// of their lowest rank). Empty when the trace records none (older traces, a rank's own log).
+  /// of their lowest rank), -1 for a rank it does not name (one that ran no collective). Every
+  /// rank of `groups` has one. Empty when the trace records none (older traces, a rank's own log).
   std::vector<int> hosts;
 };
 

@@ -57,6 +57,11 @@ struct TuneOptions {
   /// ranks of one host; the ranks of one local index across hosts), the ops it runs there, in the
   /// asynchronous form, so that its per-step selection is measured (docs/hier-backend.md).
   bool hier_steps = true;
+  /// --subgroup-ops all: those two groups are also measured with every op of `ops` (not only the
+  /// ones hier runs there), for programs that form such groups themselves: DeepSpeed's expert
+  /// groups within a host and its expert-data-parallel groups across hosts, tensor parallelism
+  /// within a host. Same form as hier's steps (async, one in flight).
+  bool subgroup_all_ops = false;
   std::string command;  ///< the provenance's "command" (see command_line())
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <ostream>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -150,9 +151,16 @@ void write_chrome_trace(const GatheredLog& log, std::ostream& out) {
   std::map<std::pair<int, std::string_view>, bool> tracks;
   for (const auto& r : log.records)
     tracks[{r.global_rank, r.backend}] = true;
-  for (int q = 0; q < log.ranks; ++q) {
-    // The host goes with the rank's name, so that a reader (mcr tune --refine) can tell which
-    // groups span hosts; the label shows it in the viewer.
+  // Every rank 0 .. ranks - 1, and every global rank with a gathered host (a log collected over a
+  // sub-communicator holds global ranks beyond its size). The host goes with the rank's name, so
+  // that a reader (mcr tune --refine) can tell which groups span hosts; the label shows it.
+  std::set<int> pids;
+  for (int q = 0; q < log.ranks; ++q)
+    pids.insert(q);
+  for (std::size_t g = 0; g < log.hosts.size(); ++g) {
+    if (log.hosts[g] >= 0) pids.insert(static_cast<int>(g));
+  }
+  for (const int q : pids) {
     const auto uq = static_cast<std::size_t>(q);
     const int host = uq < log.hosts.size() ? log.hosts[uq] : -1;
     json name_args = {{"name", fmt::format("rank {}", q)}};

@@ -347,6 +347,25 @@ TEST(Refine, WholeJobOnOtherHostsIsNotApplied) {
   EXPECT_EQ(result.entries_refined, 0u);
 }
 
+TEST(Refine, SubGroupsOfAJobOnOtherHostsAreNotApplied) {
+  // The table's 2x1 entries were measured across the 2 x 2 job's hosts; a 4 x 1 job's 2-rank
+  // groups across hosts have that shape too, but not those links.
+  const TuningTable table = with_pair_entries(two_by_two_table());
+  GatheredLog mpi = four_rank_log(), gloo = four_rank_log();
+  mpi.hosts = gloo.hosts = {0, 1, 2, 3};
+  std::uint64_t seq = 0;
+  add_pair_ops(mpi, seq, "mpi", 10, 12000, 12000);
+  seq = 0;
+  add_pair_ops(gloo, seq, "gloo", 10, 8000, 8000);
+  const auto result =
+      refine_table(table, {to_trace(mpi, "mpi.json"), to_trace(gloo, "gloo.json")}, {});
+  ASSERT_EQ(result.points.size(), 1u);  // every pair is 2x1 here
+  EXPECT_EQ(result.points[0].shape, (HostShape{2, 1}));
+  EXPECT_EQ(result.points[0].note, "the traced job ran on " + describe(HostShape{4, 1}) +
+                                       "; the table was measured on " + describe(HostShape{2, 2}));
+  EXPECT_EQ(result.entries_refined, 0u);
+}
+
 TEST(Refine, TraceOfAnotherJobSizeIsNotApplied) {
   TuningTable table = two_by_two_table();
   table.provenance["ranks"] = "8";

@@ -124,14 +124,15 @@ TEST(ReplayTrace, CommLogTraceCarriesTheHostMap) {
   write_chrome_trace(log, plain);
   EXPECT_TRUE(parse_trace(plain.str(), "log.json").hosts.empty());  // none gathered: none read
 
-  // Ranks 0 and 1 on one host, rank 2 on another; a fourth rank that logged nothing widens the job.
+  // Ranks 0 and 1 on one host, rank 2 on another; a fourth rank that logged nothing keeps its host
+  // in the map, and the trace still needs only the ranks its operations name.
   log.ranks = 4;
   log.hosts = {0, 0, 1, 1};
   std::ostringstream text;
   write_chrome_trace(log, text);
   const Trace t = parse_trace(text.str(), "hosts.json");
   EXPECT_EQ(t.hosts, (std::vector<int>{0, 0, 1, 1}));
-  EXPECT_EQ(t.world_size, 4);
+  EXPECT_EQ(t.world_size, 3);
 
   // Every rank or none: a trace whose rank 2 lost its host is refused, naming the rank.
   log.hosts = {0, 0, -1, 1};
@@ -145,6 +146,43 @@ TEST(ReplayTrace, CommLogTraceCarriesTheHostMap) {
               "partial.json: rank 2 has no host in the trace's process metadata while other ranks "
               "have one (a trace written at finalize names every rank's host)");
   }
+}
+
+TEST(ReplayTrace, CommLogCollectedOverASubGroupKeepsItsGlobalRanksHosts) {
+  // collect() over the group of global ranks {1, 2} of a 3-rank job: 2 ranks gathered, the host
+  // map indexed by global rank, rank 0 not in it.
+  GatheredLog log;
+  log.ranks = 2;
+  log.dropped.assign(2, 0);
+  log.hosts = {-1, 0, 1};
+  for (int g = 0; g < 2; ++g) {
+    log.records.push_back(LogRecord{100, 900, 0, 3, 64, 16, "gloo", OpType::all_reduce, DType::f32,
+                                    true, g, 2, g + 1});
+  }
+  std::ostringstream text;
+  write_chrome_trace(log, text);
+  const Trace t = parse_trace(text.str(), "sub.json");
+  EXPECT_EQ(t.hosts, (std::vector<int>{-1, 0, 1}));
+  ASSERT_EQ(t.ops.size(), 1u);
+  EXPECT_EQ(t.groups[static_cast<std::size_t>(t.ops[0].group)], (std::vector<int>{1, 2}));
+}
+
+TEST(ReplayTrace, CommLogHostsAreOnePerRankAndBounded) {
+  auto event = [](const std::string& pid, const std::string& host) {
+    return R"({"ph": "M", "name": "process_name", "pid": )" + pid +
+           R"(, "tid": 0, "args": {"name": "rank", "host": )" + host + "}}";
+  };
+  auto refused = [](const std::string& events, const std::string& expected) {
+    try {
+      parse_trace(R"({"traceEvents": [)" + events + "]}", "t.json");
+      ADD_FAILURE() << "accepted: " << events;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  refused(event("0", "0") + ", " + event("0", "1"),
+          "rank 0 was given host 0 before: a rank has one host");
+  refused(event("2000000000", "0"), "must be a global rank (an integer from 0 to 1048575)");
 }
 
 TEST(ReplayTrace, CommLogHostMustBeAnIndex) {
