@@ -25,8 +25,19 @@
 #     REFINE_FROM="mcr-mpi mcr-gloo mcr-hier" POLICIES="mcr-gloo mcr-tuned mcr-refined" \
 #     MODELS=zero3 data/deepspeed/2026-12-03/commands.sh paired-cluster 2
 #
-# (The first of these ran before REFINE_RUNS and REFINE_PAIRED existed; unset, they change
-# nothing.) The traces are committed gzipped.
+# and, with the traces' host maps placing DeepSpeed's 2-rank expert groups (docs/deepspeed.md,
+# "Expert groups within a host"):
+#
+#   OUT=paired-cluster-2x2-1gbit-refined-paired-ep2 REFINE_PAIRED=1 REFINE_FROM="mcr-mpi mcr-gloo" \
+#     POLICIES="mcr-gloo mcr-tuned mcr-refined" MODELS=moe-ep2 \
+#     data/deepspeed/2026-12-03/commands.sh paired-cluster 3
+#   OUT=paired-cluster-2x2-1gbit-refined-paired-ep2-subgroups TUNE_ARGS="--subgroup-ops all" \
+#     REFINE_PAIRED=1 REFINE_FROM="mcr-mpi mcr-gloo mcr-hier" \
+#     POLICIES="mcr-gloo mcr-tuned mcr-refined" MODELS=moe-ep2 \
+#     data/deepspeed/2026-12-03/commands.sh paired-cluster 3
+#
+# (The first of the refine sets ran before REFINE_RUNS and REFINE_PAIRED existed; unset, they
+# change nothing.) The traces are committed gzipped.
 #
 # (It ran as a copy of that script with HERE set to this folder; the copy and the script are the
 # same commands.)
