@@ -271,17 +271,23 @@ void add_pair_ops(GatheredLog& log, std::uint64_t& seq, std::string_view backend
   }
 }
 
+// One MPI and one Gloo run of the 2-rank groups (add_pair_ops, 10 instances each) on a job whose
+// ranks sit on `hosts`.
+std::vector<Trace> pair_runs(const std::vector<int>& hosts, double mpi_across_us,
+                             double mpi_within_us, double gloo_across_us, double gloo_within_us) {
+  GatheredLog mpi = four_rank_log(), gloo = four_rank_log();
+  mpi.hosts = gloo.hosts = hosts;
+  std::uint64_t seq = 0;
+  add_pair_ops(mpi, seq, "mpi", 10, mpi_across_us, mpi_within_us);
+  seq = 0;
+  add_pair_ops(gloo, seq, "gloo", 10, gloo_across_us, gloo_within_us);
+  return {to_trace(mpi, "mpi.json"), to_trace(gloo, "gloo.json")};
+}
+
 TEST(Refine, SubGroupsAreRefinedByTheShapeTheHostMapGivesThem) {
   const TuningTable table = with_pair_entries(two_by_two_table());
   // In the runs Gloo is faster across hosts (8 against 12 ms) and slower within (3 against 2 ms).
-  GatheredLog mpi = four_rank_log(), gloo = four_rank_log();
-  mpi.hosts = gloo.hosts = {0, 0, 1, 1};
-  std::uint64_t seq = 0;
-  add_pair_ops(mpi, seq, "mpi", 10, 12000, 2000);
-  seq = 0;
-  add_pair_ops(gloo, seq, "gloo", 10, 8000, 3000);
-  const auto result =
-      refine_table(table, {to_trace(mpi, "mpi.json"), to_trace(gloo, "gloo.json")}, {});
+  const auto result = refine_table(table, pair_runs({0, 0, 1, 1}, 12000, 2000, 8000, 3000), {});
   ASSERT_EQ(result.points.size(), 2u);  // one per shape: each pools its two groups' operations
   const auto& within = result.points[0];
   const auto& across = result.points[1];
@@ -351,14 +357,7 @@ TEST(Refine, SubGroupsOfAJobOnOtherHostsAreNotApplied) {
   // The table's 2x1 entries were measured across the 2 x 2 job's hosts; a 4 x 1 job's 2-rank
   // groups across hosts have that shape too, but not those links.
   const TuningTable table = with_pair_entries(two_by_two_table());
-  GatheredLog mpi = four_rank_log(), gloo = four_rank_log();
-  mpi.hosts = gloo.hosts = {0, 1, 2, 3};
-  std::uint64_t seq = 0;
-  add_pair_ops(mpi, seq, "mpi", 10, 12000, 12000);
-  seq = 0;
-  add_pair_ops(gloo, seq, "gloo", 10, 8000, 8000);
-  const auto result =
-      refine_table(table, {to_trace(mpi, "mpi.json"), to_trace(gloo, "gloo.json")}, {});
+  const auto result = refine_table(table, pair_runs({0, 1, 2, 3}, 12000, 12000, 8000, 8000), {});
   ASSERT_EQ(result.points.size(), 1u);  // every pair is 2x1 here
   EXPECT_EQ(result.points[0].shape, (HostShape{2, 1}));
   EXPECT_EQ(result.points[0].note, "the traced job ran on " + describe(HostShape{4, 1}) +
