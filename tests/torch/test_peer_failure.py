@@ -7,7 +7,8 @@ survivor's operation raises in Python within MCR_TIMEOUT (the group keeps torch'
 
 Rank 0 prints "test_peer_failure[MODE]: OK" when every survivor saw what it must; the job itself
 then ends the way a failed job ends (the launcher tears it down), so the test is judged by that
-line. Run with MCR_TIMEOUT=3, 2 or 3 ranks, argv[1] = freeze | kill."""
+line. Under torchrun the launcher must not tear the job down before the survivors have reported:
+the test runs it with --monitor-interval above MCR_TIMEOUT. Run with MCR_TIMEOUT=3, 2 or 3 ranks, argv[1] = freeze | kill."""
 
 import os
 import signal
@@ -64,7 +65,10 @@ def main():
     # printed its verdict by then.
     if rank == 0:
         time.sleep(2.0)
-        os.kill(pids[victim], signal.SIGKILL)
+        try:
+            os.kill(pids[victim], signal.SIGKILL)
+        except ProcessLookupError:  # killed itself and already reaped by the launcher
+            pass
     sys.stdout.flush()
     os._exit(0 if verdict == "OK" else 1)
 
