@@ -295,6 +295,18 @@ RefineResult refine_table(const TuningTable& table, const std::vector<Trace>& tr
     const auto rebuilt = build_entries(inputs, hysteresis);
     TuningEntry& target = result.table.entries[index];
     target.ranges = rebuilt.front().ranges;
+    std::set<std::size_t> tuned_sizes;
+    for (const auto& s : built_from) {
+      if (!run_sizes.contains(s.bytes)) tuned_sizes.insert(s.bytes);
+    }
+    for (const auto bytes : tuned_sizes) {
+      const auto* was = backend_at(entry, bytes);
+      const auto* now = backend_at(target, bytes);
+      if (was != nullptr && now != nullptr && *was != *now) {
+        result.shifted.push_back(ShiftedSize{entry.op, entry.dtype_class, entry.group_size,
+                                             entry.topology(), entry.form, bytes, *was, *now});
+      }
+    }
     for (const auto id : point_ids) {
       auto& p = result.points[id];
       if (const auto* b = backend_at(target, p.bytes)) p.after = *b;

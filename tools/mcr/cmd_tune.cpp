@@ -123,6 +123,7 @@ void refine(const TuneFlags& f, const CLI::App& cmd) {
     traces.push_back(bench::load_trace(path));
   const auto result = bench::refine_table(TuningTable::load(f.refine), traces, o);
   print_refined_points(result.points);
+  print_shifted_sizes(result.shifted);
   const auto problems = result.table.validate(backend_names());
   if (!problems.empty()) {  // build_entries() makes valid entries; this is a bug if it happens
     throw Error(fmt::format("--refine: the refined table is invalid ({}); nothing written",

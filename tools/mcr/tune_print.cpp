@@ -69,6 +69,17 @@ void print_refined_points(const std::vector<bench::RefinedPoint>& points) {
   }
 }
 
+void print_shifted_sizes(const std::vector<bench::ShiftedSize>& shifted) {
+  if (shifted.empty()) return;
+  fmt::print(
+      "tuned sizes the traces do not show whose backend changed (the walk's hysteresis carried a "
+      "refined neighbour's winner over a near tie, or let one go):\n");
+  for (const auto& s : shifted) {
+    fmt::print("{:<15} {:<6} {:>5} {:<14} {:<5} {:>10}  {} -> {}\n", to_string(s.op), s.dtype_class,
+               s.group_size, s.topology, s.form, s.bytes, s.before, s.after);
+  }
+}
+
 // Rank 0: a backend that gave wrong values (always), then the point's timings (unless quiet).
 void print_tune_point(const bench::TunePoint& p, bool quiet) {
   std::string line;

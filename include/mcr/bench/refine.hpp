@@ -47,10 +47,25 @@ struct RefinedPoint {
   HostShape shape;
 };
 
+/// A tuned size that the traces did not show whose backend changed when its entry was rebuilt:
+/// the walk's hysteresis compares each size with its smaller neighbour's winner, so a refined
+/// size's new winner can carry over a near tie next to it (or let one go).
+struct ShiftedSize {
+  OpType op = OpType::all_reduce;
+  std::string dtype_class;
+  int group_size = 0;
+  std::string topology;  ///< the entry's (TuningEntry::topology())
+  std::string form;      ///< the entry's
+  std::size_t bytes = 0;
+  std::string before;
+  std::string after;
+};
+
 struct RefineResult {
   TuningTable table;                 ///< entries rebuilt where refined; run samples appended
   std::vector<RefinedPoint> points;  ///< sorted by op, group size, hosts, form, bytes
   std::size_t entries_refined = 0;
+  std::vector<ShiftedSize> shifted;  ///< in entry order, then by size
 };
 
 /// Refines `table` with the operations of `traces` (MCR_LOG traces: each op's backend and
@@ -59,9 +74,10 @@ struct RefineResult {
 /// job (whose size must be the table's: the world's topology comes from its provenance), it finds
 /// the entry such a call reads and rebuilds it from its samples with the run's medians in place of
 /// every other figure at that size (build_entries(); at the other sizes the tuned samples decide
-/// as before). An entry whose ranges are not what its own samples give is left as it is. Groups
-/// smaller than the job are not refined: a trace does not say which hosts their ranks are on. The
-/// points say why each was or was not refined. Refining a refined table replaces its earlier run
+/// as before, and `shifted` names each of them whose backend the rebuilt walk changed). An entry
+/// whose ranges are not what its own samples give is left as it is. Groups smaller than the job
+/// are placed by the trace's host map, and not refined in a trace without one. The points say why
+/// each was or was not refined. Refining a refined table replaces its earlier run
 /// medians at the sizes the new traces show. Throws InvalidArgument when no trace holds a logged
 /// operation, or for bad options (refine.hysteresis >= 1, refine.min_ops 0).
 RefineResult refine_table(const TuningTable& table, const std::vector<Trace>& traces,

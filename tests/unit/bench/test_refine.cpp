@@ -144,6 +144,38 @@ TEST(Refine, RunMediansDecideTheSizeTheRunShowsAndOnlyThat) {
   EXPECT_EQ(*result.table.lookup(OpType::all_reduce, DType::f32, 4, HostShape{2, 2}, 262144,
                                  CallForm::async),
             "mpi");
+  // MPI leads the tuned sizes by more than the hysteresis: none of them changed.
+  EXPECT_TRUE(result.shifted.empty());
+}
+
+TEST(Refine, TunedSizeCarriedOverANearTieIsNamed) {
+  // At 1 MiB the tune rated Gloo 2% slower than MPI, within the 3% hysteresis. Before, the walk
+  // came from MPI and kept it; once the run's 327,680 bytes go to Gloo, the walk arrives at 1 MiB
+  // from Gloo, MPI's 2% lead is not enough to take over, and 1 MiB changes to Gloo untraced.
+  TuningTable table = two_by_two_table();
+  for (auto& s : table.samples) {
+    if (s.op == OpType::all_to_all && s.bytes == 1048576 && s.backend == "gloo")
+      s.time_us = 1048576.0 / 500.0 * 1.02;
+  }
+  table.entries = build_entries(table.samples, 0.03);
+  const auto result = refine_table(table, mpi_and_gloo_runs(), RefineOptions{});
+  ASSERT_EQ(result.shifted.size(), 1u);
+  const ShiftedSize& s = result.shifted.front();
+  EXPECT_EQ(s.op, OpType::all_to_all);
+  EXPECT_EQ(s.dtype_class, "any");
+  EXPECT_EQ(s.group_size, 4);
+  EXPECT_EQ(s.topology, "2x2");
+  EXPECT_EQ(s.form, "async");
+  EXPECT_EQ(s.bytes, 1048576u);
+  EXPECT_EQ(s.before, "mpi");
+  EXPECT_EQ(s.after, "gloo");
+  EXPECT_EQ(*result.table.lookup(OpType::all_to_all, DType::f32, 4, HostShape{2, 2}, 1048576,
+                                 CallForm::async),
+            "gloo");
+  // The sizes below the refined one keep MPI and are not named.
+  EXPECT_EQ(*result.table.lookup(OpType::all_to_all, DType::f32, 4, HostShape{2, 2}, 262144,
+                                 CallForm::async),
+            "mpi");
 }
 
 TEST(Refine, AsyncRunRefinesTheSyncEntryItsCallsRead) {
