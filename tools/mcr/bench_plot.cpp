@@ -82,11 +82,15 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
                          first ? HostShape{first->hosts, first->ranks_per_host} : HostShape{},
                          bytes, form == "async" ? CallForm::async : CallForm::sync);
         if (chosen == nullptr) continue;
-        // Timed with several numbers in flight: drawn on the largest's series.
-        const int depth = form == "async" && !depths[op].empty() ? *depths[op].rbegin() : 0;
-        auto it = backends.find(series_name(op, *chosen, form, depth));
-        if (it != backends.end() && it->second.count(bytes)) {
-          d << std::max<std::size_t>(bytes, 1) << ' ' << it->second.at(bytes) << '\n';
+        // Timed with several numbers in flight: the choice weighs them all (the worst slowdown
+        // over them), so it is marked on the chosen backend's series of each.
+        std::set<int> marked{0};
+        if (form == "async" && depths[op].size() > 1) marked = depths[op];
+        for (const int depth : marked) {
+          auto it = backends.find(series_name(op, *chosen, form, depth));
+          if (it != backends.end() && it->second.count(bytes)) {
+            d << std::max<std::size_t>(bytes, 1) << ' ' << it->second.at(bytes) << '\n';
+          }
         }
       }
     }

@@ -134,6 +134,15 @@ foreach(series "# mpi (sync)" "# mpi (async, 2 in flight)" "# mpi (async, 4 in f
     message(FATAL_ERROR "tuned.all_reduce.dat has no series '${series}':\n${dat}")
   endif()
 endforeach()
+# The tuned choice is marked at each size on the chosen backend's series of each form and, for
+# the asynchronous form, of each number in flight: 2 sizes x (sync + 2 numbers) = 6 points.
+string(FIND "${dat}" "# tuned" at)
+string(SUBSTRING "${dat}" ${at} -1 tuned_block)
+string(REGEX MATCHALL "\n[0-9]+ [0-9.e+-]+" tuned_points "${tuned_block}")
+list(LENGTH tuned_points n)
+if(NOT n EQUAL 6)
+  message(FATAL_ERROR "the plot marks ${n} tuned choices, not 6:\n${tuned_block}")
+endif()
 
 # Bad values are refused before any rank waits, naming the flag.
 foreach(args "--form;sometimes" "--in-flight;0" "--async;--form;sync")
