@@ -33,6 +33,25 @@ CommCost bucketed_cost(const CommModel& comm, Collective op, double bytes, doubl
 }
 
 namespace detail {
+namespace {
+
+// The gradient reduction that an interleaved pipeline leaves exposed. Megatron-Core launches each
+// model chunk's reduction once the last microbatch's backward pass through that chunk is done
+// (pipelining/schedules.py, the grad_sync_func of the interleaved schedule; offset by the stage's
+// pipeline rank so that every stage launches at the same time, i.e. when the first stage does),
+// not bucket by bucket inside it. In the cool-down a stage runs the last `group` microbatches'
+// backward passes chunk after chunk, so the chunk that finishes c-th from last has c * group chunk
+// passes still to run when its reduction starts; the reductions queue one after another. What
+// still runs after the stage's last backward pass is exposed.
+double interleaved_exposed(double reduce, double bwd, int chunks, double group) {
+  const double per_chunk = reduce / chunks, pass = bwd / chunks;
+  double worst = 0;
+  for (int c = 0; c < chunks; ++c)
+    worst = std::max(worst, (c + 1) * per_chunk - c * group * pass);
+  return worst;
+}
+
+}  // namespace
 
 DataParallel data_parallel(const Context& c, const StageParams& params, double fwd,
                            double bwd_window, double bubble) {
@@ -95,6 +114,16 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
   // what is left of the step after that is this backward pass and the pipeline's drain, half of the
   // bubble (the stage idles while later stages finish).
   const double window = l.dp_overlap ? bwd_window + bubble / 2 : 0.0;
+  // The reduction's exposed part: against the last microbatch's backward pass and the drain, or,
+  // with an interleaved pipeline, chunk by chunk through the cool-down.
+  const auto reduce_exposed = [&] {
+    if (!l.dp_overlap) return reduce;
+    if (l.pp > 1 && l.interleave > 1) {
+      const double group = std::min<double>(l.pp, mb);
+      return interleaved_exposed(reduce, bwd_window, l.interleave, group);
+    }
+    return std::max(0.0, reduce - window);
+  };
   if (l.zero >= 3) {
     const double cover = l.dp_overlap ? fwd + bwd_window : 0.0;
     out.exposed = mb * std::max(0.0, zero3 - cover);
@@ -102,11 +131,11 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     // Megatron-Core overlaps each bucket's reduce-scatter with the rest of the backward pass and
     // each bucket's parameter all-gather with the next step's first forward pass and the fill.
     const double ahead = l.dp_overlap ? fwd + bubble / 2 : 0.0;
-    out.exposed = std::max(0.0, reduce - window) + std::max(0.0, gather - ahead);
+    out.exposed = reduce_exposed() + std::max(0.0, gather - ahead);
   } else {
     // Bucketed reduction overlaps the backward pass of the last microbatch; the parameter
     // all-gather after the optimizer step (ZeRO 1, 2) waits for it.
-    out.exposed = std::max(0.0, reduce - window) + gather;
+    out.exposed = reduce_exposed() + gather;
   }
   return out;
 }

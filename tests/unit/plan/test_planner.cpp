@@ -127,6 +127,27 @@ TEST(PlanStep, DataParallelAllReduceOfTheGradients) {
   EXPECT_LT(plan_step(m, a100(), CommModel(sys), l).breakdown.dp_comm, r.breakdown.dp_comm);
 }
 
+TEST(PlanStep, InterleavedPipelineReducesEachChunkAfterItsLastBackwardPass) {
+  // pp 2, dp 4, 4 microbatches, 3 model chunks per stage. Megatron-Core reduces a chunk's
+  // gradients once its last backward pass is done: the chunk that finishes last has its third of
+  // the reduction still to run after the stage's last backward pass, whatever the compute; without
+  // interleaving the whole reduction overlaps the last microbatch's backward pass bucket by bucket.
+  const auto m = gpt();
+  const SystemSpec sys = round_system();
+  Layout l = layout(8, 1, 2, 1, 16, Recompute::none, m, sys);
+  l.interleave = 3;
+  l.dp_overlap = false;
+  const double reduce = plan_step(m, a100(), CommModel(sys), l).breakdown.dp_comm;
+  ASSERT_GT(reduce, 0);
+  l.dp_overlap = true;
+  const double interleaved = plan_step(m, a100(), CommModel(sys), l).breakdown.dp_comm;
+  EXPECT_GE(interleaved, reduce / 3 * (1 - 1e-12));
+  EXPECT_LT(interleaved, reduce);
+  l.interleave = 1;
+  const double plain = plan_step(m, a100(), CommModel(sys), l).breakdown.dp_comm;
+  EXPECT_LT(plain, reduce / 3);
+}
+
 TEST(PlanStep, StreamEfficiencyOfTheSystemPricesMemoryBoundKernelsNotGemms) {
   // Adam moves 2e + 24 bytes per parameter; with stream_efficiency the bandwidth is the device's
   // memory_bandwidth_gbs times that fraction instead of times its (GEMM) memory_efficiency.
