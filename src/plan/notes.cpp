@@ -91,11 +91,14 @@ void add_notes(PlanResult& r, const Context& ctx, const std::string& dp_source,
     const std::string cap = options.dp_bucket_bytes > 0
                                 ? fmt::format("--dp-bucket-mb {:g}", options.dp_bucket_bytes / 1e6)
                                 : std::string("no bucketing");
-    r.notes.push_back(fmt::format("dp reduction: {} ({}); {}{}", sizes, cap, dp_source,
-                                  l.distributed_optimizer
-                                      ? "; distributed optimizer: reduce-scatter and all-gather "
-                                        "overlapped"
-                                      : ""));
+    r.notes.push_back(fmt::format(
+        "dp reduction: {} ({}); {}{}{}", sizes, cap, dp_source,
+        l.distributed_optimizer
+            ? "; distributed optimizer: reduce-scatter and all-gather overlapped"
+            : "",
+        l.dp_overlap && l.pp > 1 && l.interleave > 1
+            ? "; interleaved: each model chunk's reduction starts after its last backward pass"
+            : ""));
   }
   if (m.tied_embeddings && l.pp > 1) {
     r.notes.push_back(

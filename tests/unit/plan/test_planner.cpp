@@ -3,6 +3,8 @@
 // breakdown.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "mcr/codesign/device.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/plan/planner.hpp"
@@ -140,8 +142,14 @@ TEST(PlanStep, InterleavedPipelineReducesEachChunkAfterItsLastBackwardPass) {
   const double reduce = plan_step(m, a100(), CommModel(sys), l).breakdown.dp_comm;
   ASSERT_GT(reduce, 0);
   l.dp_overlap = true;
-  const double interleaved = plan_step(m, a100(), CommModel(sys), l).breakdown.dp_comm;
+  const auto r = plan_step(m, a100(), CommModel(sys), l);
+  const double interleaved = r.breakdown.dp_comm;
   EXPECT_GE(interleaved, reduce / 3 * (1 - 1e-12));
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+    return n.find(
+               "interleaved: each model chunk's reduction starts after its last backward "
+               "pass") != std::string::npos;
+  }));
   EXPECT_LT(interleaved, reduce);
   l.interleave = 1;
   const double plain = plan_step(m, a100(), CommModel(sys), l).breakdown.dp_comm;
