@@ -37,12 +37,12 @@ namespace {
 
 // The gradient reduction that an interleaved pipeline leaves exposed. Megatron-Core launches each
 // model chunk's reduction once the last microbatch's backward pass through that chunk is done
-// (pipelining/schedules.py, the grad_sync_func of the interleaved schedule; offset by the stage's
-// pipeline rank so that every stage launches at the same time, i.e. when the first stage does),
-// not bucket by bucket inside it. In the cool-down a stage runs the last `group` microbatches'
-// backward passes chunk after chunk, so the chunk that finishes c-th from last has c * group chunk
-// passes still to run when its reduction starts; the reductions queue one after another. What
-// still runs after the stage's last backward pass is exposed.
+// (megatron/core/pipeline_parallel/schedules.py, the grad_sync_func of the interleaved schedule;
+// offset by the stage's pipeline rank so that every stage launches at the same time, i.e. when the
+// first stage does), not bucket by bucket inside it. In the cool-down a stage runs the last
+// `group` microbatches' backward passes chunk after chunk, so the chunk that finishes c-th from
+// last has `c * group` chunk passes still to run when its reduction starts; the reductions queue
+// one after another. What still runs after the stage's last backward pass is exposed.
 double interleaved_exposed(double reduce, double bwd, int chunks, double group) {
   const double per_chunk = reduce / chunks, pass = bwd / chunks;
   double worst = 0;

@@ -8,7 +8,8 @@ survivor's operation raises in Python within MCR_TIMEOUT (the group keeps torch'
 Rank 0 prints "test_peer_failure[MODE]: OK" when every survivor saw what it must; the job itself
 then ends the way a failed job ends (the launcher tears it down), so the test is judged by that
 line. Under torchrun the launcher must not tear the job down before the survivors have reported:
-the test runs it with --monitor-interval above MCR_TIMEOUT. Run with MCR_TIMEOUT=3, 2 or 3 ranks, argv[1] = freeze | kill."""
+the test runs it with --monitor-interval above MCR_TIMEOUT. Run with MCR_TIMEOUT=3, 2 or 3 ranks,
+argv[1] = freeze | kill."""
 
 import os
 import signal

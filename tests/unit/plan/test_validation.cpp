@@ -91,9 +91,9 @@ TEST(PlanValidation, RecentRunsOnH100AndB200) {
     const char* group;
     double mean, worst;
   };
-  // H100 FP8's worst is Nemotron-4 340B (+16.3 %: its TP collectives, docs/performance/planner.md);
-  // B200's was the same model's exposed reduction, until chunk-by-chunk overlap (+18.1 % to +3.6
-  // %).
+  // H100 FP8's worst is Nemotron-4 340B at +16.3 % (its TP collectives: docs/performance/
+  // planner.md). B200's worst was the same model's exposed reduction (+18.1 %) until interleaved
+  // pipelines reduced chunk by chunk (+3.6 %).
   for (const Bound& b : {Bound{"dgx-h100 bf16", 0.06, 0.12}, Bound{"dgx-h100 fp8", 0.08, 0.17},
                          Bound{"dgx-b200 fp8", 0.06, 0.12}}) {
     const auto& g = held_out[b.group];
