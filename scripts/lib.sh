@@ -44,3 +44,41 @@ mcr_binary() {
     echo "$dir/mcr"
   fi
 }
+
+# Time-limited steps of the GPU checks (scripts/gpu-check, scripts/gpu-check-bundle). The caller
+# sets OUT_DIR (logs), SUMMARY (one line per step), DEADLINE (epoch seconds) and FAILED=0.
+#   mcr_remaining         seconds left until DEADLINE
+#   mcr_step NAME LIMIT_S CMD...
+#                    runs CMD, a program or a function of the calling script (functions go with it;
+#                    so do exported variables), with its output in $OUT_DIR/NAME.log, for at most
+#                    LIMIT_S seconds and never past DEADLINE; records PASS/FAIL/TIMEOUT/SKIP with the
+#                    duration in $SUMMARY and sets FAILED=1 on anything but PASS.
+mcr_remaining() { echo $((DEADLINE - $(date +%s))); }
+
+mcr_step() {
+  local name=$1 limit=$2 left t0 rc dt
+  shift 2
+  left=$(mcr_remaining)
+  if ((left <= 5)); then
+    echo "SKIP    $name (time budget spent)" | tee -a "$SUMMARY"
+    FAILED=1
+    return 1
+  fi
+  ((limit > left)) && limit=$left
+  t0=$(date +%s)
+  # shellcheck disable=SC2016  # expanded by the inner shell
+  timeout --kill-after=10 "$limit" bash -c "$(declare -f); "'"$@"' mcr-step "$@" \
+    >"$OUT_DIR/$name.log" 2>&1
+  rc=$?
+  dt=$(($(date +%s) - t0))
+  if ((rc == 0)); then
+    echo "PASS    $name (${dt}s)" | tee -a "$SUMMARY"
+  elif ((rc == 124 || rc == 137)); then
+    echo "TIMEOUT $name (${dt}s, limit ${limit}s) — see $name.log" | tee -a "$SUMMARY"
+    FAILED=1
+  else
+    echo "FAIL    $name (rc $rc, ${dt}s) — see $name.log" | tee -a "$SUMMARY"
+    FAILED=1
+  fi
+  return $rc
+}
