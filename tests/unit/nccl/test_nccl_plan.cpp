@@ -7,6 +7,8 @@
 #include <numeric>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "backends/nccl/nccl_ops.hpp"
 #include "mcr/errors.hpp"
 #include "plan_args.hpp"
@@ -193,6 +195,27 @@ TEST(NcclPlan, PointToPointRefusesTags) {
     FAIL();
   } catch (const UnsupportedError& e) {
     EXPECT_NE(std::string(e.what()).find("NCCL send with tag 5"), std::string::npos) << e.what();
+  }
+}
+
+// NCCL fails the unmatched half of an exchange with itself and that aborts the communicator, so the
+// plan refuses it before any NCCL call; the same send to another rank still plans.
+TEST(NcclPlan, PointToPointWithItselfIsRefusedBeforeNccl) {
+  for (OpType op : {OpType::send, OpType::recv}) {
+    auto a = device_args(op, DType::f32, 8);
+    a.op_name = to_string(op);
+    a.root = 0;
+    try {
+      (void)plan_operation(a, 0, 1);
+      FAIL() << a.op_name;
+    } catch (const UnsupportedError& e) {
+      EXPECT_NE(std::string(e.what()).find(
+                    fmt::format("NCCL {} with itself (peer 0 is this rank)", a.op_name)),
+                std::string::npos)
+          << e.what();
+    }
+    a.root = 2;
+    EXPECT_NO_THROW((void)plan_operation(a, 1, 3)) << a.op_name;
   }
 }
 

@@ -118,6 +118,15 @@ Plan plan_operation(const OpArgs& args, int rank, int size) {
             "use tag 0 or another backend",
             args.op_name.empty() ? to_string(args.op) : args.op_name, args.tag));
       }
+      // Refused before NCCL sees it: NCCL fails the unmatched half with ncclInvalidUsage, and a
+      // failed NCCL call aborts the communicator, every later operation on it included.
+      if (args.root == rank) {
+        throw UnsupportedError(fmt::format(
+            "NCCL {} with itself (peer {} is this rank): NCCL completes an exchange with itself "
+            "only when its send and its recv are in one group, and here they are two operations; "
+            "use another backend",
+            args.op_name.empty() ? to_string(args.op) : args.op_name, args.root));
+      }
       if (args.op == OpType::send) {
         b.send(any_in, n, args.root);
       } else {

@@ -74,7 +74,8 @@ struct Plan {
 /// The steps of `args` on rank `rank` of a group of `size`. Every plan starts with
 /// order_after_caller and ends with record_completion, so the operation reads its inputs only after
 /// the caller's stream produced them, and a completion event marks the end of everything it wrote.
-/// Throws UnsupportedError for what NCCL cannot express (a non-zero send/recv tag).
+/// Throws UnsupportedError for what NCCL cannot express (a non-zero send/recv tag, a send/recv
+/// with this rank itself).
 Plan plan_operation(const OpArgs& args, int rank, int size);
 
 /// Exclusive prefix sums of `counts` (the packed-in-rank-order displacements of the v-variants).
