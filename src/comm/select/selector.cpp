@@ -3,8 +3,10 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/log.hpp"
+#include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail {
@@ -89,6 +91,16 @@ Backend& Selector::resolve_override(std::string_view name, OpType op, DType dtyp
     std::string names;
     for (Backend* x : backends_)
       names += fmt::format("{}{}", names.empty() ? "" : ", ", x->name());
+    const auto& known = backend_names();
+    const auto built = compiled_backend_names();
+    if (std::find(known.begin(), known.end(), name) != known.end() &&
+        std::find(built.begin(), built.end(), name) == built.end()) {
+      // A valid name that this build lacks: the same call runs where mcr was built with it.
+      throw UnsupportedError(
+          fmt::format("backend '{}' requested for {} is not usable here: this mcr was built "
+                      "without it (built: {}); available: {}",
+                      name, to_string(op), fmt::join(built, ", "), names));
+    }
     throw InvalidArgument(
         fmt::format("backend '{}' (CallOptions::backend) is unknown; available: {}", name, names));
   }
