@@ -20,7 +20,8 @@
 // --count N counts instructions instead of timing (run under callgrind, every thread of the
 // process counted, scripts/gloo-instructions): per size, N raw calls and then N mcr calls, each
 // phase dumped to a file of its own (.1 raw at the first size, .2 mcr at it, .3 raw at the next
-// ...). What gloo does is the same on both sides, so the difference per call is mcr's own work:
+// ...); rank 0 also prints each thread's CPU time per call in each phase, from /proc. What gloo
+// does is the same on both sides, so the difference per call is mcr's own work:
 // its dispatch and the hand-offs between threads, polling included.
 //
 // The raw context meets through a gloo FileStore in a directory rank 0 creates and announces
@@ -30,10 +31,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -65,6 +71,47 @@ double cpu_seconds() {
   ::getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// CPU seconds of every thread of this process, by thread id, with the thread's name: what each
+// thread spent over a phase of --count (a thread that only one side wakes, or one that spins on
+// idle cores, shows up here and not in the instruction count of the calling thread).
+struct ThreadCpu {
+  std::string name;
+  double seconds = 0;
+};
+std::map<int, ThreadCpu> thread_cpu() {
+  std::map<int, ThreadCpu> out;
+  const double tick = 1.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');  // the name may hold blanks; the fields follow its ')'
+    if (close == std::string::npos) continue;
+    std::istringstream fields(text.substr(close + 2));
+    std::string field;
+    double ticks = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {
+      if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+    }
+    ThreadCpu t;
+    t.name = text.substr(text.find('(') + 1, close - text.find('(') - 1);
+    t.seconds = ticks * tick;
+    out[std::stoi(entry.path().filename().string())] = t;
+  }
+  return out;
+}
+
+// One line per thread that used CPU between `before` and now, in microseconds per call.
+void print_thread_cpu(const char* side, std::size_t bytes, int calls,
+                      const std::map<int, ThreadCpu>& before) {
+  for (const auto& [tid, t] : thread_cpu()) {
+    const auto was = before.find(tid);
+    const double used = t.seconds - (was == before.end() ? 0.0 : was->second.seconds);
+    if (used <= 0) continue;
+    fmt::print("{:>10} {:>4} thread {:>7} {:<16} {:>9.2f} cpu us/call\n", bytes, side, tid, t.name,
+               used * 1e6 / calls);
+  }
 }
 
 std::string gloo_address() {
@@ -241,14 +288,19 @@ int main(int argc, char** argv) {
     time_block(3, mcr_call);
     if (count_calls > 0) {
       raw_barrier();
+      auto threads = thread_cpu();
       CALLGRIND_ZERO_STATS;
       time_block(count_calls, raw_call);
       CALLGRIND_DUMP_STATS_AT("raw");
+      if (comm.rank() == 0) print_thread_cpu("raw", bytes, count_calls, threads);
       raw_barrier();
+      threads = thread_cpu();
       CALLGRIND_ZERO_STATS;
       time_block(count_calls, mcr_call);
       CALLGRIND_DUMP_STATS_AT("mcr");
+      if (comm.rank() == 0) print_thread_cpu("mcr", bytes, count_calls, threads);
       if (comm.rank() == 0) fmt::print("{:>10} counted {} calls each\n", bytes, count_calls);
+      std::fflush(stdout);  // a run stopped at its time limit keeps the sizes it finished
       continue;
     }
     std::vector<double> pace{time_block(5, raw_call).wall};

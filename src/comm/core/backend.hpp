@@ -133,6 +133,13 @@ class Backend {
   /// (MPI without an asynchronous progress thread). The runtime then progresses it from every wait
   /// and never blocks in another library while it has pending work (docs/design.md).
   virtual bool needs_host_progress() const noexcept { return false; }
+  /// The same for an operation on memory of `device`: a backend that needs host progress only for
+  /// some memory (a staging wrapper: only its staged device operations) says so here, and the
+  /// runtime counts, waits for and blocks beside each operation by this answer.
+  virtual bool needs_host_progress_on(Device::Kind device) const noexcept {
+    (void)device;
+    return needs_host_progress();
+  }
   /// Advances pending operations; called from every wait loop. Must not block.
   virtual void progress() {}
 

@@ -86,11 +86,11 @@ void Engine::progress_all() {
 }
 
 void Engine::op_started(const WorkState& w) noexcept {
-  if (w.backend->needs_host_progress()) ++host_pending_;
+  if (w.backend->needs_host_progress_on(w.device.kind)) ++host_pending_;
 }
 
 void Engine::op_finished(const WorkState& w) noexcept {
-  if (w.backend->needs_host_progress()) --host_pending_;
+  if (w.backend->needs_host_progress_on(w.device.kind)) --host_pending_;
 }
 
 void Engine::track_device_op(const std::shared_ptr<WorkState>& w) {

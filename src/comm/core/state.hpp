@@ -84,7 +84,7 @@ class Engine {
   /// processes (one host, or no composed backend) the answer is no at the first test.
   void finish_composed_before_blocking(const Backend& b, const OpArgs& args) {
     if (composed_count_.load(std::memory_order_relaxed) == 0 || args.async ||
-        !b.needs_host_progress() || b.composes()) {
+        !b.needs_host_progress_on(args.device.kind) || b.composes()) {
       return;
     }
     finish_composed_ops();

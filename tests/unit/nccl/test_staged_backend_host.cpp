@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/backend.hpp"
+#include "core/state.hpp"
 #include "device/device_runtime.hpp"
 
 namespace mcr::detail {
@@ -10,13 +11,14 @@ namespace {
 
 class FakeBackend final : public Backend {
  public:
-  explicit FakeBackend(bool cuda_aware, int rank = 1, int size = 3)
-      : cuda_aware_(cuda_aware), rank_(rank), size_(size) {}
+  explicit FakeBackend(bool cuda_aware, int rank = 1, int size = 3, bool host_progress = false)
+      : cuda_aware_(cuda_aware), host_progress_(host_progress), rank_(rank), size_(size) {}
   std::string_view name() const noexcept override { return "fake"; }
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
   bool blocks_device() const noexcept override { return cuda_aware_; }
   std::size_t max_count() const noexcept override { return 12345; }
+  bool needs_host_progress() const noexcept override { return host_progress_; }
 
   Support supports(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const override {
     if (op != OpType::all_reduce) return Support::no("fake: only all_reduce");
@@ -38,6 +40,7 @@ class FakeBackend final : public Backend {
 
  private:
   bool cuda_aware_;
+  bool host_progress_;
   int rank_;
   int size_;
 };
@@ -81,6 +84,9 @@ TEST(StagedBackend, ForwardsIdentityAndCpuOperations) {
   EXPECT_EQ(staged->max_count(), 12345u);
   EXPECT_FALSE(staged->blocks_device());
   EXPECT_TRUE(staged->needs_host_progress());  // staged ops advance only when polled
+  // ... but only those: its operations on host memory are the inner backend's own.
+  EXPECT_TRUE(staged->needs_host_progress_on(Device::Kind::cuda));
+  EXPECT_FALSE(staged->needs_host_progress_on(Device::Kind::cpu));
 
   std::vector<float> in(4, 1.0f), out(4);
   OpArgs args;
@@ -93,6 +99,37 @@ TEST(StagedBackend, ForwardsIdentityAndCpuOperations) {
   ASSERT_EQ(raw->started.size(), 1u);
   EXPECT_EQ(raw->started[0].in, in.data());  // CPU tensors are not copied
   EXPECT_EQ(raw->started[0].out, out.data());
+}
+
+// The runtime's count of operations that need host progress, which decides whether a wait may
+// sleep in its library: a host-memory operation of a staged host-only backend (Gloo on a machine
+// with a GPU) must not count, a staged one must, and an MPI-like inner backend counts for both.
+TEST(StagedBackend, OnlyStagedOperationsCountAsPendingHostProgress) {
+  auto staged = device::with_staging(std::make_unique<FakeBackend>(false));
+  Engine engine;
+  WorkState host;
+  host.backend = staged.get();
+  host.device = Device::cpu();
+  engine.op_started(host);
+  EXPECT_FALSE(engine.host_progress_pending());
+  engine.op_finished(host);
+
+  WorkState on_device;
+  on_device.backend = staged.get();
+  on_device.device = Device::cuda(0);
+  engine.op_started(on_device);
+  EXPECT_TRUE(engine.host_progress_pending());
+  engine.op_finished(on_device);
+  EXPECT_FALSE(engine.host_progress_pending());
+
+  auto mpi_like = device::with_staging(std::make_unique<FakeBackend>(false, 1, 3, true));
+  EXPECT_TRUE(mpi_like->needs_host_progress_on(Device::Kind::cpu));
+  WorkState mpi_host;
+  mpi_host.backend = mpi_like.get();
+  mpi_host.device = Device::cpu();
+  engine.op_started(mpi_host);
+  EXPECT_TRUE(engine.host_progress_pending());
+  engine.op_finished(mpi_host);
 }
 
 TEST(StagedBackend, SplitWrapsTheChildAndNonMembersGetNothing) {
