@@ -105,31 +105,24 @@ TEST(StagedBackend, ForwardsIdentityAndCpuOperations) {
 // sleep in its library: a host-memory operation of a staged host-only backend (Gloo on a machine
 // with a GPU) must not count, a staged one must, and an MPI-like inner backend counts for both.
 TEST(StagedBackend, OnlyStagedOperationsCountAsPendingHostProgress) {
-  auto staged = device::with_staging(std::make_unique<FakeBackend>(false));
   Engine engine;
-  WorkState host;
-  host.backend = staged.get();
-  host.device = Device::cpu();
-  engine.op_started(host);
-  EXPECT_FALSE(engine.host_progress_pending());
-  engine.op_finished(host);
-
-  WorkState on_device;
-  on_device.backend = staged.get();
-  on_device.device = Device::cuda(0);
-  engine.op_started(on_device);
-  EXPECT_TRUE(engine.host_progress_pending());
-  engine.op_finished(on_device);
-  EXPECT_FALSE(engine.host_progress_pending());
-
+  // Whether an operation of `b` on `device` in flight counts as pending host progress.
+  auto counts = [&](Backend& b, Device device) {
+    WorkState w;
+    w.backend = &b;
+    w.device = device;
+    engine.op_started(w);
+    const bool pending = engine.host_progress_pending();
+    engine.op_finished(w);
+    EXPECT_FALSE(engine.host_progress_pending());
+    return pending;
+  };
+  auto staged = device::with_staging(std::make_unique<FakeBackend>(false));
+  EXPECT_FALSE(counts(*staged, Device::cpu()));
+  EXPECT_TRUE(counts(*staged, Device::cuda(0)));
   auto mpi_like = device::with_staging(std::make_unique<FakeBackend>(false, 1, 3, true));
   EXPECT_TRUE(mpi_like->needs_host_progress_on(Device::Kind::cpu));
-  WorkState mpi_host;
-  mpi_host.backend = mpi_like.get();
-  mpi_host.device = Device::cpu();
-  engine.op_started(mpi_host);
-  EXPECT_TRUE(engine.host_progress_pending());
-  engine.op_finished(mpi_host);
+  EXPECT_TRUE(counts(*mpi_like, Device::cpu()));
 }
 
 TEST(StagedBackend, SplitWrapsTheChildAndNonMembersGetNothing) {
