@@ -91,8 +91,9 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
     return;
   }
   InFlight f{
-      std::move(work), std::move(op.issue), std::move(op.complete), Clock::now() + op.timeout,
-      op.timeout,      op.caller_waits,     op.caller_poll,         op.waiter};
+      std::move(work),   std::move(op.issue), std::move(op.complete), Clock::now() + op.timeout,
+      op.timeout,        op.caller_waits,     op.caller_poll,         op.waiter,
+      op.park_for_waiter};
   if (alone && f.caller_waits) {
     // A caller that waits anyway waits here, as Work::wait does: polling with every backend
     // progressed where one needs this thread, else asleep in the library's own wait (Gloo), which
@@ -108,7 +109,7 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
     f.complete(error);  // f.issue, which owns the buffers, outlives the copy-back
     return;
   }
-  if (alone && f.waiter != nullptr && f.caller_poll.count() == 0 && f.work.library_wait()) {
+  if (alone && f.waiter != nullptr && f.park_for_waiter && f.work.library_wait()) {
     // Parked for its waiter (PostedOp::waiter): a look now would hand the library's wait to one
     // of its threads, whose wake-up would then wake the waiter; and the communication thread is
     // left asleep.

@@ -34,6 +34,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -47,6 +48,11 @@
 #include <mcr/comm/work.hpp>
 
 namespace mcr::torch_ext {
+
+/// MCR_TORCH_CALLER_POLL_BYTES's default: on one host an MPI all_reduce of up to 64 KiB finishes
+/// within the caller's 50 µs poll (40-43 µs at 64 KiB, 2 ranks: docs/performance/torch.md); a
+/// larger one cannot (nor does Gloo's at any size, whose poll then costs its caller 50 µs).
+inline constexpr std::size_t kDefaultCallerPollMaxBytes = 64 * 1024;
 
 /// One asynchronous operation as the communication thread sees it.
 struct PostedOp {
@@ -69,14 +75,17 @@ struct PostedOp {
   /// it before leaving it to the communication thread. A small collective whose peers are in step
   /// completes within a few microseconds; 50 µs also bounds what an asynchronous call costs its
   /// caller. 0: one look. Where ranks share cores, polling takes the core a peer or the library's
-  /// own thread needs (process_group.hpp, waiter_spins()).
+  /// own thread needs (process_group.hpp, waiter_spins()); a large operation cannot finish within
+  /// the poll, which would only hold up its caller (DDP's backward pass: caller_poll_for()).
   std::chrono::microseconds caller_poll{50};
-  /// The handle the caller will wait on (a WorkMCR), or nullptr. Where its caller does not poll
-  /// (caller_poll 0) and the library offers a wait of its own (mcr::Work::library_wait: Gloo's
-  /// sends and receives), an operation the poster issues itself is parked: left in flight with no
-  /// look and without waking the communication thread, for the wait on this handle to claim the
-  /// library's wait (drive_until). take_over_parked() hands it to the communication thread.
+  /// The handle the caller will wait on (a WorkMCR), or nullptr.
   const void* waiter = nullptr;
+  /// Where ranks share cores and the library offers a wait of its own (mcr::Work::library_wait:
+  /// Gloo's sends and receives), an operation the poster issues itself (with a `waiter`) is
+  /// parked: left in flight with no look and without waking the communication thread, for the
+  /// wait on the handle to claim the library's wait (drive_until). take_over_parked() hands it to
+  /// the communication thread.
+  bool park_for_waiter = false;
 };
 
 class CommThread {
@@ -94,6 +103,14 @@ class CommThread {
   /// Allows the shortcut above. Off until the runtime is up, and wherever the thread that calls mcr
   /// must not change (mcr::any_thread_may_call()) or MCR_TORCH_INLINE=0 asks for it off.
   void set_caller_issue(bool on) noexcept { caller_issue_.store(on, std::memory_order_relaxed); }
+  /// The largest operation (bytes of its output tensors) that a posting thread which issued it
+  /// itself polls (PostedOp::caller_poll); MCR_TORCH_CALLER_POLL_BYTES, default 64 KiB.
+  void set_caller_poll_max_bytes(std::size_t bytes) noexcept {
+    caller_poll_max_bytes_.store(bytes, std::memory_order_relaxed);
+  }
+  std::size_t caller_poll_max_bytes() const noexcept {
+    return caller_poll_max_bytes_.load(std::memory_order_relaxed);
+  }
 
   /// Operations posted so far, how many a posting thread issued itself, and how many of those it
   /// also completed (the rest the communication thread finished).
@@ -165,6 +182,7 @@ class CommThread {
     bool caller_waits = false;
     std::chrono::microseconds caller_poll{0};
     const void* waiter = nullptr;
+    bool park_for_waiter = false;
   };
   struct Item {
     PostedOp op;                 // when op.issue is set
@@ -214,6 +232,7 @@ class CommThread {
   std::deque<Item> queue_;
   std::atomic<bool> queued_{false};  // work for the thread; read without the lock while spinning
   std::atomic<bool> caller_issue_{false};
+  std::atomic<std::size_t> caller_poll_max_bytes_{kDefaultCallerPollMaxBytes};
   std::atomic<std::uint64_t> posted_{0}, issued_by_caller_{0}, completed_by_caller_{0},
       driven_by_waiter_{0}, waited_in_library_{0};
   // An operation is parked for its waiter (PostedOp::waiter): in flight, the communication thread

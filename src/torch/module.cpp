@@ -16,6 +16,7 @@
 #include <mcr/comm.hpp>
 #include <mcr/comm/info.hpp>
 #include <mcr/comm/launch.hpp>
+#include <mcr/comm/selection.hpp>
 
 #include "c10d_store.hpp"
 #include "comm_thread.hpp"
@@ -79,6 +80,18 @@ bool caller_issue_requested() {
                              "thread is idle, the default) or 0 (always hand over)");
 }
 
+// MCR_TORCH_CALLER_POLL_BYTES: the largest asynchronous operation (bytes of its outputs) that a
+// posting thread which issued it itself polls before handing it over (caller_poll_for()).
+std::size_t caller_poll_max_bytes_requested() {
+  const char* v = std::getenv("MCR_TORCH_CALLER_POLL_BYTES");
+  if (v == nullptr || *v == '\0') return kDefaultCallerPollMaxBytes;
+  try {
+    return mcr::parse_size(v);
+  } catch (const mcr::InvalidArgument& e) {
+    throw mcr::InvalidArgument(std::string("MCR_TORCH_CALLER_POLL_BYTES='") + v + "': " + e.what());
+  }
+}
+
 // Brings the runtime up. With `store` (a c10d store, not None), the world is formed through it as
 // rank `rank` of `size` (InitOptions::store): the path of init_process_group("mcr") without an MPI
 // launcher, so that torch's store is the job's only rendezvous.
@@ -93,8 +106,10 @@ CommHandle init_runtime(const py::object& store, int rank, int size) {
   return CommThread::instance().call([&options] {
     if (!world_slot()) {
       const bool inline_wanted = caller_issue_requested();
+      const std::size_t poll_bytes = caller_poll_max_bytes_requested();
       world_slot() = mcr::init(options);
       CommThread::instance().set_caller_issue(inline_wanted && mcr::any_thread_may_call());
+      CommThread::instance().set_caller_poll_max_bytes(poll_bytes);
     }
     return describe(*world_slot());
   });
@@ -245,6 +260,12 @@ PYBIND11_MODULE(_mcr_torch, m) {
     d["driven_by_waiter"] = c.driven_by_waiter;
     d["waited_in_library"] = c.waited_in_library;
     return d;
+  });
+  // How long a poster polls an asynchronous operation of `nbytes` it issued itself, in µs, on a
+  // host with a core to spare (`spin`) or not: the rule of caller_poll_for() with this process's
+  // MCR_TORCH_CALLER_POLL_BYTES.
+  m.def("caller_poll_us", [](bool spin, std::size_t nbytes) {
+    return caller_poll_for(spin, nbytes, CommThread::instance().caller_poll_max_bytes()).count();
   });
   m.def("is_initialized", [] {
     // Asked of the communication thread, which owns the runtime; false once it has shut down.

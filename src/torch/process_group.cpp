@@ -32,6 +32,10 @@ bool waiter_spins(int local_ranks, unsigned hardware_threads) {
   return local_ranks > 0 && 2 * static_cast<unsigned>(local_ranks) <= hardware_threads;
 }
 
+std::chrono::microseconds caller_poll_for(bool spin, std::size_t bytes, std::size_t max_bytes) {
+  return spin && bytes <= max_bytes ? std::chrono::microseconds(50) : std::chrono::microseconds(0);
+}
+
 WorkMCR::WorkMCR(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, bool spin)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
@@ -134,6 +138,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
   const at::Tensor& device_tensor = order_by.defined() || outputs.empty() ? order_by : outputs[0];
   void* stream =
       device_tensor.defined() ? order_after_current_stream(device_tensor, "operation") : nullptr;
+  std::size_t bytes = 0;
+  for (const auto& t : outputs)
+    bytes += t.defined() ? t.nbytes() : 0;
   auto work = c10::make_intrusive<WorkMCR>(rank_, type, std::move(outputs), spin_wait_);
   sequence_.fetch_add(1);
   const auto limit = pick_timeout(op_timing.timeout);
@@ -141,7 +148,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
   op.timeout = limit;
   op.caller_waits = !op_timing.async;
   op.waiter = work.get();
-  if (!spin_wait_) op.caller_poll = std::chrono::microseconds(0);  // ranks share cores
+  op.caller_poll =
+      caller_poll_for(spin_wait_, bytes, CommThread::instance().caller_poll_max_bytes());
+  op.park_for_waiter = !spin_wait_;  // ranks share cores
   op.issue = [comm = comm_, backend = backend_override(), limit, tag, stream,
               start = std::move(start)]() mutable {
     mcr::CallOptions o;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -65,6 +66,14 @@ class WorkMCR : public c10d::Work {
 /// us polling (2 ranks, 2 cores; docs/performance/torch.md#idle-rerun-async-table).
 /// `local_ranks` 0: unknown (no poll).
 bool waiter_spins(int local_ranks, unsigned hardware_threads);
+
+/// How long a thread that posted an asynchronous operation and issued it itself polls it before
+/// leaving it to the communication thread (PostedOp::caller_poll): 50 µs where the host has a core
+/// to spare (`spin`, waiter_spins()) and the operation's output tensors hold at most `max_bytes`
+/// (CommThread::caller_poll_max_bytes()); else 0, one look. A larger operation cannot finish
+/// within the poll, which would only take that long from its caller: DDP posts its buckets from
+/// the backward pass (docs/torch.md, "Threads").
+std::chrono::microseconds caller_poll_for(bool spin, std::size_t bytes, std::size_t max_bytes);
 
 /// The timeout of a group's operations (unless a call passes its own): torch's (`timeout=` of
 /// init_process_group/new_group, 30 min by default), capped by MCR_TIMEOUT when that is set, so

@@ -2,8 +2,9 @@
 a thread that waits for an operation does the communication thread's work itself until it
 completes, blocking in Gloo's own wait for a send or receive alone in flight
 (src/torch/comm_thread.hpp); results and ordering are the same either way. argv[1]: "on" (the
-default, MCR_TORCH_INLINE unset), "off" (MCR_TORCH_INLINE=0: every operation handed over) or "bad"
-(MCR_TORCH_INLINE=yes: init_processes raises, naming the variable). Run with 2 ranks."""
+default, MCR_TORCH_INLINE unset), "off" (MCR_TORCH_INLINE=0: every operation handed over; also
+MCR_TORCH_CALLER_POLL_BYTES=1K), "bad" (MCR_TORCH_INLINE=yes: init_processes raises, naming the
+variable) or "badpoll" (MCR_TORCH_CALLER_POLL_BYTES=lots: the same). Run with 2 ranks."""
 
 import os
 import sys
@@ -24,6 +25,17 @@ def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "on"
     if mode == "off":
         os.environ["MCR_TORCH_INLINE"] = "0"
+        os.environ["MCR_TORCH_CALLER_POLL_BYTES"] = "1K"
+    if mode == "badpoll":
+        os.environ["MCR_TORCH_CALLER_POLL_BYTES"] = "lots"
+        try:
+            setup()
+            check(False, "MCR_TORCH_CALLER_POLL_BYTES=lots was accepted")
+        except RuntimeError as e:
+            check("MCR_TORCH_CALLER_POLL_BYTES='lots'" in str(e) and "not a byte count" in str(e),
+                  f"message: {e}")
+        print("test_caller_issue[badpoll]: OK", flush=True)
+        return
     if mode == "bad":
         os.environ["MCR_TORCH_INLINE"] = "yes"
         try:
@@ -35,6 +47,14 @@ def main():
         return
     rank, ws = setup()
     before = counts()
+
+    # Who polls an asynchronous operation it issued itself, and for how long: only on a host with
+    # a core to spare, and only an operation small enough to finish within the poll (64 KiB by
+    # default); a larger one would only hold up its caller (DDP's backward pass).
+    poll_us, limit = mt._backend._C.caller_poll_us, 1024 if mode == "off" else 65536
+    check(poll_us(True, limit) == 50, f"{limit} bytes with a core to spare: {poll_us(True, limit)}")
+    check(poll_us(True, limit + 1) == 0, f"{limit + 1} bytes: polled {poll_us(True, limit + 1)} us")
+    check(poll_us(False, 4) == 0, f"4 bytes on shared cores: polled {poll_us(False, 4)} us")
 
     # Back-to-back synchronous calls: the thread is idle before each, so each may be issued here.
     n_sync = 300
