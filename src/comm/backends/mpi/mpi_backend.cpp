@@ -14,6 +14,7 @@
 
 #include "backends/factories.hpp"
 #include "backends/mpi/mpi_launch.hpp"
+#include "backends/mpi/mpi_nbc.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "core/local_reduce.hpp"
 #include "mcr/errors.hpp"
@@ -140,6 +141,7 @@ std::string mpi_unusable(const Bootstrap& b) {
 std::unique_ptr<Backend> mpi_create_world(Bootstrap&) {
   MPI_Comm comm = MPI_COMM_NULL;
   MCR_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  setup_libnbc_iallreduce_choice(comm);
   return std::make_unique<MpiBackend>(comm);
 }
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/mpi/mpi_nbc.hpp"
 #include "core/local_reduce.hpp"
 #include "mcr/errors.hpp"
 #include "mpi_check.hpp"
@@ -124,10 +125,12 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
       break;
     case OpType::all_reduce: {
       const void* src = a.in_place ? MPI_IN_PLACE : a.in;
-      if (blocking)
+      if (blocking) {
         MCR_MPI_CHECK(MPI_Allreduce(src, a.out, n, dt, op, g.comm));
-      else
+      } else {
+        before_iallreduce(a.count * dtype_size(a.dtype));  // libnbc's algorithm (mpi_nbc.hpp)
         MCR_MPI_CHECK(MPI_Iallreduce(src, a.out, n, dt, op, g.comm, req));
+      }
       if (avg) divide_output();
       break;
     }
