@@ -26,24 +26,17 @@ def main():
     if mode == "off":
         os.environ["MCR_TORCH_INLINE"] = "0"
         os.environ["MCR_TORCH_CALLER_POLL_BYTES"] = "1K"
-    if mode == "badpoll":
-        os.environ["MCR_TORCH_CALLER_POLL_BYTES"] = "lots"
+    bad = {"bad": ("MCR_TORCH_INLINE", "yes", "must be 1"),
+           "badpoll": ("MCR_TORCH_CALLER_POLL_BYTES", "lots", "not a byte count")}
+    if mode in bad:
+        var, value, rule = bad[mode]
+        os.environ[var] = value
         try:
             setup()
-            check(False, "MCR_TORCH_CALLER_POLL_BYTES=lots was accepted")
+            check(False, f"{var}={value} was accepted")
         except RuntimeError as e:
-            check("MCR_TORCH_CALLER_POLL_BYTES='lots'" in str(e) and "not a byte count" in str(e),
-                  f"message: {e}")
-        print("test_caller_issue[badpoll]: OK", flush=True)
-        return
-    if mode == "bad":
-        os.environ["MCR_TORCH_INLINE"] = "yes"
-        try:
-            setup()
-            check(False, "MCR_TORCH_INLINE=yes was accepted")
-        except RuntimeError as e:
-            check("MCR_TORCH_INLINE='yes'" in str(e) and "must be 1" in str(e), f"message: {e}")
-        print("test_caller_issue[bad]: OK", flush=True)
+            check(f"{var}='{value}'" in str(e) and rule in str(e), f"message: {e}")
+        print(f"test_caller_issue[{mode}]: OK", flush=True)
         return
     rank, ws = setup()
     before = counts()
