@@ -1,6 +1,9 @@
 #include "backends/mpi/mpi_nbc.hpp"
 
 #include <cstdlib>
+#include <exception>
+
+#include <fmt/format.h>
 
 #include "mpi_check.hpp"
 
@@ -27,8 +30,10 @@ Choice& choice() {
 bool may_choose(Choice& c) {
   const char* env = std::getenv(kEnvironment);
   if (env != nullptr) return false;  // the user's choice (also what `mpirun --mca` sets)
+  // An MPI without the tools interface, or without the variable, keeps its own choice: this is a
+  // speed-up, never a reason to fail.
   int provided = 0;
-  MCR_MPI_CHECK(MPI_T_init_thread(MPI_THREAD_SERIALIZED, &provided));
+  if (MPI_T_init_thread(MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) return false;
   int index = -1;
   if (MPI_T_cvar_get_index(kVariable, &index) != MPI_SUCCESS) return false;  // not libnbc's MPI
   MPI_Datatype type = MPI_DATATYPE_NULL;
@@ -55,7 +60,16 @@ bool may_choose(Choice& c) {
 void setup_libnbc_iallreduce_choice(MPI_Comm world) {
   Choice& c = choice();
   if (c.decided) return;
-  const int mine = may_choose(c) ? 1 : 0;
+  int mine = 0;
+  try {
+    mine = may_choose(c) ? 1 : 0;
+  } catch (const std::exception& e) {
+    // Raising here would leave the other ranks in the MIN below; the library's own choice is
+    // always correct, so this rank keeps it, and with it every rank.
+    int rank = -1;
+    if (MPI_Comm_rank(world, &rank) != MPI_SUCCESS) rank = -1;
+    fmt::print(stderr, "mcr[{}]: libnbc keeps its own iallreduce algorithm: {}\n", rank, e.what());
+  }
   // A rank that chose Rabenseifner's schedule and one that kept binomial would not match: only if
   // every rank may.
   int all = 0;
