@@ -121,6 +121,24 @@ def warm(variants, fn, gloo, iters, op, inp, out):
                 fn(gloo if v == "torch-gloo" else None)
 
 
+def usable_variants(names):
+    """The mcr variants that run here: a backend this build or launch lacks (MPI under torchrun, a
+    build without Gloo, NCCL without a GPU) refuses a first call on every rank alike, before
+    anything is sent, and is left out with the reason."""
+    keep = []
+    for name in names:
+        if name != "auto":
+            try:
+                with mt.backend(name):
+                    dist.all_reduce(torch.zeros(1))
+            except RuntimeError as e:
+                if dist.get_rank() == 0:
+                    print(f"# mcr-{name} left out: {str(e).splitlines()[0]}", flush=True)
+                continue
+        keep.append(name)
+    return keep
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-b", "--minbytes", default="4")
@@ -140,8 +158,7 @@ def main():
     ws = dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
     dtype = getattr(torch, a.dtype)
-    usable = set(["gloo"] + (["mpi"] if mt._backend.launched_by_mpi() else []))
-    mcr_variants = [b for b in a.backends.split(",") if b == "auto" or b in usable]
+    mcr_variants = usable_variants(a.backends.split(","))
     variants = ["torch-gloo"] + mcr_variants + ["c++"]
     if dist.get_rank() == 0:
         head = f"{'size':>8} {'count':>10} {'torch-gloo us':>14}"
