@@ -79,10 +79,6 @@ void setup_libnbc_iallreduce_choice(MPI_Comm world) {
   c.decided = true;
 }
 
-bool libnbc_iallreduce_choice_active() noexcept {
-  return choice().active;
-}
-
 void before_iallreduce(std::size_t bytes) {
   Choice& c = choice();
   if (!c.active) return;

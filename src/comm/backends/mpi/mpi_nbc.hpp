@@ -34,8 +34,6 @@ constexpr int libnbc_iallreduce_algorithm_for(std::size_t bytes) noexcept {
 /// Decides once per process, alike on every rank of `world` (a collective over it), whether mcr
 /// chooses the algorithm per call; later calls do nothing. Checked MPI calls (BackendError).
 void setup_libnbc_iallreduce_choice(MPI_Comm world);
-/// Whether setup decided that mcr chooses.
-bool libnbc_iallreduce_choice_active() noexcept;
 /// Before each MPI_Iallreduce of `bytes`: writes the variable where the wanted value differs from
 /// the one written last. Every rank of a communicator passes the same `bytes`, so all ask alike.
 void before_iallreduce(std::size_t bytes);
