@@ -17,7 +17,6 @@ struct Choice {
   bool decided = false;
   bool active = false;
   MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
-  int written = kLibnbcOwnChoice;  // the value libnbc holds now, as far as mcr changed it
 };
 
 Choice& choice() {
@@ -79,13 +78,26 @@ void setup_libnbc_iallreduce_choice(MPI_Comm world) {
   c.decided = true;
 }
 
-void before_iallreduce(std::size_t bytes) {
+LibnbcIallreduceChoice::LibnbcIallreduceChoice(std::size_t bytes) {
   Choice& c = choice();
   if (!c.active) return;
   int want = libnbc_iallreduce_algorithm_for(bytes);
-  if (want == c.written) return;
+  if (want == kLibnbcOwnChoice) return;  // already the value between calls
   MCR_MPI_CHECK(MPI_T_cvar_write(c.handle, &want));
-  c.written = want;
+  written_ = true;
+}
+
+void LibnbcIallreduceChoice::restore() {
+  if (!written_) return;
+  written_ = false;
+  int own = kLibnbcOwnChoice;
+  MCR_MPI_CHECK(MPI_T_cvar_write(choice().handle, &own));
+}
+
+LibnbcIallreduceChoice::~LibnbcIallreduceChoice() {
+  if (!written_) return;
+  int own = kLibnbcOwnChoice;
+  (void)MPI_T_cvar_write(choice().handle, &own);  // after an exception: best effort, no throw
 }
 
 }  // namespace mcr::detail

@@ -9,9 +9,17 @@
 // `coll_libnbc_iallreduce_algorithm` variable at each call, and the variable is writable through
 // the MPI tools interface, so mcr asks for Rabenseifner's reduce-scatter and all-gather (3; libnbc
 // itself falls back to the ring where the count is below the largest power of two <= ranks) from
-// 64 KiB, libnbc's own threshold for its bandwidth algorithms, and for libnbc's own choice (0)
+// 64 KiB, libnbc's own threshold for its bandwidth algorithms, and leaves libnbc's own choice (0)
 // below. Not where the user chose the algorithm (OMPI_MCA_coll_libnbc_iallreduce_algorithm set,
 // or the variable not at its default), nor where the library has no such variable (another MPI).
+//
+// The variable is the process's, and every caller of libnbc's iallreduce reads it: the
+// application's own MPI_Iallreduce, and Open MPI itself, which agrees on a new communicator's id
+// (MPI_Comm_split, MPI_Comm_dup) with it on the parent communicator. Those calls go wrong or hang
+// unless every rank reads the same value, and ranks that ran different mcr calls last (a group's
+// large all_reduce on some ranks only) would not. So mcr's value holds for its own call only:
+// written just before MPI_Iallreduce, libnbc's own choice written back just after (mcr calls MPI
+// from one thread at a time, MPI_THREAD_SERIALIZED; a write costs about 30 ns).
 #pragma once
 
 #include <mpi.h>
@@ -34,8 +42,22 @@ constexpr int libnbc_iallreduce_algorithm_for(std::size_t bytes) noexcept {
 /// Decides once per process, alike on every rank of `world` (a collective over it), whether mcr
 /// chooses the algorithm per call; later calls do nothing. Checked MPI calls (BackendError).
 void setup_libnbc_iallreduce_choice(MPI_Comm world);
-/// Before each MPI_Iallreduce of `bytes`: writes the variable where the wanted value differs from
-/// the one written last. Every rank of a communicator passes the same `bytes`, so all ask alike.
-void before_iallreduce(std::size_t bytes);
+/// libnbc's algorithm for one MPI_Iallreduce of `bytes`, made between construction and restore().
+/// Every rank of a communicator passes the same `bytes`, so all ask alike. Checked MPI calls
+/// (BackendError); where restore() is not reached (the call raised) the destructor writes the
+/// library's choice back unchecked.
+class LibnbcIallreduceChoice {
+ public:
+  explicit LibnbcIallreduceChoice(std::size_t bytes);
+  ~LibnbcIallreduceChoice();
+  LibnbcIallreduceChoice(const LibnbcIallreduceChoice&) = delete;
+  LibnbcIallreduceChoice& operator=(const LibnbcIallreduceChoice&) = delete;
+
+  /// Gives libnbc its own choice back, for every other caller.
+  void restore();
+
+ private:
+  bool written_ = false;
+};
 
 }  // namespace mcr::detail

@@ -128,8 +128,10 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
       if (blocking) {
         MCR_MPI_CHECK(MPI_Allreduce(src, a.out, n, dt, op, g.comm));
       } else {
-        before_iallreduce(a.count * dtype_size(a.dtype));  // libnbc's algorithm (mpi_nbc.hpp)
+        // libnbc's algorithm for this call only (mpi_nbc.hpp)
+        LibnbcIallreduceChoice algorithm(a.count * dtype_size(a.dtype));
         MCR_MPI_CHECK(MPI_Iallreduce(src, a.out, n, dt, op, g.comm, req));
+        algorithm.restore();
       }
       if (avg) divide_output();
       break;
