@@ -33,6 +33,10 @@ def futures(rank, ws):
         same(x, torch.full((3,), float(sum(r + k for r in range(ws)))), f"in-flight all_reduce {k}")
 
 
+def _mpi_or_gloo():
+    return "mpi" if mt._backend.launched_by_mpi() else "gloo"
+
+
 def subgroups(rank, ws):
     evens = list(range(0, ws, 2))
     g = dist.new_group(evens, backend="mcr")  # every rank calls it; odd ranks are not members
@@ -47,6 +51,17 @@ def subgroups(rank, ws):
         same(b, torch.tensor([float(evens[-1])]), "broadcast in the strided group")
     else:
         check(g == dist.GroupMember.NON_GROUP_MEMBER, "a non-member got a group")
+    # A large all_reduce on the even ranks only (as one pipeline stage's data-parallel group),
+    # then a group every rank forms and an all_reduce over it: under mpirun, on MPI, where the
+    # new communicator's id is agreed with libnbc's iallreduce (docs/mpi-backend.md).
+    if rank in evens:
+        big = torch.full((1 << 18,), float(rank))
+        mt.all_reduce(big, group=g, async_op=True, backend=_mpi_or_gloo()).wait()
+        same(big[:4], torch.full((4,), float(sum(evens))), "1 MiB all_reduce on the even ranks")
+    everyone = dist.new_group(list(range(ws)), backend="mcr")
+    t = torch.full((1 << 18,), float(rank))
+    mt.all_reduce(t, group=everyone, backend=_mpi_or_gloo())
+    same(t[-4:], torch.full((4,), float(ws * (ws - 1) / 2)), "all_reduce on a new group of all")
     if ws >= 3:
         tail = list(range(1, ws))
         h = mt.new_group(tail)
