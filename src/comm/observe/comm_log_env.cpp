@@ -84,24 +84,20 @@ void write_local(const CommLog& log, std::string_view reason) {
 
 }  // namespace
 
-void attach_env_comm_log(Communicator& world) {
-  auto& state = env_log();
-  state.log.reset();
-  state.summary = state.trace = false;
-  state.written.store(false);
-  state.world_rank = world.rank();
-  state.world_size = world.size();
-  const std::string modes = env_or("MCR_LOG", "");
-  if (modes.empty() || modes == "off" || modes == "0" || modes == "none") return;
+EnvLogModes requested_env_comm_log() {
+  EnvLogModes m;
+  m.text = env_or("MCR_LOG", "");
+  const std::string& modes = m.text;
+  if (modes.empty() || modes == "off" || modes == "0" || modes == "none") return m;
   std::size_t pos = 0;
   while (pos <= modes.size()) {
     const auto comma = modes.find(',', pos);
     const auto token =
         modes.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     if (token == "summary") {
-      state.summary = true;
+      m.summary = true;
     } else if (token == "trace") {
-      state.trace = true;
+      m.trace = true;
     } else {
       throw InvalidArgument(fmt::format(
           "MCR_LOG='{}': unknown mode '{}' (use summary, trace, or summary,trace)", modes, token));
@@ -109,6 +105,18 @@ void attach_env_comm_log(Communicator& world) {
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
+  return m;
+}
+
+void attach_env_comm_log(Communicator& world, const EnvLogModes& modes) {
+  auto& state = env_log();
+  state.log.reset();
+  state.written.store(false);
+  state.world_rank = world.rank();
+  state.world_size = world.size();
+  state.summary = modes.summary;
+  state.trace = modes.trace;
+  if (!modes.any()) return;
   state.log = std::make_shared<CommLog>();
   world.set_observer(state.log);
 }

@@ -2,14 +2,28 @@
 // world communicator (inherited by sub-communicators); finalize() writes it (collective).
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "mcr/comm/communicator.hpp"
 
 namespace mcr::detail {
 
-/// Called by init() on the world communicator; attaches a log when MCR_LOG asks for one.
-void attach_env_comm_log(Communicator& world);
+/// What MCR_LOG asks for.
+struct EnvLogModes {
+  bool summary = false;
+  bool trace = false;
+  std::string text;  ///< MCR_LOG as set ("" when unset)
+  bool any() const noexcept { return summary || trace; }
+};
+
+/// Reads and checks MCR_LOG (summary, trace, summary,trace; off/0/none/empty for none). Throws
+/// InvalidArgument naming the variable, its value and the modes. init() calls it with its other
+/// inputs, before anything blocks, and compares any() across ranks: finalize() gathers the log
+/// over the world where it is on, so a rank without it would leave the others waiting.
+EnvLogModes requested_env_comm_log();
+/// Called by init() on the world communicator; attaches a log when `modes` asks for one.
+void attach_env_comm_log(Communicator& world, const EnvLogModes& modes);
 /// Called by finalize() before teardown, on every rank: writes the summary / trace if one is
 /// attached. When the collective gather cannot run (the world was aborted by a timeout), each rank
 /// writes its own records instead, as write_local_env_comm_log() does.

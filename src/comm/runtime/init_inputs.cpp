@@ -322,8 +322,8 @@ void check_config_agrees(Exchange& exchange, int rank, const ConfigDigest& mine)
   if (const std::string differ = describe_differences(all); !differ.empty()) {
     throw MismatchError(fmt::format(
         "init: ranks disagree on what must be identical everywhere, so no backend was brought "
-        "up: {}. Every rank must use the same mcr build, MCR_BACKENDS, MCR_RULES, MCR_RULES_FILE "
-        "and MCR_TUNING content",
+        "up: {}. Every rank must use the same mcr build, MCR_BACKENDS, MCR_RULES, MCR_RULES_FILE, "
+        "MCR_TUNING content and MCR_HIER, and MCR_LOG on every rank or none",
         differ));
   }
 }

@@ -246,9 +246,11 @@ Communicator init(const InitOptions& options) {
   std::exception_ptr rejected;
   std::string rejected_what;
   bool retain_memory = false;
+  EnvLogModes log_modes;
   try {
     retain_memory = malloc_retain_requested();
     in = read_init_inputs(options);
+    log_modes = requested_env_comm_log();
     rt->verify = verify_mode_requested(options);
     for (ComposedChoice& c : rt->composed)
       c.config = c.factory->read_config();
@@ -310,6 +312,11 @@ Communicator init(const InitOptions& options) {
     }
     digest.fields.emplace_back(c.factory->config_source, c.config);
   }
+  // finalize() gathers the log over the world where it is on: a rank without it would leave the
+  // others waiting there. The modes themselves only decide what rank 0 writes.
+  const std::string log_key = "communication log (MCR_LOG)";
+  digest.fields.emplace_back(log_key, log_modes.any() ? "on" : "off");
+  digest.shown[log_key] = log_modes.text.empty() ? "(unset)" : log_modes.text;
   digest.error = rejected_what;
   check_config_agrees(r.bootstrap->exchange(), r.launch.rank, digest);
   if (rejected) std::rethrow_exception(rejected);
@@ -327,7 +334,7 @@ Communicator init(const InitOptions& options) {
                             timeout);
   Watchdog::instance().start();
   Communicator world_comm(r.world);
-  attach_env_comm_log(world_comm);
+  attach_env_comm_log(world_comm, log_modes);
   return world_comm;
 }
 

@@ -112,6 +112,28 @@ std::map<std::string, Scenario> scenarios() {
                       {"MCR_HIER", "rank 0 has 'intra=auto;inter=gloo'",
                        "rank 1 has 'intra=auto;inter=mpi'"}};
       }};
+  // MCR_LOG on one rank only: finalize() would gather the log over the world there and leave the
+  // other rank waiting for its timeout; init() refuses it on both. A mode the log lacks, on one
+  // rank: refused with the other inputs, so both raise at init().
+  s["log_on_one_rank"] = {[](int rank, const std::string&) {
+                            if (rank == 0) set("MCR_LOG", "summary");
+                          },
+                          [](int) {
+                            return Expect{
+                                "MismatchError",
+                                {"communication log (MCR_LOG) differs", "rank 0 has 'summary'",
+                                 "rank 1 has '(unset)'", "MCR_LOG on every rank or none"}};
+                          }};
+  s["log_invalid_on_one_rank"] = {
+      [](int rank, const std::string&) {
+        if (rank == 1) set("MCR_LOG", "summary,trcae");
+      },
+      [](int rank) {
+        if (rank == 1) {
+          return Expect{"InvalidArgument", {"MCR_LOG='summary,trcae'", "unknown mode 'trcae'"}};
+        }
+        return Expect{"InvalidArgument", {"rank 1", "rejected", "MCR_LOG='summary,trcae'"}};
+      }};
   return s;
 }
 
