@@ -1,6 +1,8 @@
 """torch's gloo as the default group and "mcr" only for a subgroup (and the whole world): mcr is
 brought up from the new_group wrapper, through torch's default store, on every rank."""
 
+import sys
+
 import torch
 import torch.distributed as dist
 
@@ -8,10 +10,27 @@ import mcr.torch as mt
 from common import check, finish, same
 
 
+def subgroup_first(rank, ws):
+    """A first mcr group of some ranks only is refused on its members with what to do instead (it
+    would make an mcr world of those ranks alone); the non-members are not asked; afterwards the
+    world group and the same subgroup work."""
+    sub = list(range(1, ws))
+    try:
+        g = dist.new_group(sub, backend="mcr")
+        check(rank not in sub, f"a first mcr group of ranks {sub} was accepted")
+        check(g == dist.GroupMember.NON_GROUP_MEMBER, "a non-member got a group")
+    except RuntimeError as e:
+        check(rank in sub, f"a non-member raised: {e}")
+        check(f"has ranks {sub} of {ws}" in str(e) and "new_group(backend='mcr')" in str(e),
+              f"message: {e}")
+
+
 def main():
     mt.init_processes("gloo")
     rank, ws = dist.get_rank(), dist.get_world_size()
     check(dist.get_backend() == "gloo", "default backend")
+    if "--subgroup-first" in sys.argv:
+        subgroup_first(rank, ws)
     world = dist.new_group(backend="mcr")
     t = torch.full((3,), float(rank))
     dist.all_reduce(t, group=world)

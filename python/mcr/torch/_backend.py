@@ -78,10 +78,28 @@ def _as_timedelta(t):
     return timedelta(seconds=float(t))
 
 
+def _check_first_group(ranks):
+    """mcr forms its world once, from the first group torch creates on it, and maps every later
+    group's global ranks into that world. Under torchrun with another backend's default group, a
+    first group of some ranks only would make a world of those ranks: later groups would fail or,
+    where the ranks happen to fit, pair the wrong processes (and a rank outside it would wait for
+    a world it cannot join). Refused on its members, before anything blocks."""
+    if _C.is_initialized() or not ranks or launched_by_mpi() or not dist.is_initialized():
+        return
+    size = dist.get_world_size()
+    if sorted(ranks) != list(range(size)):
+        raise RuntimeError(
+            f"mcr: the first group on backend 'mcr' has ranks {sorted(ranks)} of {size}, but mcr "
+            f"forms its world once, from the first group, and it must hold every rank: create an "
+            f"'mcr' group of every rank first (dist.new_group(backend='mcr')), or make 'mcr' the "
+            f"default backend (init_process_group('mcr'))")
+
+
 def _create(opts, pg_options=None):
     """c10d creator (extended API), called by torch on the members of a group only."""
     global _generation
     ranks = list(opts.global_ranks_in_group)
+    _check_first_group(ranks)
     world = ensure_runtime(opts.store, opts.group_rank, opts.group_size)
     if not ranks:  # the default group: the world communicator
         with _lock:
