@@ -80,11 +80,13 @@ def _as_timedelta(t):
 
 def _check_first_group(ranks):
     """mcr forms its world once, from the first group torch creates on it, and maps every later
-    group's global ranks into that world. Under torchrun with another backend's default group, a
-    first group of some ranks only would make a world of those ranks: later groups would fail or,
-    where the ranks happen to fit, pair the wrong processes (and a rank outside it would wait for
-    a world it cannot join). Refused on its members, before anything blocks."""
-    if _C.is_initialized() or not ranks or launched_by_mpi() or not dist.is_initialized():
+    group's global ranks into that world. With another backend's default group, a first group of
+    some ranks only would, under torchrun, make a world of those ranks (later groups would fail or,
+    where the ranks happen to fit, pair the wrong processes) and, under mpirun, make its members wait
+    in MPI's world formation, with no timeout, until every other rank creates an "mcr" group too.
+    Refused on its members, before anything blocks. (Under mpirun,
+    mcr.torch.init_processes brings mcr up on every rank first, so any group may come first.)"""
+    if _C.is_initialized() or not ranks or not dist.is_initialized():
         return
     size = dist.get_world_size()
     if sorted(ranks) != list(range(size)):
