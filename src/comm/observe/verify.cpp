@@ -41,8 +41,10 @@ struct Descriptor {
   std::uint8_t reduce;
   std::uint8_t async;
   std::uint8_t selection_failed;
-  char backend[15];
+  std::uint8_t in_place;  // all_reduce only: MPI needs it alike, and mcr's MPI rule reads it
+  char backend[14];       // with in_place above: 48 bytes, as before
 };
+static_assert(sizeof(Descriptor) == 48, "the descriptor's size on the wire (docs/reliability.md)");
 
 bool uses_root(OpType op) {
   return op == OpType::broadcast || op == OpType::reduce || op == OpType::gather ||
@@ -63,6 +65,7 @@ Descriptor describe(const OpArgs& a, std::uint64_t collective, std::uint64_t seq
   d.sequence = sequence;
   d.op = static_cast<std::uint8_t>(a.op);
   d.async = a.async ? 1 : 0;
+  if (a.op == OpType::all_reduce) d.in_place = a.in_place ? 1 : 0;
   if (a.op != OpType::barrier) d.dtype = static_cast<std::uint8_t>(a.dtype);
   if (uses_count(a.op)) d.count = a.count;
   if (uses_root(a.op)) d.root = a.root;
@@ -87,7 +90,8 @@ std::uint64_t signature(const OpArgs& a) noexcept {
   };
   mix(static_cast<std::uint64_t>(a.op) | (static_cast<std::uint64_t>(a.dtype) << 8) |
       (static_cast<std::uint64_t>(is_reduction(a.op) ? a.reduce : ReduceOp::sum) << 16) |
-      (static_cast<std::uint64_t>(a.async) << 24));
+      (static_cast<std::uint64_t>(a.async) << 24) |
+      (static_cast<std::uint64_t>(a.op == OpType::all_reduce && a.in_place) << 25));
   mix(uses_count(a.op) ? a.count : 0);
   mix(uses_root(a.op) ? static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.root)) : 0);
   return h == 0 ? 1 : h;
@@ -157,6 +161,9 @@ std::string compare(const std::vector<Descriptor>& all) {
       "collective index", [](const Descriptor& d) { return fmt::format("#{}", d.collective); },
       " (a rank issued a collective its peers did not)");
   check("form", [](const Descriptor& d) { return std::string(d.async ? "async" : "sync"); });
+  check("place", [](const Descriptor& d) {
+    return std::string(d.in_place != 0 ? "in place" : "out of place");
+  });
   check("root", [](const Descriptor& d) { return fmt::format("{}", d.root); });
   check("dtype", [](const Descriptor& d) { return std::string(to_string(DType(d.dtype))); });
   check("count", [](const Descriptor& d) { return fmt::format("{}", d.count); });

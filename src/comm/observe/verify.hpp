@@ -1,9 +1,9 @@
 // Cross-rank verification: before a collective starts, the ranks of the communicator exchange a
-// compact descriptor of it (op, dtype, count, root, reduce op, backend, sync/async form, collective
-// index) and every rank raises MismatchError naming the field and the ranks that differ, instead
-// of a wrong result, a crash or a hang. By default only the first call of each distinct signature
-// is verified, on every communicator; MCR_VERIFY=1 verifies every collective, MCR_VERIFY=0 none.
-// See docs/reliability.md, "Cross-rank verification".
+// compact descriptor of it (op, dtype, count, root, reduce op, backend, sync/async form, place,
+// collective index) and every rank raises MismatchError naming the field and the ranks that differ,
+// instead of a wrong result, a crash or a hang. By default only the first call of each distinct
+// signature is verified, on every communicator; MCR_VERIFY=1 verifies every collective,
+// MCR_VERIFY=0 none. See docs/reliability.md, "Cross-rank verification".
 #pragma once
 
 #include <chrono>

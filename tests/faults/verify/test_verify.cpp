@@ -197,6 +197,23 @@ TEST(Verify, SyncAgainstAsync) {
   expect_usable(c);
 }
 
+// MPI requires an all_reduce in place on every rank or on none, and mcr's choice of libnbc's
+// algorithm follows the place (docs/mpi-backend.md).
+TEST(Verify, AllReduceInPlaceAgainstOutOfPlace) {
+  Communicator c = fresh();
+  std::vector<float> in(4, 1.0f), out(4, 0.0f);
+  expect_mismatch(
+      [&] {
+        if (c.rank() == 0)
+          c.all_reduce(Tensor(in.data(), 4, DType::f32), ReduceOp::sum);
+        else
+          c.all_reduce(Tensor(in.data(), 4, DType::f32), Tensor(out.data(), 4, DType::f32),
+                       ReduceOp::sum);
+      },
+      {"place differs: ranks 0 have in place, ranks " + others(c) + " have out of place"});
+  expect_usable(c);
+}
+
 // Rank 0 issues a collective its peers do not (with verification paused, as a rank that skipped
 // the check would): the next verified collective reports the index. The peers then issue the
 // matching one, so the communicator comes back in step.

@@ -78,10 +78,10 @@ void setup_libnbc_iallreduce_choice(MPI_Comm world) {
   c.decided = true;
 }
 
-LibnbcIallreduceChoice::LibnbcIallreduceChoice(std::size_t bytes) {
+LibnbcIallreduceChoice::LibnbcIallreduceChoice(std::size_t bytes, bool in_place, int ranks) {
   Choice& c = choice();
   if (!c.active) return;
-  int want = libnbc_iallreduce_algorithm_for(bytes);
+  int want = libnbc_iallreduce_algorithm_for(bytes, in_place, ranks);
   if (want == kLibnbcOwnChoice) return;  // already the value between calls
   MCR_MPI_CHECK(MPI_T_cvar_write(c.handle, &want));
   written_ = true;

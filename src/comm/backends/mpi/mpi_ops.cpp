@@ -129,7 +129,7 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
         MCR_MPI_CHECK(MPI_Allreduce(src, a.out, n, dt, op, g.comm));
       } else {
         // libnbc's algorithm for this call only (mpi_nbc.hpp)
-        LibnbcIallreduceChoice algorithm(a.count * dtype_size(a.dtype));
+        LibnbcIallreduceChoice algorithm(a.count * dtype_size(a.dtype), a.in_place, g.size);
         MCR_MPI_CHECK(MPI_Iallreduce(src, a.out, n, dt, op, g.comm, req));
         algorithm.restore();
       }
