@@ -114,7 +114,9 @@ class Communicator {
 
   // ---- collectives ---------------------------------------------------------------------------
   // Out-of-place forms take (input, output); in-place forms either take one buffer or recognise an
-  // input that aliases the caller's own slot of the output, as noted per operation.
+  // input that aliases the caller's own slot of the output, as noted per operation. Every rank of a
+  // collective uses the same form, in place or not, as MPI requires (cross-rank verification
+  // compares it for all_reduce, where MPI's algorithm follows it: docs/mpi-backend.md).
 
   /// `tensor` is the source on `root` and the destination elsewhere.
   void broadcast(const Tensor& tensor, int root, const CallOptions& opts = {});
