@@ -155,9 +155,11 @@ void install_flight_hooks() {
   (void)flight_registry();  // constructed before the exit handler is registered
   (void)flight_config();
   std::atexit(on_exit);  // also stops the watchdog thread on exit without finalize()
-  const char* log = std::getenv("MCR_LOG");
-  const bool logging = log != nullptr && *log != '\0' && std::strcmp(log, "off") != 0 &&
-                       std::strcmp(log, "0") != 0 && std::strcmp(log, "none") != 0;
+  bool logging = false;
+  try {
+    logging = requested_env_comm_log().any();  // init() has refused a bad MCR_LOG on every rank
+  } catch (const std::exception&) {
+  }
   if (flight_config().dir.empty() && !logging) return;
   for (int sig : kFatalSignals)
     install(sig, on_fatal_signal);
