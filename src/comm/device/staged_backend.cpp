@@ -5,8 +5,12 @@
 //   back on the caller's stream, record an event -> (event done) complete.
 // It is advanced from test() and from the backend's progress(), so an operation nobody is waiting
 // on still reaches its peers (the runtime progresses every backend from every wait).
+// Every operation reaches the inner library in the order it was called (device/start_order.hpp):
+// one called after a staged operation whose input is still on the device waits for it.
+#include <chrono>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -15,6 +19,7 @@
 #include "device/device_queue.hpp"
 #include "device/device_runtime.hpp"
 #include "device/staging_plan.hpp"
+#include "device/start_order.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail::device {
@@ -75,15 +80,11 @@ class PinnedPool {
   std::vector<char*> retired_;
 };
 
-class StagedOp {
+/// An operation's arguments with their own copy of the counts arrays, which must outlive the call
+/// that passed them where the inner operation starts later.
+class HeldArgs {
  public:
-  StagedOp(Backend& inner, std::shared_ptr<PinnedPool> pool, const OpArgs& args, int rank, int size)
-      : inner_(inner),
-        pool_(std::move(pool)),
-        args_(args),
-        site_{rank, args.op_name},
-        plan_(plan_staging(args, rank, size)) {
-    // The counts arrays must outlive the call that passed them: the inner op starts later.
+  HeldArgs(const OpArgs& args, int size) : args_(args) {
     if (args.send_counts != nullptr) {
       send_counts_.assign(args.send_counts, args.send_counts + size);
       args_.send_counts = send_counts_.data();
@@ -92,6 +93,30 @@ class StagedOp {
       recv_counts_.assign(args.recv_counts, args.recv_counts + size);
       args_.recv_counts = recv_counts_.data();
     }
+  }
+  HeldArgs(const HeldArgs&) = delete;  // args_ points into this object's vectors
+  HeldArgs& operator=(const HeldArgs&) = delete;
+
+  const OpArgs& get() const noexcept { return args_; }
+  OpArgs& get() noexcept { return args_; }
+
+ private:
+  OpArgs args_;
+  std::vector<std::size_t> send_counts_;
+  std::vector<std::size_t> recv_counts_;
+};
+
+class StagedOp {
+ public:
+  StagedOp(Backend& inner, std::shared_ptr<PinnedPool> pool, std::shared_ptr<StartOrder> order,
+           const OpArgs& args, int rank, int size)
+      : inner_(inner),
+        pool_(std::move(pool)),
+        order_(std::move(order)),
+        held_(args, size),
+        args_(held_.get()),
+        site_{rank, args.op_name},
+        plan_(plan_staging(args, rank, size)) {
     stream_ = caller_stream(args.stream);
     DeviceGuard guard(args.device.index, site_);
     block_ = pool_->acquire(plan_.host_bytes, site_);
@@ -105,9 +130,14 @@ class StagedOp {
     }
     // Recorded even without a copy: the inner op then also starts after the caller's prior work.
     MCR_CUDA_CHECK(site_, cudaEventRecord(copied_in_, stream_));
+    // Last: once queued, another thread's advance may poll the event. Both functions read only what
+    // is fixed by now, and the destructor takes the operation out of the queue before it goes.
+    ticket_ = order_->enqueue([this] { return event_done(copied_in_); },
+                              [this] { return inner_.start(host_args()); });
   }
 
   ~StagedOp() {
+    if (ticket_) order_->cancel(*ticket_);
     if (copied_in_ != nullptr) (void)cudaEventDestroy(copied_in_);
     if (copied_out_ != nullptr) (void)cudaEventDestroy(copied_out_);
     if (phase_ == Phase::done) {
@@ -147,6 +177,11 @@ class StagedOp {
 
   void abandon() noexcept {
     std::lock_guard lock(mutex_);
+    order_->cancel(*ticket_);  // not started: it never will be
+    try {
+      (void)order_->collect(*ticket_, inner_op_);
+    } catch (...) {  // it failed to start: nothing to release
+    }
     if (inner_op_) inner_op_->abandon();
     phase_ = Phase::failed;
   }
@@ -163,8 +198,10 @@ class StagedOp {
 
   bool step() {
     if (phase_ == Phase::copying_in) {
-      if (!event_done(copied_in_)) return false;
-      inner_op_ = inner_.start(host_args());
+      // Starts this operation once its input is on the host and everything called before it has
+      // started (the earlier ones too, where they are ready).
+      order_->advance();
+      if (!order_->collect(*ticket_, inner_op_)) return false;
       phase_ = Phase::running;
     }
     if (phase_ == Phase::running) {
@@ -208,11 +245,12 @@ class StagedOp {
 
   Backend& inner_;
   std::shared_ptr<PinnedPool> pool_;
-  OpArgs args_;
+  std::shared_ptr<StartOrder> order_;
+  HeldArgs held_;
+  const OpArgs& args_;
   CallSite site_;
   StagingPlan plan_;
-  std::vector<std::size_t> send_counts_;
-  std::vector<std::size_t> recv_counts_;
+  std::shared_ptr<StartOrder::Ticket> ticket_;
   cudaStream_t stream_ = nullptr;
   PinnedPool::Block block_;
   cudaEvent_t copied_in_ = nullptr;
@@ -234,10 +272,58 @@ class StagedPendingOp final : public PendingOp {
   std::shared_ptr<StagedOp> op_;
 };
 
+/// An operation the inner backend runs as given (host memory, or device memory it handles itself)
+/// that was called while a staged operation called before it had not started: it starts right
+/// after that one, from whichever test() or progress() starts the queue.
+class QueuedPendingOp final : public PendingOp {
+ public:
+  QueuedPendingOp(std::shared_ptr<StartOrder> order, std::shared_ptr<StartOrder::Ticket> ticket)
+      : order_(std::move(order)), ticket_(std::move(ticket)) {}
+  ~QueuedPendingOp() override { order_->cancel(*ticket_); }
+
+  bool test() override { return started() && (!op_ || op_->test()); }
+  bool peek() override { return started() && (!op_ || op_->peek()); }
+  void abandon() noexcept override {
+    order_->cancel(*ticket_);
+    try {
+      (void)started();
+    } catch (...) {  // it failed to start: nothing to release
+    }
+    if (op_) op_->abandon();
+  }
+  bool block(std::chrono::milliseconds limit) override {
+    if (!started()) return false;
+    return op_ ? op_->block(limit) : true;
+  }
+  bool signals_completion() const noexcept override { return op_ && op_->signals_completion(); }
+  // No advance here: this may run on a thread without the right to call mcr.
+  std::function<void()> library_wait() override {
+    return op_ ? op_->library_wait() : std::function<void()>{};
+  }
+  bool stream_wait(void* stream) override { return started() && op_ && op_->stream_wait(stream); }
+
+ private:
+  /// Whether the inner operation has started (op_ then holds it; null: it completed in the call).
+  bool started() {
+    order_->advance();
+    return order_->collect(*ticket_, op_);
+  }
+
+  std::shared_ptr<StartOrder> order_;
+  std::shared_ptr<StartOrder::Ticket> ticket_;
+  std::unique_ptr<PendingOp> op_;
+};
+
 class StagedBackend final : public Backend {
  public:
   explicit StagedBackend(std::unique_ptr<Backend> inner)
       : inner_(std::move(inner)), stages_anything_(stages_anything(*inner_)) {}
+  ~StagedBackend() override {
+    // Operations may outlive their backend; none may start on it once it is gone.
+    order_->close("the operation never started: its communicator was destroyed before its turn");
+  }
+  StagedBackend(const StagedBackend&) = delete;
+  StagedBackend& operator=(const StagedBackend&) = delete;
 
   std::string_view name() const noexcept override { return inner_->name(); }
   int rank() const noexcept override { return inner_->rank(); }
@@ -271,9 +357,18 @@ class StagedBackend final : public Backend {
   std::unique_ptr<PendingOp> start(const OpArgs& args) override {
     if (args.device.is_cpu() || args.op == OpType::barrier ||
         inner_->supports(args.op, args.dtype, args.reduce, Device::Kind::cuda).ok) {
-      return inner_->start(args);
+      std::unique_ptr<PendingOp> op;
+      if (order_->start_if_idle([&] { return inner_->start(args); }, op)) return op;
+      // A staged operation called earlier has not reached the library: this one goes after it.
+      auto held = std::make_shared<HeldArgs>(args, size());
+      held->get().may_block = false;  // it starts inside some other operation's test()
+      auto queued = std::make_unique<QueuedPendingOp>(
+          order_,
+          order_->enqueue({}, [inner = inner_.get(), held] { return inner->start(held->get()); }));
+      order_->advance();
+      return queued;
     }
-    auto op = std::make_shared<StagedOp>(*inner_, pool_, args, rank(), size());
+    auto op = std::make_shared<StagedOp>(*inner_, pool_, order_, args, rank(), size());
     // Try at once: when the device input is already there, the inner op starts in this call.
     op->advance();
     {
@@ -288,6 +383,7 @@ class StagedBackend final : public Backend {
   }
 
   void progress() override {
+    order_->advance();
     inner_->progress();
     std::vector<std::shared_ptr<StagedOp>> ops;
     {
@@ -301,11 +397,13 @@ class StagedBackend final : public Backend {
   }
 
   std::unique_ptr<Backend> split(const std::vector<int>& members, std::uint64_t group_id) override {
+    start_everything_called();
     auto child = inner_->split(members, group_id);
     return child ? with_staging(std::move(child)) : nullptr;
   }
   std::unique_ptr<Backend> split_members(const std::vector<int>& members,
                                          std::uint64_t group_id) override {
+    start_everything_called();
     auto child = inner_->split_members(members, group_id);
     return child ? with_staging(std::move(child)) : nullptr;
   }
@@ -326,8 +424,20 @@ class StagedBackend final : public Backend {
     return false;
   }
 
+  /// Forming a group is collective in the inner library too, so it must come after every operation
+  /// called before it there, as on every other rank: waits for the staged inputs still on the
+  /// device (no peer is needed for that, only the caller's streams).
+  void start_everything_called() {
+    for (;;) {
+      progress();
+      if (order_->idle()) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
   std::unique_ptr<Backend> inner_;
   bool stages_anything_;
+  std::shared_ptr<StartOrder> order_ = std::make_shared<StartOrder>();
   // Shared with the operations, which may be destroyed after the backend.
   std::shared_ptr<PinnedPool> pool_ = std::make_shared<PinnedPool>();
   std::mutex mutex_;

@@ -1,15 +1,21 @@
 // Multi-rank device tests (label `gpu`), run under mpiexec: the conformance cases of
 // verify/conformance.hpp on device copies of their buffers through every backend of the world
 // (the staged MPI and Gloo paths, or CUDA-aware MPI when the library is; NCCL when it is usable),
-// and a seeded random sequence mixing NCCL and MPI on device tensors that must finish without a
-// hang. Skipped with the reason when no CUDA device is present, or NCCL is unusable (ranks share a
-// GPU).
+// a seeded random sequence mixing NCCL and MPI on device tensors that must finish without a hang,
+// and the order in which a staged operation and a CPU one called after it reach the library when
+// one rank's stream holds the staged input back. Skipped with the reason when no CUDA device is
+// present, or NCCL is unusable (ranks share a GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <random>
 #include <set>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime_api.h>
 
 #include <fmt/format.h>
 
@@ -117,6 +123,50 @@ TEST_F(DeviceRanks, RandomNcclMpiMixingCompletes) {
     c.salt = step;
     const std::string why = run_on_device(c);
     ASSERT_EQ(why, "") << "seed " << seed << " step " << step << ": " << describe(c);
+  }
+}
+
+// A staged operation reaches its host library only once its input is off the device. Rank 0's
+// stream is held back (a host function that sleeps), so there the CPU all_reduce called second is
+// ready first; every rank must still start the two in call order, or MPI pairs rank 0's CPU
+// operation with the others' device one and every result is wrong (device/start_order.hpp).
+TEST_F(DeviceRanks, StagedAndCpuOperationsStartInCallOrder) {
+  const int n = 4096;
+  const int size = g_world.size();
+  const float expected_device = static_cast<float>(size * (size + 1) / 2);
+  const float expected_cpu = 1000.0f * expected_device;
+  for (const std::string& backend : g_world.backends()) {
+    if (backend == "nccl") continue;  // device-native: nothing is staged
+    const Device device = Device::cuda(device_index());
+    ASSERT_EQ(cudaSetDevice(device.index), cudaSuccess);
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    DeviceBuffer on_device(device, n * sizeof(float));
+    std::vector<float> values(n, static_cast<float>(g_world.rank() + 1));
+    on_device.copy_from_host(values.data(), n * sizeof(float));
+    std::vector<float> on_host(n, 1000.0f * static_cast<float>(g_world.rank() + 1));
+    if (g_world.rank() == 0) {
+      auto hold = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); };
+      ASSERT_EQ(cudaLaunchHostFunc(stream, hold, nullptr), cudaSuccess);
+    }
+    CallOptions opts;
+    opts.backend = backend;
+    Work staged = g_world.iall_reduce(Tensor(on_device.data(), n, DType::f32, device, stream),
+                                      ReduceOp::sum, opts);
+    Work cpu = g_world.iall_reduce(Tensor(on_host.data(), n, DType::f32), ReduceOp::sum, opts);
+    cpu.wait();
+    staged.wait();
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    on_device.copy_to_host(values.data(), n * sizeof(float));
+    ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+    const auto wrong_device =
+        std::count_if(values.begin(), values.end(), [&](float v) { return v != expected_device; });
+    const auto wrong_cpu =
+        std::count_if(on_host.begin(), on_host.end(), [&](float v) { return v != expected_cpu; });
+    EXPECT_EQ(wrong_device, 0) << backend << ", rank " << g_world.rank() << ": device result "
+                               << values[0] << ", expected " << expected_device;
+    EXPECT_EQ(wrong_cpu, 0) << backend << ", rank " << g_world.rank() << ": CPU result "
+                            << on_host[0] << ", expected " << expected_cpu;
   }
 }
 
