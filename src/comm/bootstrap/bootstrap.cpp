@@ -8,8 +8,9 @@
 
 namespace mcr::detail {
 
-std::vector<Bytes> Bootstrap::group_all_gather(const std::vector<int>& members,
-                                               const std::string& tag, const Bytes& mine) {
+std::vector<Bytes> Bootstrap::group_all_gather(
+    const std::vector<int>& members, const std::string& tag, const Bytes& mine,
+    const std::function<Bytes(const std::string& key)>& get) {
   auto it = std::find(members.begin(), members.end(), rank());
   if (it == members.end()) {
     throw InvalidArgument(
@@ -19,7 +20,12 @@ std::vector<Bytes> Bootstrap::group_all_gather(const std::vector<int>& members,
   std::vector<Bytes> out;
   out.reserve(members.size());
   for (int m : members) {
-    out.push_back(m == rank() ? mine : store().get(fmt::format("{}/{}", tag, m), timeout_));
+    if (m == rank()) {
+      out.push_back(mine);
+      continue;
+    }
+    const std::string key = fmt::format("{}/{}", tag, m);
+    out.push_back(get ? get(key) : store().get(key, timeout_));
   }
   return out;
 }

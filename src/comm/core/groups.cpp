@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/store_wait.hpp"
 #include "mcr/comm/communicator.hpp"
 #include "mcr/errors.hpp"
 #include "runtime/runtime.hpp"
@@ -57,8 +58,10 @@ Communicator do_split(detail::CommState& s, int color, int key) {
       .finish_composed_ops();  // a split may block in a library (docs/design.md, rule 6)
   detail::Runtime& rt = detail::runtime();
   const std::uint64_t index = s.splits++;
-  auto all = rt.bootstrap->group_all_gather(
-      s.world_ranks, fmt::format("mcr/split/{}/{}", s.id, index), encode({color, key}));
+  // Peers may still wait on this rank's operations in flight before they arrive (store_wait.hpp).
+  auto all = detail::group_all_gather_progressing(*rt.bootstrap, s.world_ranks,
+                                                  fmt::format("mcr/split/{}/{}", s.id, index),
+                                                  encode({color, key}));
   // Members of my group, ordered by (key, parent rank): the new rank is the position in this list.
   std::vector<std::tuple<int, int>> order;
   for (int r = 0; r < s.size; ++r) {

@@ -16,6 +16,7 @@
 #include "core/backend.hpp"
 #include "core/failure.hpp"
 #include "core/log.hpp"
+#include "core/store_wait.hpp"
 #include "core/watchdog.hpp"
 #include "device/device_runtime.hpp"
 #include "mcr/errors.hpp"
@@ -140,8 +141,8 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   mine.fields.emplace_back("backends", names);
   mine.fields.emplace_back("MCR_VERIFY", std::string(to_string(rt.verify)));
   const std::string text = mine.fields[0].second + "|" + names + "|" + mine.fields[2].second;
-  auto all = rt.bootstrap->group_all_gather(s->world_ranks, fmt::format("mcr/hash/{}", id),
-                                            to_bytes(text));
+  auto all = group_all_gather_progressing(*rt.bootstrap, s->world_ranks,
+                                          fmt::format("mcr/hash/{}", id), to_bytes(text));
   std::vector<ConfigDigest> digests;
   for (const auto& a : all) {
     const std::string t = from_bytes(a);

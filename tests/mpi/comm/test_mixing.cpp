@@ -6,18 +6,27 @@
 // second generator seeded with seed and rank). A per-operation timeout makes a stalled run fail
 // with mcr::TimeoutError instead of hanging.
 //
+// RandomSequencesWithGroups also forms communicators in the middle of the sequence, while
+// operations of the parent are in flight, by each of the three ways (split, new_group over the
+// parent, member_group by the members alone), runs a few random operations on each (only its
+// members issue them) and leaves them in flight beside the parent's: communicator creation is
+// collective in the libraries too, and must agree with what each rank has started before it.
+//
 // Seeds: --seeds=1-8 or --seeds=3,7 (or MCR_TEST_SEEDS); --ops=N (MCR_TEST_OPS, default 300).
 // Every failure message names the seed and the operation index: rerun with --seeds=<seed>.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <numeric>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness.hpp"
 #include "verify/api_driver.hpp"
@@ -99,6 +108,7 @@ OpCase random_case(Rng& rng, int size, const std::vector<std::string>& backends,
 
 struct Outstanding {
   int index;
+  Communicator comm;  // where it runs: the sequence's communicator or one formed on the way
   std::unique_ptr<PreparedCase> op;
   std::vector<Work> works;
 };
@@ -108,19 +118,31 @@ struct Stats {
   int unsupported = 0;
   int async = 0;
   int failures = 0;
+  std::array<int, 3> groups{};  // formed by split, new_group, member_group (this rank a member)
 };
+
+// The ways a communicator is formed in a group phase.
+enum class Formation { split, new_group, member_group };
+constexpr std::array<const char*, 3> kFormationNames = {"split", "new_group", "member_group"};
 
 class SequenceRunner {
  public:
-  SequenceRunner(Communicator comm, std::uint64_t seed)
-      : comm_(std::move(comm)), seed_(seed), local_(seed * 0x100000001b3ull + comm_.rank() + 1) {}
+  /// `group_percent`: the chance, before each operation, of a group phase (0: none, and the
+  /// sequence of a seed is the one it always was).
+  SequenceRunner(Communicator comm, std::uint64_t seed, int group_percent = 0)
+      : comm_(std::move(comm)),
+        seed_(seed),
+        group_percent_(group_percent),
+        local_(seed * 0x100000001b3ull + comm_.rank() + 1) {}
 
   Stats run(int ops) {
     Rng shared(seed_);
     std::vector<std::string> backends = comm_.backends();
     backends.emplace_back();  // also let the runtime select
     for (int i = 0; i < ops && !broken_; ++i) {
-      step(random_case(shared, comm_.size(), backends, i), i);
+      if (group_percent_ > 0 && shared.chance(group_percent_)) group_phase(shared, backends, i);
+      if (broken_) break;
+      step(comm_, random_case(shared, comm_.size(), backends, i), i);
       // When and how many handles to complete is this rank's own choice.
       if (!pending_.empty() && (local_.chance(30) || pending_.size() > 16)) {
         complete_some(1 + local_.below(pending_.size()));
@@ -139,11 +161,80 @@ class SequenceRunner {
                                  seed_, index, describe(c), what, seed_);
   }
 
-  void step(const OpCase& c, int index) {
-    auto op = std::make_unique<PreparedCase>(c, comm_.rank(), comm_.size());
+  // Forms a communicator of a random subset of the ranks, in a random order, with this rank's
+  // operations still in flight, and runs 1-6 random operations on it. Every rank draws the same
+  // numbers, members or not, so that the shared sequence stays in step.
+  void group_phase(Rng& shared, const std::vector<std::string>& backends, int index) {
+    const int n = comm_.size();
+    const auto how = static_cast<Formation>(shared.below(3));
+    std::vector<int> order(static_cast<std::size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    for (std::size_t i = order.size(); i > 1; --i)  // Fisher-Yates on the shared generator
+      std::swap(order[i - 1], order[shared.below(i)]);
+    const std::vector<int> members(
+        order.begin(),
+        order.begin() + 1 + static_cast<std::ptrdiff_t>(shared.below(static_cast<std::size_t>(n))));
+    const auto mine = std::find(members.begin(), members.end(), comm_.rank());
+    const bool member = mine != members.end();
+    const int sub_ops = 1 + static_cast<int>(shared.below(6));
+    std::vector<OpCase> cases;
+    for (int k = 0; k < sub_ops; ++k) {
+      OpCase c = random_case(shared, static_cast<int>(members.size()), backends, index);
+      c.salt = 1000000 + index * 8 + k;
+      c.tag = (index * 8 + k) % 30000;
+      cases.push_back(c);
+    }
+    const std::string what =
+        fmt::format("{} of ranks [{}] before op #{}", kFormationNames[static_cast<int>(how)],
+                    fmt::join(members, ","), index);
+    Communicator sub;
+    try {
+      switch (how) {
+        case Formation::split:
+          sub = comm_.split(member ? 0 : Communicator::kUndefinedColor,
+                            member ? static_cast<int>(mine - members.begin()) : 0);
+          break;
+        case Formation::new_group:
+          sub = comm_.new_group(members);
+          break;
+        case Formation::member_group:
+          if (member) sub = comm_.member_group(members, fmt::format("mixing-{}", index));
+          break;
+      }
+    } catch (const std::exception& e) {
+      fail(index, cases.front(), fmt::format("{} raised: {}", what, e.what()));
+      broken_ = true;
+      return;
+    }
+    if (sub.valid() != member) {
+      fail(index, cases.front(),
+           fmt::format("{}: this rank {} a member but got {} communicator", what,
+                       member ? "is" : "is not", sub.valid() ? "a" : "no"));
+      broken_ = true;
+      return;
+    }
+    if (!member) return;
+    if (sub.size() != static_cast<int>(members.size()) ||
+        sub.rank() != static_cast<int>(mine - members.begin())) {
+      fail(index, cases.front(),
+           fmt::format("{}: rank {} of {} in it, expected {} of {}", what, sub.rank(), sub.size(),
+                       mine - members.begin(), members.size()));
+      broken_ = true;
+      return;
+    }
+    ++stats_.groups[static_cast<std::size_t>(how)];
+    sub.set_timeout(kOpTimeout);
+    for (const OpCase& c : cases) {
+      if (broken_) return;
+      step(sub, c, index);
+    }
+  }
+
+  void step(Communicator comm, const OpCase& c, int index) {
+    auto op = std::make_unique<PreparedCase>(c, comm.rank(), comm.size());
     std::vector<Work> works;
     try {
-      works = issue(comm_, *op, op->host());
+      works = issue(comm, *op, op->host());
     } catch (const UnsupportedError&) {
       ++stats_.unsupported;  // rank-invariant: every rank skips it
       return;
@@ -158,7 +249,7 @@ class SequenceRunner {
       return;
     }
     ++stats_.async;
-    pending_.push_back(Outstanding{index, std::move(op), std::move(works)});
+    pending_.push_back(Outstanding{index, comm, std::move(op), std::move(works)});
   }
 
   // Completes `n` outstanding operations picked at random, each by wait() or by polling test().
@@ -202,6 +293,7 @@ class SequenceRunner {
 
   Communicator comm_;
   std::uint64_t seed_;
+  int group_percent_;
   Rng local_;
   std::deque<Outstanding> pending_;
   Stats stats_;
@@ -229,6 +321,29 @@ TEST(Mixing, RandomSequences) {
           stats.unsupported, seconds, static_cast<unsigned long long>(seed));
       std::fflush(stdout);
     }
+    EXPECT_EQ(stats.failures, 0) << "seed " << seed;
+  }
+}
+
+TEST(Mixing, RandomSequencesWithGroups) {
+  const auto seeds = parse_seeds(option("seeds", "MCR_TEST_SEEDS", "1"));
+  const int ops = std::stoi(option("ops", "MCR_TEST_OPS", "300"));
+  ASSERT_FALSE(seeds.empty());
+  for (std::uint64_t seed : seeds) {
+    Communicator comm = world().split(0, world().rank());
+    comm.set_timeout(kOpTimeout);
+    const auto start = std::chrono::steady_clock::now();
+    const Stats stats = SequenceRunner(comm, seed, 5).run(ops);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf(
+        "[ mixing with groups ] %s seed %llu: %d ops, %d issued here (%d async), %d unsupported "
+        "skipped; member of %d split, %d new_group, %d member_group communicators; %.1f s "
+        "(rerun: --seeds=%llu)\n",
+        rank_tag().c_str(), static_cast<unsigned long long>(seed), ops, stats.issued, stats.async,
+        stats.unsupported, stats.groups[0], stats.groups[1], stats.groups[2], seconds,
+        static_cast<unsigned long long>(seed));
+    std::fflush(stdout);
     EXPECT_EQ(stats.failures, 0) << "seed " << seed;
   }
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/store_wait.hpp"
+
 namespace mcr::detail {
 
 GlooStoreAdapter::GlooStoreAdapter(detail::Store& store, std::string prefix,
@@ -12,8 +14,10 @@ void GlooStoreAdapter::set(const std::string& key, const std::vector<char>& data
   store_.set(prefix_ + key, Bytes(data.begin(), data.end()));
 }
 
+// Gloo waits here during a group's rendezvous: the waits keep this rank's operations in flight
+// progressing, as peers may wait on them before they arrive (core/store_wait.hpp).
 std::vector<char> GlooStoreAdapter::get(const std::string& key) {
-  Bytes value = store_.get(prefix_ + key, timeout_);
+  Bytes value = get_progressing(store_, prefix_ + key, timeout_);
   return std::vector<char>(value.begin(), value.end());
 }
 
@@ -31,7 +35,7 @@ void GlooStoreAdapter::wait(const std::vector<std::string>& keys,
     // address) and gloo fetches it again right after.
     const auto left =
         std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    store_.get(prefix_ + key, std::max(left, std::chrono::milliseconds(0)));
+    get_progressing(store_, prefix_ + key, std::max(left, std::chrono::milliseconds(0)));
   }
 }
 

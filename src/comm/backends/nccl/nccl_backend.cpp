@@ -13,6 +13,7 @@
 #include "backends/nccl/nccl_ops.hpp"
 #include "backends/nccl/nccl_types.hpp"
 #include "bootstrap/bootstrap.hpp"
+#include "core/store_wait.hpp"
 #include "device/device_queue.hpp"
 #include "mcr/errors.hpp"
 
@@ -198,7 +199,8 @@ ncclUniqueId exchange_unique_id(Store& store, const std::string& key, bool first
     store.set(key, Bytes(bytes, bytes + sizeof(id)));
     return id;
   }
-  const Bytes bytes = store.get(key, timeout);
+  // A member group's id: peers may wait on this rank's operations in flight before they arrive.
+  const Bytes bytes = get_progressing(store, key, timeout);
   if (bytes.size() != sizeof(id)) {
     throw MismatchError(
         fmt::format("NCCL init on rank {}: unique id under '{}' has {} bytes, this NCCL expects {} "
