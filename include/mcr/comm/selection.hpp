@@ -48,6 +48,13 @@ struct Selection {
 
 inline constexpr std::size_t kMaxBytes = std::numeric_limits<std::size_t>::max();
 
+/// The operation a call selects as. A message's two ends select independently (send on one rank,
+/// recv on the other) and must agree, so they select as one operation: send (a rule naming either
+/// applies to both ends, and the table's send entries decide for both).
+constexpr OpType selection_op(OpType op) noexcept {
+  return op == OpType::recv ? OpType::send : op;
+}
+
 /// "Run `op` messages of [min_bytes, max_bytes] (inclusive) on `backend`". Empty op / dtype match
 /// all.
 struct Rule {
@@ -58,7 +65,8 @@ struct Rule {
   std::string backend;
 
   bool matches(OpType o, DType t, std::size_t bytes) const noexcept {
-    return (!op || *op == o) && (!dtype || *dtype == t) && bytes >= min_bytes && bytes <= max_bytes;
+    return (!op || selection_op(*op) == selection_op(o)) && (!dtype || *dtype == t) &&
+           bytes >= min_bytes && bytes <= max_bytes;
   }
   friend bool operator==(const Rule&, const Rule&) = default;
 };
@@ -96,6 +104,13 @@ std::string format_size(std::size_t bytes);
 enum class CallForm : std::uint8_t { sync, async };
 /// "sync" or "async".
 std::string_view to_string(CallForm form) noexcept;
+
+/// The form a call of `op` selects as: its own, except point-to-point. The two ends of a message
+/// may use different forms (a blocking send matched by an irecv, as MPI allows) and must still
+/// agree on the library, so both select as the blocking form.
+constexpr CallForm selection_form(OpType op, CallForm form) noexcept {
+  return op == OpType::send || op == OpType::recv ? CallForm::sync : form;
+}
 
 /// One byte range of a tuning table with the backend that won it.
 struct TuningRange {

@@ -7,7 +7,11 @@
 namespace mcr {
 
 std::vector<SelectionCandidate> select_backend(const SelectionInputs& in, const BackendFitFn& fit,
-                                               const SelectionQuery& q) {
+                                               const SelectionQuery& query) {
+  // The two ends of a message select as one operation in one form (selection_op/selection_form).
+  SelectionQuery q = query;
+  q.form = selection_form(q.op, q.form);
+  q.op = selection_op(q.op);
   using Source = SelectionCandidate::Source;
   using Verdict = SelectionCandidate::Verdict;
   std::vector<SelectionCandidate> out;

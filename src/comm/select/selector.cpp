@@ -198,7 +198,8 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce, Dev
   };
   auto rule_cuts = [&](const RuleSet& set) {
     for (const Rule& r : set.rules) {
-      if ((r.op && *r.op != op) || (r.dtype && *r.dtype != dtype)) continue;
+      if ((r.op && selection_op(*r.op) != selection_op(op)) || (r.dtype && *r.dtype != dtype))
+        continue;
       cuts.push_back(r.min_bytes);
       cut_after(r.max_bytes);
     }
@@ -207,7 +208,7 @@ Selector::Plan Selector::build_plan(OpType op, DType dtype, ReduceOp reduce, Dev
   rule_cuts(presets_);
   if (table_) {
     for (const auto& e : table_->entries) {
-      if (e.op != op || !e.fits(shape_)) continue;
+      if (e.op != selection_op(op) || !e.fits(shape_)) continue;
       for (const auto& r : e.ranges) {
         cuts.push_back(r.min_bytes);
         cut_after(r.max_bytes);

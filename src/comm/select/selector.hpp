@@ -35,6 +35,9 @@ class Selector {
   /// search of a built plan runs in the caller; building one and the error are pick_new().
   Backend& pick(OpType op, DType dtype, ReduceOp reduce, Device::Kind device, std::size_t bytes,
                 CallForm form = CallForm::sync) {
+    // Both ends of a message select as one operation in one form.
+    form = selection_form(op, form);
+    op = selection_op(op);
     const auto& slot = plans_[plan_index(op, dtype, reduce, device, form)];
     if (slot) {
       if (Backend* b = in_plan(*slot, bytes)) return *b;

@@ -528,6 +528,47 @@ TEST(PointToPoint, TagsMatchOutOfOrder) {
   }
 }
 
+// The two ends of a message in different forms, as MPI allows (a blocking send matched by an irecv,
+// an isend by a blocking recv), with the backend left to selection: both ends must select the same
+// library. The ctest entry mpi.p2p.one_end_rule runs it with a rule that names send only.
+TEST(PointToPoint, BlockingAndNonblockingEndsMeet) {
+  Communicator comm = world();
+  const int rank = comm.rank();
+  const int peer = rank % 2 == 0 ? rank + 1 : rank - 1;
+  if (peer >= comm.size()) GTEST_SKIP() << "rank " << rank << " has no partner at this size";
+  CallOptions opts;
+  opts.timeout = std::chrono::seconds(20);  // a mismatch times out here, not after MCR_TIMEOUT
+  for (int round = 0; round < 2; ++round) {
+    // Round 0: the even rank sends blocking, the odd one receives with irecv; round 1: isend, recv.
+    const bool sends = (rank % 2 == 0) == (round == 0);
+    std::vector<std::int32_t> buf(1000);
+    try {
+      if (sends) {
+        for (std::size_t i = 0; i < buf.size(); ++i)
+          buf[i] = static_cast<std::int32_t>(1000 * rank + static_cast<int>(i) + round);
+        if (round == 0) {
+          comm.send(Tensor(buf), peer, opts);
+        } else {
+          comm.isend(Tensor(buf), peer, opts).wait();
+        }
+      } else {
+        if (round == 0) {
+          comm.irecv(Tensor(buf), peer, opts).wait();
+        } else {
+          comm.recv(Tensor(buf), peer, opts);
+        }
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < buf.size(); ++i)
+          wrong += buf[i] != static_cast<std::int32_t>(1000 * peer + static_cast<int>(i) + round);
+        EXPECT_EQ(wrong, 0u) << rank_tag() << " round " << round;
+      }
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << rank_tag() << " round " << round << ": " << e.what();
+      return;
+    }
+  }
+}
+
 // Work::signals_completion and the completion signal, as torch's communication thread uses them:
 // between polls it may sleep on Gloo's operations (a Gloo thread signals each completion), never on
 // MPI's (they advance only when polled).

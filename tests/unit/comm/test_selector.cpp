@@ -311,3 +311,44 @@ TEST(Selector, EachCallFormReadsItsOwnEntriesAndSaysWhich) {
                 .name(),
             "gloo");
 }
+
+// The two ends of a message select independently and must agree whatever their forms (a blocking
+// send matched by an irecv, as MPI allows) and whichever end a rule or entry names: a table with
+// send entries per form (`mcr tune --form both`), recv entries that differ, and rules naming one
+// end only.
+TEST(Selector, BothEndsOfAMessageSelectAlike) {
+  Fixture f;
+  const auto cpu = Device::Kind::cpu;
+  auto table = std::make_shared<TuningTable>();
+  TuningEntry send_sync{OpType::send, "any", 0, {{0, kMaxBytes, "mpi"}}};
+  send_sync.form = "sync";
+  TuningEntry send_async{OpType::send, "any", 0, {{0, kMaxBytes, "gloo"}}};
+  send_async.form = "async";
+  TuningEntry recv_async{OpType::recv, "any", 0, {{0, 1024, "gloo"}, {1025, kMaxBytes, "mpi"}}};
+  recv_async.form = "async";
+  table->entries = {send_sync, send_async, recv_async};
+  auto s = f.make("", table);
+  for (std::size_t bytes : {std::size_t{4}, std::size_t{1024}, std::size_t{1} << 20}) {
+    for (OpType op : {OpType::send, OpType::recv}) {
+      for (CallForm form : {CallForm::sync, CallForm::async}) {
+        EXPECT_EQ(s.pick(op, DType::f32, ReduceOp::sum, cpu, bytes, form).name(), "mpi")
+            << to_string(op) << " " << to_string(form) << " " << bytes << " bytes";
+        EXPECT_EQ(s.explain(op, DType::f32, ReduceOp::sum, cpu, bytes, {}, form).backend, "mpi")
+            << to_string(op) << " " << to_string(form) << " " << bytes << " bytes";
+      }
+    }
+  }
+  // A rule naming one end applies to both; the first of two conflicting ones decides for both.
+  for (const char* rules : {"send:0-64K=gloo", "recv:0-64K=gloo", "recv:*=gloo;send:*=mpi"}) {
+    auto r = f.make(rules, table);
+    for (OpType op : {OpType::send, OpType::recv}) {
+      for (CallForm form : {CallForm::sync, CallForm::async}) {
+        EXPECT_EQ(r.pick(op, DType::f32, ReduceOp::sum, cpu, 4, form).name(), "gloo")
+            << rules << ": " << to_string(op) << " " << to_string(form);
+      }
+      EXPECT_EQ(r.pick(op, DType::f32, ReduceOp::sum, cpu, 1 << 20).name(),
+                std::string(rules).find('*') != std::string::npos ? "gloo" : "mpi")
+          << rules << ": " << to_string(op) << " 1 MiB";
+    }
+  }
+}
