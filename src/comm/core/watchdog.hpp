@@ -72,6 +72,9 @@ class Watchdog {
     token_.store(++next_token_, std::memory_order_release);
   }
   void disarm() noexcept { token_.store(0, std::memory_order_release); }
+  /// Whether this process's current blocking call is under the watchdog already (armed from the
+  /// thread that calls mcr, so this is read there).
+  bool armed() const noexcept { return token_.load(std::memory_order_acquire) != 0; }
 
  private:
   void run();

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "core/watchdog.hpp"
 #include "device/cuda_check.hpp"
 #include "device/device_queue.hpp"
 #include "device/device_runtime.hpp"
@@ -80,6 +81,24 @@ class PinnedPool {
   std::vector<char*> retired_;
 };
 
+/// Starts `args` on `inner` later than the call that issued it (from some test() or progress()),
+/// outside the runtime's own start(), which puts a blocking call under the watchdog: a synchronous
+/// MPI collective cannot be interrupted, so it is put under the watchdog here as there, and a peer
+/// that never comes ends the job with the reason instead of hanging it.
+std::unique_ptr<PendingOp> start_later(Backend& inner, const OpArgs& args) {
+  Watchdog& dog = Watchdog::instance();
+  const bool arm = !args.async && !dog.armed();  // inside the runtime's start(): armed already
+  if (arm) dog.arm(args.op_name, args.sequence, inner.name(), args.timeout, nullptr);
+  try {
+    auto op = inner.start(args);
+    if (arm) dog.disarm();
+    return op;
+  } catch (...) {
+    if (arm) dog.disarm();
+    throw;
+  }
+}
+
 /// An operation's arguments with their own copy of the counts arrays, which must outlive the call
 /// that passed them where the inner operation starts later.
 class HeldArgs {
@@ -133,7 +152,7 @@ class StagedOp {
     // Last: once queued, another thread's advance may poll the event. Both functions read only what
     // is fixed by now, and the destructor takes the operation out of the queue before it goes.
     ticket_ = order_->enqueue([this] { return event_done(copied_in_); },
-                              [this] { return inner_.start(host_args()); });
+                              [this] { return start_later(inner_, host_args()); });
   }
 
   ~StagedOp() {
@@ -363,8 +382,9 @@ class StagedBackend final : public Backend {
       auto held = std::make_shared<HeldArgs>(args, size());
       held->get().may_block = false;  // it starts inside some other operation's test()
       auto queued = std::make_unique<QueuedPendingOp>(
-          order_,
-          order_->enqueue({}, [inner = inner_.get(), held] { return inner->start(held->get()); }));
+          order_, order_->enqueue({}, [inner = inner_.get(), held] {
+            return start_later(*inner, held->get());
+          }));
       order_->advance();
       return queued;
     }

@@ -101,10 +101,11 @@ TEST(StartOrder, AnEmptyReadyIsReadyAtOnceButStillWaitsItsTurn) {
   StartOrder order;
   bool first_ready = false;
   std::vector<int> started;
-  auto first = order.enqueue([&] { return first_ready; }, [&] {
-    started.push_back(0);
-    return std::unique_ptr<PendingOp>();
-  });
+  auto first = order.enqueue([&] { return first_ready; },
+                             [&] {
+                               started.push_back(0);
+                               return std::unique_ptr<PendingOp>();
+                             });
   auto second = order.enqueue({}, [&] {
     started.push_back(1);
     return std::unique_ptr<PendingOp>();
@@ -124,9 +125,8 @@ TEST(StartOrder, AFailureGoesToItsOwnerAndTheNextOnesStillStart) {
   std::vector<int> started;
   auto bad_ready = order.enqueue([]() -> bool { throw BackendError("event query failed"); },
                                  [] { return std::unique_ptr<PendingOp>(); });
-  auto bad_start = order.enqueue({}, []() -> std::unique_ptr<PendingOp> {
-    throw BackendError("library refused");
-  });
+  auto bad_start = order.enqueue(
+      {}, []() -> std::unique_ptr<PendingOp> { throw BackendError("library refused"); });
   auto good = order.enqueue({}, [&] {
     started.push_back(2);
     return std::unique_ptr<PendingOp>();
