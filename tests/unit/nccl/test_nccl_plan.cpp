@@ -24,7 +24,7 @@ TEST(NcclSplit, StridedGroupRanksAreIndicesInMembers) {
   for (int r = 0; r < 8; ++r) {
     const SplitArgs s = split_args(odd, r, 8);
     if (r % 2 == 1) {
-      EXPECT_EQ(s.color, 0) << r;
+      EXPECT_EQ(s.color, 1) << r;          // the first member
       EXPECT_EQ(s.key, (r - 1) / 2) << r;  // 1->0, 3->1, 5->2, 7->3
       EXPECT_EQ(group_rank(odd, r), (r - 1) / 2);
     } else {
@@ -32,6 +32,24 @@ TEST(NcclSplit, StridedGroupRanksAreIndicesInMembers) {
       EXPECT_FALSE(group_rank(odd, r).has_value());
     }
   }
+}
+
+// split(rank % 2) of a world of 8 forms two groups in one ncclCommSplit: each rank passes its own
+// group's members, and the groups must get different colors, or NCCL makes one group of all 8.
+TEST(NcclSplit, DisjointGroupsOfOneSplitGetDifferentColors) {
+  const std::vector<int> even = {0, 2, 4, 6};
+  const std::vector<int> odd = {1, 3, 5, 7};
+  for (int r = 0; r < 8; ++r) {
+    const SplitArgs s = split_args(r % 2 == 0 ? even : odd, r, 8);
+    EXPECT_EQ(s.color, r % 2 == 0 ? 0 : 1) << r;
+    EXPECT_EQ(s.key, r / 2) << r;
+  }
+  // Groups listed in another order: the color follows the first member listed, on every member.
+  const std::vector<int> low = {3, 0};
+  const std::vector<int> high = {1, 2};
+  EXPECT_EQ(split_args(low, 0, 4).color, split_args(low, 3, 4).color);
+  EXPECT_EQ(split_args(high, 1, 4).color, split_args(high, 2, 4).color);
+  EXPECT_NE(split_args(low, 0, 4).color, split_args(high, 1, 4).color);
 }
 
 TEST(NcclSplit, PermutedMembersKeepTheCallersOrder) {

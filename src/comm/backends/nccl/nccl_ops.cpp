@@ -20,7 +20,7 @@ SplitArgs split_args(std::span<const int> members, int parent_rank, int parent_s
     }
     seen[static_cast<std::size_t>(m)] = true;
   }
-  if (auto index = group_rank(members, parent_rank)) return {0, *index};
+  if (auto index = group_rank(members, parent_rank)) return {members.front(), *index};
   return {-1, 0};
 }
 

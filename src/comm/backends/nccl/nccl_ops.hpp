@@ -16,10 +16,12 @@ namespace mcr::detail::nccl {
 
 // ---- groups -------------------------------------------------------------------------------------
 
-/// Arguments to ncclCommSplit for one rank of the parent communicator. Members share color 0 and
-/// use their index in `members` as key, so NCCL numbers them exactly as the caller listed them,
-/// strided or permuted groups included. Non-members pass NCCL_SPLIT_NOCOLOR (-1) and get no
-/// communicator.
+/// Arguments to ncclCommSplit for one rank of the parent communicator. `members` is this rank's
+/// own group; one split of the parent may form several disjoint groups at once (split(color) with
+/// several colors: each rank passes its group's members), so the color is the parent rank of the
+/// group's first member, equal within a group and different between groups. The key is the index
+/// in `members`, so NCCL numbers the members exactly as the caller listed them, strided or
+/// permuted groups included. Non-members pass NCCL_SPLIT_NOCOLOR (-1) and get no communicator.
 struct SplitArgs {
   int color = -1;
   int key = 0;
