@@ -212,12 +212,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::gather(
   } else {
     TORCH_CHECK(outputs.empty(), "mcr gather: only the root takes an output list");
   }
+  // Ordered by the input: a rank other than the root has no output, and a CUDA input must still
+  // be read after the work on the caller's current stream that produces it.
   return enqueue(
       c10d::OpType::GATHER, list, timing(opts),
       [in, flat, root](mcr::Communicator& c, const mcr::CallOptions& o) {
         return c.igather(view(in), flat.defined() ? view(flat) : empty_view(in), root, o);
       },
-      [flat, list] { split_into(flat, list); });
+      [flat, list] { split_into(flat, list); }, 0, in);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::scatter(

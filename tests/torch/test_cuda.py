@@ -1,8 +1,8 @@
 """CUDA tensors on "mcr" (needs a GPU; prints "SKIP: no CUDA device" and exits 0 without one, which
 ctest reports as skipped). Each rank uses device local_rank % device_count. For every backend mcr
 can run CUDA tensors on (its automatic choice, and MPI and Gloo through the device staging layer):
-all_reduce, broadcast, all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single, checked
-against values computed on the host from every rank's input. The inputs are written by a kernel
+all_reduce, broadcast, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single and gather
+(on a side stream), checked against values computed on the host from every rank's input. The inputs are written by a kernel
 queued on the caller's current stream just before each call, without a synchronisation: the
 operation must be ordered after it. A DDP step on the GPU must match DDP on the CPU over gloo."""
 
@@ -58,6 +58,21 @@ def ops(rank, ws, dev, backend):
         dist.all_to_all_single(a2a, src)
         same(a2a.cpu(), torch.cat([data(r, n, torch.float32).narrow(0, 4 * rank, 4)
                                    for r in range(ws)]), f"{what}: all_to_all_single")
+
+        # gather on a side stream whose input is written after a sleeping kernel: a rank other
+        # than the root has no output, and its read of the input must still wait for that work.
+        side = torch.cuda.Stream(device=dev)
+        with torch.cuda.stream(side):
+            g_in = torch.empty(n, device=dev)
+            torch.cuda._sleep(50_000_000)
+            g_in.copy_(host, non_blocking=True)
+            g_out = [torch.empty(n, device=dev) for _ in range(ws)] if rank == 0 else None
+            dist.gather(g_in, g_out, dst=0)
+        side.synchronize()
+        if rank == 0:
+            same(torch.cat([t.cpu() for t in g_out]),
+                 torch.cat([data(r, n, torch.float32) for r in range(ws)]),
+                 f"{what}: gather on a side stream")
 
 
 def ddp_step(rank, dev):
