@@ -300,52 +300,47 @@ class SequenceRunner {
   bool broken_ = false;
 };
 
-TEST(Mixing, RandomSequences) {
+// Runs the sequence of every seed given (--seeds) on a fresh communicator (a timeout aborts its
+// communicator, and the next seed should still run); `report` prints a seed's line.
+template <class Report>
+void run_seeds(int group_percent, Report report) {
   const auto seeds = parse_seeds(option("seeds", "MCR_TEST_SEEDS", "1"));
   const int ops = std::stoi(option("ops", "MCR_TEST_OPS", "300"));
   ASSERT_FALSE(seeds.empty());
   for (std::uint64_t seed : seeds) {
-    // A fresh communicator per seed: a timeout aborts its communicator, and the next seed should
-    // still run.
     Communicator comm = world().split(0, world().rank());
     comm.set_timeout(kOpTimeout);
     const auto start = std::chrono::steady_clock::now();
-    const Stats stats = SequenceRunner(comm, seed).run(ops);
+    const Stats stats = SequenceRunner(comm, seed, group_percent).run(ops);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (world().rank() == 0) {
-      std::printf(
-          "[ mixing ] seed %llu: %d ops on %d ranks, %d issued (%d async), %d unsupported skipped, "
-          "%.1f s (rerun: --seeds=%llu)\n",
-          static_cast<unsigned long long>(seed), ops, comm.size(), stats.issued, stats.async,
-          stats.unsupported, seconds, static_cast<unsigned long long>(seed));
-      std::fflush(stdout);
-    }
+    report(static_cast<unsigned long long>(seed), ops, comm, stats, seconds);
+    std::fflush(stdout);
     EXPECT_EQ(stats.failures, 0) << "seed " << seed;
   }
 }
 
+TEST(Mixing, RandomSequences) {
+  run_seeds(0, [](unsigned long long seed, int ops, const Communicator& comm, const Stats& stats,
+                  double seconds) {
+    if (world().rank() != 0) return;
+    std::printf(
+        "[ mixing ] seed %llu: %d ops on %d ranks, %d issued (%d async), %d unsupported skipped, "
+        "%.1f s (rerun: --seeds=%llu)\n",
+        seed, ops, comm.size(), stats.issued, stats.async, stats.unsupported, seconds, seed);
+  });
+}
+
 TEST(Mixing, RandomSequencesWithGroups) {
-  const auto seeds = parse_seeds(option("seeds", "MCR_TEST_SEEDS", "1"));
-  const int ops = std::stoi(option("ops", "MCR_TEST_OPS", "300"));
-  ASSERT_FALSE(seeds.empty());
-  for (std::uint64_t seed : seeds) {
-    Communicator comm = world().split(0, world().rank());
-    comm.set_timeout(kOpTimeout);
-    const auto start = std::chrono::steady_clock::now();
-    const Stats stats = SequenceRunner(comm, seed, 5).run(ops);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run_seeds(5, [](unsigned long long seed, int ops, const Communicator&, const Stats& stats,
+                  double seconds) {
     std::printf(
         "[ mixing with groups ] %s seed %llu: %d ops, %d issued here (%d async), %d unsupported "
         "skipped; member of %d split, %d new_group, %d member_group communicators; %.1f s "
         "(rerun: --seeds=%llu)\n",
-        rank_tag().c_str(), static_cast<unsigned long long>(seed), ops, stats.issued, stats.async,
-        stats.unsupported, stats.groups[0], stats.groups[1], stats.groups[2], seconds,
-        static_cast<unsigned long long>(seed));
-    std::fflush(stdout);
-    EXPECT_EQ(stats.failures, 0) << "seed " << seed;
-  }
+        rank_tag().c_str(), seed, ops, stats.issued, stats.async, stats.unsupported,
+        stats.groups[0], stats.groups[1], stats.groups[2], seconds, seed);
+  });
 }
 
 }  // namespace
