@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -87,13 +86,6 @@ class Bootstrap {
   Exchange& exchange() { return *exchange_; }
   Store& store() { return *store_; }
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
-
-  /// All-gather among `members` (world ranks, every one of them calls it with the same `members`
-  /// and `tag`) through the store. Used to form sub-groups without involving non-members. `get`
-  /// reads a peer's key (default: a blocking store get within timeout()).
-  std::vector<Bytes> group_all_gather(const std::vector<int>& members, const std::string& tag,
-                                      const Bytes& mine,
-                                      const std::function<Bytes(const std::string& key)>& get = {});
 
  private:
   LaunchInfo launch_;

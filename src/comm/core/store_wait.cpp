@@ -36,9 +36,19 @@ Bytes get_progressing(Store& store, const std::string& key, std::chrono::millise
 std::vector<Bytes> group_all_gather_progressing(Bootstrap& bootstrap,
                                                 const std::vector<int>& members,
                                                 const std::string& tag, const Bytes& mine) {
-  return bootstrap.group_all_gather(members, tag, mine, [&](const std::string& key) {
-    return get_progressing(bootstrap.store(), key, bootstrap.timeout());
-  });
+  const int me = bootstrap.rank();
+  if (std::find(members.begin(), members.end(), me) == members.end()) {
+    throw InvalidArgument(fmt::format("group_all_gather '{}': rank {} is not a member", tag, me));
+  }
+  Store& store = bootstrap.store();
+  store.set(fmt::format("{}/{}", tag, me), mine);
+  std::vector<Bytes> out;
+  out.reserve(members.size());
+  for (int m : members) {
+    out.push_back(
+        m == me ? mine : get_progressing(store, fmt::format("{}/{}", tag, m), bootstrap.timeout()));
+  }
+  return out;
 }
 
 }  // namespace mcr::detail

@@ -23,8 +23,9 @@ namespace mcr::detail {
 /// From the thread that holds the right to call mcr.
 Bytes get_progressing(Store& store, const std::string& key, std::chrono::milliseconds timeout);
 
-/// Bootstrap::group_all_gather with every wait through get_progressing: the values of `members`
-/// (world ranks, each of which calls it with the same members and tag), in the order of members.
+/// All-gather among `members` (world ranks, every one of them calls it with the same members and
+/// tag) through the store, without involving non-members: the values in the order of members.
+/// Every wait goes through get_progressing.
 std::vector<Bytes> group_all_gather_progressing(Bootstrap& bootstrap,
                                                 const std::vector<int>& members,
                                                 const std::string& tag, const Bytes& mine);
