@@ -193,8 +193,11 @@ class Communicator {
   /// rank i is ranks[i]), formed by its members alone. Ranks outside it do not call this and take
   /// no part, as torch's new_group(use_local_synchronization=True) and DeviceMesh expect. Every
   /// member passes the same list and the same `key`, which must differ from the key of every other
-  /// member_group() of this communicator (a group's name). Throws InvalidArgument, before anything
-  /// blocks, when this rank is not in `ranks` or `ranks` is empty, out of range or repeats a rank.
+  /// member_group() of this communicator (a group's name), and the members form their groups of
+  /// the same ranks in the same order. Throws InvalidArgument, before anything blocks, when this
+  /// rank is not in `ranks` or `ranks` is empty, out of range or repeats a rank; MismatchError on
+  /// every member when the members passed different keys (compared through the store before any
+  /// library is called).
   Communicator member_group(std::span<const int> ranks, std::string_view key) const;
 
  private:

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/store_wait.hpp"
 #include "mcr/comm/communicator.hpp"
@@ -101,6 +102,36 @@ void check_ranks(const detail::CommState& s, std::span<const int> ranks, const c
   }
 }
 
+// The members of a member_group() agree on its key before any library blocks. The key decides
+// the group's id, which the libraries meet on (MPI_Comm_create_group's tag, Gloo's and NCCL's
+// rendezvous prefixes), and MPI_Comm_create_group waits without a bound for members that pass
+// another tag. So the members first meet on what they share without the key, the member list and
+// how many groups of that list this rank has formed on this communicator, exchange their keys
+// through the store (bounded by the store's timeout, progressing: store_wait.hpp) and raise
+// MismatchError on every member where they differ.
+void check_same_key(detail::CommState& s, const std::vector<int>& members, std::string_view key) {
+  s.check_usable();
+  const std::uint64_t n = s.member_groups[members]++;
+  std::vector<int> world;
+  for (int r : members)
+    world.push_back(s.world_ranks[static_cast<std::size_t>(r)]);
+  const Bytes mine(key.begin(), key.end());
+  const auto keys = detail::group_all_gather_progressing(
+      *detail::runtime().bootstrap, world,
+      fmt::format("mcr/members/{}/{}/{}", s.id, fmt::join(members, ","), n), mine);
+  if (std::all_of(keys.begin(), keys.end(), [&](const Bytes& k) { return k == mine; })) return;
+  std::vector<std::string> seen;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    seen.push_back(
+        fmt::format("rank {}: '{}'", members[i], std::string(keys[i].begin(), keys[i].end())));
+  }
+  throw MismatchError(fmt::format(
+      "member_group of ranks [{}] (group #{} of these ranks on communicator {}): the members "
+      "passed different keys ({}); every member must pass the same key, and the members must form "
+      "their groups of the same ranks in the same order",
+      fmt::join(members, ", "), n + 1, s.id, fmt::join(seen, ", ")));
+}
+
 // The backends of a group that its members form alone; a library that cannot is left out (the
 // same on every member: the backend list is equal across ranks).
 Communicator form_from_members(detail::CommState& s, const std::vector<int>& members,
@@ -132,10 +163,12 @@ Communicator Communicator::member_group(std::span<const int> ranks, std::string_
         "member_group()",
         s.rank));
   }
+  std::vector<int> members(ranks.begin(), ranks.end());
+  check_same_key(s, members, key);
   // Equal on every member, distinct from split() ids (whose text has no "members") and from other
   // member groups (their keys differ).
   const std::uint64_t group_id = fnv1a(fmt::format("{}/members/{}", s.id, key)) | 1u;
-  return form_from_members(s, std::vector<int>(ranks.begin(), ranks.end()), group_id);
+  return form_from_members(s, members, group_id);
 }
 
 Communicator Communicator::split(int color, int key) const {

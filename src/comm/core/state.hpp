@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -134,6 +135,8 @@ class CommState : public std::enable_shared_from_this<CommState> {
   std::shared_ptr<OpObserver> observer;
   std::string aborted;       // non-empty once an operation timed out: later calls fail fast
   std::uint64_t splits = 0;  // number of split()/new_group() calls, for rendezvous keys
+  // member_group() calls so far per member list, for the members' rendezvous keys (groups.cpp).
+  std::map<std::vector<int>, std::uint64_t> member_groups;
   // Async ops not yet seen complete, owned here so that an op whose Work handle was dropped still
   // completes (reap) and is drained before the backends go (drain, ~CommState).
   std::vector<std::shared_ptr<WorkState>> outstanding;

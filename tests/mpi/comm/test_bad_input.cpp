@@ -328,6 +328,30 @@ TEST_F(BadInput, GroupRankLists) {
                                  {{"timeout"}, {"0"}});
 }
 
+// Members of a member_group() that pass different keys would meet in different places (MPI's
+// MPI_Comm_create_group waits for ever for members that pass another tag): every member raises
+// MismatchError naming each member's key, before any library blocks, and the next member_group()
+// of the same ranks, with one key, works.
+TEST_F(BadInput, MemberGroupKeysDiffer) {
+  std::vector<int> all(static_cast<std::size_t>(comm_.size()));
+  for (int r = 0; r < comm_.size(); ++r)
+    all[static_cast<std::size_t>(r)] = r;
+  if (comm_.size() > 1) {
+    const std::string mine = fmt::format("key-of-rank-{}", comm_.rank());
+    const std::string other = fmt::format("key-of-rank-{}", (comm_.rank() + 1) % comm_.size());
+    const auto start = Clock::now();
+    expect_raises<MismatchError>("member_group with a key per rank",
+                                 [&] { (void)comm_.member_group(all, mine); },
+                                 {{"member_group"}, {"key"}, {mine}, {other}});
+    EXPECT_LT(Clock::now() - start, 5s) << rank_tag();
+  }
+  Communicator group = comm_.member_group(all, "one-key");
+  ASSERT_TRUE(group.valid()) << rank_tag();
+  std::int64_t v = 1;
+  group.all_reduce(Tensor(&v, 1, DType::i64), ReduceOp::sum);
+  EXPECT_EQ(v, comm_.size()) << rank_tag();
+}
+
 // Rules: the public parser rejects malformed strings with a message naming the bad token.
 TEST_F(BadInput, MalformedRules) {
   struct Bad {
