@@ -26,6 +26,8 @@ _lock = threading.Lock()
 # How many default groups this process has created: torch names groups "0", "1", ... afresh after
 # destroy_process_group(), so the generation keeps the mcr communicators of each apart.
 _generation = -1
+# (generation, ranks) -> how many groups of those ranks this rank has made (_create).
+_member_groups = {}
 
 
 def launch_info(store_given=True):
@@ -108,7 +110,15 @@ def _create(opts, pg_options=None):
             _generation += 1
         handle = world
     else:
-        handle = _C.member_group(world, ranks, f"torch/{_generation}/{opts.group_id}")
+        # Not torch's group name: a group made with use_local_synchronization is named from its
+        # ranks and the number of groups this rank holds, which differs between members that were
+        # not in the same earlier groups (a non-member of a group holds none for it). Members
+        # agree on the ranks and on how many groups of those ranks they made before.
+        with _lock:
+            made = _member_groups.get((_generation, tuple(ranks)), 0)
+            _member_groups[(_generation, tuple(ranks))] = made + 1
+        key = f"torch/{_generation}/{'_'.join(map(str, ranks))}/{made}"
+        handle = _C.member_group(world, ranks, key)
     return _C.ProcessGroupMCR(handle, opts.group_rank, opts.group_size, _as_timedelta(opts.timeout))
 
 
