@@ -128,9 +128,22 @@ def errors(rank, ws):
     dist.barrier()  # the world communicator is still usable after argument errors
 
 
+def local_group_after_partial_one(rank, ws):
+    """A use_local_synchronization group after a group that not every rank is in: torch names it
+    from its ranks and the number of groups the calling rank holds, which then differs between its
+    members (the last rank holds one more); the members still form one mcr group (docs/torch.md,
+    "Groups"). Before, they passed different keys and waited in MPI_Comm_create_group for good."""
+    dist.new_group([ws - 1])  # every rank calls it; only the last one is in it
+    g = dist.new_group(list(range(ws)), use_local_synchronization=True)
+    t = torch.full((4,), float(rank + 1))
+    dist.all_reduce(t, group=g)
+    same(t, torch.full((4,), float(ws * (ws + 1) // 2)), "all_reduce on the local group")
+
+
 def main():
     rank, ws = setup()
     futures(rank, ws)
+    local_group_after_partial_one(rank, ws)
     subgroups(rank, ws)
     autograd_ops(rank, ws)
     mcr_api(rank, ws)
