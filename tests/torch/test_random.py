@@ -10,7 +10,8 @@ use_local_synchronization) on which a few operations run and stay in flight besi
 Only how each rank finishes its asynchronous operations differs per rank (a second generator
 seeded with the seed and the rank): when, in which order, and how (Work.wait, its future's wait,
 polling is_completed, a chained future, or a wait from another thread while this one goes on
-posting), with short random delays so that ranks arrive out of step. Inputs are small integers,
+posting), which thread issues each operation (now and then another one, as autograd's threads do
+in DDP), with short random delays so that ranks arrive out of step. Inputs are small integers,
 so every result is compared exactly with what is computed here from every rank's input.
 
     mpirun -np 3 python3 test_random.py [--seeds 1-3] [--ops 120]
@@ -68,14 +69,15 @@ class Pending:
 
 
 class Sequence:
-    def __init__(self, seed, ops, backends, pool, trace=False):
+    def __init__(self, seed, ops, backends, pool, issuer, trace=False):
         self.seed, self.ops, self.backends, self.pool = seed, ops, backends, pool
+        self.issuer = issuer  # another thread that issues some operations (as autograd's do)
         self.trace = trace
         self.rank, self.ws = dist.get_rank(), dist.get_world_size()
         self.shared = random.Random(seed)                       # the same on every rank
         self.mine = random.Random(seed * 1_000_003 + self.rank)  # this rank's own choices
         self.pending = []
-        self.stats = {"ops": 0, "async": 0, "groups": 0, "batches": 0}
+        self.stats = {"ops": 0, "async": 0, "groups": 0, "batches": 0, "other_thread": 0}
         for way in WAYS:
             self.stats[way] = 0
 
@@ -313,13 +315,19 @@ class Sequence:
                 time.sleep(self.mine.random() * 0.003)  # out of step with the peers
             choice = self.shared.random()
             if choice < 0.04:
-                self.pending += self.new_group(index)
+                step = lambda: self.new_group(index)  # noqa: E731
             elif choice < 0.12:
-                self.pending.append(self.batch(index))
+                step = lambda: [self.batch(index)]  # noqa: E731
             else:
-                p = self.issue(index, None, world)
-                if p is not None:
-                    self.pending.append(p)
+                step = lambda: [self.issue(index, None, world)]  # noqa: E731
+            # Issued here or, now and then, on another thread; either way before the next one, so
+            # every rank still issues in the sequence's order.
+            if self.mine.random() < 0.2:
+                self.stats["other_thread"] += 1
+                issued = self.issuer.submit(step).result()
+            else:
+                issued = step()
+            self.pending += [p for p in issued if p is not None]
             self.finish_some()
         self.finish_some(everything=True)
 
@@ -333,12 +341,12 @@ def main():
     rank, ws = setup(timeout=OP_TIMEOUT)
     # Under mpirun both libraries are up; torchrun and srun without PMI bring up Gloo alone.
     backends = [None, "gloo"] + (["mpi"] if "OMPI_COMM_WORLD_SIZE" in os.environ else [])
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool, ThreadPoolExecutor(max_workers=1) as issuer:
         for seed in parse_seeds(args.seeds):
             if rank == 0:
                 print(f"test_random: seed {seed}, {args.ops} operations, {ws} ranks, backends "
                       f"{[b or 'auto' for b in backends]}", flush=True)
-            s = Sequence(seed, args.ops, backends, pool, args.trace)
+            s = Sequence(seed, args.ops, backends, pool, issuer, args.trace)
             s.run()
             dist.barrier()
             print(f"rank {rank} seed {seed}: {s.stats}", flush=True)
