@@ -6,7 +6,8 @@ binding, whose communication thread, caller and waiter shortcuts and parked oper
 sequence of operations from the seed: the operation, dtype, size, root, backend (automatic, or
 forced with mcr.torch.backend), sync or async, and now and then a coalesced batch, a ring of
 batch_isend_irecv, or a new group (made by every rank, or by its members alone with
-use_local_synchronization) on which a few operations run and stay in flight beside the world's.
+use_local_synchronization) on which a few operations run and stay in flight beside the world's,
+and which half the time is destroyed at once.
 Only how each rank finishes its asynchronous operations differs per rank (a second generator
 seeded with the seed and the rank): when, in which order, and how (Work.wait, its future's wait,
 polling is_completed, a chained future, or a wait from another thread while this one goes on
@@ -14,7 +15,7 @@ posting), which thread issues each operation (now and then another one, as autog
 in DDP), with short random delays so that ranks arrive out of step. Inputs are small integers,
 so every result is compared exactly with what is computed here from every rank's input.
 
-    mpirun -np 3 python3 test_random.py [--seeds 1-3] [--ops 120]
+    mpirun -np 3 python3 test_random.py [--seeds 1-3] [--ops 200]
     (or MCR_TEST_SEEDS / MCR_TEST_OPS; torchrun works too, with Gloo as the only library)
 
 Every failure names the seed and the operation's index: rerun with --seeds <seed>.
@@ -77,7 +78,8 @@ class Sequence:
         self.shared = random.Random(seed)                       # the same on every rank
         self.mine = random.Random(seed * 1_000_003 + self.rank)  # this rank's own choices
         self.pending = []
-        self.stats = {"ops": 0, "async": 0, "groups": 0, "batches": 0, "other_thread": 0}
+        self.stats = {"ops": 0, "async": 0, "groups": 0, "destroyed": 0, "batches": 0,
+                      "other_thread": 0}
         for way in WAYS:
             self.stats[way] = 0
 
@@ -252,6 +254,13 @@ class Sequence:
             p = self.issue(index * 100 + j, group, members)
             if p is not None:
                 pending.append(p)
+        # Half the groups are destroyed at once, their operations still in flight: torch shuts
+        # the backend down, which waits for them; their handles stay good.
+        if rng.random() < 0.5 and group not in (None, dist.GroupMember.NON_GROUP_MEMBER):
+            if self.trace:
+                print(f"rank {self.rank} #{index}: destroy group {members}", flush=True)
+            dist.destroy_process_group(group)
+            self.stats["destroyed"] += 1
         return pending
 
     # -- finishing asynchronous operations ---------------------------------------------------
@@ -335,7 +344,7 @@ class Sequence:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", default=os.environ.get("MCR_TEST_SEEDS", "1-3"))
-    parser.add_argument("--ops", type=int, default=int(os.environ.get("MCR_TEST_OPS", "120")))
+    parser.add_argument("--ops", type=int, default=int(os.environ.get("MCR_TEST_OPS", "200")))
     parser.add_argument("--trace", action="store_true", help="print every operation as issued")
     args = parser.parse_args()
     rank, ws = setup(timeout=OP_TIMEOUT)
