@@ -10,6 +10,7 @@ communication thread inside the extension.
 """
 
 import atexit
+import hashlib
 import os
 import socket
 import sys
@@ -117,7 +118,9 @@ def _create(opts, pg_options=None):
         with _lock:
             made = _member_groups.get((_generation, tuple(ranks)), 0)
             _member_groups[(_generation, tuple(ranks))] = made + 1
-        key = f"torch/{_generation}/{'_'.join(map(str, ranks))}/{made}"
+        # The ranks by their digest: every member reads every other member's key from the store.
+        digest = hashlib.sha1("_".join(map(str, ranks)).encode(), usedforsecurity=False).hexdigest()
+        key = f"torch/{_generation}/{len(ranks)}/{digest}/{made}"
         handle = _C.member_group(world, ranks, key)
     return _C.ProcessGroupMCR(handle, opts.group_rank, opts.group_size, _as_timedelta(opts.timeout))
 

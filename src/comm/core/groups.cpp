@@ -116,9 +116,13 @@ void check_same_key(detail::CommState& s, const std::vector<int>& members, std::
   for (int r : members)
     world.push_back(s.world_ranks[static_cast<std::size_t>(r)]);
   const Bytes mine(key.begin(), key.end());
-  const auto keys = detail::group_all_gather_progressing(
-      *detail::runtime().bootstrap, world,
-      fmt::format("mcr/members/{}/{}/{}", s.id, fmt::join(members, ","), n), mine);
+  // The list by its hash: a store key per member that grows with the group would cost the store
+  // traffic in the square of the group's size.
+  const std::string tag =
+      fmt::format("mcr/members/{}/{:016x}/{}/{}", s.id,
+                  fnv1a(fmt::format("{}", fmt::join(members, ","))), members.size(), n);
+  const auto keys =
+      detail::group_all_gather_progressing(*detail::runtime().bootstrap, world, tag, mine);
   if (std::all_of(keys.begin(), keys.end(), [&](const Bytes& k) { return k == mine; })) return;
   std::vector<std::string> seen;
   for (std::size_t i = 0; i < members.size(); ++i) {
