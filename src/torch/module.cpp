@@ -162,11 +162,15 @@ CommHandle world() {
 // Collective over the members of the new group only: torch calls a backend's creator on the
 // members alone (and DeviceMesh, or new_group(use_local_synchronization=True), only on them), so
 // the group is formed by its members (Communicator::member_group). `key` tells the groups formed
-// from one parent apart: the torch group's name, made unique across re-initialisations.
-CommHandle member_group(const CommHandle& parent, std::vector<int> ranks, const std::string& key) {
+// from one parent apart (_backend.py derives it from the ranks). A member that does not come within
+// the group's timeout (torch's, capped by MCR_TIMEOUT as for its operations) makes every member
+// raise, as torch's own backends' rendezvous does within that timeout.
+CommHandle member_group(const CommHandle& parent, std::vector<int> ranks, const std::string& key,
+                        std::chrono::milliseconds timeout) {
   py::gil_scoped_release no_gil;
-  return CommThread::instance().call(
-      [&] { return describe(parent.comm->member_group(ranks, key)); });
+  return CommThread::instance().call([&] {
+    return describe(parent.comm->member_group(ranks, key, group_timeout(timeout, *parent.comm)));
+  });
 }
 
 // Rank 0's string on every rank of `h` (used to agree on a rendezvous address under mpirun).
@@ -278,7 +282,8 @@ PYBIND11_MODULE(_mcr_torch, m) {
   });
   m.def("world", &world);
   m.def("cuda_tensors_supported", &cuda_tensors_supported);
-  m.def("member_group", &member_group, py::arg("parent"), py::arg("ranks"), py::arg("key"));
+  m.def("member_group", &member_group, py::arg("parent"), py::arg("ranks"), py::arg("key"),
+        py::arg("timeout") = std::chrono::milliseconds{0});
   m.def("broadcast_string", &broadcast_string);
   m.def("explain", &explain, py::arg("group"), py::arg("op"), py::arg("dtype"), py::arg("bytes"),
         py::arg("reduce") = "sum");

@@ -97,14 +97,19 @@ std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
   return std::min(torch_timeout, mcr_timeout);
 }
 
+std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
+                                        const mcr::Communicator& comm) {
+  // MCR_TIMEOUT, when set, is the runtime's timeout (init() checked it) and caps the group's.
+  const char* mcr_timeout = std::getenv("MCR_TIMEOUT");
+  return group_timeout(torch_timeout, mcr_timeout != nullptr && *mcr_timeout != '\0',
+                       comm.timeout());
+}
+
 ProcessGroupMCR::ProcessGroupMCR(mcr::Communicator comm, int rank, int size,
                                  std::chrono::milliseconds timeout, int local_ranks)
     : c10d::Backend(rank, size),
       comm_(std::move(comm)),
-      // MCR_TIMEOUT, when set, is the runtime's timeout (init() checked it) and caps the group's.
-      timeout_(group_timeout(
-          timeout, std::getenv("MCR_TIMEOUT") != nullptr && *std::getenv("MCR_TIMEOUT") != '\0',
-          comm_.timeout())),
+      timeout_(group_timeout(timeout, comm_)),
       spin_wait_(waiter_spins(local_ranks, std::thread::hardware_concurrency())) {}
 
 ProcessGroupMCR::~ProcessGroupMCR() {

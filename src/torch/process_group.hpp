@@ -82,6 +82,10 @@ std::chrono::microseconds caller_poll_for(bool spin, std::size_t bytes, std::siz
 std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
                                         bool mcr_timeout_set,
                                         std::chrono::milliseconds mcr_timeout);
+/// group_timeout() with this process's MCR_TIMEOUT and `comm`'s timeout: what the group's
+/// operations and its formation from `comm` wait at most.
+std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
+                                        const mcr::Communicator& comm);
 
 class ProcessGroupMCR : public c10d::Backend {
  public:

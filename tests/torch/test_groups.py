@@ -1,8 +1,9 @@
 """Futures and hooks, subgroups (strided, non-members), torch.distributed.nn autograd operations,
 the MCR-DL-style API with per-call backends and explain(), and argument errors surfacing as Python
-exceptions with the runtime's message."""
+exceptions with the runtime's message, and a group member that comes after the others gave up."""
 
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -140,10 +141,38 @@ def local_group_after_partial_one(rank, ws):
     same(t, torch.full((4,), float(ws * (ws + 1) // 2)), "all_reduce on the local group")
 
 
+def member_comes_late(rank, ws):
+    """A member of a new group that comes after the others waited out the group's timeout for it:
+    they raise within that timeout, naming it, and it raises on arrival instead of going on into
+    the library's group formation (MPI_Comm_create_group would wait there for good for members that
+    left). The next group of these ranks forms as usual."""
+    ranks, late = list(range(ws)), ws - 1
+    if rank == late:
+        time.sleep(4)
+    start = time.monotonic()
+    try:
+        dist.new_group(ranks, timeout=timedelta(seconds=1), use_local_synchronization=True)
+        check(False, "new_group with a member 4 s late did not raise")
+    except RuntimeError as e:
+        took = time.monotonic() - start
+        check(isinstance(e, mt._backend._C.TimeoutError), f"late member: {type(e).__name__}: {e}")
+        if rank == late:
+            check("gave up" in str(e) and took < 2,
+                  f"the late member raised after {took:.1f} s: {e}")
+        else:
+            check(f"ranks [{late}] had not arrived" in str(e) and 1 <= took < 3.8,
+                  f"a waiting member raised after {took:.1f} s (timeout 1 s): {e}")
+    g = dist.new_group(ranks, use_local_synchronization=True)
+    t = torch.full((2,), float(rank + 1))
+    dist.all_reduce(t, group=g)
+    same(t, torch.full((2,), float(ws * (ws + 1) // 2)), "all_reduce on the group formed next")
+
+
 def main():
     rank, ws = setup()
     futures(rank, ws)
     local_group_after_partial_one(rank, ws)
+    member_comes_late(rank, ws)
     subgroups(rank, ws)
     autograd_ops(rank, ws)
     mcr_api(rank, ws)

@@ -194,11 +194,15 @@ class Communicator {
   /// no part, as torch's new_group(use_local_synchronization=True) and DeviceMesh expect. Every
   /// member passes the same list and the same `key`, which must differ from the key of every other
   /// member_group() of this communicator (a group's name), and the members form their groups of
-  /// the same ranks in the same order. Throws InvalidArgument, before anything blocks, when this
-  /// rank is not in `ranks` or `ranks` is empty, out of range or repeats a rank; MismatchError on
-  /// every member when the members passed different keys (compared through the store before any
-  /// library is called).
-  Communicator member_group(std::span<const int> ranks, std::string_view key) const;
+  /// the same ranks in the same order. A member waits at most `timeout` (0: the runtime's store
+  /// timeout, MCR_TIMEOUT) for the others; then every member, and one that arrives later, throws
+  /// TimeoutError naming the members that had not arrived, and the next member_group() of these
+  /// ranks works as usual. Throws InvalidArgument, before anything blocks, when this rank is not in
+  /// `ranks`, `ranks` is empty, out of range or repeats a rank, or `timeout` is negative;
+  /// MismatchError on every member when the members passed different keys (compared through the
+  /// store before any library is called).
+  Communicator member_group(std::span<const int> ranks, std::string_view key,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds{0}) const;
 
  private:
   friend detail::CommState& detail::state_of(const Communicator& comm);

@@ -121,7 +121,7 @@ def _create(opts, pg_options=None):
         # The ranks by their digest: every member reads every other member's key from the store.
         digest = hashlib.sha1("_".join(map(str, ranks)).encode(), usedforsecurity=False).hexdigest()
         key = f"torch/{_generation}/{len(ranks)}/{digest}/{made}"
-        handle = _C.member_group(world, ranks, key)
+        handle = _C.member_group(world, ranks, key, _as_timedelta(opts.timeout))
     return _C.ProcessGroupMCR(handle, opts.group_rank, opts.group_size, _as_timedelta(opts.timeout))
 
 

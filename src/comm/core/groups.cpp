@@ -1,6 +1,7 @@
 // Sub-communicators: split(color, key) and new_group(ranks), collective over the parent, and
 // member_group(ranks, key), collective over its members only.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <tuple>
 
@@ -37,18 +38,23 @@ SplitEntry decode(const Bytes& b, int rank) {
   return e;
 }
 
+// The world ranks of `members` (ranks of `s`), in their order.
+std::vector<int> world_ranks_of(const detail::CommState& s, const std::vector<int>& members) {
+  std::vector<int> world;
+  world.reserve(members.size());
+  for (int r : members)
+    world.push_back(s.world_ranks[static_cast<std::size_t>(r)]);
+  return world;
+}
+
 // The communicator of `members` (ranks of `s`, in new-rank order) over the backends they formed.
 Communicator make_child(detail::CommState& s, const std::vector<int>& members,
                         std::uint64_t group_id,
                         std::vector<std::unique_ptr<detail::Backend>> children) {
-  std::vector<int> world;
-  int my_rank = -1;
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    world.push_back(s.world_ranks[static_cast<std::size_t>(members[i])]);
-    if (members[i] == s.rank) my_rank = static_cast<int>(i);
-  }
+  const auto mine = std::find(members.begin(), members.end(), s.rank);
+  const int my_rank = mine == members.end() ? -1 : static_cast<int>(mine - members.begin());
   auto child = detail::make_comm_state(my_rank, static_cast<int>(members.size()), group_id,
-                                       std::move(world), std::move(children), s.timeout);
+                                       world_ranks_of(s, members), std::move(children), s.timeout);
   child->observer = s.observer;
   return Communicator(std::move(child));
 }
@@ -59,10 +65,12 @@ Communicator do_split(detail::CommState& s, int color, int key) {
       .finish_composed_ops();  // a split may block in a library (docs/design.md, rule 6)
   detail::Runtime& rt = detail::runtime();
   const std::uint64_t index = s.splits++;
-  // Peers may still wait on this rank's operations in flight before they arrive (store_wait.hpp).
-  auto all = detail::group_all_gather_progressing(*rt.bootstrap, s.world_ranks,
-                                                  fmt::format("mcr/split/{}/{}", s.id, index),
-                                                  encode({color, key}));
+  // Peers may still wait on this rank's operations in flight before they arrive, and the
+  // backends' splits below wait for every rank without a bound (store_wait.hpp).
+  auto all = detail::group_all_gather_agreed(
+      *rt.bootstrap, s.world_ranks, fmt::format("mcr/split/{}/{}", s.id, index),
+      encode({color, key}), rt.bootstrap->timeout(), "split",
+      fmt::format("split #{} of communicator {} ({} ranks)", index + 1, s.id, s.size));
   // Members of my group, ordered by (key, parent rank): the new rank is the position in this list.
   std::vector<std::tuple<int, int>> order;
   for (int r = 0; r < s.size; ++r) {
@@ -107,22 +115,26 @@ void check_ranks(const detail::CommState& s, std::span<const int> ranks, const c
 // rendezvous prefixes), and MPI_Comm_create_group waits without a bound for members that pass
 // another tag. So the members first meet on what they share without the key, the member list and
 // how many groups of that list this rank has formed on this communicator, exchange their keys
-// through the store (bounded by the store's timeout, progressing: store_wait.hpp) and raise
-// MismatchError on every member where they differ.
-void check_same_key(detail::CommState& s, const std::vector<int>& members, std::string_view key) {
+// through the store (progressing, and agreeing whether to go on: store_wait.hpp) and raise
+// MismatchError on every member where they differ. A member missing for `timeout` makes every
+// member raise TimeoutError, the late one too, and the count stays equal on all of them.
+void check_same_key(detail::CommState& s, const std::vector<int>& members, std::string_view key,
+                    std::chrono::milliseconds timeout) {
   s.check_usable();
   const std::uint64_t n = s.member_groups[members]++;
-  std::vector<int> world;
-  for (int r : members)
-    world.push_back(s.world_ranks[static_cast<std::size_t>(r)]);
+  const std::string what =
+      fmt::format("member_group of ranks [{}] (group #{} of these ranks on communicator {})",
+                  fmt::join(members, ", "), n + 1, s.id);
   const Bytes mine(key.begin(), key.end());
   // The list by its hash: a store key per member that grows with the group would cost the store
   // traffic in the square of the group's size.
   const std::string tag =
       fmt::format("mcr/members/{}/{:016x}/{}/{}", s.id,
                   fnv1a(fmt::format("{}", fmt::join(members, ","))), members.size(), n);
-  const auto keys =
-      detail::group_all_gather_progressing(*detail::runtime().bootstrap, world, tag, mine);
+  detail::Bootstrap& bootstrap = *detail::runtime().bootstrap;
+  const auto keys = detail::group_all_gather_agreed(
+      bootstrap, world_ranks_of(s, members), tag, mine,
+      timeout.count() > 0 ? timeout : bootstrap.timeout(), "member_group", what);
   if (std::all_of(keys.begin(), keys.end(), [&](const Bytes& k) { return k == mine; })) return;
   std::vector<std::string> seen;
   for (std::size_t i = 0; i < members.size(); ++i) {
@@ -130,10 +142,9 @@ void check_same_key(detail::CommState& s, const std::vector<int>& members, std::
         fmt::format("rank {}: '{}'", members[i], std::string(keys[i].begin(), keys[i].end())));
   }
   throw MismatchError(fmt::format(
-      "member_group of ranks [{}] (group #{} of these ranks on communicator {}): the members "
-      "passed different keys ({}); every member must pass the same key, and the members must form "
-      "their groups of the same ranks in the same order",
-      fmt::join(members, ", "), n + 1, s.id, fmt::join(seen, ", ")));
+      "{}: the members passed different keys ({}); every member must pass the same key, and the "
+      "members must form their groups of the same ranks in the same order",
+      what, fmt::join(seen, ", ")));
 }
 
 // The backends of a group that its members form alone; a library that cannot is left out (the
@@ -158,7 +169,8 @@ Communicator form_from_members(detail::CommState& s, const std::vector<int>& mem
 
 }  // namespace
 
-Communicator Communicator::member_group(std::span<const int> ranks, std::string_view key) const {
+Communicator Communicator::member_group(std::span<const int> ranks, std::string_view key,
+                                        std::chrono::milliseconds timeout) const {
   auto& s = state();
   check_ranks(s, ranks, "member_group");
   if (std::find(ranks.begin(), ranks.end(), s.rank) == ranks.end()) {
@@ -168,7 +180,12 @@ Communicator Communicator::member_group(std::span<const int> ranks, std::string_
         s.rank));
   }
   std::vector<int> members(ranks.begin(), ranks.end());
-  check_same_key(s, members, key);
+  if (timeout.count() < 0) {
+    throw InvalidArgument(
+        fmt::format("member_group: timeout {} ms must be >= 0 (0: the runtime's store timeout)",
+                    timeout.count()));
+  }
+  check_same_key(s, members, key, timeout);
   // Equal on every member, distinct from split() ids (whose text has no "members") and from other
   // member groups (their keys differ).
   const std::uint64_t group_id = fnv1a(fmt::format("{}/members/{}", s.id, key)) | 1u;

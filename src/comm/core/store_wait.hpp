@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
@@ -29,5 +30,19 @@ Bytes get_progressing(Store& store, const std::string& key, std::chrono::millise
 std::vector<Bytes> group_all_gather_progressing(Bootstrap& bootstrap,
                                                 const std::vector<int>& members,
                                                 const std::string& tag, const Bytes& mine);
+
+/// group_all_gather_progressing for an exchange after which the members go on into a step that
+/// waits for all of them without a bound (a library forming the group: MPI_Comm_create_group,
+/// MPI_Comm_split). The members agree through the store whether they go on, so it returns on every
+/// member or on none: a member that waited `timeout` for the others gives up, and it and every
+/// other member, including those that arrive after it gave up, throw TimeoutError(op) naming
+/// `what`, the member that gave up, its wait and the members that had not arrived. Without the
+/// agreement a member arriving late would find the others' values, go on into the library and
+/// wait there forever for members that had left. The last member to arrive and the first to give
+/// up race for the decision, and the store's atomic add picks one.
+std::vector<Bytes> group_all_gather_agreed(Bootstrap& bootstrap, const std::vector<int>& members,
+                                           const std::string& tag, const Bytes& mine,
+                                           std::chrono::milliseconds timeout, std::string_view op,
+                                           std::string_view what);
 
 }  // namespace mcr::detail
