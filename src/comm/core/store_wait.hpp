@@ -38,8 +38,10 @@ std::vector<Bytes> group_all_gather_progressing(Bootstrap& bootstrap,
 /// other member, including those that arrive after it gave up, throw TimeoutError(op) naming
 /// `what`, the member that gave up, its wait and the members that had not arrived. Without the
 /// agreement a member arriving late would find the others' values, go on into the library and
-/// wait there forever for members that had left. The last member to arrive and the first to give
-/// up race for the decision, and the store's atomic add picks one.
+/// wait there forever for members that had left. The first member, once it has read every value,
+/// and any member that gave up race for the decision; the store's atomic add picks one. The first
+/// member puts the values in its decision, so each of the others reads one key: 3 store requests
+/// per member and n for the first, instead of n per member.
 std::vector<Bytes> group_all_gather_agreed(Bootstrap& bootstrap, const std::vector<int>& members,
                                            const std::string& tag, const Bytes& mine,
                                            std::chrono::milliseconds timeout, std::string_view op,

@@ -11,6 +11,8 @@
 #include <cctype>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -386,6 +388,53 @@ TEST_F(BadInput, MemberGroupMemberComesLate) {
   std::int64_t v = comm_.rank() + 1;
   group.all_reduce(Tensor(&v, 1, DType::i64), ReduceOp::sum);
   EXPECT_EQ(v, std::int64_t{comm_.size()} * (comm_.size() + 1) / 2) << rank_tag();
+}
+
+// The members' agreement on whether a member_group forms, under races: every member arrives after a
+// seeded delay of 0-300 ms and waits 150 ms for the others, so that on some formations all arrive
+// in time, on others one gives up, and on some the last to arrive and the first to give up race for
+// the decision. Each formation must end alike on every member: the group, with a right all_reduce
+// on it, or TimeoutError; never a member inside a library's formation waiting for members that
+// left (the test's timeout catches that). MCR_TEST_SEED overrides the seed.
+TEST_F(BadInput, MemberGroupArrivalRaces) {
+  const char* env = std::getenv("MCR_TEST_SEED");
+  const std::uint64_t seed = env != nullptr ? std::stoull(env) : 20261205;
+  if (comm_.rank() == 0) fmt::print("MemberGroupArrivalRaces: seed {}\n", seed);
+  std::vector<int> all(static_cast<std::size_t>(comm_.size()));
+  for (int r = 0; r < comm_.size(); ++r)
+    all[static_cast<std::size_t>(r)] = r;
+  int formed_rounds = 0;
+  const int rounds = 12;
+  for (int round = 0; round < rounds; ++round) {
+    // The same draws on every rank; this rank's delay is its own.
+    std::mt19937_64 rng(seed * 1000 + static_cast<std::uint64_t>(round));
+    std::uniform_int_distribution<int> delay_ms(0, 300);
+    int mine = 0;
+    for (int r = 0; r <= comm_.rank(); ++r)
+      mine = delay_ms(rng);
+    std::this_thread::sleep_for(std::chrono::milliseconds(mine));
+    std::int64_t formed = 0;
+    try {
+      Communicator group = comm_.member_group(all, fmt::format("race-{}", round), 150ms);
+      formed = 1;
+      std::int64_t v = comm_.rank() + 1;
+      group.all_reduce(Tensor(&v, 1, DType::i64), ReduceOp::sum);
+      EXPECT_EQ(v, std::int64_t{comm_.size()} * (comm_.size() + 1) / 2)
+          << rank_tag() << " seed " << seed << " round " << round;
+    } catch (const TimeoutError& e) {
+      EXPECT_NE(std::string(e.what()).find("gave up"), std::string::npos) << e.what();
+    }
+    std::int64_t most = formed, least = formed;
+    comm_.all_reduce(Tensor(&most, 1, DType::i64), ReduceOp::max);
+    comm_.all_reduce(Tensor(&least, 1, DType::i64), ReduceOp::min);
+    ASSERT_EQ(most, least) << rank_tag()
+                           << ": some members formed the group and some did not, seed " << seed
+                           << " round " << round << " (this rank waited " << mine << " ms)";
+    formed_rounds += static_cast<int>(formed);
+  }
+  if (comm_.rank() == 0) {
+    fmt::print("MemberGroupArrivalRaces: {} of {} formations formed\n", formed_rounds, rounds);
+  }
 }
 
 // Rules: the public parser rejects malformed strings with a message naming the bad token.
