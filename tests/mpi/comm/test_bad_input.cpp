@@ -536,5 +536,35 @@ TEST_F(Timeouts, RecvWithoutSendTimesOut) {
   EXPECT_EQ(v, world().size());
 }
 
+// split() waits the runtime's timeout (MCR_TIMEOUT) for every rank of the parent. A rank that comes
+// after the others gave up raises at once instead of going on into the libraries' split
+// (MPI_Comm_split waits for every rank of the parent without a bound), and the next split works.
+// Its own entry runs it with MCR_TIMEOUT=3 (mpi.split_late.np3); the other entries leave it out.
+TEST_F(Timeouts, SplitRankComesLate) {
+  Communicator comm = world().split(0, world().rank());
+  if (comm.size() < 2) GTEST_SKIP() << "needs a second rank to come late";
+  const int late = comm.size() - 1;
+  if (comm.rank() == late) {
+    std::this_thread::sleep_for(4500ms);
+    const auto start = Clock::now();
+    expect_raises<TimeoutError>("split joined after the others gave up",
+                                [&] { (void)comm.split(0, comm.rank()); },
+                                {{"split"}, {"gave up"}});
+    EXPECT_LT(Clock::now() - start, 1500ms) << rank_tag() << ": the late rank waited";
+  } else {
+    const auto start = Clock::now();
+    expect_raises<TimeoutError>("split with a rank missing",
+                                [&] { (void)comm.split(0, comm.rank()); },
+                                {{"split"}, {fmt::format("ranks [{}] had not arrived", late)}});
+    EXPECT_GE(Clock::now() - start, 2900ms) << rank_tag();
+    EXPECT_LT(Clock::now() - start, 4400ms) << rank_tag() << ": the timeout was not kept";
+  }
+  Communicator again = comm.split(0, comm.rank());
+  ASSERT_TRUE(again.valid()) << rank_tag();
+  std::int64_t v = again.rank() + 1;
+  again.all_reduce(Tensor(&v, 1, DType::i64), ReduceOp::sum);
+  EXPECT_EQ(v, std::int64_t{again.size()} * (again.size() + 1) / 2) << rank_tag();
+}
+
 }  // namespace
 }  // namespace mcr::test
