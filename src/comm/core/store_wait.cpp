@@ -48,20 +48,6 @@ void check_member(const std::vector<int>& members, int me, const std::string& ta
   }
 }
 
-// Every member's value, once every member has set it.
-std::vector<Bytes> read_values(Bootstrap& bootstrap, const std::vector<int>& members,
-                               const std::string& tag, const Bytes& mine,
-                               std::chrono::milliseconds timeout) {
-  std::vector<Bytes> out;
-  out.reserve(members.size());
-  for (int m : members) {
-    out.push_back(m == bootstrap.rank()
-                      ? mine
-                      : get_progressing(bootstrap.store(), member_key(tag, m), timeout));
-  }
-  return out;
-}
-
 // Whether this member decides the exchange's outcome: the first to ask does.
 bool claims_outcome(Store& store, const std::string& tag) {
   return store.add(tag + "/claim", 1) == 1;
@@ -138,14 +124,6 @@ std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadl
 }
 
 }  // namespace
-
-std::vector<Bytes> group_all_gather_progressing(Bootstrap& bootstrap,
-                                                const std::vector<int>& members,
-                                                const std::string& tag, const Bytes& mine) {
-  check_member(members, bootstrap.rank(), tag);
-  bootstrap.store().set(member_key(tag, bootstrap.rank()), mine);
-  return read_values(bootstrap, members, tag, mine, bootstrap.timeout());
-}
 
 std::vector<Bytes> group_all_gather_agreed(Bootstrap& bootstrap, const std::vector<int>& members,
                                            const std::string& tag, const Bytes& mine,

@@ -25,23 +25,18 @@ namespace mcr::detail {
 Bytes get_progressing(Store& store, const std::string& key, std::chrono::milliseconds timeout);
 
 /// All-gather among `members` (world ranks, every one of them calls it with the same members and
-/// tag) through the store, without involving non-members: the values in the order of members.
-/// Every wait goes through get_progressing.
-std::vector<Bytes> group_all_gather_progressing(Bootstrap& bootstrap,
-                                                const std::vector<int>& members,
-                                                const std::string& tag, const Bytes& mine);
-
-/// group_all_gather_progressing for an exchange after which the members go on into a step that
-/// waits for all of them without a bound (a library forming the group: MPI_Comm_create_group,
-/// MPI_Comm_split). The members agree through the store whether they go on, so it returns on every
-/// member or on none: a member that waited `timeout` for the others gives up, and it and every
-/// other member, including those that arrive after it gave up, throw TimeoutError(op) naming
-/// `what`, the member that gave up, its wait and the members that had not arrived. Without the
-/// agreement a member arriving late would find the others' values, go on into the library and
-/// wait there forever for members that had left. The first member, once it has read every value,
-/// and any member that gave up race for the decision; the store's atomic add picks one. The first
-/// member puts the values in its decision, so each of the others reads one key: 3 store requests
-/// per member and n for the first, instead of n per member.
+/// tag) through the store, without involving non-members: the values in the order of members. Every
+/// wait goes through get_progressing. It is made for exchanges after which the members go on into a
+/// step that waits for all of them without a bound (a library forming the group:
+/// MPI_Comm_create_group, MPI_Comm_split). The members agree through the store whether they go on,
+/// so it returns on every member or on none: a member that waited `timeout` for the others gives
+/// up, and it and every other member, including those that arrive after it gave up, throw
+/// TimeoutError(op) naming `what`, the member that gave up, its wait and the members that had not
+/// arrived. Without the agreement a member arriving late would find the others' values, go on into
+/// the library and wait there forever for members that had left. The first member, once it has read
+/// every value, and any member that gave up race for the decision; the store's atomic add picks
+/// one. The first member puts the values in its decision, so each of the others reads one key: 3
+/// store requests per member and n for the first, instead of n per member.
 std::vector<Bytes> group_all_gather_agreed(Bootstrap& bootstrap, const std::vector<int>& members,
                                            const std::string& tag, const Bytes& mine,
                                            std::chrono::milliseconds timeout, std::string_view op,

@@ -141,8 +141,11 @@ std::shared_ptr<CommState> make_comm_state(int rank, int size, std::uint64_t id,
   mine.fields.emplace_back("backends", names);
   mine.fields.emplace_back("MCR_VERIFY", std::string(to_string(rt.verify)));
   const std::string text = mine.fields[0].second + "|" + names + "|" + mine.fields[2].second;
-  auto all = group_all_gather_progressing(*rt.bootstrap, s->world_ranks,
-                                          fmt::format("mcr/hash/{}", id), to_bytes(text));
+  // Agreed, as a group's own exchange is: O(n) store requests, and all members go on or none.
+  auto all = group_all_gather_agreed(
+      *rt.bootstrap, s->world_ranks, fmt::format("mcr/hash/{}", id), to_bytes(text),
+      rt.bootstrap->timeout(), "communicator_creation",
+      fmt::format("communicator {} ({} ranks): the check of its members' configuration", id, size));
   std::vector<ConfigDigest> digests;
   for (const auto& a : all) {
     const std::string t = from_bytes(a);
