@@ -97,6 +97,8 @@ class Reader {
     p_ += n;
     return out;
   }
+  /// Whether every byte has been read: a message with bytes left over is malformed too.
+  bool at_end() const noexcept { return p_ == end_; }
 
  private:
   void need(std::uint64_t n) const {

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "bootstrap/store_wire.hpp"
 #include "core/state.hpp"
 #include "mcr/errors.hpp"
 
@@ -53,48 +56,47 @@ bool claims_outcome(Store& store, const std::string& tag) {
   return store.add(tag + "/claim", 1) == 1;
 }
 
-// An agreed exchange's outcome, as the member that decided it wrote it: 'G' and every member's
-// value (each a 4-byte length and its bytes), or 'S' and why the members gave up.
+// An agreed exchange's outcome, as the member that decided it wrote it: 'G', the number of values
+// and every member's value, or 'S' and why the members gave up.
 constexpr std::uint8_t kGo = 'G';
 constexpr std::uint8_t kStop = 'S';
 
-Bytes encode_go(const std::vector<Bytes>& values) {
-  std::size_t size = 1;
+}  // namespace
+
+Bytes encode_agreed_go(const std::vector<Bytes>& values) {
+  store_wire::Writer w;
+  w.u8(kGo);
+  w.u32(static_cast<std::uint32_t>(values.size()));
   for (const Bytes& v : values)
-    size += 4 + v.size();
-  Bytes out;
-  out.reserve(size);
-  out.push_back(kGo);
-  for (const Bytes& v : values) {
-    const auto n = static_cast<std::uint32_t>(v.size());
-    for (int shift = 0; shift < 32; shift += 8)
-      out.push_back(static_cast<std::uint8_t>(n >> shift));
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
+    w.blob(v.data(), v.size());
+  return std::move(w.bytes());
 }
 
-std::vector<Bytes> decode_go(const Bytes& outcome, std::size_t members, const std::string& tag) {
+std::vector<Bytes> decode_agreed_go(const Bytes& outcome, std::size_t members,
+                                    const std::string& tag) {
   std::vector<Bytes> values;
-  std::size_t at = 1;
-  while (values.size() < members && at + 4 <= outcome.size()) {
-    std::uint32_t n = 0;
-    for (int i = 0; i < 4; ++i)
-      n |= static_cast<std::uint32_t>(outcome[at + static_cast<std::size_t>(i)]) << (8 * i);
-    at += 4;
-    if (n > outcome.size() - at) break;
-    values.emplace_back(outcome.begin() + static_cast<std::ptrdiff_t>(at),
-                        outcome.begin() + static_cast<std::ptrdiff_t>(at + n));
-    at += n;
+  bool well_formed = false;
+  store_wire::Reader r(outcome.data(), outcome.size());
+  try {
+    if (r.u8() == kGo && r.u32() == members) {
+      values.reserve(members);
+      for (std::size_t i = 0; i < members; ++i)
+        values.push_back(r.blob());
+      well_formed = r.at_end();
+    }
+  } catch (const store_wire::ProtocolError&) {
+    // Truncated: refused below with every other malformed decision.
   }
-  if (values.size() != members || at != outcome.size()) {
+  if (!well_formed) {
     throw MismatchError(
-        fmt::format("group exchange '{}': a malformed outcome of {} bytes for {} "
-                    "members in the store",
+        fmt::format("group exchange '{}': a malformed outcome of {} bytes for {} members in the "
+                    "store",
                     tag, outcome.size(), members));
   }
   return values;
 }
+
+namespace {
 
 // A member's wait for the others ran out: it decides that they all give up, unless another member
 // decided first.
@@ -136,6 +138,8 @@ std::vector<Bytes> group_all_gather_agreed(Bootstrap& bootstrap, const std::vect
   store.set(member_key(tag, me), mine);
   // The first member reads every value and, where all came in time, decides that the members go
   // on, with the values in the decision: the others read one key, not every member's.
+  const std::string outcome_key = tag + "/outcome";
+  std::optional<Bytes> outcome;
   if (me == members.front()) {
     try {
       std::vector<Bytes> values;
@@ -145,7 +149,7 @@ std::vector<Bytes> group_all_gather_agreed(Bootstrap& bootstrap, const std::vect
             m == me ? mine : get_progressing(store, member_key(tag, m), left_until(deadline)));
       }
       if (claims_outcome(store, tag)) {
-        store.set(tag + "/outcome", encode_go(values));
+        store.set(outcome_key, encode_agreed_go(values));
         return values;
       }
     } catch (const TimeoutError&) {
@@ -153,21 +157,21 @@ std::vector<Bytes> group_all_gather_agreed(Bootstrap& bootstrap, const std::vect
     }
   } else {
     try {
-      (void)get_progressing(store, tag + "/outcome", timeout);
+      outcome = get_progressing(store, outcome_key, timeout);
     } catch (const TimeoutError&) {
       give_up(store, members, tag, me, timeout);
     }
   }
-  // Set by now, or about to be, by whichever member decided.
-  const Bytes outcome = get_progressing(store, tag + "/outcome", bootstrap.timeout());
-  if (outcome.empty() || outcome.front() != kGo) {
-    const std::string why = outcome.empty() ? std::string("(no reason)")
-                                            : std::string(outcome.begin() + 1, outcome.end());
+  // Unless read above, set by now or about to be by whichever member decided.
+  if (!outcome) outcome = get_progressing(store, outcome_key, bootstrap.timeout());
+  if (outcome->empty() || outcome->front() != kGo) {
+    const std::string why = outcome->empty() ? std::string("(no reason)")
+                                             : std::string(outcome->begin() + 1, outcome->end());
     throw TimeoutError(
         fmt::format("{}: {} (every member raises this, one that arrives later too)", what, why),
         std::string(op), 0, "store");
   }
-  return decode_go(outcome, members.size(), tag);
+  return decode_agreed_go(*outcome, members.size(), tag);
 }
 
 }  // namespace mcr::detail

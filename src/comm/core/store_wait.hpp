@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,5 +42,13 @@ std::vector<Bytes> group_all_gather_agreed(Bootstrap& bootstrap, const std::vect
                                            const std::string& tag, const Bytes& mine,
                                            std::chrono::milliseconds timeout, std::string_view op,
                                            std::string_view what);
+
+/// The decision that the members go on, as group_all_gather_agreed stores it: every member's value
+/// in the members' order (store_wire's little-endian, length-prefixed encoding).
+Bytes encode_agreed_go(const std::vector<Bytes>& values);
+/// The values of a decision to go on among `members` members. Throws MismatchError naming `tag`
+/// when the bytes are not exactly such a decision (truncated, another count, bytes left over).
+std::vector<Bytes> decode_agreed_go(const Bytes& outcome, std::size_t members,
+                                    const std::string& tag);
 
 }  // namespace mcr::detail
