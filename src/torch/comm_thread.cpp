@@ -6,6 +6,8 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <mcr/comm/memory.hpp>
 #include <mcr/errors.hpp>
@@ -21,6 +23,18 @@ constexpr const char* kShutDownMessage =
 // This thread is a waiter doing the communication thread's work (drive_until): it holds own_, so
 // it must neither take the posting shortcut (try_lock on a mutex it holds) nor block on a call.
 thread_local bool t_driving = false;
+// This thread is the communication thread or one of its reliefs: what it posts is queued, and it
+// must not block on a call of its own.
+thread_local bool t_comm = false;
+// This thread holds own_ for a round of the communication thread's work (not while the completions
+// it collected run): it may call mcr directly.
+thread_local bool t_holds_own = false;
+
+// How long the communication thread may run completion callbacks while other operations wait
+// before a relief takes over its work (CommThread::relieve). Callbacks are short as a rule (a
+// division, a copy); a millisecond keeps the relief out of their way, and bounds what one that
+// blocks holds up.
+constexpr auto kReliefGrace = std::chrono::milliseconds(1);
 
 }  // namespace
 
@@ -52,6 +66,14 @@ CommThread::~CommThread() {
   if (thread_.joinable()) thread_.detach();
 }
 
+bool CommThread::on_thread() const noexcept {
+  return t_comm;
+}
+
+bool CommThread::holds_right_to_call() const noexcept {
+  return t_holds_own;
+}
+
 void CommThread::post(PostedOp op) {
   posted_.fetch_add(1, std::memory_order_relaxed);
   std::unique_lock lock(mu_);
@@ -64,8 +86,7 @@ void CommThread::post(PostedOp op) {
   // thread holds own_ while it issues or polls; with operations in flight the shortcut only
   // issues and hands over). try_to_lock, never a wait: this thread holds mu_, and the
   // communication thread takes mu_ while holding own_.
-  if (caller_issue_.load(std::memory_order_relaxed) && queue_.empty() && !on_thread() &&
-      !t_driving) {
+  if (caller_issue_.load(std::memory_order_relaxed) && queue_.empty() && !t_comm && !t_driving) {
     std::unique_lock own(own_, std::try_to_lock);
     if (own.owns_lock()) {
       lock.unlock();
@@ -74,7 +95,7 @@ void CommThread::post(PostedOp op) {
     }
   }
   queue_.push_back(Item{std::move(op), {}});
-  queued_.store(true, std::memory_order_release);
+  queued_.store(true);  // seq_cst: announce() then reads primary_in_callbacks_ (run_ready)
   lock.unlock();
   announce();
 }
@@ -135,27 +156,45 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
   }
   in_flight_.push_back(std::move(f));
   own.unlock();
-  {
-    std::lock_guard lock(mu_);
-    handed_over_ = true;
-    queued_.store(true, std::memory_order_release);
-  }
-  announce();
+  hand_over();
 }
 
 void CommThread::take_over_parked() {
   if (!parked_.exchange(false, std::memory_order_acq_rel)) return;
-  {
-    std::lock_guard lock(mu_);
-    handed_over_ = true;
-    queued_.store(true, std::memory_order_release);
-  }
-  announce();
+  hand_over();
 }
 
 void CommThread::announce() {
   cv_.notify_all();         // the communication thread, idle or stopping
   signal_cv_.notify_all();  // whoever sleeps between completions: the thread or a waiter
+  // Work that the communication thread cannot take while it runs completion callbacks, one of
+  // which may wait for exactly this work.
+  if (primary_in_callbacks_.load()) call_relief(/*urgent=*/true);
+}
+
+void CommThread::hand_over() {
+  {
+    std::lock_guard lock(mu_);
+    handed_over_ = true;
+    queued_.store(true);
+  }
+  announce();
+}
+
+void CommThread::call_relief(bool urgent) {
+  if (!reliefs_allowed_.load(std::memory_order_relaxed)) return;
+  std::lock_guard lock(mu_);
+  if (stopping_ || reliefs_stop_) return;
+  ++relief_calls_;
+  if (urgent) relief_urgent_ = true;
+  // Started on the first call; another only where every relief is held in completion callbacks
+  // of its own (it is replaced as the communication thread is). A relief that is awake sees the
+  // call when it looks for calls again.
+  if (reliefs_.size() == reliefs_in_callbacks_ && !relief_starting_) {
+    relief_starting_ = true;
+    reliefs_.emplace_back([this] { relief_loop(); });
+  }
+  relief_cv_.notify_one();
 }
 
 bool CommThread::post_task(std::function<void()> task) {
@@ -170,7 +209,7 @@ bool CommThread::post_task(std::function<void()> task) {
 }
 
 void CommThread::run_task(std::function<void()> task) {
-  if (on_thread() || t_driving) {
+  if (t_comm || t_driving) {
     throw std::logic_error(
         "mcr: a blocking runtime call was made from an operation's completion callback");
   }
@@ -184,7 +223,7 @@ void CommThread::run_task(std::function<void()> task) {
 }
 
 void CommThread::shutdown(std::function<void()> at_exit) {
-  if (on_thread()) return;
+  if (t_comm) return;
   {
     std::unique_lock lock(mu_);
     if (shutdown_requested_) {  // another thread is stopping it: wait for that
@@ -196,6 +235,16 @@ void CommThread::shutdown(std::function<void()> at_exit) {
   }
   announce();
   thread_.join();
+  // The reliefs wait for calls, idle: the thread stopped only once none ran completions.
+  std::vector<std::thread> reliefs;
+  {
+    std::lock_guard lock(mu_);
+    reliefs_stop_ = true;
+    reliefs.swap(reliefs_);
+  }
+  relief_cv_.notify_all();
+  for (auto& r : reliefs)
+    r.join();
   std::exception_ptr error;
   {
     std::lock_guard lock(mu_);
@@ -227,7 +276,8 @@ void CommThread::issue(PostedOp& op) {
                                   {},
                                   op.waiter});
   } catch (...) {
-    op.complete(std::current_exception());
+    ready_.push_back(
+        Finished{std::move(op.complete), std::move(op.issue), std::current_exception()});
   }
 }
 
@@ -257,13 +307,75 @@ bool CommThread::poll_in_flight() {
       ++it;
       continue;
     }
-    auto complete = std::move(it->complete);
-    auto owner = std::move(it->issue);  // buffers outlive the copy-back in complete()
+    // The issue function owns the buffers: they outlive the copy-back in complete().
+    ready_.push_back(Finished{std::move(it->complete), std::move(it->issue), error});
     it = in_flight_.erase(it);
-    complete(error);  // may post new operations (future callbacks): never under mu_
     progressed = true;
   }
   return progressed;
+}
+
+bool CommThread::run_ready(std::unique_lock<std::mutex>& own, Driver who) {
+  // Completions run torch's future callbacks, which may post an operation and wait for it, or wait
+  // for another one in flight (DDP's PowerSGD hook: `.then()` callbacks that call
+  // `all_reduce(...).get_future().wait()`). So each runs without own_, one at a time, the others
+  // left in ready_ for whoever holds own_ next; and whoever must finish the work meanwhile is told:
+  // a relief for the communication thread, the communication thread for a relief or a waiter.
+  // A batch run on one thread would leave the completions behind a callback that waits stuck
+  // there, and a callback on another rank may wait for exactly one of them.
+  while (!ready_.empty()) {
+    Finished f = std::move(ready_.front());
+    ready_.pop_front();
+    if (who == Driver::primary) {
+      // Stored before queued_ is read, both seq_cst: a post() stores queued_ and then reads
+      // this, so either it calls a relief or this sees its operation.
+      primary_in_callbacks_.store(true);
+      ++callback_rounds_;
+      if (!ready_.empty() || !in_flight_.empty() || queued_.load()) call_relief(/*urgent=*/false);
+    } else {
+      const bool more = !ready_.empty() || !in_flight_.empty() || queued_.load();
+      if (who == Driver::relief) {
+        std::lock_guard lock(mu_);
+        ++reliefs_in_callbacks_;
+      }
+      if (more) hand_over();  // to the communication thread, or a relief while it runs callbacks
+    }
+    t_holds_own = false;
+    own.unlock();
+    f.complete(f.error);  // may post new operations: never under mu_ or own_
+    f.complete = nullptr;
+    bool held = true;
+    switch (who) {
+      case Driver::primary:
+        primary_in_callbacks_.store(false);
+        own.lock();  // a relief that drives meanwhile lets go of it after its round
+        break;
+      case Driver::relief: {
+        std::lock_guard lock(mu_);
+        --reliefs_in_callbacks_;
+      }
+        announce();  // a stop may wait for this (work_round)
+        own.lock();
+        break;
+      case Driver::waiter:
+        held = own.try_lock();
+        break;
+    }
+    if (!held) {
+      // The issue function owns the buffers the completion copied back from and may hold the
+      // last reference to a communicator, whose state the holder of own_ must destroy: to
+      // whoever holds it next. Once the thread has shut down the task is dropped, and the owner
+      // leaks as a destroyed group's communicator does (ProcessGroupMCR's destructor).
+      auto* owner = new std::function<mcr::Work()>(std::move(f.owner));
+      post_task([owner] { delete owner; });
+      return false;
+    }
+    t_holds_own = true;
+    f.owner = nullptr;
+    // A relief's turn ends when the communication thread is back: it takes what is left.
+    if (who == Driver::relief && !primary_in_callbacks_.load()) break;
+  }
+  return true;
 }
 
 void CommThread::wait_for_work() {
@@ -274,10 +386,13 @@ void CommThread::wait_for_work() {
     std::this_thread::yield();
   }
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return !queue_.empty() || handed_over_ || shutdown_requested_; });
+  cv_.wait(lock, [this] {
+    return !queue_.empty() || handed_over_ || (shutdown_requested_ && reliefs_in_callbacks_ == 0);
+  });
 }
 
-CommThread::Round CommThread::work_round(bool may_stop) {
+CommThread::Round CommThread::work_round(bool may_stop, std::unique_lock<std::mutex>& own,
+                                         Driver who) {
   std::deque<Item> batch;
   {
     std::lock_guard lock(mu_);
@@ -285,18 +400,24 @@ CommThread::Round CommThread::work_round(bool may_stop) {
     handed_over_ = false;
     parked_.store(false, std::memory_order_relaxed);  // whatever was parked is this thread's now
     batch.swap(queue_);
-    if (batch.empty() && in_flight_.empty()) {
+    if (batch.empty() && in_flight_.empty() && ready_.empty()) {
       // Idle. After shutdown(), this is the moment to stop: checked under the queue's lock, so
       // every operation posted before it was issued and has completed, and every later post
-      // fails at once. Otherwise posters may issue on their own threads until more arrives.
-      if (may_stop && shutdown_requested_) stopping_ = true;
+      // fails at once; and no relief runs completion callbacks, which may still post. Otherwise
+      // posters may issue on their own threads until more arrives.
+      if (may_stop && shutdown_requested_ && reliefs_in_callbacks_ == 0) stopping_ = true;
       return Round::idle;
     }
   }
   for (auto& item : batch) {
     run_item(item);
   }
-  return poll_in_flight() || !batch.empty() ? Round::progressed : Round::waiting;
+  bool progressed = poll_in_flight() || !batch.empty();
+  if (!ready_.empty()) {
+    run_ready(own, who);
+    progressed = true;
+  }
+  return progressed ? Round::progressed : Round::waiting;
 }
 
 void CommThread::pause(Clock::time_point idle_since, Clock::time_point until,
@@ -325,7 +446,7 @@ void CommThread::pause(Clock::time_point idle_since, Clock::time_point until,
 bool CommThread::run_until_idle(std::unique_lock<std::mutex>& own) {
   auto idle_since = Clock::now();
   for (;;) {
-    switch (work_round(/*may_stop=*/true)) {
+    switch (work_round(/*may_stop=*/true, own, Driver::primary)) {
       case Round::idle:
         return stopping_;  // written under mu_ by this thread only
       case Round::progressed:
@@ -353,18 +474,22 @@ CommThread::LibraryWait CommThread::wait_in_library(const void* waiter, Clock::t
   waited_in_library_.fetch_add(1, std::memory_order_relaxed);
   // Without own_: a post meanwhile is issued by its poster, who hands everything in flight, this
   // operation too, to the communication thread (issue_here), which then completes it.
+  t_holds_own = false;
   own.unlock();
   wait();
-  return own.try_lock() ? LibraryWait::waited : LibraryWait::lost_own;
+  if (!own.try_lock()) return LibraryWait::lost_own;
+  t_holds_own = true;
+  return LibraryWait::waited;
 }
 
 bool CommThread::drive_until(const std::function<bool()>& done, Clock::time_point until,
                              const void* waiter) {
-  if (!caller_issue_.load(std::memory_order_relaxed) || on_thread() || t_driving) return false;
+  if (!caller_issue_.load(std::memory_order_relaxed) || t_comm || t_driving) return false;
   std::unique_lock own(own_, std::try_to_lock);
   if (!own.owns_lock()) return false;
   driven_by_waiter_.fetch_add(1, std::memory_order_relaxed);
   t_driving = true;
+  t_holds_own = true;
   std::uint64_t seen = 0;
   {
     std::lock_guard lock(mu_);
@@ -376,9 +501,14 @@ bool CommThread::drive_until(const std::function<bool()>& done, Clock::time_poin
     const LibraryWait waited = wait_in_library(waiter, until, own);
     if (waited == LibraryWait::lost_own) {
       t_driving = false;
+      t_holds_own = false;
       return done();  // the holder of own_ has everything in flight and completes it
     }
-    const Round round = work_round(/*may_stop=*/false);
+    const Round round = work_round(/*may_stop=*/false, own, Driver::waiter);
+    if (!own.owns_lock()) {  // another thread took over while completions ran here
+      t_driving = false;
+      return done();
+    }
     finished = done();
     if (finished || round == Round::idle) break;  // idle: completed by another thread meanwhile
     if (round == Round::progressed) {
@@ -388,18 +518,12 @@ bool CommThread::drive_until(const std::function<bool()>& done, Clock::time_poin
     }
   }
   t_driving = false;
+  t_holds_own = false;
   // What is left goes back to the communication thread.
-  const bool left = !in_flight_.empty();
+  const bool left = !in_flight_.empty() || !ready_.empty();
   if (!left) parked_.store(false, std::memory_order_relaxed);
   own.unlock();
-  if (left) {
-    {
-      std::lock_guard lock(mu_);
-      handed_over_ = true;
-      queued_.store(true, std::memory_order_release);
-    }
-    announce();
-  }
+  if (left) hand_over();
   return finished || done();
 }
 
@@ -421,12 +545,82 @@ void CommThread::sleep_until_signalled(Clock::time_point until, std::uint64_t& s
   seen = signals_;
 }
 
+void CommThread::relief_loop() {
+  ::pthread_setname_np(::pthread_self(), "mcr-comm-relief");
+  t_comm = true;
+  std::unique_lock lock(mu_);
+  relief_starting_ = false;
+  for (;;) {
+    relief_cv_.wait(lock, [this] { return reliefs_stop_ || relief_calls_ > 0; });
+    if (reliefs_stop_) return;
+    relief_calls_ = 0;
+    bool urgent = std::exchange(relief_urgent_, false);
+    const std::uint64_t round = callback_rounds_.load();
+    lock.unlock();
+    if (!urgent) {
+      // Called because the communication thread began running callbacks with work in flight:
+      // leave it the grace to come back before taking its work over.
+      std::this_thread::sleep_for(kReliefGrace);
+      urgent = callback_rounds_.load() == round;
+    }
+    if (urgent) relieve();
+    lock.lock();
+  }
+}
+
+void CommThread::relieve() {
+  // The communication thread's work, while it runs completion callbacks, until it comes back: then
+  // this lets go of own_, for which it waits. Whoever else holds own_ meanwhile (a poster, a
+  // waiter) has the work, and hands it over when it stops (announce() calls a relief again).
+  while (primary_in_callbacks_.load()) {
+    std::unique_lock own(own_, std::try_to_lock);
+    if (!own.owns_lock()) {
+      // A poster or a waiter holds it, and hands what it leaves over when it lets go; look again
+      // shortly all the same, as a waiter's wait may be long.
+      std::this_thread::sleep_for(kReliefGrace);
+      continue;
+    }
+    t_holds_own = true;
+    relieved_.fetch_add(1, std::memory_order_relaxed);
+    std::uint64_t seen = 0;
+    {
+      std::lock_guard lock(mu_);
+      seen = signals_;
+    }
+    auto idle_since = Clock::now();
+    for (;;) {
+      const Round round = work_round(/*may_stop=*/false, own, Driver::relief);
+      if (round == Round::idle || !primary_in_callbacks_.load()) {
+        // What is left goes back to the communication thread, which may have come back and gone
+        // idle meanwhile.
+        t_holds_own = false;
+        const bool left = !in_flight_.empty() || !ready_.empty();
+        own.unlock();
+        if (left) hand_over();
+        return;
+      }
+      if (round == Round::progressed) {
+        idle_since = Clock::now();
+      } else {
+        t_holds_own = false;
+        pause(idle_since, Clock::time_point::max(), &own, seen);
+        t_holds_own = true;
+      }
+    }
+  }
+}
+
 void CommThread::loop() {
   ::pthread_setname_np(::pthread_self(), "mcr-comm");  // a name in top, ps -L and debuggers
+  t_comm = true;
   for (;;) {
     wait_for_work();
     std::unique_lock own(own_);
-    if (!run_until_idle(own)) continue;
+    t_holds_own = true;
+    if (!run_until_idle(own)) {
+      t_holds_own = false;
+      continue;
+    }
     // Stopped: nothing queued or in flight, and nothing can be posted any more.
     try {
       at_exit_();
@@ -434,6 +628,7 @@ void CommThread::loop() {
       std::lock_guard lock(mu_);
       exit_error_ = std::current_exception();
     }
+    t_holds_own = false;
     return;
   }
 }

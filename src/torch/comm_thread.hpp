@@ -29,6 +29,14 @@
 // Gloo's own wait (mcr::Work::library_wait), so Gloo's I/O thread wakes it directly, with no pool
 // thread between them. A handle polled or chained on instead hands the parked operation to the
 // communication thread (take_over_parked), as does any later post.
+//
+// Completions run torch's future callbacks, and a callback may post an operation and wait for it
+// (DDP's PowerSGD and quantization hooks), or wait for another operation in flight. So whoever
+// runs completions lets go of `own_` first, and the work is not left undone meanwhile: a waiter's
+// or a relief's goes to the communication thread, and the communication thread's to a relief, a
+// thread that takes its work over while its callbacks run (at once where they posted, else after
+// a millisecond) and gives it back when they return. A relief whose own callbacks block is
+// replaced in turn, so callbacks that wait nest as deep as they need.
 #pragma once
 
 #include <atomic>
@@ -44,6 +52,7 @@
 #include <thread>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <mcr/comm/work.hpp>
 
@@ -108,6 +117,12 @@ class CommThread {
   void set_caller_poll_max_bytes(std::size_t bytes) noexcept {
     caller_poll_max_bytes_.store(bytes, std::memory_order_relaxed);
   }
+  /// Allows reliefs (above), which call mcr from threads other than the communication thread: off
+  /// where the thread that calls mcr must not change (mcr::any_thread_may_call()). Without them a
+  /// completion callback that waits on the communication thread waits for its operation's timeout.
+  void set_reliefs_allowed(bool on) noexcept {
+    reliefs_allowed_.store(on, std::memory_order_relaxed);
+  }
   std::size_t caller_poll_max_bytes() const noexcept {
     return caller_poll_max_bytes_.load(std::memory_order_relaxed);
   }
@@ -116,16 +131,18 @@ class CommThread {
   /// also completed (the rest the communication thread finished).
   /// `driven_by_waiter`: waits in which the waiting thread did the communication thread's work.
   /// `waited_in_library`: of those, waits in which the waiter blocked in the library's own wait.
+  /// `relieved`: times a relief took the communication thread's work over while it ran callbacks.
   struct Counts {
     std::uint64_t posted = 0, issued_by_caller = 0, completed_by_caller = 0, driven_by_waiter = 0,
-                  waited_in_library = 0;
+                  waited_in_library = 0, relieved = 0;
   };
   Counts counts() const noexcept {
     return {posted_.load(std::memory_order_relaxed),
             issued_by_caller_.load(std::memory_order_relaxed),
             completed_by_caller_.load(std::memory_order_relaxed),
             driven_by_waiter_.load(std::memory_order_relaxed),
-            waited_in_library_.load(std::memory_order_relaxed)};
+            waited_in_library_.load(std::memory_order_relaxed),
+            relieved_.load(std::memory_order_relaxed)};
   }
 
   /// The waiting caller's shortcut (above): does the communication thread's work on this thread
@@ -167,7 +184,12 @@ class CommThread {
   /// `at_exit` (mcr::finalize) on the thread, and this call joins it. Every wait in between is
   /// bounded by the operations' timeouts. Idempotent; a no-op on the thread itself.
   void shutdown(std::function<void()> at_exit);
-  bool on_thread() const noexcept { return std::this_thread::get_id() == thread_.get_id(); }
+  /// This is the communication thread or one of its reliefs (whose posts are queued, and which
+  /// must not block on a call of their own).
+  bool on_thread() const noexcept;
+  /// This thread holds the right to call mcr for the communication thread's work (not while it
+  /// runs completion callbacks): it may call mcr directly.
+  bool holds_right_to_call() const noexcept;
 
  private:
   CommThread();
@@ -192,18 +214,39 @@ class CommThread {
 
   /// What one round of the thread's work found (work_round()).
   enum class Round { progressed, waiting, idle };
+  /// Who does a round: the communication thread, a relief, or a waiter (drive_until).
+  enum class Driver { primary, relief, waiter };
+  /// An operation that completed or failed, its completion not yet run.
+  struct Finished {
+    std::function<void(std::exception_ptr)> complete;
+    std::function<mcr::Work()> owner;  // owns the buffers, past the copy-back in complete()
+    std::exception_ptr error;
+  };
 
   void run_task(std::function<void()> task);
   /// Wakes whoever waits for work: the idle communication thread, and any sleeper between
   /// completions. Called after the change, without mu_.
   void announce();
+  /// Work left in flight goes to the communication thread (or, while it runs callbacks, a relief).
+  void hand_over();
+  /// Wakes a relief, starting one where none is free. `urgent`: work was posted or handed over
+  /// while the communication thread runs callbacks; else the relief leaves it a grace first.
+  void call_relief(bool urgent);
+  void relief_loop();
+  /// A relief's turn: the communication thread's work while it runs callbacks.
+  void relieve();
+  /// Runs the completions in ready_, one at a time and each without own_ (above), telling whoever
+  /// must take the work over meanwhile. Returns whether `own` is held again (a waiter's try may
+  /// fail). A relief stops once the communication thread is back.
+  bool run_ready(std::unique_lock<std::mutex>& own, Driver who);
   void run_item(Item& item);
   void loop();
   void wait_for_work();
   bool run_until_idle(std::unique_lock<std::mutex>& own);
-  /// By whoever holds own_: issues everything queued and polls everything in flight. `idle`: there
-  /// was nothing to do (checked under the queue's lock; `may_stop` then also decides the stop).
-  Round work_round(bool may_stop);
+  /// By whoever holds own_: issues everything queued, polls everything in flight and runs the
+  /// completions (run_ready: a waiter's `own` may be let go of on return). `idle`: there was
+  /// nothing to do (checked under the queue's lock; `may_stop` then also decides the stop).
+  Round work_round(bool may_stop, std::unique_lock<std::mutex>& own, Driver who);
   /// Between rounds where nothing moved: sleeps until a completion signal or a post where every
   /// operation in flight signals its completion, else yields or sleeps briefly. `release` is let
   /// go of while sleeping (the communication thread's own_, for a waiting caller to take).
@@ -232,9 +275,10 @@ class CommThread {
   std::deque<Item> queue_;
   std::atomic<bool> queued_{false};  // work for the thread; read without the lock while spinning
   std::atomic<bool> caller_issue_{false};
+  std::atomic<bool> reliefs_allowed_{false};  // set at init()
   std::atomic<std::size_t> caller_poll_max_bytes_{kDefaultCallerPollMaxBytes};
   std::atomic<std::uint64_t> posted_{0}, issued_by_caller_{0}, completed_by_caller_{0},
-      driven_by_waiter_{0}, waited_in_library_{0};
+      driven_by_waiter_{0}, waited_in_library_{0}, relieved_{0};
   // An operation is parked for its waiter (PostedOp::waiter): in flight, the communication thread
   // not told. Set by the parking poster (holding own_); cleared by whoever takes it over.
   std::atomic<bool> parked_{false};
@@ -252,7 +296,21 @@ class CommThread {
   bool stopping_ = false;          // idle after the request: posts fail from here on
   bool stopped_ = false;
   std::deque<InFlight> in_flight_;
+  std::deque<Finished> ready_;  // completions not yet run (run_ready); guarded by own_
   std::thread thread_;
+
+  // Reliefs (above). The communication thread runs completion callbacks: set and read seq_cst
+  // (run_ready, announce).
+  std::atomic<bool> primary_in_callbacks_{false};
+  std::atomic<std::uint64_t> callback_rounds_{0};  // its batches of callbacks so far
+  // Under mu_:
+  std::uint64_t relief_calls_ = 0;        // calls not yet seen by a relief
+  bool relief_urgent_ = false;            // one of them was urgent (call_relief)
+  std::size_t reliefs_in_callbacks_ = 0;  // reliefs running completion callbacks
+  bool relief_starting_ = false;          // a relief was started and has not yet looked for calls
+  bool reliefs_stop_ = false;             // shutdown(): the reliefs end
+  std::vector<std::thread> reliefs_;
+  std::condition_variable relief_cv_;  // a call for a relief, or the reliefs' end
 };
 
 }  // namespace mcr::torch_ext

@@ -43,11 +43,12 @@ std::optional<mcr::Communicator>& world_slot() {  // communication thread only
   return w;
 }
 
-// Python may drop the last reference on any thread; the communicator's state is destroyed on the
-// communication thread (or leaked once the runtime has shut down).
+// Python may drop the last reference on any thread; the communicator's state is destroyed by the
+// thread that holds the right to call mcr, on the communication thread (or leaked once the runtime
+// has shut down).
 void release(mcr::Communicator* c) {
   CommThread& t = CommThread::instance();
-  if (t.on_thread()) {
+  if (t.holds_right_to_call()) {
     delete c;
   } else {
     t.post_task([c] { delete c; });  // dropped (leaked) once the runtime has shut down
@@ -109,6 +110,7 @@ CommHandle init_runtime(const py::object& store, int rank, int size) {
       const std::size_t poll_bytes = caller_poll_max_bytes_requested();
       world_slot() = mcr::init(options);
       CommThread::instance().set_caller_issue(inline_wanted && mcr::any_thread_may_call());
+      CommThread::instance().set_reliefs_allowed(mcr::any_thread_may_call());
       CommThread::instance().set_caller_poll_max_bytes(poll_bytes);
     }
     return describe(*world_slot());
@@ -262,6 +264,7 @@ PYBIND11_MODULE(_mcr_torch, m) {
     d["issued_by_caller"] = c.issued_by_caller;
     d["completed_by_caller"] = c.completed_by_caller;
     d["driven_by_waiter"] = c.driven_by_waiter;
+    d["relieved"] = c.relieved;
     d["waited_in_library"] = c.waited_in_library;
     return d;
   });

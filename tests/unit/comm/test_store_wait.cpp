@@ -16,7 +16,9 @@ using mcr::detail::Bytes;
 using mcr::detail::decode_agreed_go;
 using mcr::detail::encode_agreed_go;
 
-Bytes bytes_of(const std::string& s) { return Bytes(s.begin(), s.end()); }
+Bytes bytes_of(const std::string& s) {
+  return Bytes(s.begin(), s.end());
+}
 
 TEST(AgreedExchange, DecisionCarriesEveryValueInOrder) {
   // Empty and binary values too: a member's value may be a zero-length key or raw integers.
