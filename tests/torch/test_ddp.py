@@ -20,6 +20,11 @@ from common import check, finish, setup
 
 STEPS = 20
 BATCH = 8
+# Kept until the interpreter exits. PowerSGD's state holds torch's gloo group, and its callbacks'
+# closures are released by gloo's worker thread after it completed their futures: were the last
+# reference dropped there, ProcessGroupGloo's destructor would join that very thread, and
+# std::thread raises "Resource deadlock avoided" (seen once in 20 runs, at exit, in torch).
+_KEEP = []
 
 
 def make_model():
@@ -69,6 +74,7 @@ def main():
         if hook is not None:
             a.register_comm_hook(state_a, hook)
             b.register_comm_hook(state_b, hook)
+            _KEEP.append((b, state_b))
         pa, pb = train(a, rank), train(b, rank)
         for i, (x, y) in enumerate(zip(pa, pb)):
             if ws == 2:
