@@ -222,7 +222,7 @@ void CommThread::run_task(std::function<void()> task) {
   announce();
 }
 
-void CommThread::shutdown(std::function<void()> at_exit) {
+void CommThread::shutdown(std::function<void()> at_exit, bool abandon) {
   if (t_comm) return;
   {
     std::unique_lock lock(mu_);
@@ -231,6 +231,7 @@ void CommThread::shutdown(std::function<void()> at_exit) {
       return;
     }
     shutdown_requested_ = true;
+    abandon_ = abandon;
     at_exit_ = std::move(at_exit);
   }
   announce();
@@ -399,6 +400,13 @@ CommThread::Round CommThread::work_round(bool may_stop, std::unique_lock<std::mu
     queued_.store(false, std::memory_order_relaxed);
     handed_over_ = false;
     parked_.store(false, std::memory_order_relaxed);  // whatever was parked is this thread's now
+    if (may_stop && shutdown_requested_ && abandon_ && reliefs_in_callbacks_ == 0) {
+      // Exiting on an error: nobody waits for what is queued or in flight, and a peer may never
+      // match it. Left as it is (the thread's state is never destroyed); finalize abandons the
+      // runtime's side.
+      stopping_ = true;
+      return Round::idle;
+    }
     batch.swap(queue_);
     if (batch.empty() && in_flight_.empty() && ready_.empty()) {
       // Idle. After shutdown(), this is the moment to stop: checked under the queue's lock, so

@@ -182,8 +182,11 @@ class CommThread {
   /// order; at the first moment nothing is queued or in flight (decided under the queue's lock,
   /// so no post can slip between the check and the stop) later posts fail at once. Then it runs
   /// `at_exit` (mcr::finalize) on the thread, and this call joins it. Every wait in between is
-  /// bounded by the operations' timeouts. Idempotent; a no-op on the thread itself.
-  void shutdown(std::function<void()> at_exit);
+  /// bounded by the operations' timeouts. With `abandon` (the process exits on an error of its
+  /// own) it stops at its next round instead: what is queued is not issued, what is in flight is
+  /// left to finalize, which abandons it, and no completion runs. Idempotent; a no-op on the thread
+  /// itself.
+  void shutdown(std::function<void()> at_exit, bool abandon = false);
   /// This is the communication thread or one of its reliefs (whose posts are queued, and which
   /// must not block on a call of their own).
   bool on_thread() const noexcept;
@@ -292,6 +295,7 @@ class CommThread {
   // taken in one batch with operations posted after it, and the stop would overtake them.
   bool shutdown_requested_ = false;
   std::function<void()> at_exit_;  // set with shutdown_requested_
+  bool abandon_ = false;           // set with shutdown_requested_: stop without draining
   std::exception_ptr exit_error_;  // what at_exit_ raised, for shutdown() to rethrow
   bool stopping_ = false;          // idle after the request: posts fail from here on
   bool stopped_ = false;

@@ -227,12 +227,14 @@ py::dict explain(const ProcessGroupMCR& pg, const std::string& op, const std::st
   return out;
 }
 
-void shutdown_runtime() {
+void shutdown_runtime(bool abandon) {
   py::gil_scoped_release no_gil;
-  CommThread::instance().shutdown([] {
-    world_slot().reset();
-    mcr::finalize();
-  });
+  CommThread::instance().shutdown(
+      [] {
+        world_slot().reset();
+        mcr::finalize();
+      },
+      abandon);
 }
 
 }  // namespace
@@ -290,7 +292,7 @@ PYBIND11_MODULE(_mcr_torch, m) {
   m.def("broadcast_string", &broadcast_string);
   m.def("explain", &explain, py::arg("group"), py::arg("op"), py::arg("dtype"), py::arg("bytes"),
         py::arg("reduce") = "sum");
-  m.def("shutdown", &shutdown_runtime);
+  m.def("shutdown", &shutdown_runtime, py::arg("abandon") = false);
   m.def("exiting_on_error", [](const std::string& reason) { mcr::exiting_on_error(reason); });
   m.def(
       "time_native",

@@ -5,8 +5,13 @@ MCR_TIMEOUT far above the test's own limit: without mcr's excepthook, rank 0's e
 for its peers in finalize and they wait for it in the barrier, each for the whole MCR_TIMEOUT. With
 it, rank 0's finalize waits for nobody (its Gloo connections close, MPI is left to the launcher),
 and the launcher (mpirun, torchrun) ends the job when rank 0 exits. Judged by rank 0's line, by the
-job ending within the test's limit, and by no rank printing FAIL."""
+job ending within the test's limit, and by no rank printing FAIL.
 
+With `pending`, rank 0 first posts a receive that rank 1 never matches: its exit handler must not
+wait for it (destroying the groups waits for their operations in flight, here for the whole
+MCR_TIMEOUT), so the communication thread stops at once and finalize abandons the receive."""
+
+import sys
 import time
 
 import torch
@@ -20,6 +25,8 @@ def main():
     t = torch.ones(16)
     dist.all_reduce(t)
     if rank == 0:
+        if "pending" in sys.argv[1:]:
+            dist.irecv(torch.empty(4), src=1)  # never matched: rank 1 sends nothing
         print(f"test_uncaught: rank 0 raises with {ws - 1} peers waiting", flush=True)
         raise RuntimeError("test_uncaught: raised on purpose")
     began = time.time()

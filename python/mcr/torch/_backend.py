@@ -29,6 +29,8 @@ _lock = threading.Lock()
 _generation = -1
 # (generation, ranks) -> how many groups of those ranks this rank has made (_create).
 _member_groups = {}
+# An uncaught exception is ending this process (_hook_uncaught_exceptions).
+_exiting_on_error = False
 
 
 def launch_info(store_given=True):
@@ -126,6 +128,12 @@ def _create(opts, pg_options=None):
 
 
 def _shutdown():
+    if _exiting_on_error:
+        # Nobody waits for the operations in flight, and a peer may never match them (a receive
+        # posted ahead, an unwaited all_reduce): destroying the groups would wait for each until
+        # its timeout. The communication thread stops at once and finalize abandons them.
+        _C.shutdown(abandon=True)
+        return
     # Drop torch's process groups first: their operations in flight complete (shutdown() of each).
     try:
         if dist.is_initialized():
@@ -156,6 +164,8 @@ def _hook_uncaught_exceptions():
     previous = sys.excepthook
 
     def hook(kind, value, tb):
+        global _exiting_on_error
+        _exiting_on_error = True
         try:
             _C.exiting_on_error(f"uncaught {kind.__name__}: {value}")
         except Exception:  # noqa: BLE001 - reporting the user's exception comes first
