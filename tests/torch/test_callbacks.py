@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 import mcr.torch as mt
-from common import check, data, finish, same, setup
+from common import data, finish, same, setup
 
 N = 64
 
