@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include <fmt/format.h>
@@ -56,6 +57,23 @@ constexpr std::size_t kInterGlooFrom = std::size_t{1} << 20;
 constexpr const char* kInterGlooWhy =
     "hier's default between hosts where no rule or tuning entry decides: Gloo's ring over TCP "
     "from 1 MiB";
+
+// Composed operations given up with steps in flight (a timeout, a failed step). A peer that
+// arrives later still matches those steps, and the libraries write into the operation's scratch
+// (and read what was copied there) whenever that happens; the steps' Work handles also keep their
+// sub-communicators from being destroyed, which would wait for steps that may never complete. So
+// they are kept until the process exits, as MPI's abandoned requests' buffers are (mpi_ops.cpp):
+// at most the queue of one communicator, which composes nothing more afterwards.
+void keep_until_exit(std::deque<std::shared_ptr<ComposedOp>>& queue) noexcept {
+  static auto& mutex = *new std::mutex;
+  static auto& kept = *new std::vector<std::shared_ptr<ComposedOp>>;
+  try {
+    std::lock_guard lock(mutex);
+    kept.insert(kept.end(), queue.begin(), queue.end());
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory; the handles may still hold them
+  }
+  queue.clear();
+}
 
 class HierBackend;
 
@@ -207,7 +225,7 @@ class HierBackend final : public Backend {
     for (auto& op : queue_) {
       if (!op->error) op->error = std::make_exception_ptr(Error(broken_));
     }
-    queue_.clear();
+    keep_until_exit(queue_);
   }
 
  private:
@@ -273,7 +291,7 @@ class HierBackend final : public Backend {
     broken_ = fmt::format("hier: an earlier composed operation failed: {}", what);
     for (std::size_t i = 0; i < queue_.size(); ++i)
       queue_[i]->error = i == failed ? e : std::make_exception_ptr(Error(broken_));
-    queue_.clear();
+    keep_until_exit(queue_);
   }
 
   CommState& parent_;
