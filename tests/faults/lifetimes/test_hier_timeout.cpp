@@ -65,8 +65,8 @@ TEST(HierTimeout, LateStepsNeverWriteFreedScratch) {
   slow.backend = "mpi";  // MPI's own wait progresses the sub-operations in flight; Gloo's would not
   slow.timeout = 30s;
   world().barrier(slow);
-  const std::size_t changed = static_cast<std::size_t>(
-      std::count_if(canary.get(), canary.get() + share_bytes, [](std::byte b) { return b != kCanary; }));
+  const std::size_t changed = static_cast<std::size_t>(std::count_if(
+      canary.get(), canary.get() + share_bytes, [](std::byte b) { return b != kCanary; }));
   EXPECT_EQ(changed, 0u) << "a late sub-operation wrote into memory the composed operation had "
                             "freed ("
                          << changed << " bytes of the canary changed)";
