@@ -243,10 +243,11 @@ struct InitOptions {
 Communicator init(const InitOptions& options = {});
 /// Whether init() has run and finalize() has not.
 bool is_initialized() noexcept;
-/// Whether the thread that uses a communicator may change from one call to the next (one thread at
-/// a time, calls ordered by the caller, like MPI_THREAD_SERIALIZED). True unless MPI was
-/// initialised, by the application, at a lower thread level; then every call of the runtime must
-/// come from the thread that initialised MPI.
+/// Whether the thread that calls the runtime may change from one call to the next (one thread at a
+/// time whatever the communicator, calls ordered by the caller, like MPI_THREAD_SERIALIZED; calls
+/// on different communicators must not overlap either, docs/design.md "Threads"). True unless MPI
+/// was initialised, by the application, at a lower thread level; then every call of the runtime
+/// must come from the thread that initialised MPI.
 bool any_thread_may_call() noexcept;
 /// Tears the runtime down (finalizes MPI if init() initialised it). Collective, like MPI_Finalize:
 /// every rank waits (at most the timeout) until all have called it, so that no rank closes its
