@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -261,17 +263,38 @@ Verifier::~Verifier() = default;
 
 namespace {
 
+// An exchange's input and output. An exchange given up (a timeout, a failure) cannot be recalled
+// from the channel's library: a late peer still completes it, which writes into the output and
+// reads the input. So those are kept until the process exits, as MPI's abandoned requests keep
+// their buffers (mpi_ops.cpp): one descriptor and its all-gather per communicator that failed.
+struct ExchangeBuffers {
+  Bytes in;
+  Bytes out;
+};
+void keep_until_exit(std::unique_ptr<ExchangeBuffers> buffers) noexcept {
+  static auto& mutex = *new std::mutex;
+  static auto& kept = *new std::vector<std::unique_ptr<ExchangeBuffers>>;
+  try {
+    std::lock_guard lock(mutex);
+    kept.push_back(std::move(buffers));
+  } catch (...) {  // out of memory: leak them rather than free what a library may still write
+    (void)buffers.release();
+  }
+}
+
 // One all-gather on the channel, polled (never blocking in a library) so that it is bounded by
 // `limit` and keeps every host-progress backend moving while it waits (design.md, rule 1).
 std::vector<Bytes> exchange(Backend& channel, CommState& state, const OpArgs& about,
                             std::uint64_t index, const Bytes& mine,
                             std::chrono::milliseconds limit) {
-  Bytes out(mine.size() * static_cast<std::size_t>(state.size));
+  auto buffers = std::make_unique<ExchangeBuffers>();
+  buffers->in = mine;
+  buffers->out.resize(mine.size() * static_cast<std::size_t>(state.size));
   OpArgs x;
   x.op = OpType::all_gather;
   x.dtype = DType::u8;
-  x.in = mine.data();
-  x.out = out.data();
+  x.in = buffers->in.data();
+  x.out = buffers->out.data();
   x.count = mine.size();
   x.async = true;
   x.may_block = false;
@@ -312,9 +335,14 @@ std::vector<Bytes> exchange(Backend& channel, CommState& state, const OpArgs& ab
       }
     }
   } catch (const TimeoutError& e) {
+    keep_until_exit(std::move(buffers));
     if (std::string_view(e.backend()) == "verify") throw;
     throw timed_out();  // the channel's own timer (gloo) fired first: same meaning
+  } catch (...) {
+    keep_until_exit(std::move(buffers));
+    throw;
   }
+  const Bytes& out = buffers->out;
   std::vector<Bytes> all;
   for (int r = 0; r < state.size; ++r) {
     const auto* p = out.data() + static_cast<std::size_t>(r) * mine.size();
