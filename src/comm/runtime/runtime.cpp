@@ -450,6 +450,9 @@ void shut_down_launchers_within(std::chrono::milliseconds limit) {
 // timeout; otherwise it is left initialised: an abandoned MPI request cannot be cancelled, and
 // MPI_Finalize would progress it into freed buffers.
 void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::string& reason) {
+  // First: abandoning may abandon MPI requests still in flight (an operation whose handle the
+  // caller dropped, a composed operation's steps), which decides whether MPI may be finalized.
+  detail::abandon_all_communicators(reason);
   const bool launcher = slot->launch.mpi_world;
   const bool own_error = detail::exiting_on_error();
   const bool shut_down =
@@ -469,7 +472,6 @@ void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::s
                                   : "an MPI operation was abandoned")));
   detail::Watchdog::instance().stop();
   detail::write_local_env_comm_log(fmt::format("finalize after a failure: {}", reason));
-  detail::abandon_all_communicators(reason);
   slot->world.reset();  // kept by the abandoned list, never destroyed
   // The store goes with the runtime: a peer waiting on it (rank 0's process holds it) fails at
   // once, told that the store's owner is going away; no grace for peers to leave first.
