@@ -30,7 +30,7 @@ while kill -0 "$launcher" 2>/dev/null; do
   fi
   sleep 0.5
 done
-wait "$launcher"
+wait "$launcher" 2>/dev/null
 rc=$?
 out=$(cat "$log")
 printf '%s\n' "$out"
