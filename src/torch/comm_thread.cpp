@@ -36,6 +36,22 @@ thread_local bool t_holds_own = false;
 // blocks holds up.
 constexpr auto kReliefGrace = std::chrono::milliseconds(1);
 
+// The issue function of an operation that failed after it was issued (a timeout, a library error):
+// it owns the tensors the operation reads and writes, and the library may still write into them
+// when a late peer arrives, whatever the caller dropped (the tensors, the group). Kept until the
+// process exits, as the runtime keeps its own buffers of abandoned operations; it may hold the last
+// reference to the group's communicator, which is then never destroyed either.
+void keep_until_exit(std::function<mcr::Work()> owner) noexcept {
+  static auto& mutex = *new std::mutex;
+  static auto& kept = *new std::vector<std::function<mcr::Work()>>;
+  try {
+    std::lock_guard lock(mutex);
+    kept.push_back(std::move(owner));
+  } catch (...) {  // out of memory: leak it rather than free what a library may still write
+    (void)new std::function<mcr::Work()>(std::move(owner));
+  }
+}
+
 }  // namespace
 
 CommThread& CommThread::instance() {
@@ -128,6 +144,7 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
     own.unlock();
     completed_by_caller_.fetch_add(1, std::memory_order_relaxed);
     f.complete(error);  // f.issue, which owns the buffers, outlives the copy-back
+    if (error) keep_until_exit(std::move(f.issue));
     return;
   }
   if (alone && f.waiter != nullptr && f.park_for_waiter && f.work.library_wait()) {
@@ -148,6 +165,7 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
         own.unlock();
         completed_by_caller_.fetch_add(1, std::memory_order_relaxed);
         f.complete(error);  // f.issue, which owns the buffers, outlives the copy-back
+        if (error) keep_until_exit(std::move(f.issue));
         return;
       }
       if (Clock::now() >= until) break;
@@ -277,8 +295,9 @@ void CommThread::issue(PostedOp& op) {
                                   {},
                                   op.waiter});
   } catch (...) {
-    ready_.push_back(
-        Finished{std::move(op.complete), std::move(op.issue), std::current_exception()});
+    // Not issued: nothing of the library's holds its buffers.
+    ready_.push_back(Finished{std::move(op.complete), std::move(op.issue), std::current_exception(),
+                              /*issued=*/false});
   }
 }
 
@@ -309,7 +328,7 @@ bool CommThread::poll_in_flight() {
       continue;
     }
     // The issue function owns the buffers: they outlive the copy-back in complete().
-    ready_.push_back(Finished{std::move(it->complete), std::move(it->issue), error});
+    ready_.push_back(Finished{std::move(it->complete), std::move(it->issue), error, true});
     it = in_flight_.erase(it);
     progressed = true;
   }
@@ -345,6 +364,7 @@ bool CommThread::run_ready(std::unique_lock<std::mutex>& own, Driver who) {
     own.unlock();
     f.complete(f.error);  // may post new operations: never under mu_ or own_
     f.complete = nullptr;
+    if (f.error && f.issued) keep_until_exit(std::move(f.owner));
     bool held = true;
     switch (who) {
       case Driver::primary:

@@ -224,6 +224,7 @@ class CommThread {
     std::function<void(std::exception_ptr)> complete;
     std::function<mcr::Work()> owner;  // owns the buffers, past the copy-back in complete()
     std::exception_ptr error;
+    bool issued = true;  // failed after it was issued: the library may still use the buffers
   };
 
   void run_task(std::function<void()> task);

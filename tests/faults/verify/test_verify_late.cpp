@@ -72,8 +72,8 @@ TEST(VerifyLate, ExchangeGivenUpNeverWritesFreedMemory) {
   world().barrier(slow);
   std::size_t changed = 0;
   for (const auto& canary : canaries) {
-    changed += static_cast<std::size_t>(std::count_if(
-        canary.get(), canary.get() + out_bytes, [](std::byte b) { return b != kCanary; }));
+    changed += static_cast<std::size_t>(std::count_if(canary.get(), canary.get() + out_bytes,
+                                                      [](std::byte b) { return b != kCanary; }));
   }
   EXPECT_EQ(changed, 0u) << "the late exchange wrote into memory that verification had freed ("
                          << changed << " bytes of the canaries changed)";
