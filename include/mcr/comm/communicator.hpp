@@ -54,7 +54,8 @@ struct CallOptions {
 /// backend; a failure is printed on stderr, as nobody is left to raise it to), then the backends
 /// are closed. So dropping a group blocks until its peers have joined its dropped operations.
 ///
-/// Buffers: a synchronous call reads and writes its tensors only during the call. An asynchronous
+/// Buffers: a synchronous call reads and writes its tensors only during the call, unless it raised
+/// TimeoutError (then as for an asynchronous one that did, see Work). An asynchronous
 /// call may read its inputs and write its outputs (and, for v-ops, read the counts) until its
 /// Work's wait() returns or test() returns true; until then the caller must keep them valid and
 /// must not write the inputs or read the outputs. Dropping the Work does not cancel the operation:

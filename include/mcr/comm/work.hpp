@@ -20,8 +20,10 @@ class WorkState;
 /// What must stay valid: the operation's tensors (and the counts of the v-ops) until wait()
 /// returns or test() returns true. After a TimeoutError the operation is abandoned, not undone:
 /// queued Gloo work is skipped, but a running Gloo collective or an MPI request may still touch
-/// the buffers, so keep them valid until the communicator is destroyed (it is aborted: a peer may
-/// still be inside the operation).
+/// the buffers (the communicator is aborted: a peer may still be inside the operation). An MPI
+/// request cannot be recalled, and a peer that arrives later completes it even after the
+/// communicator is gone, so keep the buffers valid until the process exits (the runtime keeps its
+/// own buffers of such operations, and the PyTorch binding its tensors, for that long).
 ///
 /// A handle keeps its communicator's backends alive, so it may outlive every Communicator copy
 /// and still be waited on. Dropping the last copy before completion does not cancel the
