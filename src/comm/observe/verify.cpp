@@ -9,7 +9,6 @@
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -18,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/kept.hpp"
 #include "core/state.hpp"
 #include "mcr/errors.hpp"
 #include "observe/flight_recorder.hpp"
@@ -265,29 +265,19 @@ namespace {
 
 // An exchange's input and output. An exchange given up (a timeout, a failure) cannot be recalled
 // from the channel's library: a late peer still completes it, which writes into the output and
-// reads the input. So those are kept until the process exits, as MPI's abandoned requests keep
-// their buffers (mpi_ops.cpp): one descriptor and its all-gather per communicator that failed.
+// reads the input. So those are then kept until the process exits (core/kept.hpp): one
+// descriptor and its all-gather per communicator that failed.
 struct ExchangeBuffers {
   Bytes in;
   Bytes out;
 };
-void keep_until_exit(std::unique_ptr<ExchangeBuffers> buffers) noexcept {
-  static auto& mutex = *new std::mutex;
-  static auto& kept = *new std::vector<std::unique_ptr<ExchangeBuffers>>;
-  try {
-    std::lock_guard lock(mutex);
-    kept.push_back(std::move(buffers));
-  } catch (...) {  // out of memory: leak them rather than free what a library may still write
-    (void)buffers.release();
-  }
-}
 
 // One all-gather on the channel, polled (never blocking in a library) so that it is bounded by
 // `limit` and keeps every host-progress backend moving while it waits (design.md, rule 1).
 std::vector<Bytes> exchange(Backend& channel, CommState& state, const OpArgs& about,
                             std::uint64_t index, const Bytes& mine,
                             std::chrono::milliseconds limit) {
-  auto buffers = std::make_unique<ExchangeBuffers>();
+  auto buffers = std::make_shared<ExchangeBuffers>();
   buffers->in = mine;
   buffers->out.resize(mine.size() * static_cast<std::size_t>(state.size));
   OpArgs x;

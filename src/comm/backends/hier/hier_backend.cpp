@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "core/kept.hpp"
 #include "core/state.hpp"
 #include "hier_compose.hpp"
 #include "mcr/comm/info.hpp"
@@ -62,16 +62,11 @@ constexpr const char* kInterGlooWhy =
 // arrives later still matches those steps, and the libraries write into the operation's scratch
 // (and read what was copied there) whenever that happens; the steps' Work handles also keep their
 // sub-communicators from being destroyed, which would wait for steps that may never complete. So
-// they are kept until the process exits, as MPI's abandoned requests' buffers are (mpi_ops.cpp):
-// at most the queue of one communicator, which composes nothing more afterwards.
-void keep_until_exit(std::deque<std::shared_ptr<ComposedOp>>& queue) noexcept {
-  static auto& mutex = *new std::mutex;
-  static auto& kept = *new std::vector<std::shared_ptr<ComposedOp>>;
-  try {
-    std::lock_guard lock(mutex);
-    kept.insert(kept.end(), queue.begin(), queue.end());
-  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory; the handles may still hold them
-  }
+// they are kept until the process exits: at most the queue of one communicator, which composes
+// nothing more afterwards.
+void keep_queue_until_exit(std::deque<std::shared_ptr<ComposedOp>>& queue) noexcept {
+  for (auto& op : queue)
+    keep_until_exit(std::move(op));
   queue.clear();
 }
 
@@ -225,7 +220,7 @@ class HierBackend final : public Backend {
     for (auto& op : queue_) {
       if (!op->error) op->error = std::make_exception_ptr(Error(broken_));
     }
-    keep_until_exit(queue_);
+    keep_queue_until_exit(queue_);
   }
 
  private:
@@ -291,7 +286,7 @@ class HierBackend final : public Backend {
     broken_ = fmt::format("hier: an earlier composed operation failed: {}", what);
     for (std::size_t i = 0; i < queue_.size(); ++i)
       queue_[i]->error = i == failed ? e : std::make_exception_ptr(Error(broken_));
-    keep_until_exit(queue_);
+    keep_queue_until_exit(queue_);
   }
 
   CommState& parent_;

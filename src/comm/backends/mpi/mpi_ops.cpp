@@ -3,13 +3,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "backends/mpi/mpi_nbc.hpp"
+#include "core/kept.hpp"
 #include "core/local_reduce.hpp"
 #include "mcr/errors.hpp"
 #include "mpi_check.hpp"
@@ -23,21 +24,6 @@ int as_int(std::size_t n) {
 }  // counts are checked against max_count()
 
 std::atomic<bool> g_abandoned{false};
-
-// What abandoned requests still own (scratch, count arrays): MPI may write into it until the
-// process ends, so it is never freed.
-std::mutex& kept_mutex() {
-  static auto& m = *new std::mutex;
-  return m;
-}
-std::vector<std::vector<std::byte>>& kept_scratch() {
-  static auto& v = *new std::vector<std::vector<std::byte>>;
-  return v;
-}
-std::vector<std::vector<int>>& kept_ints() {
-  static auto& v = *new std::vector<std::vector<int>>;
-  return v;
-}
 
 }  // namespace
 
@@ -60,10 +46,14 @@ void MpiPending::abandon() noexcept {
     }
   }
   g_abandoned.store(true);
+  // What the request still owns (scratch, count arrays): MPI may use it until the process ends.
   try {
-    std::lock_guard lock(kept_mutex());
-    if (!buffers.scratch.empty()) kept_scratch().push_back(std::move(buffers.scratch));
-    if (!buffers.ints.empty()) kept_ints().push_back(std::move(buffers.ints));
+    if (!buffers.scratch.empty()) {
+      keep_until_exit(std::make_shared<std::vector<std::byte>>(std::move(buffers.scratch)));
+    }
+    if (!buffers.ints.empty()) {
+      keep_until_exit(std::make_shared<std::vector<int>>(std::move(buffers.ints)));
+    }
   } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory: the buffers go with the object
   }
   finish = {};  // its copies out of scratch must never run
