@@ -48,7 +48,10 @@ void keep_until_exit(std::function<mcr::Work()> owner) noexcept {
     std::lock_guard lock(mutex);
     kept.push_back(std::move(owner));
   } catch (...) {  // out of memory: leak it rather than free what a library may still write
-    (void)new std::function<mcr::Work()>(std::move(owner));
+    try {
+      (void)new std::function<mcr::Work()>(std::move(owner));
+    } catch (...) {  // NOLINT(bugprone-empty-catch): nothing is left to hold it with
+    }
   }
 }
 
