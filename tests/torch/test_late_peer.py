@@ -2,9 +2,10 @@
 
 The timed-out MPI operation cannot be recalled: when rank 1 arrives 2.5 s late, it completes
 against rank 0's request, which writes the result into rank 0's tensor. That tensor must still be
-the operation's, even though rank 0 has dropped every reference to it; a tensor freed with the
-caller's references would be handed out again (canaries allocated after the timeout) or unmapped
-(a crash). Run with MALLOC_MMAP_THRESHOLD_ set, so that glibc unmaps a freed block of this size."""
+the operation's, even though rank 0 has dropped every reference to it. The runtime keeps freed
+memory on the heap for reuse (MCR_MALLOC_RETAIN), so a tensor freed with the caller's references
+is handed out again: the late result then lands in canaries allocated after the timeout, or
+corrupts the heap (a crash)."""
 
 import gc
 import time

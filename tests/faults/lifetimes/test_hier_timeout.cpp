@@ -5,10 +5,9 @@
 //
 // Ranks 0-2 issue an 8 MiB all_reduce on hier with a 1 s timeout; rank 3 issues it 2 s late. Rank
 // 1's between-hosts step with rank 3 is in flight when rank 1 gives up; once rank 3 arrives, that
-// step completes into the scratch of rank 1's composed operation. Run with
-// MALLOC_MMAP_THRESHOLD_=131072, so that glibc returns a freed scratch buffer to the kernel and a
-// canary buffer of the same size allocated after the timeout usually lands on the same pages: a
-// late write into freed scratch then changes the canary, or faults where the pages stayed unmapped.
+// step completes into the scratch of rank 1's composed operation. The runtime keeps freed memory
+// on the heap for reuse (MCR_MALLOC_RETAIN), so freed scratch is handed out again: a late write
+// into it changes a canary allocated after the timeout, or corrupts the heap (a crash).
 #include <gtest/gtest.h>
 
 #include <algorithm>
