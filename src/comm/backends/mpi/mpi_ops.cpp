@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -22,6 +23,43 @@ namespace {
 int as_int(std::size_t n) {
   return static_cast<int>(n);
 }  // counts are checked against max_count()
+
+// all_to_all_v selects on CallOptions::size_hint, not on its counts, so selection cannot keep it
+// off MPI when a count or displacement exceeds the int that MPI 3.1 takes: refuse it here, before
+// MPI is called, instead of truncating. Every rank whose counts exceed it raises alike.
+void check_v_counts_fit(const OpArgs& a, int size) {
+  constexpr auto kMax = static_cast<std::size_t>(INT_MAX);
+  std::size_t sent = 0;
+  std::size_t received = 0;
+  for (int r = 0; r < size; ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    const char* what = nullptr;
+    std::size_t value = 0;
+    if (a.send_counts[ri] > kMax) {
+      what = "send_counts";
+      value = a.send_counts[ri];
+    } else if (sent > kMax) {
+      what = "send displacement";
+      value = sent;
+    } else if (a.recv_counts[ri] > kMax) {
+      what = "recv_counts";
+      value = a.recv_counts[ri];
+    } else if (received > kMax) {
+      what = "recv displacement";
+      value = received;
+    }
+    if (what != nullptr) {
+      throw UnsupportedError(fmt::format(
+          "all_to_all_v on backend 'mpi': {}[{}] = {} elements exceeds MPI's int counts and "
+          "displacements (at most {}); nothing was started. Pass CallOptions::size_hint (the "
+          "exchange's bytes, alike on every rank) so that selection keeps such exchanges off MPI, "
+          "or force a backend without the limit (backend = \"gloo\")",
+          what, r, value, kMax));
+    }
+    sent += a.send_counts[ri];
+    received += a.recv_counts[ri];
+  }
+}
 
 std::atomic<bool> g_abandoned{false};
 
@@ -221,6 +259,7 @@ std::unique_ptr<PendingOp> run_op(const MpiGroup& g, const OpArgs& a, bool block
       break;
     }
     case OpType::all_to_all_v: {
+      check_v_counts_fit(a, g.size);
       auto& ints = buffers().ints;
       ints.resize(4 * static_cast<std::size_t>(g.size));
       int* sc = ints.data();
