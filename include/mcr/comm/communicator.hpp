@@ -39,7 +39,9 @@ struct CallOptions {
   int tag = 0;
   /// all_to_all_v only: the message size (bytes) used to select a backend. Per-rank counts differ,
   /// so no size is known alike on every rank; pass an agreed figure (e.g. the total bytes of the
-  /// exchange) to let size-based rules and tuning apply. Zero selects as for an empty message.
+  /// exchange) to let size-based rules and tuning apply. Zero selects as for an empty message. A
+  /// backend whose counts are ints (MPI) raises UnsupportedError for counts or displacements past
+  /// INT_MAX elements; a size_hint that large keeps automatic selection off it.
   std::size_t size_hint = 0;
 };
 
@@ -185,7 +187,10 @@ class Communicator {
 
   // ---- groups --------------------------------------------------------------------------------
   /// Collective over this communicator: ranks with the same color form a new communicator,
-  /// ordered by (key, rank). Ranks passing kUndefinedColor get an invalid communicator.
+  /// ordered by (key, rank). Ranks passing kUndefinedColor get an invalid communicator. Where a
+  /// library fails to form the new group on some rank, every rank raises (that rank its own error,
+  /// the others BackendError naming it), no rank goes on into the next library, and this
+  /// communicator stays usable; the same holds for new_group() and member_group().
   Communicator split(int color, int key) const;
   /// Collective over this communicator: a communicator of `ranks` (ranks of this communicator; the
   /// new rank i is ranks[i]). Every rank passes the same list; non-members get an invalid one.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -59,6 +61,52 @@ Communicator make_child(detail::CommState& s, const std::vector<int>& members,
   return Communicator(std::move(child));
 }
 
+// Forms a group's backends library by library, in the communicator's order (equal on every rank).
+// A library's formation may wait for every rank that takes part without a bound (MPI_Comm_split,
+// MPI_Comm_create_group, ncclCommSplit), so a rank whose library failed to form the group (out of
+// file descriptors, a connection refused) must not leave the others in the next library's
+// formation, waiting for it forever. After each library the ranks that take part (`participants`,
+// world ranks: the parent's for split(), the members for member_group()) therefore agree through
+// the store whether it formed everywhere (group_agree_succeeded), and if not, every one of them
+// raises and none goes on: the rank that failed its own error, the others a BackendError naming
+// it. Nothing is left formed, so the communicator stays usable.
+std::vector<std::unique_ptr<detail::Backend>> form_agreed(
+    detail::CommState& s, const std::vector<int>& participants, const std::string& tag,
+    std::string_view op, const std::string& what,
+    const std::function<std::unique_ptr<detail::Backend>(detail::Backend&)>& form) {
+  detail::Bootstrap& bootstrap = *detail::runtime().bootstrap;
+  std::vector<std::unique_ptr<detail::Backend>> children;
+  for (std::size_t i = 0; i < s.backends.size(); ++i) {
+    detail::Backend& b = *s.backends[i];
+    std::exception_ptr failed;
+    std::string message;
+    std::unique_ptr<detail::Backend> child;
+    try {
+      child = form(b);
+    } catch (const std::exception& e) {
+      failed = std::current_exception();
+      message = e.what();
+      if (message.empty()) message = "(no message)";
+    }
+    if (participants.size() > 1) {
+      const std::string stop = detail::group_agree_succeeded(
+          bootstrap, participants, fmt::format("{}/formed/{}", tag, i), message,
+          bootstrap.timeout(), op, what);
+      if (failed) std::rethrow_exception(failed);
+      if (!stop.empty()) {
+        throw BackendError(fmt::format(
+            "{}: the {} library failed to form the group on {}; no rank went on, so the group was "
+            "formed nowhere and the communicator stays usable",
+            what, b.name(), stop));
+      }
+    } else if (failed) {
+      std::rethrow_exception(failed);
+    }
+    if (child) children.push_back(std::move(child));
+  }
+  return children;
+}
+
 Communicator do_split(detail::CommState& s, int color, int key) {
   s.check_usable();
   detail::engine()
@@ -86,11 +134,9 @@ Communicator do_split(detail::CommState& s, int color, int key) {
       fnv1a(fmt::format("{}/{}/{}", s.id, index, members.empty() ? -1 : members.front())) | 1u;
 
   // Every backend splits collectively over the parent, in the same order on every rank.
-  std::vector<std::unique_ptr<detail::Backend>> children;
-  for (auto& b : s.backends) {
-    auto child = b->split(members, group_id);
-    if (!members.empty() && child) children.push_back(std::move(child));
-  }
+  auto children = form_agreed(s, s.world_ranks, fmt::format("mcr/split/{}/{}", s.id, index),
+                              "split", fmt::format("split #{} of communicator {}", index + 1, s.id),
+                              [&](detail::Backend& b) { return b.split(members, group_id); });
   if (members.empty()) return Communicator();
   return make_child(s, members, group_id, std::move(children));
 }
@@ -118,8 +164,9 @@ void check_ranks(const detail::CommState& s, std::span<const int> ranks, const c
 // through the store (progressing, and agreeing whether to go on: store_wait.hpp) and raise
 // MismatchError on every member where they differ. A member missing for `timeout` makes every
 // member raise TimeoutError, the late one too, and the count stays equal on all of them.
-void check_same_key(detail::CommState& s, const std::vector<int>& members, std::string_view key,
-                    std::chrono::milliseconds timeout) {
+// Returns the store tag of the meeting, unique to this group's formation.
+std::string check_same_key(detail::CommState& s, const std::vector<int>& members,
+                           std::string_view key, std::chrono::milliseconds timeout) {
   s.check_usable();
   const std::uint64_t n = s.member_groups[members]++;
   const std::string what =
@@ -135,7 +182,7 @@ void check_same_key(detail::CommState& s, const std::vector<int>& members, std::
   const auto keys = detail::group_all_gather_agreed(
       bootstrap, world_ranks_of(s, members), tag, mine,
       timeout.count() > 0 ? timeout : bootstrap.timeout(), "member_group", what);
-  if (std::all_of(keys.begin(), keys.end(), [&](const Bytes& k) { return k == mine; })) return;
+  if (std::all_of(keys.begin(), keys.end(), [&](const Bytes& k) { return k == mine; })) return tag;
   std::vector<std::string> seen;
   for (std::size_t i = 0; i < members.size(); ++i) {
     seen.push_back(
@@ -150,14 +197,14 @@ void check_same_key(detail::CommState& s, const std::vector<int>& members, std::
 // The backends of a group that its members form alone; a library that cannot is left out (the
 // same on every member: the backend list is equal across ranks).
 Communicator form_from_members(detail::CommState& s, const std::vector<int>& members,
-                               std::uint64_t group_id) {
+                               std::uint64_t group_id, const std::string& tag) {
   s.check_usable();
   detail::engine()
       .finish_composed_ops();  // forming may block in a library (docs/design.md, rule 6)
-  std::vector<std::unique_ptr<detail::Backend>> children;
-  for (auto& b : s.backends) {
-    if (auto child = b->split_members(members, group_id)) children.push_back(std::move(child));
-  }
+  auto children =
+      form_agreed(s, world_ranks_of(s, members), tag, "member_group",
+                  fmt::format("member_group of ranks [{}]", fmt::join(members, ", ")),
+                  [&](detail::Backend& b) { return b.split_members(members, group_id); });
   if (children.empty()) {
     throw Error(
         fmt::format("member_group: no backend of communicator {} can form a group of its "
@@ -185,11 +232,11 @@ Communicator Communicator::member_group(std::span<const int> ranks, std::string_
         fmt::format("member_group: timeout {} ms must be >= 0 (0: the runtime's store timeout)",
                     timeout.count()));
   }
-  check_same_key(s, members, key, timeout);
+  const std::string tag = check_same_key(s, members, key, timeout);
   // Equal on every member, distinct from split() ids (whose text has no "members") and from other
   // member groups (their keys differ).
   const std::uint64_t group_id = fnv1a(fmt::format("{}/members/{}", s.id, key)) | 1u;
-  return form_from_members(s, members, group_id);
+  return form_from_members(s, members, group_id, tag);
 }
 
 Communicator Communicator::split(int color, int key) const {

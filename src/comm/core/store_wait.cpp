@@ -60,6 +60,8 @@ bool claims_outcome(Store& store, const std::string& tag) {
 // and every member's value, or 'S' and why the members gave up.
 constexpr std::uint8_t kGo = 'G';
 constexpr std::uint8_t kStop = 'S';
+// group_agree_succeeded's outcome where a member failed its step: 'F' and that failure.
+constexpr std::uint8_t kFailed = 'F';
 
 }  // namespace
 
@@ -172,6 +174,59 @@ std::vector<Bytes> group_all_gather_agreed(Bootstrap& bootstrap, const std::vect
         std::string(op), 0, "store");
   }
   return decode_agreed_go(*outcome, members.size(), tag);
+}
+
+std::string group_agree_succeeded(Bootstrap& bootstrap, const std::vector<int>& members,
+                                  const std::string& tag, const std::string& failure,
+                                  std::chrono::milliseconds timeout, std::string_view op,
+                                  std::string_view what) {
+  const int me = bootstrap.rank();
+  check_member(members, me, tag);
+  Store& store = bootstrap.store();
+  // Two keys per agreement (the store never forgets a key, and groups may be formed by the
+  // thousand): the outcome, and one counter in which each member's arrival lands in a field of its
+  // own, so that the value returned by the atomic add tells a member whether it decides. A success
+  // adds 1: the one that brings the count to exactly the number of members (nothing else there)
+  // decides that all go on. A failure adds kFailure: the first one decides that all stop, unless
+  // a member gave up before. A member that waited `timeout` adds kGaveUp: the first one decides
+  // that all stop, unless every member had succeeded or one had failed.
+  constexpr std::int64_t kFailure = std::int64_t{1} << 21;
+  constexpr std::int64_t kGaveUp = std::int64_t{1} << 42;
+  constexpr std::int64_t kField = kFailure - 1;
+  const auto n = static_cast<std::int64_t>(members.size());
+  const std::string counter = tag + "/arrived";
+  const std::string outcome_key = tag + "/outcome";
+  if (failure.empty()) {
+    if (store.add(counter, 1) == n) store.set(outcome_key, Bytes{kGo});
+  } else {
+    const std::int64_t v = store.add(counter, kFailure);
+    if (v < kGaveUp && v / kFailure == 1) {
+      store.set(outcome_key, to_bytes(fmt::format("{}world rank {}: {}", static_cast<char>(kFailed),
+                                                  me, failure)));
+    }
+  }
+  std::optional<Bytes> outcome;
+  try {
+    outcome = get_progressing(store, outcome_key, timeout);
+  } catch (const TimeoutError&) {
+    const std::int64_t v = store.add(counter, kGaveUp);
+    const std::int64_t succeeded = v & kField;
+    if (v / kGaveUp == 1 && succeeded < n && (v % kGaveUp) / kFailure == 0) {
+      store.set(outcome_key,
+                to_bytes(fmt::format("{}world rank {} gave up after waiting {} ms for the other "
+                                     "members; {} of {} had arrived",
+                                     static_cast<char>(kStop), me, timeout.count(), succeeded, n)));
+    }
+  }
+  // Unless read above, set by now or about to be by whichever member decided.
+  if (!outcome) outcome = get_progressing(store, outcome_key, bootstrap.timeout());
+  if (outcome->size() == 1 && outcome->front() == kGo) return {};
+  const std::string why = outcome->empty() ? std::string("(no reason)")
+                                           : std::string(outcome->begin() + 1, outcome->end());
+  if (!outcome->empty() && outcome->front() == kFailed) return why;
+  throw TimeoutError(
+      fmt::format("{}: {} (every member raises this, one that arrives later too)", what, why),
+      std::string(op), 0, "store");
 }
 
 }  // namespace mcr::detail

@@ -43,6 +43,19 @@ std::vector<Bytes> group_all_gather_agreed(Bootstrap& bootstrap, const std::vect
                                            std::chrono::milliseconds timeout, std::string_view op,
                                            std::string_view what);
 
+/// Whether a step that each of `members` took (a library forming a group) succeeded on all of them:
+/// `failure` is this member's error, empty where the step succeeded. Made for steps followed by
+/// one that waits for every member without a bound: either all members go on or none does. A
+/// member that failed decides at once that all stop, so that nobody waits for a member still inside
+/// the step (a library's rendezvous can take several timeouts to fail after a peer failed); the
+/// last member to arrive decides that all go on where none failed. Returns "" when they go on,
+/// else why they stop ("world rank R: <its failure>", the failure that decided), on every member.
+/// Throws TimeoutError, on every member, when one waited `timeout` for the decision.
+std::string group_agree_succeeded(Bootstrap& bootstrap, const std::vector<int>& members,
+                                  const std::string& tag, const std::string& failure,
+                                  std::chrono::milliseconds timeout, std::string_view op,
+                                  std::string_view what);
+
 /// The decision that the members go on, as group_all_gather_agreed stores it: every member's value
 /// in the members' order (store_wire's little-endian, length-prefixed encoding).
 Bytes encode_agreed_go(const std::vector<Bytes>& values);

@@ -92,9 +92,13 @@ TEST(Lifetimes, ThousandGroupsWithDroppedHandlesLeakNothing) {
       before.rss_kib, after.rss_kib);
   EXPECT_LE(growth.threads, 1) << rank_tag() << ": threads grew over " << rounds << " groups";
   EXPECT_LE(growth.fds, 4) << rank_tag() << ": descriptors grew over " << rounds << " groups";
-  // About 70 KB per group leaked before; allow a few MiB of allocator noise for 1000 groups.
-  EXPECT_LE(growth.rss_kib, 4096) << rank_tag() << ": resident memory grew over " << rounds
-                                  << " groups";
+  // About 70 KB per group leaked before; allow a few MiB of allocator noise for 1000 groups. Rank
+  // 0 also holds the rendezvous store, whose keys are never deleted (as in torch's TCPStore): a
+  // group's formation leaves about 3.3 KB of them there (the color exchange, Gloo's addresses, one
+  // agreement per library), so it gets twice the allowance.
+  const long allowed_kib = world().rank() == 0 ? 8192 : 4096;
+  EXPECT_LE(growth.rss_kib, allowed_kib)
+      << rank_tag() << ": resident memory grew over " << rounds << " groups";
 }
 
 TEST(Lifetimes, DroppedHandleCompletesBeforeItsGroupIsGone) {
