@@ -95,8 +95,8 @@ std::unique_ptr<mcr::detail::Bootstrap> member(SharedMemory& m, int rank, int si
   mcr::detail::LaunchInfo launch;
   launch.rank = rank;
   launch.size = size;
-  return std::make_unique<mcr::detail::Bootstrap>(launch, nullptr,
-                                                  std::make_unique<MemberStore>(m), timeout);
+  return std::make_unique<mcr::detail::Bootstrap>(launch, nullptr, std::make_unique<MemberStore>(m),
+                                                  timeout);
 }
 
 // What a member came away with: the verdict ("" to go on, else why all stop) or the error.
