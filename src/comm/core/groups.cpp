@@ -69,7 +69,10 @@ Communicator make_child(detail::CommState& s, const std::vector<int>& members,
 // world ranks: the parent's for split(), the members for member_group()) therefore agree through
 // the store whether it formed everywhere (group_agree_succeeded), and if not, every one of them
 // raises and none goes on: the rank that failed its own error, the others a BackendError naming
-// it. Nothing is left formed, so the communicator stays usable.
+// it. Nothing is left formed, so the communicator stays usable. A failure decides at once; only
+// success waits for every rank, at most 8 store timeouts: a rendezvous that succeeds can take up to
+// 7 of them (Gloo's waits one for the peers' addresses, 5 for its connections, one for its closing
+// barrier), and before this agreement a rank waited for the next library without any bound.
 std::vector<std::unique_ptr<detail::Backend>> form_agreed(
     detail::CommState& s, const std::vector<int>& participants, const std::string& tag,
     std::string_view op, const std::string& what,
@@ -91,7 +94,7 @@ std::vector<std::unique_ptr<detail::Backend>> form_agreed(
     if (participants.size() > 1) {
       const std::string stop = detail::group_agree_succeeded(
           bootstrap, participants, fmt::format("{}/formed/{}", tag, i), message,
-          bootstrap.timeout(), op, what);
+          8 * bootstrap.timeout(), op, what);
       if (failed) std::rethrow_exception(failed);
       if (!stop.empty()) {
         throw BackendError(fmt::format(
