@@ -121,6 +121,19 @@ void give_up(Store& store, const std::vector<int>& members, const std::string& t
   store.set(tag + "/outcome", to_bytes(fmt::format("{}{}", static_cast<char>(kStop), why)));
 }
 
+// The text after an outcome's first byte: a stop's or a failure's reason.
+std::string outcome_reason(const Bytes& outcome) {
+  return outcome.empty() ? std::string("(no reason)")
+                         : std::string(outcome.begin() + 1, outcome.end());
+}
+
+// Every member of an exchange that gave up raises the same error, the one that decided it too.
+[[noreturn]] void raise_gave_up(const Bytes& outcome, std::string_view op, std::string_view what) {
+  throw TimeoutError(fmt::format("{}: {} (every member raises this, one that arrives later too)",
+                                 what, outcome_reason(outcome)),
+                     std::string(op), 0, "store");
+}
+
 std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {
   const auto left =
       std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -166,13 +179,7 @@ std::vector<Bytes> group_all_gather_agreed(Bootstrap& bootstrap, const std::vect
   }
   // Unless read above, set by now or about to be by whichever member decided.
   if (!outcome) outcome = get_progressing(store, outcome_key, bootstrap.timeout());
-  if (outcome->empty() || outcome->front() != kGo) {
-    const std::string why = outcome->empty() ? std::string("(no reason)")
-                                             : std::string(outcome->begin() + 1, outcome->end());
-    throw TimeoutError(
-        fmt::format("{}: {} (every member raises this, one that arrives later too)", what, why),
-        std::string(op), 0, "store");
-  }
+  if (outcome->empty() || outcome->front() != kGo) raise_gave_up(*outcome, op, what);
   return decode_agreed_go(*outcome, members.size(), tag);
 }
 
@@ -221,12 +228,8 @@ std::string group_agree_succeeded(Bootstrap& bootstrap, const std::vector<int>& 
   // Unless read above, set by now or about to be by whichever member decided.
   if (!outcome) outcome = get_progressing(store, outcome_key, bootstrap.timeout());
   if (outcome->size() == 1 && outcome->front() == kGo) return {};
-  const std::string why = outcome->empty() ? std::string("(no reason)")
-                                           : std::string(outcome->begin() + 1, outcome->end());
-  if (!outcome->empty() && outcome->front() == kFailed) return why;
-  throw TimeoutError(
-      fmt::format("{}: {} (every member raises this, one that arrives later too)", what, why),
-      std::string(op), 0, "store");
+  if (!outcome->empty() && outcome->front() == kFailed) return outcome_reason(*outcome);
+  raise_gave_up(*outcome, op, what);
 }
 
 }  // namespace mcr::detail
