@@ -99,8 +99,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::broadcast(std::vector<at::Tensor
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
   const auto& t = single(tensors, "allreduce");
-  const auto op = to_mcr_op(opts.reduceOp, t.scalar_type(), "allreduce");
+  const Reduction red(opts.reduceOp, t.scalar_type(), "allreduce");
+  const auto op = red.op();
   auto s = stage(t, true);
+  red.scale_in_place(s.buffer);  // the tensor takes the result: no copy kept
   return enqueue(
       c10d::OpType::ALLREDUCE, {t}, timing(opts),
       [s, op](mcr::Communicator& c, const mcr::CallOptions& o) {
@@ -113,9 +115,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "mcr allreduce_coalesced: no tensors");
   check_same(tensors, tensors[0], "allreduce_coalesced", false);
-  const auto op = to_mcr_op(opts.reduceOp, tensors[0].scalar_type(), "allreduce_coalesced");
+  const Reduction red(opts.reduceOp, tensors[0].scalar_type(), "allreduce_coalesced");
+  const auto op = red.op();
   // One operation over the concatenation: one selection and one message instead of many.
   auto flat = flatten(tensors);
+  red.scale_in_place(flat);
   return enqueue(
       c10d::OpType::ALLREDUCE_COALESCED, tensors, timing(opts),
       [flat, op](mcr::Communicator& c, const mcr::CallOptions& o) {
@@ -128,9 +132,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::reduce(std::vector<at::Tensor>& 
                                                        const c10d::ReduceOptions& opts) {
   const auto& t = single(tensors, "reduce");
   TORCH_CHECK(opts.rootTensor == 0, "mcr reduce: rootTensor must be 0");
-  const auto op = to_mcr_op(opts.reduceOp, t.scalar_type(), "reduce");
-  auto s = stage(t, true);
+  const Reduction red(opts.reduceOp, t.scalar_type(), "reduce");
+  const auto op = red.op();
   const int root = static_cast<int>(opts.rootRank);
+  // A PREMUL_SUM input is scaled into a copy: only the root's tensor takes the result.
+  auto s = red.premultiplies() ? Staged{t, red.scaled(t), rank_ == root} : stage(t, true);
   return enqueue(
       c10d::OpType::REDUCE, {t}, timing(opts),
       [s, op, root](mcr::Communicator& c, const mcr::CallOptions& o) {
@@ -253,8 +259,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::reduce_scatter(
   TORCH_CHECK(inputs.size() == 1, "mcr reduce_scatter: expects one input list");
   check_list_size(inputs[0], size_, "reduce_scatter");
   check_same(inputs[0], out, "reduce_scatter", true);
-  const auto op = to_mcr_op(opts.reduceOp, out.scalar_type(), "reduce_scatter");
+  const Reduction red(opts.reduceOp, out.scalar_type(), "reduce_scatter");
+  const auto op = red.op();
   auto flat = flatten(inputs[0]);
+  red.scale_in_place(flat);
   auto s = stage(out, false);
   return enqueue(
       c10d::OpType::REDUCE_SCATTER, {out}, timing(opts),
@@ -273,8 +281,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::_reduce_scatter_base(
   check_same_device({output}, input.device(), "_reduce_scatter_base");
   TORCH_CHECK(input.numel() == output.numel() * size_, "mcr _reduce_scatter_base: input has ",
               input.numel(), " elements, expected ", output.numel() * size_);
-  const auto op = to_mcr_op(opts.reduceOp, output.scalar_type(), "_reduce_scatter_base");
-  auto in = input.contiguous();
+  const Reduction red(opts.reduceOp, output.scalar_type(), "_reduce_scatter_base");
+  const auto op = red.op();
+  auto in = red.premultiplies() ? red.scaled(input) : input.contiguous();
   auto s = stage(output, false);
   return enqueue(
       c10d::OpType::_REDUCE_SCATTER_BASE, {output}, timing(opts),

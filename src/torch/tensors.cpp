@@ -73,43 +73,85 @@ void* IssueStream::current() noexcept {
   return g_issue_stream;
 }
 
-mcr::ReduceOp to_mcr_op(const c10d::ReduceOp& op, at::ScalarType dtype, const char* op_name) {
-  mcr::ReduceOp out = mcr::ReduceOp::sum;
-  switch (op.op_) {
+namespace {
+
+mcr::ReduceOp plain_op(c10d::ReduceOp::RedOpType op, const char* op_name) {
+  switch (op) {
     case c10d::ReduceOp::SUM:
-      out = mcr::ReduceOp::sum;
-      break;
+      return mcr::ReduceOp::sum;
     case c10d::ReduceOp::AVG:
-      out = mcr::ReduceOp::avg;
-      break;
+      return mcr::ReduceOp::avg;
     case c10d::ReduceOp::PRODUCT:
-      out = mcr::ReduceOp::prod;
-      break;
+      return mcr::ReduceOp::prod;
     case c10d::ReduceOp::MIN:
-      out = mcr::ReduceOp::min;
-      break;
+      return mcr::ReduceOp::min;
     case c10d::ReduceOp::MAX:
-      out = mcr::ReduceOp::max;
-      break;
+      return mcr::ReduceOp::max;
     case c10d::ReduceOp::BAND:
-      out = mcr::ReduceOp::band;
-      break;
+      return mcr::ReduceOp::band;
     case c10d::ReduceOp::BOR:
-      out = mcr::ReduceOp::bor;
-      break;
+      return mcr::ReduceOp::bor;
     case c10d::ReduceOp::BXOR:
-      out = mcr::ReduceOp::bxor;
-      break;
+      return mcr::ReduceOp::bxor;
     default:
-      TORCH_CHECK(false, "mcr ", op_name, ": reduce op ", static_cast<int>(op.op_),
-                  " (PREMUL_SUM or unknown) is not supported");
+      break;
   }
+  TORCH_CHECK(false, "mcr ", op_name, ": reduce op ", static_cast<int>(op), " is not supported");
+  return mcr::ReduceOp::sum;  // not reached
+}
+
+}  // namespace
+
+Reduction::Reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const char* op_name) {
+  if (op.op_ == c10d::ReduceOp::PREMUL_SUM) {
+    TORCH_CHECK(at::isFloatingType(dtype), "mcr ", op_name,
+                ": PREMUL_SUM multiplies by a floating-point factor, the tensor is ", dtype,
+                "; use SUM and scale the result");
+    const auto* supplement =
+        dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+    TORCH_CHECK(supplement != nullptr, "mcr ", op_name,
+                ": PREMUL_SUM without its factor (make it with "
+                "torch.distributed._make_nccl_premul_sum)");
+    premultiplies_ = true;
+    if (supplement->tensor_factor.defined()) {
+      TORCH_CHECK(supplement->tensor_factor.numel() == 1, "mcr ", op_name,
+                  ": the PREMUL_SUM factor must have one element, it has ",
+                  supplement->tensor_factor.numel());
+      tensor_factor_ = supplement->tensor_factor.reshape({});
+    } else {
+      factor_ = supplement->double_factor;
+    }
+    return;  // a sum of the scaled inputs
+  }
+  op_ = plain_op(op.op_, op_name);
   // bool travels as bytes 0/1: sum and avg would leave values other than 0 and 1.
-  TORCH_CHECK(dtype != at::kBool || (out != mcr::ReduceOp::sum && out != mcr::ReduceOp::avg),
+  TORCH_CHECK(dtype != at::kBool || (op_ != mcr::ReduceOp::sum && op_ != mcr::ReduceOp::avg),
               "mcr ", op_name,
               ": SUM and AVG of bool tensors are not supported; use MAX (logical "
               "or) or MIN (logical and)");
-  return out;
+}
+
+// A factor given as a tensor may live on another device than the input: a CUDA input takes a CPU
+// scalar as it is, a CPU input needs the value on the CPU.
+at::Tensor Reduction::factor_on(const at::Tensor& t) const {
+  if (tensor_factor_.device() == t.device() || tensor_factor_.device().is_cpu()) {
+    return tensor_factor_;
+  }
+  return tensor_factor_.to(t.device());
+}
+
+at::Tensor Reduction::scaled(const at::Tensor& t) const {
+  if (!premultiplies_) return t;
+  return (tensor_factor_.defined() ? t.mul(factor_on(t)) : t.mul(factor_)).contiguous();
+}
+
+void Reduction::scale_in_place(const at::Tensor& t) const {
+  if (!premultiplies_) return;
+  if (tensor_factor_.defined()) {
+    t.mul_(factor_on(t));
+  } else {
+    t.mul_(factor_);
+  }
 }
 
 mcr::Tensor view(const at::Tensor& t) {

@@ -23,8 +23,30 @@ mcr::DType checked_dtype(const at::Tensor& t, const char* op);
 void check_tensor(const at::Tensor& t, const char* op);
 /// Throws unless every defined tensor of `ts` is on `device`.
 void check_same_device(const std::vector<at::Tensor>& ts, const at::Device& device, const char* op);
-/// The mcr operator for a c10d one; PREMUL_SUM and sum/avg on bool are refused with a message.
-mcr::ReduceOp to_mcr_op(const c10d::ReduceOp& op, at::ScalarType dtype, const char* op_name);
+/// A c10d reduce operator as mcr runs it; sum and avg on bool are refused with a message.
+/// PREMUL_SUM (torch.distributed._make_nccl_premul_sum; FSDP2's reduce-scatter after
+/// set_gradient_divide_factor) sums the ranks' inputs each multiplied first by its own rank's
+/// factor: the binding multiplies this rank's input when the call is made (as torch's `mul` does,
+/// for a CUDA tensor on the caller's current stream) and mcr sums. Only floating-point tensors.
+class Reduction {
+ public:
+  Reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const char* op_name);
+
+  mcr::ReduceOp op() const noexcept { return op_; }
+  bool premultiplies() const noexcept { return premultiplies_; }
+  /// PREMUL_SUM: `t` times the factor, in a new contiguous tensor (the input stays as it was).
+  at::Tensor scaled(const at::Tensor& t) const;
+  /// PREMUL_SUM: multiplies `t` by the factor in place (a buffer the result overwrites anyway).
+  void scale_in_place(const at::Tensor& t) const;
+
+ private:
+  at::Tensor factor_on(const at::Tensor& t) const;
+
+  mcr::ReduceOp op_ = mcr::ReduceOp::sum;
+  bool premultiplies_ = false;
+  double factor_ = 1.0;
+  at::Tensor tensor_factor_;  // PREMUL_SUM with a one-element tensor instead of a number
+};
 
 /// A view of a contiguous tensor (count = numel). A CUDA tensor's view is ordered on the stream of
 /// the operation being issued on this thread (IssueStream).

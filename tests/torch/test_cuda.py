@@ -1,8 +1,8 @@
 """CUDA tensors on "mcr" (needs a GPU; prints "SKIP: no CUDA device" and exits 0 without one, which
 ctest reports as skipped). Each rank uses device local_rank % device_count. For every backend mcr
 can run CUDA tensors on (its automatic choice, and MPI and Gloo through the device staging layer):
-all_reduce, broadcast, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single and gather
-(on a side stream), checked against values computed on the host from every rank's input. The inputs are written by a kernel
+all_reduce, broadcast, all_gather_into_tensor, reduce_scatter_tensor (with SUM and PREMUL_SUM),
+all_to_all_single and gather (on a side stream), checked against values computed on the host from every rank's input. The inputs are written by a kernel
 queued on the caller's current stream just before each call, without a synchronisation: the
 operation must be ordered after it. A DDP step on the GPU must match DDP on the CPU over gloo."""
 
@@ -51,6 +51,15 @@ def ops(rank, ws, dev, backend):
         dist.reduce_scatter_tensor(small, big)
         total = sum(data(r, n, torch.float32) for r in range(ws))
         same(small.cpu(), total.narrow(0, 4 * rank, 4), f"{what}: reduce_scatter_tensor")
+
+        # PREMUL_SUM (FSDP2 after set_gradient_divide_factor): this rank's input times its factor,
+        # a number or a one-element CUDA tensor, scaled on the current stream before the sum.
+        for factor in (0.5 * (rank + 1), torch.tensor([0.5 * (rank + 1)], device=dev)):
+            big.copy_(host, non_blocking=True)
+            dist.reduce_scatter_tensor(small, big, op=dist._make_nccl_premul_sum(factor))
+            scaled = sum(0.5 * (r + 1) * data(r, n, torch.float32) for r in range(ws))
+            same(small.cpu(), scaled.narrow(0, 4 * rank, 4),
+                 f"{what}: reduce_scatter_tensor PREMUL_SUM ({type(factor).__name__})")
 
         a2a = torch.empty(n, device=dev)
         src = torch.empty(n, device=dev)

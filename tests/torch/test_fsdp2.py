@@ -1,7 +1,7 @@
 """FSDP2 (fully_shard) on "mcr" against FSDP2 on torch's gloo (same processes, same data): a small
 transformer trained for a few steps, then every parameter gathered (DTensor.full_tensor, a
 functional all-gather) and compared. FSDP2 all-gathers in place (the input is this rank's slot of
-the output) and reduce-scatters with AVG. At 2 ranks the sums have two addends and round alike in
+the output) and reduce-scatters with AVG, or with PREMUL_SUM after set_gradient_divide_factor. At 2 ranks the sums have two addends and round alike in
 any order: bit-identical. At more ranks the libraries sum in different orders: allclose (1e-5)."""
 
 import torch
@@ -39,11 +39,15 @@ def batch(step, rank):
     return torch.randn(BATCH, SEQ, D, generator=g), torch.randn(BATCH, generator=g)
 
 
-def train(mesh, rank):
+def train(mesh, rank, divide_factor=None, force_sum=False):
     model = Tiny()
     for layer in model.layers:
         fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
+    for m in [*model.layers, model]:
+        if divide_factor is not None:
+            m.set_gradient_divide_factor(divide_factor)
+        m.set_force_sum_reduction_for_comms(force_sum)
     # SGD: updates linear in the gradient, so summation-order differences stay at rounding level
     # (Adam would turn the rounding noise of near-zero gradients, such as the key bias's, into
     # full-size steps).
@@ -67,23 +71,33 @@ def main():
     gloo_mesh = DeviceMesh.from_group(gloo, "cpu")
     check(dist.get_backend(mcr_mesh.get_group()) == "mcr",
           f"the mesh runs on {dist.get_backend(mcr_mesh.get_group())}, not mcr")
-    la, pa = train(mcr_mesh, rank)
-    lb, pb = train(gloo_mesh, rank)
+    compare(train(mcr_mesh, rank), train(gloo_mesh, rank), ws, "")
+    # A divide factor other than the group's size makes FSDP2 reduce-scatter with PREMUL_SUM (each
+    # gradient times 1/8, then summed), which torch's gloo refuses: there the same factor runs as
+    # a sum divided by 8 afterwards. A power of two scales exactly, so the two agree bit for bit
+    # where the sums round alike.
+    compare(train(mcr_mesh, rank, divide_factor=8.0),
+            train(gloo_mesh, rank, divide_factor=8.0, force_sum=True), ws,
+            " with set_gradient_divide_factor(8) (PREMUL_SUM on mcr)")
+    finish("test_fsdp2")
+
+
+def compare(a, b, ws, what):
+    (la, pa), (lb, pb) = a, b
     for step, (x, y) in enumerate(zip(la, lb)):
         check(torch.equal(x, y) if ws == 2 else torch.allclose(x, y, rtol=1e-5, atol=1e-6),
-              f"step {step}: loss {x.item()} on mcr, {y.item()} on gloo")
+              f"step {step}{what}: loss {x.item()} on mcr, {y.item()} on gloo")
     for name in pa:
         x, y = pa[name], pb[name]
         if ws == 2:
-            check(torch.equal(x, y), f"{name} differs from gloo's "
+            check(torch.equal(x, y), f"{name}{what} differs from gloo's "
                   f"(max |diff| {(x - y).abs().max().item()})")
         else:
             check(torch.allclose(x, y, rtol=1e-5, atol=1e-6),
-                  f"{name}: max |diff| {(x - y).abs().max().item()}")
-    if rank == 0:
-        print(f"FSDP2: {STEPS} steps, {len(pa)} parameters match gloo "
+                  f"{name}{what}: max |diff| {(x - y).abs().max().item()}")
+    if dist.get_rank() == 0:
+        print(f"FSDP2{what}: {STEPS} steps, {len(pa)} parameters match gloo "
               f"({'bit-identical' if ws == 2 else 'allclose'})", flush=True)
-    finish("test_fsdp2")
 
 
 if __name__ == "__main__":

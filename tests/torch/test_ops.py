@@ -178,6 +178,76 @@ def run_case(rank, ws, n, dtype, contig, gloo):
         same(a, b, f"scatter vs gloo {tag}")
 
 
+def premul_factor(r):
+    """Rank r's PREMUL_SUM factor: powers of two, so every scaled sum is exact in every float."""
+    return 0.5 if r % 2 == 0 else 0.25
+
+
+def premul_sum(inputs):
+    acc = sum(premul_factor(r) * t.to(torch.float64) for r, t in enumerate(inputs))
+    return acc.to(inputs[0].dtype)
+
+
+def run_premul(rank, ws, n, dtype, contig):
+    """PREMUL_SUM (torch.distributed._make_nccl_premul_sum, which torch's gloo refuses): each rank's
+    input times its own factor, summed; a number or a one-element tensor; inputs that are not
+    outputs stay as they were."""
+    tag = f"PREMUL_SUM n={n} {dtype} {'contig' if contig else 'strided'}"
+    every = [data(r, n, dtype) for r in range(ws)]
+    for how, factor in (("number", premul_factor(rank)),
+                        ("tensor", torch.tensor([premul_factor(rank)]))):
+        op = dist._make_nccl_premul_sum(factor)
+        t = layout(every[rank].clone(), contig)
+        dist.all_reduce(t, op=op)
+        same(t, premul_sum(every), f"all_reduce {tag} ({how})")
+
+        t = layout(every[rank].clone(), contig)
+        dist.reduce(t, dst=ws - 1, op=op)
+        same(t, premul_sum(every) if rank == ws - 1 else every[rank],
+             f"reduce {tag} ({how}) {'root' if rank == ws - 1 else 'non-root keeps its input'}")
+
+        pieces = [[data(r * ws + j, n, dtype) for j in range(ws)] for r in range(ws)]
+        want = premul_sum([pieces[r][rank] for r in range(ws)])
+        ins = [layout(x.clone(), contig) for x in pieces[rank]]
+        out = layout(torch.zeros(n, dtype=dtype), contig)
+        dist.reduce_scatter(out, ins, op=op)
+        same(out, want, f"reduce_scatter {tag} ({how})")
+        for j in range(ws):
+            same(ins[j], pieces[rank][j], f"reduce_scatter {tag} ({how}): input {j} kept")
+
+        inp = layout(torch.cat(pieces[rank]), contig)
+        out = layout(torch.zeros(n, dtype=dtype), contig)
+        dist.reduce_scatter_tensor(out, inp, op=op)
+        same(out, want, f"reduce_scatter_tensor {tag} ({how})")
+        same(inp, torch.cat(pieces[rank]), f"reduce_scatter_tensor {tag} ({how}): input kept")
+
+        ts = [layout(data(rank, n + k, dtype, salt=k), contig) for k in range(3)]
+        dist.all_reduce_coalesced(ts, op=op)
+        for k in range(3):
+            same(ts[k], premul_sum([data(r, n + k, dtype, salt=k) for r in range(ws)]),
+                 f"all_reduce_coalesced {k} {tag} ({how})")
+
+        # A coalesced batch of reduce-scatters, as FSDP2 and functional collectives issue them.
+        outs = [torch.zeros(n, dtype=dtype), torch.zeros(n, dtype=dtype)]
+        with dist._coalescing_manager():
+            dist.reduce_scatter_tensor(outs[0], torch.cat(pieces[rank]), op=op)
+            dist.reduce_scatter_tensor(outs[1], torch.cat(pieces[rank]) * 2, op=op)
+        same(outs[0], want, f"coalesced reduce_scatter_tensor 0 {tag} ({how})")
+        same(outs[1], want * 2, f"coalesced reduce_scatter_tensor 1 {tag} ({how})")
+
+
+def premul_refuses_integers():
+    """Refused on the caller, before anything is sent: every rank raises and goes on."""
+    t = torch.ones(4, dtype=torch.int32)
+    try:
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
+    except RuntimeError as e:
+        check("PREMUL_SUM multiplies by a floating-point factor" in str(e), f"message: {e}")
+        same(t, torch.ones(4, dtype=torch.int32), "PREMUL_SUM on int32: tensor untouched")
+        return
+    check(False, "PREMUL_SUM on an int32 tensor did not raise")
+
+
 def main():
     rank, ws = setup()
     check(dist.get_backend() == "mcr", f"default backend is {dist.get_backend()}")
@@ -191,6 +261,13 @@ def main():
                     continue
                 run_case(rank, ws, n, dtype, contig, gloo)
                 count += 1
+    for n in sizes:
+        for dtype in FLOATS:
+            for contig in (True, False):
+                if n == 0 and not contig:
+                    continue
+                run_premul(rank, ws, n, dtype, contig)
+    premul_refuses_integers()
     # bool travels as bytes: data movement and logical reductions.
     b = torch.tensor([rank % 2 == 0, True, False])
     dist.all_reduce(b, op=R.MAX)
