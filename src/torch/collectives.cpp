@@ -2,7 +2,6 @@
 // buffers, and hands an mcr call to the communication thread. Buffers and count vectors are
 // captured by the closures, so they live until the operation completed.
 #include <memory>
-#include <numeric>
 
 #include <c10/util/Exception.h>
 
@@ -54,11 +53,11 @@ at::Tensor flat_buffer(int64_t numel, const at::Tensor& like) {
   return at::empty({numel}, like.options());
 }
 
-// Element counts of an all_to_all_v side: split sizes in rows of `t`, or equal rows per rank.
+// mcr element counts of an all_to_all_v side: split sizes in rows of `t`, or equal rows per rank.
 std::vector<std::size_t> counts_of(const at::Tensor& t, const std::vector<int64_t>& splits,
                                    int size, const char* what) {
   const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-  const int64_t row = rows == 0 ? 0 : t.numel() / rows;
+  const int64_t row = rows == 0 ? 0 : t.numel() / rows * static_cast<int64_t>(lanes(t));
   std::vector<std::size_t> counts(static_cast<std::size_t>(size));
   if (splits.empty()) {
     TORCH_CHECK(rows % size == 0, "mcr alltoall_base: ", what, " has ", rows,
@@ -336,13 +335,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::alltoall(std::vector<at::Tensor>
   check_same(outputs, inputs[0], "alltoall", false);
   auto send = std::make_shared<std::vector<std::size_t>>();
   auto recv = std::make_shared<std::vector<std::size_t>>();
+  const std::size_t per = lanes(inputs[0]);  // mcr elements per tensor element
+  int64_t total = 0;                         // tensor elements received
   for (const auto& t : inputs)
-    send->push_back(static_cast<std::size_t>(t.numel()));
-  for (const auto& t : outputs)
-    recv->push_back(static_cast<std::size_t>(t.numel()));
+    send->push_back(static_cast<std::size_t>(t.numel()) * per);
+  for (const auto& t : outputs) {
+    recv->push_back(static_cast<std::size_t>(t.numel()) * per);
+    total += t.numel();
+  }
   auto flat_in = flatten(inputs);
-  const auto total = std::accumulate(recv->begin(), recv->end(), std::size_t{0});
-  auto flat_out = flat_buffer(static_cast<int64_t>(total), inputs[0]);
+  auto flat_out = flat_buffer(total, inputs[0]);
   return enqueue(
       c10d::OpType::ALLTOALL, outputs, timing(opts),
       [flat_in, flat_out, send, recv](mcr::Communicator& c, const mcr::CallOptions& o) {

@@ -27,6 +27,10 @@ std::optional<mcr::DType> to_mcr_dtype(at::ScalarType t) noexcept {
       return mcr::DType::i32;
     case at::kLong:
       return mcr::DType::i64;
+    case at::kComplexFloat:  // complex: carried as its real and imaginary parts (lanes())
+      return mcr::DType::f32;
+    case at::kComplexDouble:
+      return mcr::DType::f64;
     default:
       return std::nullopt;
   }
@@ -36,7 +40,7 @@ mcr::DType checked_dtype(const at::Tensor& t, const char* op) {
   auto d = to_mcr_dtype(t.scalar_type());
   TORCH_CHECK(d.has_value(), "mcr ", op, ": dtype ", t.scalar_type(),
               " is not supported (mcr carries float32, float64, float16, bfloat16, int8, uint8, "
-              "bool, int32, int64)");
+              "bool, int32, int64, and complex64 and complex128 as pairs of floats)");
   return *d;
 }
 
@@ -104,7 +108,7 @@ mcr::ReduceOp plain_op(c10d::ReduceOp::RedOpType op, const char* op_name) {
 
 Reduction::Reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const char* op_name) {
   if (op.op_ == c10d::ReduceOp::PREMUL_SUM) {
-    TORCH_CHECK(at::isFloatingType(dtype), "mcr ", op_name,
+    TORCH_CHECK(at::isFloatingType(dtype) || at::isComplexType(dtype), "mcr ", op_name,
                 ": PREMUL_SUM multiplies by a floating-point factor, the tensor is ", dtype,
                 "; use SUM and scale the result");
     const auto* supplement =
@@ -124,6 +128,11 @@ Reduction::Reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const char*
     return;  // a sum of the scaled inputs
   }
   op_ = plain_op(op.op_, op_name);
+  // A complex tensor travels as its real and imaginary parts: only operators that act on each
+  // part alone carry over (as torch allows for NCCL: isComplexViewAsRealAllowed).
+  TORCH_CHECK(!at::isComplexType(dtype) || op_ == mcr::ReduceOp::sum || op_ == mcr::ReduceOp::avg,
+              "mcr ", op_name, ": reduce op ", mcr::to_string(op_), " is not defined on ", dtype,
+              " tensors; complex tensors take SUM, AVG and PREMUL_SUM");
   // bool travels as bytes 0/1: sum and avg would leave values other than 0 and 1.
   TORCH_CHECK(dtype != at::kBool || (op_ != mcr::ReduceOp::sum && op_ != mcr::ReduceOp::avg),
               "mcr ", op_name,
@@ -154,14 +163,17 @@ void Reduction::scale_in_place(const at::Tensor& t) const {
   }
 }
 
+std::size_t lanes(const at::Tensor& t) noexcept {
+  return t.is_complex() ? 2 : 1;
+}
+
 mcr::Tensor view(const at::Tensor& t) {
+  const auto count = static_cast<std::size_t>(t.numel()) * lanes(t);
   if (t.device().is_cuda()) {
-    return mcr::Tensor(t.data_ptr(), static_cast<std::size_t>(t.numel()),
-                       *to_mcr_dtype(t.scalar_type()), mcr::Device::cuda(t.get_device()),
-                       IssueStream::current());
+    return mcr::Tensor(t.data_ptr(), count, *to_mcr_dtype(t.scalar_type()),
+                       mcr::Device::cuda(t.get_device()), IssueStream::current());
   }
-  return mcr::Tensor(t.data_ptr(), static_cast<std::size_t>(t.numel()),
-                     *to_mcr_dtype(t.scalar_type()));
+  return mcr::Tensor(t.data_ptr(), count, *to_mcr_dtype(t.scalar_type()));
 }
 
 void Staged::finish() const {

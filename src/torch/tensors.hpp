@@ -13,8 +13,8 @@
 
 namespace mcr::torch_ext {
 
-/// The mcr element type of a torch dtype, or nullopt for types mcr lacks (int16, complex, ...).
-/// bool travels as u8 (one byte, values 0 and 1).
+/// The mcr element type of a torch dtype, or nullopt for types mcr lacks (int16, ...). bool
+/// travels as u8 (one byte, values 0 and 1), a complex type as pairs of its real type (lanes()).
 std::optional<mcr::DType> to_mcr_dtype(at::ScalarType t) noexcept;
 /// Throws a c10::Error naming the op and the dtype when mcr cannot carry it.
 mcr::DType checked_dtype(const at::Tensor& t, const char* op);
@@ -48,8 +48,12 @@ class Reduction {
   at::Tensor tensor_factor_;  // PREMUL_SUM with a one-element tensor instead of a number
 };
 
-/// A view of a contiguous tensor (count = numel). A CUDA tensor's view is ordered on the stream of
-/// the operation being issued on this thread (IssueStream).
+/// mcr elements per element of `t`: 2 for a complex tensor (its real and imaginary parts, as
+/// torch.view_as_real lays them out), else 1.
+std::size_t lanes(const at::Tensor& t) noexcept;
+
+/// A view of a contiguous tensor (count = numel times lanes). A CUDA tensor's view is ordered on
+/// the stream of the operation being issued on this thread (IssueStream).
 mcr::Tensor view(const at::Tensor& t);
 
 /// The stream the operation being issued on this thread is ordered on (device_order.hpp), for

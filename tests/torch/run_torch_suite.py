@@ -42,7 +42,7 @@ class TestMcrBackend(TestDistBackend, DistributedTest._DistTestBase):
 # WORLD_SIZE=8, below which the suite skips them for every backend but MPI.
 # Left out, with the reason:
 #   *_cuda, *_multigpu, *_nccl, *_gpu, SyncBatchNorm, test_average_parameters: need a GPU
-#   *_complex: mcr has no complex element type; test_sparse_*: no sparse tensors
+#   test_sparse_*: mcr has no sparse tensors
 #   test_send_recv_any_source*: mcr has no receive-from-any-source
 #   *_profiler: profiler record names are backend-specific
 #   gated by the suite on named backends, so they skip for any plugin: all_to_all* ("Only MPI
@@ -61,6 +61,8 @@ TESTS = [
     "test_reduce_full_group_sum", "test_reduce_full_group_product", "test_reduce_sum_twice",
     "test_all_reduce_sum", "test_all_reduce_sum_async", "test_all_reduce_product",
     "test_all_reduce_min", "test_all_reduce_max",
+    "test_all_reduce_sum_complex", "test_all_reduce_complex_unsupported_ops",
+    "test_scatter_complex", "test_all_gather_complex",
     "test_all_reduce_full_group_sum", "test_all_reduce_full_group_max",
     "test_scatter", "test_scatter_checks", "test_scatter_full_group",
     "test_gather", "test_gather_checks", "test_gather_full_group",

@@ -236,6 +236,101 @@ def run_premul(rank, ws, n, dtype, contig):
         same(outs[1], want * 2, f"coalesced reduce_scatter_tensor 1 {tag} ({how})")
 
 
+def cdata(r, n, dtype):
+    """A complex input: real and imaginary parts small integers (exact sums in any float type)."""
+    real = torch.float32 if dtype == torch.complex64 else torch.float64
+    return torch.complex(data(r, n, real), -data(r, n, real, salt=3))
+
+
+def run_complex(rank, ws, n, dtype, contig):
+    """complex64 and complex128 travel as pairs of floats: data movement, SUM, AVG and PREMUL_SUM,
+    through torch's Python API (which views some operations as real itself) and through functional
+    collectives (which hand the complex tensor to the backend)."""
+    import torch.distributed._functional_collectives as funcol
+
+    tag = f"n={n} {dtype} {'contig' if contig else 'strided'}"
+    every = [cdata(r, n, dtype) for r in range(ws)]
+    total = sum(every)
+
+    t = layout(every[rank].clone(), contig)
+    dist.all_reduce(t)
+    same(t, total, f"all_reduce SUM {tag}")
+    t = every[rank].clone()
+    dist.all_reduce(t, op=R.AVG)
+    check(torch.allclose(t, total / ws), f"all_reduce AVG {tag}")
+    t = layout(every[rank].clone(), contig)
+    dist.broadcast(t, src=ws - 1)
+    same(t, every[ws - 1], f"broadcast {tag}")
+    t = layout(every[rank].clone(), contig)
+    dist.reduce(t, dst=0)
+    same(t, total if rank == 0 else every[rank], f"reduce {tag}")
+    outs = [torch.zeros(n, dtype=dtype) for _ in range(ws)]
+    dist.all_gather(outs, every[rank])
+    same(torch.cat(outs), torch.cat(every), f"all_gather {tag}")
+    flat = torch.zeros(n * ws, dtype=dtype)
+    dist.all_gather_into_tensor(flat, every[rank])
+    same(flat, torch.cat(every), f"all_gather_into_tensor {tag}")
+    pieces = [[cdata(r * ws + j, n, dtype) for j in range(ws)] for r in range(ws)]
+    want = sum(pieces[r][rank] for r in range(ws))
+    out = layout(torch.zeros(n, dtype=dtype), contig)
+    dist.reduce_scatter(out, pieces[rank])
+    same(out, want, f"reduce_scatter {tag}")
+    out = torch.zeros(n, dtype=dtype)
+    dist.reduce_scatter_tensor(out, torch.cat(pieces[rank]))
+    same(out, want, f"reduce_scatter_tensor {tag}")
+    out = torch.zeros(n, dtype=dtype)
+    dist.reduce_scatter_tensor(out, torch.cat(pieces[rank]), op=dist._make_nccl_premul_sum(0.5))
+    same(out, want * 0.5, f"reduce_scatter_tensor PREMUL_SUM {tag}")
+    out = torch.zeros(n * ws, dtype=dtype)
+    dist.all_to_all_single(out, torch.cat(pieces[rank]))
+    same(out, torch.cat([pieces[r][rank] for r in range(ws)]), f"all_to_all_single {tag}")
+    rows = lambda r, j: (r + j + n) % 3  # noqa: E731
+    send = [cdata(10 * rank + j, rows(rank, j) * 2, dtype).reshape(-1, 2) for j in range(ws)]
+    recv_rows = [rows(j, rank) for j in range(ws)]
+    out = torch.zeros(sum(recv_rows), 2, dtype=dtype)
+    dist.all_to_all_single(out, torch.cat(send), recv_rows, [rows(rank, j) for j in range(ws)])
+    same(out, torch.cat([cdata(10 * j + rank, rows(j, rank) * 2, dtype).reshape(-1, 2)
+                         for j in range(ws)]), f"all_to_all_single uneven {tag}")
+    outs = [torch.zeros(rows(j, rank) + n, dtype=dtype) for j in range(ws)]
+    dist.all_to_all(outs, [cdata(10 * rank + j, rows(rank, j) + n, dtype) for j in range(ws)])
+    for j in range(ws):
+        same(outs[j], cdata(10 * j + rank, rows(j, rank) + n, dtype), f"all_to_all from {j} {tag}")
+    gl = [torch.zeros(n, dtype=dtype) for _ in range(ws)] if rank == 0 else None
+    dist.gather(layout(every[rank], contig), gl, dst=0)
+    if rank == 0:
+        same(torch.cat(gl), torch.cat(every), f"gather {tag}")
+    out = torch.zeros(n, dtype=dtype)
+    dist.scatter(out, every if rank == 0 else None, src=0)
+    same(out, every[rank], f"scatter {tag}")
+    right, left = (rank + 1) % ws, (rank - 1) % ws
+    got = torch.zeros(n, dtype=dtype)
+    reqs = [dist.isend(every[rank], right), dist.irecv(got, left)]
+    for q in reqs:
+        q.wait()
+    same(got, every[left], f"isend/irecv {tag}")
+
+    group = dist.group.WORLD
+    same(funcol.all_reduce(every[rank], "sum", group).wait(), total, f"funcol all_reduce {tag}")
+    same(funcol.all_gather_tensor(every[rank], 0, group).wait(), torch.cat(every),
+         f"funcol all_gather_tensor {tag}")
+    same(funcol.reduce_scatter_tensor(torch.cat(pieces[rank]), "sum", 0, group).wait(), want,
+         f"funcol reduce_scatter_tensor {tag}")
+
+
+def complex_refuses_other_ops():
+    """MAX, MIN and PRODUCT act on a complex number as a whole: refused before anything is sent."""
+    t = cdata(dist.get_rank(), 4, torch.complex64)
+    before = t.clone()
+    for op in (R.MAX, R.PRODUCT):
+        try:
+            dist.reduce(t, dst=0, op=op)
+        except RuntimeError as e:
+            check("complex tensors take SUM, AVG and PREMUL_SUM" in str(e), f"message: {e}")
+            same(t, before, f"reduce {op} on complex64: tensor untouched")
+            continue
+        check(False, f"reduce {op} of a complex64 tensor did not raise")
+
+
 def premul_refuses_integers():
     """Refused on the caller, before anything is sent: every rank raises and goes on."""
     t = torch.ones(4, dtype=torch.int32)
@@ -268,6 +363,13 @@ def main():
                     continue
                 run_premul(rank, ws, n, dtype, contig)
     premul_refuses_integers()
+    for n in sizes:
+        for dtype in (torch.complex64, torch.complex128):
+            for contig in (True, False):
+                if n == 0 and not contig:
+                    continue
+                run_complex(rank, ws, n, dtype, contig)
+    complex_refuses_other_ops()
     # bool travels as bytes: data movement and logical reductions.
     b = torch.tensor([rank % 2 == 0, True, False])
     dist.all_reduce(b, op=R.MAX)
