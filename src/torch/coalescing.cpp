@@ -60,10 +60,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::combine(
   return all;
 }
 
+// A batch still open here was abandoned: torch's _coalescing_manager ends a batch only when its
+// block finishes without an exception (no `finally`), so one raised inside it (a bad peer in
+// batch_isend_irecv, say) leaves the batch open on this group. Its operations were posted as they
+// came and complete on their own; only the Work that would have covered them is never made. So a
+// new batch replaces it, as NCCL's process group carries on, instead of refusing every later batch
+// on this group.
 void ProcessGroupMCR::startCoalescing() {
   std::lock_guard lock(coalescing_mu_);
-  TORCH_CHECK(!coalescing_,
-              "mcr startCoalescing: a coalescing batch is already open on this group");
   coalescing_ = true;
   coalesced_.clear();
 }
@@ -72,7 +76,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::endCoalescing() {
   std::vector<c10::intrusive_ptr<c10d::Work>> batch;
   {
     std::lock_guard lock(coalescing_mu_);
-    TORCH_CHECK(coalescing_, "mcr endCoalescing: no coalescing batch is open on this group");
+    TORCH_CHECK(coalescing_,
+                "mcr endCoalescing: no coalescing batch is open on this group (batches on one "
+                "group do not nest: a second startCoalescing replaces the first)");
     coalescing_ = false;
     batch.swap(coalesced_);
   }

@@ -127,6 +127,34 @@ def errors(rank, ws):
     except RuntimeError as e:
         check("nonexistent" in str(e), f"unknown backend message: {e}")
     dist.barrier()  # the world communicator is still usable after argument errors
+    batch_after_exception(rank, ws)
+
+
+def batch_after_exception(rank, ws):
+    """An exception inside a coalescing batch: torch's _coalescing_manager then never ends the
+    batch (no `finally`). Here the third operation of a batch_isend_irecv sends an int16 tensor,
+    which mcr refuses on the calling thread, after a send and a receive of a ring were posted; the
+    next batches must still work."""
+    right, left = (rank + 1) % ws, (rank - 1) % ws
+    mine = torch.full((3,), float(rank))
+    got = torch.zeros(3)
+    ops = [dist.P2POp(dist.isend, mine, right), dist.P2POp(dist.irecv, got, left),
+           dist.P2POp(dist.isend, torch.ones(3, dtype=torch.int16), right)]
+    try:
+        dist.batch_isend_irecv(ops)
+        check(False, "a send of an int16 tensor did not raise")
+    except RuntimeError as e:
+        check("int16" in str(e).lower() or "short" in str(e).lower(), f"dtype message: {e}")
+    # The ring's send and receive were posted before the error, and complete on their own.
+    for attempt in range(3):
+        again = torch.zeros(3)
+        works = dist.batch_isend_irecv([dist.P2POp(dist.isend, mine + attempt, right),
+                                        dist.P2POp(dist.irecv, again, left)])
+        for w in works:
+            w.wait()
+        same(again, torch.full((3,), float(left + attempt)), f"batch {attempt} after the exception")
+    dist.barrier()
+    same(got, torch.full((3,), float(left)), "receive posted before the exception")
 
 
 def local_group_after_partial_one(rank, ws):
