@@ -30,6 +30,14 @@ void check_same(const std::vector<at::Tensor>& tensors, const at::Tensor& like, 
   }
 }
 
+// A root or peer outside the group is refused on the calling thread, before anything is posted
+// (torch's gloo refuses it there too), rather than by the Work when the operation is issued.
+int checked_rank(int64_t r, int size, const char* what, const char* op) {
+  TORCH_CHECK(r >= 0 && r < size, "mcr ", op, ": ", what, " ", r,
+              " is outside the group (ranks 0 to ", size - 1, ")");
+  return static_cast<int>(r);
+}
+
 void check_list_size(const std::vector<at::Tensor>& list, int size, const char* op) {
   TORCH_CHECK(static_cast<int>(list.size()) == size, "mcr ", op, ": the tensor list has ",
               list.size(), " entries, the group has ", size, " ranks");
@@ -86,7 +94,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::broadcast(std::vector<at::Tensor
   const auto& t = single(tensors, "broadcast");
   TORCH_CHECK(opts.rootTensor == 0, "mcr broadcast: rootTensor must be 0");
   auto s = stage(t, true);
-  const int root = static_cast<int>(opts.rootRank);
+  const int root = checked_rank(opts.rootRank, size_, "root", "broadcast");
   return enqueue(
       c10d::OpType::BROADCAST, {t}, timing(opts),
       [s, root](mcr::Communicator& c, const mcr::CallOptions& o) {
@@ -133,7 +141,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::reduce(std::vector<at::Tensor>& 
   TORCH_CHECK(opts.rootTensor == 0, "mcr reduce: rootTensor must be 0");
   const Reduction red(opts.reduceOp, t.scalar_type(), "reduce");
   const auto op = red.op();
-  const int root = static_cast<int>(opts.rootRank);
+  const int root = checked_rank(opts.rootRank, size_, "root", "reduce");
   // A PREMUL_SUM input is scaled into a copy: only the root's tensor takes the result.
   auto s = red.premultiplies() ? Staged{t, red.scaled(t), rank_ == root} : stage(t, true);
   return enqueue(
@@ -205,7 +213,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
   const auto in = single(inputs, "gather").contiguous();
-  const int root = static_cast<int>(opts.rootRank);
+  const int root = checked_rank(opts.rootRank, size_, "root", "gather");
   std::vector<at::Tensor> list;
   at::Tensor flat;
   if (root == rank_) {
@@ -231,7 +239,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
   const auto& out = single(outputs, "scatter");
-  const int root = static_cast<int>(opts.rootRank);
+  const int root = checked_rank(opts.rootRank, size_, "root", "scatter");
   at::Tensor flat;
   if (root == rank_) {
     TORCH_CHECK(inputs.size() == 1, "mcr scatter: the root expects one input list");
@@ -356,6 +364,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::alltoall(std::vector<at::Tensor>
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::send(std::vector<at::Tensor>& tensors, int dst,
                                                      int tag) {
   auto in = single(tensors, "send").contiguous();
+  checked_rank(dst, size_, "destination", "send");
   return enqueue(
       c10d::OpType::SEND, {}, Timing{},
       [in, dst](mcr::Communicator& c, const mcr::CallOptions& o) {
@@ -367,6 +376,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::send(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::recv(std::vector<at::Tensor>& tensors, int src,
                                                      int tag) {
   const auto& t = single(tensors, "recv");
+  checked_rank(src, size_, "source", "recv");
   auto s = stage(t, false);
   return enqueue(
       c10d::OpType::RECV, {t}, Timing{},

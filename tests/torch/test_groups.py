@@ -114,6 +114,14 @@ def errors(rank, ws):
         check(False, "broadcast with a bad root did not raise")
     except (RuntimeError, ValueError) as e:
         check("root" in str(e).lower() or "rank" in str(e).lower(), f"bad-root message: {e}")
+    # A peer outside the group: refused by the call itself, not later by its Work.
+    for post in (lambda: dist.isend(torch.ones(2), dst=ws + 5),
+                 lambda: dist.irecv(torch.ones(2), src=ws + 5)):
+        try:
+            post()
+            check(False, "a peer outside the group did not raise at the call")
+        except RuntimeError as e:
+            check("outside the group" in str(e), f"bad-peer message: {e}")
     # A dtype mcr lacks: refused before anything is sent.
     try:
         dist.all_reduce(torch.ones(2, dtype=torch.int16))
