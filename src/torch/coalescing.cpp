@@ -92,6 +92,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::allgather_into_tensor_coalesced(
               "mcr allgather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
               inputs.size(), " inputs");
   if (outputs.size() == 1) return _allgather_base(outputs[0], inputs[0], opts);
+  // Every pair checked before the first is posted: a bad later pair must not leave earlier ones
+  // in flight with no Work to show for them.
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    check_allgather_pair(outputs[i], inputs[i], "allgather_into_tensor_coalesced");
   std::vector<c10::intrusive_ptr<c10d::Work>> parts;
   for (std::size_t i = 0; i < inputs.size(); ++i)
     parts.push_back(_allgather_base(outputs[i], inputs[i], opts));
@@ -105,6 +109,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::reduce_scatter_tensor_coalesced(
               "mcr reduce_scatter_tensor_coalesced: ", outputs.size(), " outputs for ",
               inputs.size(), " inputs");
   if (outputs.size() == 1) return _reduce_scatter_base(outputs[0], inputs[0], opts);
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    check_reduce_scatter_pair(outputs[i], inputs[i], opts.reduceOp,
+                              "reduce_scatter_tensor_coalesced");
   std::vector<c10::intrusive_ptr<c10d::Work>> parts;
   for (std::size_t i = 0; i < inputs.size(); ++i)
     parts.push_back(_reduce_scatter_base(outputs[i], inputs[i], opts));

@@ -169,14 +169,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::allgather(
       [flat, list] { split_into(flat, list); });
 }
 
+void ProcessGroupMCR::check_allgather_pair(const at::Tensor& output, const at::Tensor& input,
+                                           const char* op) const {
+  check_tensor(input, op);
+  check_tensor(output, op);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "mcr ", op, ": dtypes differ");
+  check_same_device({output}, input.device(), op);
+  TORCH_CHECK(output.numel() == input.numel() * size_, "mcr ", op, ": output has ", output.numel(),
+              " elements, expected ", input.numel() * size_);
+}
+
+Reduction ProcessGroupMCR::check_reduce_scatter_pair(const at::Tensor& output,
+                                                     const at::Tensor& input,
+                                                     const c10d::ReduceOp& reduce,
+                                                     const char* op) const {
+  check_tensor(input, op);
+  check_tensor(output, op);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "mcr ", op, ": dtypes differ");
+  check_same_device({output}, input.device(), op);
+  TORCH_CHECK(input.numel() == output.numel() * size_, "mcr ", op, ": input has ", input.numel(),
+              " elements, expected ", output.numel() * size_);
+  return Reduction(reduce, output.scalar_type(), op);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  check_tensor(input, "_allgather_base");
-  check_tensor(output, "_allgather_base");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "mcr _allgather_base: dtypes differ");
-  check_same_device({output}, input.device(), "_allgather_base");
-  TORCH_CHECK(output.numel() == input.numel() * size_, "mcr _allgather_base: output has ",
-              output.numel(), " elements, expected ", input.numel() * size_);
+  check_allgather_pair(output, input, "_allgather_base");
   auto in = input.contiguous();
   auto s = stage(output, false);
   return enqueue(
@@ -197,8 +215,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::allgather_coalesced(
   auto flat_in = flatten(inputs);
   auto flat_out = flat_buffer(flat_in.numel() * size_, flat_in);
   std::vector<at::Tensor> all;
-  for (const auto& l : outputs) {
-    TORCH_CHECK(l.size() == inputs.size(), "mcr allgather_coalesced: output list sizes differ");
+  for (std::size_t r = 0; r < outputs.size(); ++r) {
+    const auto& l = outputs[r];
+    TORCH_CHECK(l.size() == inputs.size(), "mcr allgather_coalesced: output list ", r, " has ",
+                l.size(), " tensors, for ", inputs.size(), " inputs");
+    check_same_device(l, inputs[0].device(), "allgather_coalesced");
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      // Rank r's copy of input i lands in outputs[r][i]: same dtype and element count.
+      check_tensor(l[i], "allgather_coalesced");
+      TORCH_CHECK(
+          l[i].scalar_type() == inputs[i].scalar_type() && l[i].numel() == inputs[i].numel(),
+          "mcr allgather_coalesced: output [", r, "][", i, "] is ", l[i].scalar_type(), " with ",
+          l[i].numel(), " elements; input ", i, " is ", inputs[i].scalar_type(), " with ",
+          inputs[i].numel());
+    }
     all.insert(all.end(), l.begin(), l.end());
   }
   return enqueue(
@@ -281,14 +311,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  check_tensor(input, "_reduce_scatter_base");
-  check_tensor(output, "_reduce_scatter_base");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
-              "mcr _reduce_scatter_base: dtypes differ");
-  check_same_device({output}, input.device(), "_reduce_scatter_base");
-  TORCH_CHECK(input.numel() == output.numel() * size_, "mcr _reduce_scatter_base: input has ",
-              input.numel(), " elements, expected ", output.numel() * size_);
-  const Reduction red(opts.reduceOp, output.scalar_type(), "_reduce_scatter_base");
+  const Reduction red =
+      check_reduce_scatter_pair(output, input, opts.reduceOp, "_reduce_scatter_base");
   const auto op = red.op();
   auto in = red.premultiplies() ? red.scaled(input) : input.contiguous();
   auto s = stage(output, false);

@@ -89,6 +89,11 @@ void WorkMCR::complete(std::exception_ptr error) {
   finish(error);
 }
 
+void WorkMCR::release_resources() {
+  outputs_.clear();
+  future_.reset();
+}
+
 std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
                                         bool mcr_timeout_set,
                                         std::chrono::milliseconds mcr_timeout) {

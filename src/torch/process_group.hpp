@@ -20,6 +20,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <mcr/comm/communicator.hpp>
+#include "tensors.hpp"
 
 namespace mcr::torch_ext {
 
@@ -51,6 +52,12 @@ class WorkMCR : public c10d::Work {
 
   /// Called once, on the communication thread: fills the future and wakes waiters.
   void complete(std::exception_ptr error);
+
+  /// When the last strong reference goes. The group keeps a weak reference to every posted Work
+  /// (outstanding_), and a weak reference to a c10 intrusive_ptr keeps the object itself: what it
+  /// holds (the output tensors, the future and its value) is let go here, not when the group's
+  /// next post prunes the weak reference.
+  void release_resources() override;
 
  private:
   std::vector<at::Tensor> outputs_;
@@ -181,6 +188,12 @@ class ProcessGroupMCR : public c10d::Backend {
                                          int tag = 0, const at::Tensor& order_by = {});
   std::chrono::milliseconds pick_timeout(std::chrono::milliseconds op_timeout) const;
   /// One Work for several: completes when every one of `works` completed, with the first error.
+  // The local checks of one (output, input) pair of an all-gather or a reduce-scatter, each op
+  // alone or a coalesced batch, before anything is posted; the latter returns the reduction.
+  void check_allgather_pair(const at::Tensor& output, const at::Tensor& input,
+                            const char* op) const;
+  Reduction check_reduce_scatter_pair(const at::Tensor& output, const at::Tensor& input,
+                                      const c10d::ReduceOp& reduce, const char* op) const;
   c10::intrusive_ptr<c10d::Work> combine(c10d::OpType type,
                                          std::vector<c10::intrusive_ptr<c10d::Work>> works);
 

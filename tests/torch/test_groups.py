@@ -2,7 +2,10 @@
 the MCR-DL-style API with per-call backends and explain(), and argument errors surfacing as Python
 exceptions with the runtime's message, and a group member that comes after the others gave up."""
 
+import gc
 import time
+import warnings
+import weakref
 from datetime import timedelta
 
 import torch
@@ -32,6 +35,23 @@ def futures(rank, ws):
         w.wait()
     for k, x in enumerate(ts):
         same(x, torch.full((3,), float(sum(r + k for r in range(ws)))), f"in-flight all_reduce {k}")
+
+
+def outputs_released(rank, ws):
+    """A completed operation's tensors are let go with its last Work: on a group that sees no
+    further operation, nothing holds them (before, each group kept its last Work's outputs)."""
+    group = dist.new_group(list(range(ws)))
+    for async_op in (False, True):
+        t = torch.ones(1 << 20)  # 4 MiB
+        seen = weakref.ref(t)
+        work = dist.all_reduce(t, group=group, async_op=async_op)
+        if work is not None:
+            work.wait()
+        same(t[:4], torch.full((4,), float(ws)), "all_reduce on the group")
+        del t, work
+        gc.collect()
+        check(seen() is None, f"a completed all_reduce (async_op={async_op})'s output is still held")
+    dist.destroy_process_group(group)
 
 
 def _mpi_or_gloo():
@@ -122,6 +142,28 @@ def errors(rank, ws):
             check(False, "a peer outside the group did not raise at the call")
         except RuntimeError as e:
             check("outside the group" in str(e), f"bad-peer message: {e}")
+    # all_gather_coalesced: an output whose size differs from its input's (torch's Python does not
+    # check it) is refused, not filled with the wrong elements.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # the API is deprecated, still callable
+        try:
+            dist.all_gather_coalesced([[torch.zeros(3), torch.zeros(2)] for _ in range(ws)],
+                                      [torch.ones(2), torch.ones(3)])
+            check(False, "all_gather_coalesced with mis-sized outputs did not raise")
+        except RuntimeError as e:
+            check("output [0][0]" in str(e), f"all_gather_coalesced message: {e}")
+    # A coalesced batch whose second pair is mis-sized is refused whole: its first pair is never
+    # posted (before, it went ahead with no Work and wrote its output later).
+    outs = [torch.zeros(2), torch.zeros(3)]
+    try:
+        with dist._coalescing_manager():
+            dist.reduce_scatter_tensor(outs[0], torch.ones(2 * ws))
+            dist.reduce_scatter_tensor(outs[1], torch.ones(2 * ws))
+        check(False, "a coalesced reduce_scatter_tensor with a mis-sized pair did not raise")
+    except RuntimeError as e:
+        check("reduce_scatter_tensor_coalesced" in str(e), f"coalesced message: {e}")
+    dist.barrier()
+    same(outs[0], torch.zeros(2), "the first pair of a refused batch")
     # A dtype mcr lacks: refused before anything is sent.
     try:
         dist.all_reduce(torch.ones(2, dtype=torch.int16))
@@ -207,6 +249,7 @@ def member_comes_late(rank, ws):
 def main():
     rank, ws = setup()
     futures(rank, ws)
+    outputs_released(rank, ws)
     local_group_after_partial_one(rank, ws)
     member_comes_late(rank, ws)
     subgroups(rank, ws)
