@@ -137,7 +137,14 @@ class TcpStoreClient final : public Store {
     }
     expect_ok(r, "add", key);
     Reader rd(r.payload.data(), r.payload.size());
-    return rd.i64();
+    try {
+      return rd.i64();
+    } catch (const ProtocolError& e) {
+      throw BackendError(
+          fmt::format("TCP store {}: add '{}': the server's reply of {} bytes is "
+                      "not a count ({})",
+                      where_, key, r.payload.size(), e.what()));
+    }
   }
 
   // A `check` of no keys, whose reply is awaited at most `bound`. A reply that comes later is
@@ -148,16 +155,22 @@ class TcpStoreClient final : public Store {
     w.u8(static_cast<std::uint8_t>(Command::check));
     w.u32(0);
     std::lock_guard lock(mu_);
-    for (; late_replies_ > 0; --late_replies_) {
-      if (!readable_within(bound)) return false;
+    if (!broken_.empty()) return false;
+    try {
+      for (; late_replies_ > 0; --late_replies_) {
+        if (!readable_within(bound)) return false;
+        read_reply();
+      }
+      send_frame(w.bytes());
+      if (!readable_within(bound)) {
+        ++late_replies_;
+        return false;
+      }
       read_reply();
-    }
-    send_frame(w.bytes());
-    if (!readable_within(bound)) {
-      ++late_replies_;
+    } catch (const std::exception& e) {
+      give_up(e.what());
       return false;
     }
-    read_reply();
     return true;
   }
 
@@ -184,6 +197,11 @@ class TcpStoreClient final : public Store {
   struct ClosedByServer : BackendError {
     using BackendError::BackendError;
   };
+  struct ReplyTimeout : BackendError {
+    ReplyTimeout(const std::string& what, bool nothing)
+        : BackendError(what), read_nothing(nothing) {}
+    bool read_nothing;  // not one byte of the reply had come: the stream is still in place
+  };
 
   // The key on the wire: the job id first, so that jobs can never read each other's keys.
   std::string wire_key(const std::string& key) const {
@@ -203,10 +221,48 @@ class TcpStoreClient final : public Store {
   }
 
   // Sends one request and reads its reply. Caller holds mu_.
+  //
+  // Replies come back in the order of the requests, so the stream must never lose its place. A
+  // reply that does not come within the reply timeout, not one byte of it, is still owed: it is
+  // read and dropped before the next request's (late_replies_). After any other failure the
+  // place is unknown (a part of a reply read or of a request sent, a reply that is not ours): the
+  // connection is given up, and every later request fails with the reason, rather than read a
+  // reply meant for an earlier request as its own.
   Reply round_trip(const Bytes& body) {
-    drain_late_replies();
-    send_frame(body);
-    return read_reply();
+    if (!broken_.empty()) {
+      throw BackendError(
+          fmt::format("TCP store {}: this process's connection was given up after "
+                      "an earlier failure: {}",
+                      where_, broken_));
+    }
+    try {
+      drain_late_replies();
+      send_frame(body);
+    } catch (const ReplyTimeout& e) {
+      if (e.read_nothing) throw;  // an owed reply still late: nothing was sent, nothing lost
+      give_up(e.what());
+      throw;
+    } catch (const std::exception& e) {
+      give_up(e.what());
+      throw;
+    }
+    try {
+      return read_reply();
+    } catch (const ReplyTimeout& e) {
+      if (!e.read_nothing) {
+        give_up(e.what());
+      } else {
+        ++late_replies_;
+      }
+      throw;
+    } catch (const std::exception& e) {
+      give_up(e.what());
+      throw;
+    }
+  }
+
+  void give_up(std::string_view why) {
+    if (broken_.empty()) broken_ = why.empty() ? std::string("(no reason)") : std::string(why);
   }
 
   void send_frame(const Bytes& body) {
@@ -226,8 +282,9 @@ class TcpStoreClient final : public Store {
     return ready > 0;
   }
 
-  // Replies owed to requests whose caller stopped waiting (responds_within): read and dropped, in
-  // order, so that the next reply read belongs to the next request. Caller holds mu_.
+  // Replies owed to requests whose caller stopped waiting (responds_within, a reply timeout): read
+  // and dropped, in order, so that the next reply read belongs to the next request. Caller holds
+  // mu_.
   void drain_late_replies() {
     for (; late_replies_ > 0; --late_replies_)
       read_reply();
@@ -235,7 +292,7 @@ class TcpStoreClient final : public Store {
 
   Reply read_reply() {
     std::uint8_t header[9];
-    recv_all(header, sizeof header);
+    recv_all(header, sizeof header, /*reply_start=*/true);
     Reader hr(header, sizeof header);
     Reply r;
     r.status = static_cast<Status>(hr.u8());
@@ -266,7 +323,10 @@ class TcpStoreClient final : public Store {
     }
   }
 
-  void recv_all(std::uint8_t* p, std::size_t n) {
+  // `reply_start`: `p` is the beginning of a reply, so a timeout before its first byte leaves the
+  // stream in place (ReplyTimeout::read_nothing).
+  void recv_all(std::uint8_t* p, std::size_t n, bool reply_start = false) {
+    const std::size_t wanted = n;
     while (n > 0) {
       ssize_t k = ::recv(fd_.get(), p, n, 0);
       if (k == 0) {
@@ -281,8 +341,9 @@ class TcpStoreClient final : public Store {
               "TCP store {}: the server closed the connection (reset by peer)", where_));
         }
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          throw BackendError(fmt::format("TCP store {}: no reply from the server within {} ms",
-                                         where_, reply_timeout_.count()));
+          throw ReplyTimeout(fmt::format("TCP store {}: no reply from the server within {} ms",
+                                         where_, reply_timeout_.count()),
+                             reply_start && n == wanted);
         }
         throw_socket_error(fmt::format("recv from {}", where_), errno);
       }
@@ -297,6 +358,7 @@ class TcpStoreClient final : public Store {
   std::chrono::milliseconds reply_timeout_;
   std::mutex mu_;
   int late_replies_ = 0;  // guarded by mu_
+  std::string broken_;    // guarded by mu_: why the connection was given up (round_trip)
 };
 
 bool connected_to_itself(int fd) {

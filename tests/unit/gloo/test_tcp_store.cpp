@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <set>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "bootstrap/store_exchange.hpp"
+#include "bootstrap/store_wire.hpp"
 #include "bootstrap/tcp_store.hpp"
 #include "mcr/errors.hpp"
 
@@ -271,6 +273,147 @@ TEST(StoreExchange, MissingPeerTimesOut) {
   EXPECT_THROW(exchange->all_gather(bytes_of("alone")), TimeoutError);
   EXPECT_THROW(make_store_exchange(*store, 2, 2, 1s), InvalidArgument);
   EXPECT_THROW(make_store_exchange(*store, 0, 0, 1s), InvalidArgument);
+}
+
+// A stand-in for the store's server on loopback, for replies the real one never sends: it accepts
+// one connection, answers its hello, and hands each later request's index to `serve`, which writes
+// whatever reply bytes it likes, when it likes.
+class ScriptedServer {
+ public:
+  using Serve = std::function<void(int fd, int request)>;
+
+  explicit ScriptedServer(Serve serve) : serve_(std::move(serve)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(listener_, 1) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error("scripted server: cannot listen on loopback");
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~ScriptedServer() {
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+  }
+  ScriptedServer(const ScriptedServer&) = delete;
+  ScriptedServer& operator=(const ScriptedServer&) = delete;
+
+  int port() const { return port_; }
+
+  static void reply(int fd, const std::uint8_t* p, std::size_t n) {
+    while (n > 0) {
+      const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+      if (k <= 0) return;
+      p += k;
+      n -= static_cast<std::size_t>(k);
+    }
+  }
+  // A whole reply: status ok, then the payload.
+  static Bytes ok(std::string_view payload) {
+    store_wire::Writer w;
+    w.u8(static_cast<std::uint8_t>(store_wire::Status::ok));
+    w.str(payload);
+    return std::move(w.bytes());
+  }
+
+ private:
+  // Reads one request and drops it: the script decides the reply by the request's index alone.
+  static bool read_request(int fd) {
+    std::uint8_t len[4];
+    if (::recv(fd, len, 4, MSG_WAITALL) != 4) return false;
+    std::size_t left = static_cast<std::size_t>(len[0]) | static_cast<std::size_t>(len[1]) << 8 |
+                       static_cast<std::size_t>(len[2]) << 16 |
+                       static_cast<std::size_t>(len[3]) << 24;
+    std::uint8_t chunk[4096];
+    while (left > 0) {
+      const ssize_t k = ::recv(fd, chunk, std::min(left, sizeof chunk), 0);
+      if (k <= 0) return false;
+      left -= static_cast<std::size_t>(k);
+    }
+    return true;
+  }
+  void run() {
+    const int fd = ::accept(listener_, nullptr, nullptr);
+    if (fd < 0) return;
+    for (int request = 0; read_request(fd); ++request) {
+      if (request == 0) {
+        const Bytes hello = ok("");
+        reply(fd, hello.data(), hello.size());
+      } else {
+        serve_(fd, request);
+      }
+    }
+    ::close(fd);
+  }
+
+  Serve serve_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// A reply that comes after the client stopped waiting (a stalled store host) is still owed on the
+// stream: the next request must read and drop it, not take it as its own.
+TEST(TcpStoreReplies, ALateReplyIsNotTakenForTheNextOne) {
+  ScriptedServer server([](int fd, int request) {
+    if (request == 1) std::this_thread::sleep_for(1500ms);  // past the 1 s reply timeout
+    const Bytes r = ScriptedServer::ok(request == 1 ? "value of a" : "value of b");
+    ScriptedServer::reply(fd, r.data(), r.size());
+  });
+  auto s = connect_tcp_store("127.0.0.1", server.port(), 1s);
+  EXPECT_THROW(s->get("a", 1s), BackendError);
+  std::this_thread::sleep_for(700ms);  // the late reply arrives meanwhile
+  EXPECT_EQ(s->get("b", 1s), bytes_of("value of b"));
+}
+
+// After a part of a reply, the stream's place is lost: every later request fails, saying why,
+// instead of reading the rest of that reply as its own.
+TEST(TcpStoreReplies, APartReplyGivesTheConnectionUp) {
+  ScriptedServer server([](int fd, int request) {
+    const Bytes r = ScriptedServer::ok(request == 1 ? "value of a" : "value of b");
+    if (request == 1) {
+      ScriptedServer::reply(fd, r.data(), 4);  // 4 of the header's 9 bytes, then a stall
+      std::this_thread::sleep_for(1500ms);
+      ScriptedServer::reply(fd, r.data() + 4, r.size() - 4);
+    } else {
+      ScriptedServer::reply(fd, r.data(), r.size());
+    }
+  });
+  auto s = connect_tcp_store("127.0.0.1", server.port(), 1s);
+  EXPECT_THROW(s->get("a", 1s), BackendError);
+  std::this_thread::sleep_for(700ms);
+  try {
+    const Bytes b = s->get("b", 1s);
+    ADD_FAILURE() << "read " << b.size() << " bytes from a connection whose place was lost";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("given up after an earlier failure"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("no reply from the server within"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(s->responds_within(200ms));
+}
+
+// A reply to add() that is not a count is the server's fault, reported as a BackendError that
+// names the store and the key, not as a bare protocol exception.
+TEST(TcpStoreReplies, AMalformedCountIsABackendError) {
+  ScriptedServer server([](int fd, int) {
+    const Bytes r = ScriptedServer::ok("abc");  // 3 bytes where an i64 belongs
+    ScriptedServer::reply(fd, r.data(), r.size());
+  });
+  auto s = connect_tcp_store("127.0.0.1", server.port(), 1s);
+  try {
+    s->add("counter", 1);
+    ADD_FAILURE() << "a 3-byte count was accepted";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("'counter'"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
