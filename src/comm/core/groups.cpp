@@ -5,6 +5,8 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <string>
+#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -25,18 +27,22 @@ struct SplitEntry {
   int key;
 };
 
-Bytes encode(SplitEntry e) {
-  Bytes b(sizeof e);
+// A rank's record in a split's exchange: its color and key, then, where it refused its own
+// arguments, why.
+Bytes encode(SplitEntry e, std::string_view refused) {
+  Bytes b(sizeof e + refused.size());
   std::memcpy(b.data(), &e, sizeof e);
+  std::memcpy(b.data() + sizeof e, refused.data(), refused.size());
   return b;
 }
 
-SplitEntry decode(const Bytes& b, int rank) {
-  if (b.size() != sizeof(SplitEntry)) {
+SplitEntry decode(const Bytes& b, int rank, std::string* refused) {
+  if (b.size() < sizeof(SplitEntry)) {
     throw MismatchError(fmt::format("split: rank {} sent a malformed color/key record", rank));
   }
   SplitEntry e{};
   std::memcpy(&e, b.data(), sizeof e);
+  refused->assign(b.begin() + sizeof e, b.end());
   return e;
 }
 
@@ -110,7 +116,10 @@ std::vector<std::unique_ptr<detail::Backend>> form_agreed(
   return children;
 }
 
-Communicator do_split(detail::CommState& s, int color, int key) {
+// `refused`: this rank's arguments failed their checks, and why. It still takes part in the
+// exchange below, so that every rank raises at once (the others name it), and every rank's count
+// of splits advances alike: the next split meets as usual.
+Communicator do_split(detail::CommState& s, int color, int key, const std::string& refused = {}) {
   s.check_usable();
   detail::engine()
       .finish_composed_ops();  // a split may block in a library (docs/design.md, rule 6)
@@ -118,14 +127,31 @@ Communicator do_split(detail::CommState& s, int color, int key) {
   const std::uint64_t index = s.splits++;
   // Peers may still wait on this rank's operations in flight before they arrive, and the
   // backends' splits below wait for every rank without a bound (store_wait.hpp).
-  auto all = detail::group_all_gather_agreed(
-      *rt.bootstrap, s.world_ranks, fmt::format("mcr/split/{}/{}", s.id, index),
-      encode({color, key}), rt.bootstrap->timeout(), "split",
-      fmt::format("split #{} of communicator {} ({} ranks)", index + 1, s.id, s.size));
+  auto exchange = [&] {
+    return detail::group_all_gather_agreed(
+        *rt.bootstrap, s.world_ranks, fmt::format("mcr/split/{}/{}", s.id, index),
+        encode({color, key}, refused), rt.bootstrap->timeout(), "split",
+        fmt::format("split #{} of communicator {} ({} ranks)", index + 1, s.id, s.size));
+  };
+  if (!refused.empty()) {
+    try {
+      (void)exchange();
+    } catch (const Error&) {  // NOLINT(bugprone-empty-catch): this rank's own error comes first
+    }
+    throw InvalidArgument(refused);
+  }
+  auto all = exchange();
   // Members of my group, ordered by (key, parent rank): the new rank is the position in this list.
   std::vector<std::tuple<int, int>> order;
+  std::string why;
   for (int r = 0; r < s.size; ++r) {
-    SplitEntry e = decode(all[static_cast<std::size_t>(r)], r);
+    SplitEntry e = decode(all[static_cast<std::size_t>(r)], r, &why);
+    if (!why.empty()) {
+      throw InvalidArgument(fmt::format(
+          "split #{} of communicator {}: rank {} refused its arguments: {}; no rank formed the "
+          "group, and the next split meets as usual",
+          index + 1, s.id, r, why));
+    }
     if (color != Communicator::kUndefinedColor && e.color == color) order.emplace_back(e.key, r);
   }
   std::sort(order.begin(), order.end());
@@ -244,15 +270,20 @@ Communicator Communicator::member_group(std::span<const int> ranks, std::string_
 
 Communicator Communicator::split(int color, int key) const {
   if (color < 0 && color != kUndefinedColor) {
-    throw InvalidArgument(fmt::format("split: color {} must be >= 0 or kUndefinedColor ({})", color,
-                                      kUndefinedColor));
+    return do_split(state(), kUndefinedColor, key,
+                    fmt::format("split: color {} must be >= 0 or kUndefinedColor ({})", color,
+                                kUndefinedColor));
   }
   return do_split(state(), color, key);
 }
 
 Communicator Communicator::new_group(std::span<const int> ranks) const {
   auto& s = state();
-  check_ranks(s, ranks, "new_group");
+  try {
+    check_ranks(s, ranks, "new_group");
+  } catch (const InvalidArgument& e) {
+    return do_split(s, kUndefinedColor, 0, e.what());
+  }
   auto it = std::find(ranks.begin(), ranks.end(), s.rank);
   const bool member = it != ranks.end();
   return do_split(s, member ? 0 : kUndefinedColor,

@@ -396,6 +396,47 @@ TEST_F(BadInput, GroupRankLists) {
                                  {{"timeout"}, {"0"}});
 }
 
+// split() and new_group() with arguments that one rank refuses: that rank still takes part in the
+// split's exchange, so every rank raises at once (the others naming it) instead of waiting out the
+// runtime's timeout for it, and every rank's count of splits advances alike: the next split works.
+TEST_F(BadInput, SplitRefusedOnOneRank) {
+  const int p = comm_.size();
+  const int odd = p - 1;  // the rank whose arguments are bad
+  const bool mine = comm_.rank() == odd;
+  if (mine) {
+    expect_raises<InvalidArgument>("split with color -5 on this rank alone",
+                                   [&] { (void)comm_.split(-5, 0); }, {{"color"}, {"-5"}});
+  } else {
+    expect_raises<InvalidArgument>("split that another rank refused",
+                                   [&] { (void)comm_.split(0, comm_.rank()); },
+                                   {{fmt::format("rank {} refused", odd)}, {"color -5"}});
+  }
+  const std::vector<int> all = [&] {
+    std::vector<int> v(static_cast<std::size_t>(p));
+    for (int r = 0; r < p; ++r)
+      v[static_cast<std::size_t>(r)] = r;
+    return v;
+  }();
+  const std::vector<int> out_of_range = {0, p};
+  if (mine) {
+    expect_raises<InvalidArgument>("new_group with rank = size on this rank alone",
+                                   [&] { (void)comm_.new_group(out_of_range); }, {{str(p)}});
+  } else {
+    expect_raises<InvalidArgument>("new_group that another rank refused",
+                                   [&] { (void)comm_.new_group(all); },
+                                   {{fmt::format("rank {} refused", odd)}, {"new_group"}});
+  }
+  // The next split meets on every rank.
+  Communicator c = comm_.split(0, comm_.rank());
+  std::vector<int> v{1};
+  c.all_reduce(Tensor(v), ReduceOp::sum);
+  EXPECT_EQ(v[0], p);
+  Communicator g = comm_.new_group(all);
+  v[0] = 1;
+  g.all_reduce(Tensor(v), ReduceOp::sum);
+  EXPECT_EQ(v[0], p);
+}
+
 // Members of a member_group() that pass different keys would meet in different places (MPI's
 // MPI_Comm_create_group waits for ever for members that pass another tag): every member raises
 // MismatchError naming each member's key, before any library blocks, and the next member_group()
