@@ -274,7 +274,8 @@ class HierBackend final : public Backend {
   }
 
   // Operation `failed` raised: it gets that error, every other queued one the broken state (their
-  // sub-operations may be out of step with the peers').
+  // sub-operations may be out of step with the peers'), except one that completed in this same
+  // advance: its result is whole, and its Work reports success.
   void fail_all(std::size_t failed, const std::exception_ptr& e) {
     std::string what = "unknown error";
     try {
@@ -284,8 +285,10 @@ class HierBackend final : public Backend {
     } catch (...) {  // NOLINT(bugprone-empty-catch): keep the default text
     }
     broken_ = fmt::format("hier: an earlier composed operation failed: {}", what);
-    for (std::size_t i = 0; i < queue_.size(); ++i)
+    for (std::size_t i = 0; i < queue_.size(); ++i) {
+      if (i != failed && queue_[i]->done) continue;
       queue_[i]->error = i == failed ? e : std::make_exception_ptr(Error(broken_));
+    }
     keep_queue_until_exit(queue_);
   }
 
