@@ -134,10 +134,14 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
       std::move(work),   std::move(op.issue), std::move(op.complete), Clock::now() + op.timeout,
       op.timeout,        op.caller_waits,     op.caller_poll,         op.waiter,
       op.park_for_waiter};
-  if (alone && f.caller_waits) {
-    // A caller that waits anyway waits here, as Work::wait does: polling with every backend
-    // progressed where one needs this thread, else asleep in the library's own wait (Gloo), which
-    // leaves the cores to the peers and the library's threads. It raises at the op's timeout.
+  if (alone && f.caller_waits &&
+      std::this_thread::get_id() == inline_waiter_.load(std::memory_order_relaxed)) {
+    // The thread that brought the runtime up, which waits anyway, waits here, as Work::wait does:
+    // polling with every backend progressed where one needs this thread, else running a Gloo
+    // collective itself or asleep in the library's own wait, which leaves the cores to the peers
+    // and the library's threads. It raises at the op's timeout. It holds own_ meanwhile, so what
+    // other threads post waits behind this operation; that cannot deadlock across ranks, as only
+    // this thread waits so and it calls in the same order on every rank (set_inline_waiter).
     std::exception_ptr error;
     try {
       f.work.wait();
@@ -149,6 +153,27 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
     f.complete(error);  // f.issue, which owns the buffers, outlives the copy-back
     if (error) keep_until_exit(std::move(f.issue));
     return;
+  }
+  if (alone && f.caller_waits) {
+    // Any other thread that waits anyway does the thread's work here until its operation
+    // completes (drive(), as its Work's wait would), issuing what other threads post meanwhile. A
+    // wait on this operation alone would hold own_ while another thread's post stays queued
+    // behind it: where two threads call synchronous collectives on two groups and the ranks reach
+    // them in different orders, each rank's issued call would wait for a peer whose call is
+    // queued, both until their timeouts.
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    f.complete = [complete = std::move(f.complete), done](std::exception_ptr error) {
+      complete(std::move(error));
+      done->store(true, std::memory_order_release);
+    };
+    const void* waiter = f.waiter;
+    in_flight_.push_back(std::move(f));
+    if (drive(
+            std::move(own), [&done] { return done->load(std::memory_order_acquire); },
+            Clock::time_point::max(), waiter)) {
+      completed_by_caller_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return;  // else whoever holds own_ completes it, and the caller's wait sees it
   }
   if (alone && f.waiter != nullptr && f.park_for_waiter && f.work.library_wait()) {
     // Parked for its waiter (PostedOp::waiter): a look now would hand the library's wait to one
@@ -518,6 +543,11 @@ bool CommThread::drive_until(const std::function<bool()>& done, Clock::time_poin
   if (!caller_issue_.load(std::memory_order_relaxed) || t_comm || t_driving) return false;
   std::unique_lock own(own_, std::try_to_lock);
   if (!own.owns_lock()) return false;
+  return drive(std::move(own), done, until, waiter);
+}
+
+bool CommThread::drive(std::unique_lock<std::mutex> own, const std::function<bool()>& done,
+                       Clock::time_point until, const void* waiter) {
   driven_by_waiter_.fetch_add(1, std::memory_order_relaxed);
   t_driving = true;
   t_holds_own = true;

@@ -9,8 +9,8 @@
 //
 // One shortcut: while the thread is idle (nothing queued, nothing in flight), an operation is
 // issued by the thread that posts it, which then polls it briefly (until it completes, when the
-// caller is going to wait for it anyway) and completes it itself when it finished; otherwise it
-// leaves it in flight for the communication thread. A small synchronous
+// caller is going to wait for it anyway: set_inline_waiter) and completes it itself when it
+// finished; otherwise it leaves it in flight for the communication thread. A small synchronous
 // operation then costs no hand-off between threads. Who calls mcr is decided by one mutex
 // (`own_`): the communication thread holds it while it has work and is not asleep, a poster for
 // the microseconds of its shortcut. Posting order is kept because a poster takes the shortcut only
@@ -76,9 +76,9 @@ struct PostedOp {
   /// Work::test enforces it; the thread keeps a backstop a second later.
   std::chrono::milliseconds timeout{0};
   /// The posting thread waits for the operation right after posting it (a synchronous
-  /// torch.distributed call): when it issues the operation itself (the shortcut), it waits for
-  /// the operation (mcr::Work::wait) instead of handing it over after a short while, which saves
-  /// two thread wake-ups per call.
+  /// torch.distributed call): when it issues the operation itself (the shortcut), it waits for it
+  /// there (CommThread::set_inline_waiter) instead of handing it over after a short while, which
+  /// saves two thread wake-ups per call.
   bool caller_waits = false;
   /// How long a posting thread that issued the operation itself (and does not wait for it) polls
   /// it before leaving it to the communication thread. A small collective whose peers are in step
@@ -112,6 +112,14 @@ class CommThread {
   /// Allows the shortcut above. Off until the runtime is up, and wherever the thread that calls mcr
   /// must not change (mcr::any_thread_may_call()) or MCR_TORCH_INLINE=0 asks for it off.
   void set_caller_issue(bool on) noexcept { caller_issue_.store(on, std::memory_order_relaxed); }
+  /// The one thread whose synchronous calls, issued by the shortcut, wait for their operation
+  /// alone, holding the right to call mcr (a Gloo collective then runs on that thread itself):
+  /// the thread that brought the runtime up, which calls in the same order on every rank. Other
+  /// threads' synchronous calls do the communication thread's work while they wait, so that
+  /// another thread's post is issued meanwhile (issue_here).
+  void set_inline_waiter(std::thread::id id) noexcept {
+    inline_waiter_.store(id, std::memory_order_relaxed);
+  }
   /// The largest operation (bytes of its output tensors) that a posting thread which issued it
   /// itself polls (PostedOp::caller_poll); MCR_TORCH_CALLER_POLL_BYTES, default 64 KiB.
   void set_caller_poll_max_bytes(std::size_t bytes) noexcept {
@@ -259,6 +267,9 @@ class CommThread {
              std::chrono::steady_clock::time_point until, std::unique_lock<std::mutex>* release,
              std::uint64_t& seen);
   void issue_here(PostedOp& op, std::unique_lock<std::mutex> own);
+  /// drive_until's work by the holder of `own`, which it lets go of before it returns.
+  bool drive(std::unique_lock<std::mutex> own, const std::function<bool()>& done,
+             std::chrono::steady_clock::time_point until, const void* waiter);
   void issue(PostedOp& op);
   bool poll_in_flight();
   static bool poll_one(InFlight& f, std::exception_ptr& error);
@@ -279,7 +290,8 @@ class CommThread {
   std::deque<Item> queue_;
   std::atomic<bool> queued_{false};  // work for the thread; read without the lock while spinning
   std::atomic<bool> caller_issue_{false};
-  std::atomic<bool> reliefs_allowed_{false};  // set at init()
+  std::atomic<std::thread::id> inline_waiter_{};  // set_inline_waiter()
+  std::atomic<bool> reliefs_allowed_{false};      // set at init()
   std::atomic<std::size_t> caller_poll_max_bytes_{kDefaultCallerPollMaxBytes};
   std::atomic<std::uint64_t> posted_{0}, issued_by_caller_{0}, completed_by_caller_{0},
       driven_by_waiter_{0}, waited_in_library_{0}, relieved_{0};

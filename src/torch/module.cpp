@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <pybind11/chrono.h>
@@ -104,11 +105,13 @@ CommHandle init_runtime(const py::object& store, int rank, int size) {
     options.size = size;
   }
   py::gil_scoped_release no_gil;
-  return CommThread::instance().call([&options] {
+  const std::thread::id caller = std::this_thread::get_id();
+  return CommThread::instance().call([&options, caller] {
     if (!world_slot()) {
       const bool inline_wanted = caller_issue_requested();
       const std::size_t poll_bytes = caller_poll_max_bytes_requested();
       world_slot() = mcr::init(options);
+      CommThread::instance().set_inline_waiter(caller);
       CommThread::instance().set_caller_issue(inline_wanted && mcr::any_thread_may_call());
       CommThread::instance().set_reliefs_allowed(mcr::any_thread_may_call());
       CommThread::instance().set_caller_poll_max_bytes(poll_bytes);

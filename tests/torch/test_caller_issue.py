@@ -8,17 +8,61 @@ variable) or "badpoll" (MCR_TORCH_CALLER_POLL_BYTES=lots: the same). Run with 2 
 
 import os
 import sys
+import threading
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 import mcr.torch as mt
-from common import check, data, finish, setup
+from common import check, data, finish, same, setup
 
 
 def counts():
     return mt._backend._C.comm_thread_counts()
+
+
+def sync_calls_on_two_threads(rank, ws):
+    """Two threads, each calling synchronous all_reduces on a group of its own, reach them in
+    different orders on the two ranks (a checkpointing thread's collectives beside the training
+    loop's). The call a rank issues first must not keep the other thread's call from being issued:
+    each rank would then wait for a peer whose call is queued behind its own, both until the
+    groups' timeout (20 s here)."""
+    groups = [dist.new_group(list(range(ws)), timeout=timedelta(seconds=20)) for _ in range(2)]
+    # Two threads of their own; then this thread (which brought mcr up: its synchronous calls wait
+    # for their operation alone) and one other.
+    for name, main_calls in (("mpi", False), ("gloo", False), ("mpi", True), ("gloo", True)):
+        with mt.backend(name):
+            # The same calls once in one order first: the first call of a signature is verified
+            # across the ranks (MCR_VERIFY), which waits for every rank before it starts.
+            for g in groups:
+                dist.all_reduce(torch.ones(4), group=g)
+            results, errors = {}, []
+
+            def worker(k):
+                time.sleep(0.3 if (rank == 0) == (k == 1) else 0.0)  # rank 0: group 0 first
+                t = torch.full((4,), float(rank + k))
+                try:
+                    dist.all_reduce(t, group=groups[k])
+                    results[k] = t
+                except Exception as e:  # noqa: BLE001 - reported below, with the thread's group
+                    errors.append(f"group {k}: {e}")
+
+            threads = [threading.Thread(target=worker, args=(k,)) for k in (0, 1)]
+            for t in threads[1:] if main_calls else threads:
+                t.start()
+            if main_calls:
+                worker(0)
+            for t in threads[1:] if main_calls else threads:
+                t.join()
+            how = "this thread and another" if main_calls else "two threads"
+            check(not errors, f"{name}: synchronous calls from {how} failed: {errors}")
+            for k in (0, 1):
+                same(results[k], torch.full((4,), float(sum(r + k for r in range(ws)))),
+                     f"{name}, {how}: group {k}'s all_reduce from its own thread")
+    for g in groups:
+        dist.destroy_process_group(g)
 
 
 def main():
@@ -119,6 +163,8 @@ def main():
                 time.sleep(late_s)
                 dist.send(torch.arange(33, dtype=torch.float64) + 7, dst=0)
             dist.barrier()
+
+    sync_calls_on_two_threads(rank, ws)
 
     after = counts()
     posted = after["posted"] - before["posted"]
