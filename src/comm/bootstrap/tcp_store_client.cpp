@@ -154,7 +154,10 @@ class TcpStoreClient final : public Store {
     Writer w;
     w.u8(static_cast<std::uint8_t>(Command::check));
     w.u32(0);
-    std::lock_guard lock(mu_);
+    // The connection may be held by another thread's request (the watchdog publishing progress)
+    // that waits the whole reply timeout for a store that is gone: that is no answer either.
+    std::unique_lock lock(mu_, bound);
+    if (!lock.owns_lock()) return false;
     if (!broken_.empty()) return false;
     try {
       for (; late_replies_ > 0; --late_replies_) {
@@ -316,6 +319,12 @@ class TcpStoreClient final : public Store {
                                            where_,
                                            errno == EPIPE ? "broken pipe" : "reset by peer"));
         }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          throw BackendError(fmt::format(
+              "TCP store {}: the server took no more of a request for {} ms (its host stopped, or "
+              "it is overloaded)",
+              where_, reply_timeout_.count()));
+        }
         throw_socket_error(fmt::format("send to {}", where_), errno);
       }
       p += k;
@@ -356,7 +365,7 @@ class TcpStoreClient final : public Store {
   std::string where_;
   std::string prefix_;
   std::chrono::milliseconds reply_timeout_;
-  std::mutex mu_;
+  std::timed_mutex mu_;
   int late_replies_ = 0;  // guarded by mu_
   std::string broken_;    // guarded by mu_: why the connection was given up (round_trip)
 };
@@ -374,8 +383,16 @@ bool connected_to_itself(int fd) {
 }
 
 bool is_retryable_connect_error(int err) {
+  // EINPROGRESS: a connect that SO_SNDTIMEO cut short (a host that drops the SYNs).
   return err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH || err == EHOSTUNREACH ||
-         err == ECONNRESET || err == EAGAIN || err == EINTR;
+         err == ECONNRESET || err == EAGAIN || err == EINTR || err == EINPROGRESS;
+}
+
+void set_socket_timeout(int fd, int option, const char* name, std::chrono::milliseconds t) {
+  t = std::max(t, std::chrono::milliseconds(1));
+  timeval tv{static_cast<time_t>(t.count() / 1000),
+             static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+  if (::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv) != 0) throw_socket_error(name, errno);
 }
 
 }  // namespace
@@ -407,6 +424,10 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
     for (addrinfo* ai = rc == 0 ? list.head : nullptr; ai != nullptr; ai = ai->ai_next) {
       UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
       if (fd.get() < 0) throw_socket_error("socket", errno);
+      // On Linux SO_SNDTIMEO bounds connect() too: a host that drops the SYNs would otherwise
+      // hold it for the kernel's retries (about two minutes), whatever is left of `timeout`.
+      set_socket_timeout(fd.get(), SO_SNDTIMEO, "setsockopt(SO_SNDTIMEO)",
+                         std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
       if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
         if (connected_to_itself(fd.get())) {
           // Retrying a loopback port nobody listens on yet can pick that very port as the source
@@ -417,12 +438,11 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
         set_nodelay(fd.get());
         // The server answers every request within a get slice; a reply slower than the job's
         // timeout means it is gone.
+        // A request that the server does not take in (its buffers full, its host frozen) fails
+        // after as long, rather than blocking its sender.
         const auto reply_timeout = std::max(timeout, std::chrono::milliseconds(1000));
-        timeval tv{static_cast<time_t>(reply_timeout.count() / 1000),
-                   static_cast<suseconds_t>((reply_timeout.count() % 1000) * 1000)};
-        if (::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
-          throw_socket_error("setsockopt(SO_RCVTIMEO)", errno);
-        }
+        set_socket_timeout(fd.get(), SO_RCVTIMEO, "setsockopt(SO_RCVTIMEO)", reply_timeout);
+        set_socket_timeout(fd.get(), SO_SNDTIMEO, "setsockopt(SO_SNDTIMEO)", reply_timeout);
         auto client =
             std::make_unique<TcpStoreClient>(std::move(fd), where, job.job_id + "/", reply_timeout);
         if (client->hello(job, rank)) return client;

@@ -282,7 +282,10 @@ class ScriptedServer {
  public:
   using Serve = std::function<void(int fd, int request)>;
 
-  explicit ScriptedServer(Serve serve) : serve_(std::move(serve)) {
+  /// `stall`: after the hello, read nothing for this long (a frozen host whose socket buffers
+  /// fill up).
+  explicit ScriptedServer(Serve serve, std::chrono::milliseconds stall = {})
+      : serve_(std::move(serve)), stall_(stall) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -345,6 +348,7 @@ class ScriptedServer {
       if (request == 0) {
         const Bytes hello = ok("");
         reply(fd, hello.data(), hello.size());
+        std::this_thread::sleep_for(stall_);
       } else {
         serve_(fd, request);
       }
@@ -353,6 +357,7 @@ class ScriptedServer {
   }
 
   Serve serve_;
+  std::chrono::milliseconds stall_;
   int listener_ = -1;
   int port_ = 0;
   std::thread thread_;
@@ -398,6 +403,49 @@ TEST(TcpStoreReplies, APartReplyGivesTheConnectionUp) {
         << e.what();
   }
   EXPECT_FALSE(s->responds_within(200ms));
+}
+
+// The probe that timeout messages make first ("does the store still answer?") waits at most its
+// bound, also while another thread's request holds the connection, waiting out the reply timeout
+// for a store that is gone.
+TEST(TcpStoreReplies, AProbeWaitsItsBoundWhileAnotherRequestHangs) {
+  ScriptedServer server([](int fd, int request) {
+    if (request == 1) std::this_thread::sleep_for(1500ms);
+    const Bytes r = ScriptedServer::ok("late");
+    ScriptedServer::reply(fd, r.data(), r.size());
+  });
+  auto s = connect_tcp_store("127.0.0.1", server.port(), 1s);
+  std::thread other([&] { EXPECT_THROW(s->get("a", 1s), BackendError); });
+  std::this_thread::sleep_for(100ms);  // the get holds the connection now
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(s->responds_within(200ms));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  other.join();
+  EXPECT_LT(took, 700ms) << "the probe waited for the other request's reply timeout";
+}
+
+// A request that a frozen server never takes in (a value larger than the socket buffers) fails
+// after the reply timeout, instead of blocking its sender until the server reads again.
+TEST(TcpStoreReplies, ARequestTheServerDoesNotTakeFails) {
+  ScriptedServer server(
+      [](int fd, int) {
+        const Bytes r = ScriptedServer::ok("");
+        ScriptedServer::reply(fd, r.data(), r.size());
+      },
+      6s);
+  auto s = connect_tcp_store("127.0.0.1", server.port(), 1s);
+  const Bytes big(32u << 20, 7);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    s->set("big", big);
+    ADD_FAILURE() << "a 32 MiB set to a server that reads nothing returned";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("took no more of a request"), std::string::npos)
+        << e.what();
+  }
+  // Each send() may wait the 1 s timeout once more after a part went through: well before the
+  // server reads again (6 s).
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 
 // A reply to add() that is not a count is the server's fault, reported as a BackendError that
