@@ -212,6 +212,42 @@ std::string compare_counts(OpType op, const std::vector<std::vector<std::uint64_
       total > bad.size() ? fmt::format(" (and {} more pairs)", total - bad.size()) : "");
 }
 
+// all_to_all_v on a backend whose counts are bounded (MPI's are C ints): a count or displacement
+// past the bound is seen by the ranks that hold it only, who raise, while a rank whose own entries
+// fit would enter the library and wait there for them. With every rank's counts at hand, every
+// rank names the first such entry and raises. Displacements are the running sums of the counts.
+std::string counts_past_limit(const std::vector<std::vector<std::uint64_t>>& all, std::size_t limit,
+                              std::string_view backend) {
+  const std::size_t n = all.size();
+  for (std::size_t r = 0; r < n; ++r) {
+    std::uint64_t sent = 0;
+    std::uint64_t received = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::uint64_t send = all[r][j];
+      const std::uint64_t recv = all[r][n + j];
+      const char* what = send > limit       ? "send_counts"
+                         : sent > limit     ? "send displacement"
+                         : recv > limit     ? "recv_counts"
+                         : received > limit ? "recv displacement"
+                                            : nullptr;
+      if (what != nullptr) {
+        const std::uint64_t value = send > limit   ? send
+                                    : sent > limit ? sent
+                                    : recv > limit ? recv
+                                                   : received;
+        return fmt::format(
+            "rank {}'s {}[{}] = {} elements exceeds backend '{}''s limit of {} (only the ranks "
+            "that hold such an entry would see it; pass CallOptions::size_hint, alike on every "
+            "rank, or a backend without the limit)",
+            r, what, j, value, backend, limit);
+      }
+      sent += send;
+      received += recv;
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string_view to_string(VerifyMode m) noexcept {
@@ -414,6 +450,7 @@ Backend& Verifier::pick(CommState& state, const OpArgs& args, const CallOptions&
     all.push_back(decode(b));
 
   std::string verdict = compare(all);
+  bool past_limit = false;  // the ranks agree, on counts that the backend cannot carry
   if (verdict.empty() && is_v_op(args.op)) {
     // Every rank runs the same v-op, so every rank makes this second exchange.
     const auto n = static_cast<std::size_t>(state.size);
@@ -430,15 +467,22 @@ Backend& Verifier::pick(CommState& state, const OpArgs& args, const CallOptions&
       std::memcpy(tables.back().data(), b.data(), b.size());
     }
     verdict = compare_counts(args.op, tables);
+    if (verdict.empty() && args.op == OpType::all_to_all_v && chosen != nullptr &&
+        chosen->max_count() != static_cast<std::size_t>(-1)) {
+      verdict = counts_past_limit(tables, chosen->max_count(), chosen->name());
+      past_limit = !verdict.empty();
+    }
   }
   if (verdict.empty()) {
     end_verify.armed = false;
     state.flight.ended(seq, FlightState::completed);  // the issue records it afresh
   }
   if (!verdict.empty()) {
-    throw MismatchError(
+    std::string what =
         fmt::format("{} #{}: {} (MCR_VERIFY; the operation was not started on any rank)",
-                    args.op_name, state.next_sequence, verdict));
+                    args.op_name, state.next_sequence, verdict);
+    if (past_limit) throw UnsupportedError(std::move(what));
+    throw MismatchError(std::move(what));
   }
   if (failure) std::rethrow_exception(failure);
   if (mode_ == VerifyMode::first) remember(signature(args));

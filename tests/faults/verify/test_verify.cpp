@@ -269,6 +269,42 @@ TEST(Verify, AllToAllVCounts) {
   expect_usable(c);
 }
 
+// all_to_all_v counts past MPI's int on MPI: only the ranks that hold such an entry (here the
+// sender and the receiver of one count of 2^32 + 5) would see it in the backend, and a third rank
+// would enter MPI_Alltoallv and wait there for them. With every rank's counts exchanged, every
+// rank raises UnsupportedError, naming the entry. The buffers are reserved, never touched.
+TEST(Verify, AllToAllVCountPastTheBackendsLimit) {
+  Communicator c = fresh();
+  if (!has_backend(c, "mpi")) GTEST_SKIP() << "no MPI backend";
+  const auto n = static_cast<std::size_t>(c.size());
+  const auto me = static_cast<std::size_t>(c.rank());
+  const std::size_t big = (std::size_t{1} << 32) + 5;
+  std::vector<std::size_t> send(n, 1), recv(n, 1);
+  if (me == 0) send[1] = big;
+  if (me == 1) recv[0] = big;
+  const auto total = [](const std::vector<std::size_t>& v) {
+    return std::accumulate(v.begin(), v.end(), std::size_t{0});
+  };
+  Reserved in(total(send)), out(total(recv));
+  ASSERT_NE(in.data(), nullptr);
+  ASSERT_NE(out.data(), nullptr);
+  try {
+    c.all_to_all_v(Tensor(in.data(), total(send), DType::u8), send,
+                   Tensor(out.data(), total(recv), DType::u8), recv, CallOptions{.backend = "mpi"});
+    ADD_FAILURE() << rank_tag() << ": counts past MPI's limit did not raise";
+  } catch (const UnsupportedError& e) {
+    const std::string m = e.what();
+    for (const std::string& w :
+         {std::string("all_to_all_v #"), fmt::format("rank 0's send_counts[1] = {}", big),
+          std::string("exceeds backend 'mpi''s limit of 2147483647")}) {
+      EXPECT_NE(m.find(w), std::string::npos) << rank_tag() << ": no '" << w << "' in: " << m;
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << rank_tag() << ": wrong exception type: " << e.what();
+  }
+  expect_usable(c);
+}
+
 // A correct run under verification: every op, both forms, every backend, right results.
 TEST(Verify, CorrectRunIsCorrect) {
   Communicator c = fresh();

@@ -3,6 +3,10 @@
 // rank.
 #pragma once
 
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,5 +48,27 @@ LastOpObserver& observer();
 class FileStore;
 /// The store the world was formed through when MCR_TEST_GIVEN_STORE is set, else nullptr.
 FileStore* given_store();
+
+/// Address space for `bytes` that no page backs until it is touched: for counts past a library's
+/// limit, which a call must refuse without reading or writing a byte. data() is null when the
+/// mapping failed.
+class Reserved {
+ public:
+  explicit Reserved(std::size_t bytes) : bytes_(bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    data_ = p == MAP_FAILED ? nullptr : static_cast<std::uint8_t*>(p);
+  }
+  ~Reserved() {
+    if (data_ != nullptr) ::munmap(data_, bytes_);
+  }
+  Reserved(const Reserved&) = delete;
+  Reserved& operator=(const Reserved&) = delete;
+  std::uint8_t* data() const { return data_; }
+
+ private:
+  std::size_t bytes_;
+  std::uint8_t* data_ = nullptr;
+};
 
 }  // namespace mcr::test
