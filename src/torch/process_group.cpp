@@ -56,6 +56,7 @@ bool WorkMCR::wait(std::chrono::milliseconds timeout) {
   // torch's timeout (0: none) bounds it; Work::wait below raises when it ran out.
   if (!c10d::Work::isCompleted()) {
     using std::chrono::steady_clock;
+    timeout = bounded_timeout(timeout);
     const bool bounded = timeout.count() > 0;
     const auto until = bounded ? steady_clock::now() + timeout : steady_clock::time_point::max();
     CommThread::instance().drive_until([this] { return c10d::Work::isCompleted(); }, until, this);
@@ -97,6 +98,7 @@ void WorkMCR::release_resources() {
 std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
                                         bool mcr_timeout_set,
                                         std::chrono::milliseconds mcr_timeout) {
+  torch_timeout = bounded_timeout(torch_timeout);
   if (!mcr_timeout_set) return torch_timeout;
   if (torch_timeout.count() <= 0) return mcr_timeout;
   return std::min(torch_timeout, mcr_timeout);
@@ -136,7 +138,7 @@ std::string ProcessGroupMCR::backend_override() {
 
 std::chrono::milliseconds ProcessGroupMCR::pick_timeout(
     std::chrono::milliseconds op_timeout) const {
-  return op_timeout.count() > 0 ? op_timeout : timeout_;
+  return op_timeout.count() > 0 ? bounded_timeout(op_timeout) : timeout_;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,

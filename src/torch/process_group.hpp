@@ -4,6 +4,7 @@
 // thread (comm_thread.hpp), where mcr chooses the backend per operation and message size.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -82,10 +83,19 @@ bool waiter_spins(int local_ranks, unsigned hardware_threads);
 /// the backward pass (docs/torch.md, "Threads").
 std::chrono::microseconds caller_poll_for(bool spin, std::size_t bytes, std::size_t max_bytes);
 
+/// The longest timeout the binding passes on or waits: 100 years. torch takes any timedelta (a
+/// program may pass timedelta.max for "never"), and a deadline that far from now overflows the
+/// clock, which made such an operation time out at once.
+inline constexpr std::chrono::milliseconds kLongestTimeout = std::chrono::hours(24 * 365 * 100);
+inline std::chrono::milliseconds bounded_timeout(std::chrono::milliseconds t) noexcept {
+  return std::min(t, kLongestTimeout);
+}
+
 /// The timeout of a group's operations (unless a call passes its own): torch's (`timeout=` of
 /// init_process_group/new_group, 30 min by default), capped by MCR_TIMEOUT when that is set, so
 /// that the variable bounds every mcr operation whatever the launch (docs/torch.md, "Errors and
-/// timeouts"). `mcr_timeout`: the communicator's, which is MCR_TIMEOUT's when it is set.
+/// timeouts"), and by kLongestTimeout. `mcr_timeout`: the communicator's, which is MCR_TIMEOUT's
+/// when it is set.
 std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
                                         bool mcr_timeout_set,
                                         std::chrono::milliseconds mcr_timeout);
@@ -104,7 +114,9 @@ class ProcessGroupMCR : public c10d::Backend {
   ~ProcessGroupMCR() override;
 
   const std::string getBackendName() const override { return "mcr"; }
-  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  void setTimeout(std::chrono::milliseconds timeout) override {
+    timeout_ = bounded_timeout(timeout);
+  }
 
   // Coalescing (torch's _coalescing_manager, batch_isend_irecv): the operations issued between
   // startCoalescing() and endCoalescing() are issued as they come, and the Work endCoalescing()

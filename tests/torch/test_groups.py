@@ -54,6 +54,21 @@ def outputs_released(rank, ws):
     dist.destroy_process_group(group)
 
 
+def never_timing_out(rank, ws):
+    """A group whose timeout is 200000 days (a program's "never"; torch itself overflows on
+    timedelta.max), and a wait with it: the deadline is bounded (100 years) instead of
+    overflowing the clock, which made every operation on the group time out at once."""
+    never = timedelta(days=200000)
+    group = dist.new_group(list(range(ws)), timeout=never)
+    t = torch.ones(3)
+    dist.all_reduce(t, group=group)
+    same(t, torch.full((3,), float(ws)), "all_reduce on a group with a 200000-day timeout")
+    work = dist.all_reduce(t, group=group, async_op=True)
+    check(work.wait(timeout=never), "a wait with a 200000-day timeout")
+    same(t, torch.full((3,), float(ws * ws)), "async all_reduce waited 200000 days at most")
+    dist.destroy_process_group(group)
+
+
 def _mpi_or_gloo():
     return "mpi" if mt._backend.launched_by_mpi() else "gloo"
 
@@ -250,6 +265,7 @@ def main():
     rank, ws = setup()
     futures(rank, ws)
     outputs_released(rank, ws)
+    never_timing_out(rank, ws)
     local_group_after_partial_one(rank, ws)
     member_comes_late(rank, ws)
     subgroups(rank, ws)

@@ -77,10 +77,15 @@ def ensure_runtime(store=None, rank=None, size=None):
         return _C.init_runtime(store, rank, size)
 
 
+# The longest timeout handed to the runtime: 100 years. A program may pass timedelta.max for
+# "never", which no clock can add to now, and which overflows on its way into C++ (nanoseconds).
+_LONGEST_TIMEOUT = timedelta(days=365 * 100)
+
+
 def _as_timedelta(t):
-    if isinstance(t, timedelta):
-        return t
-    return timedelta(seconds=float(t))
+    if not isinstance(t, timedelta):
+        t = timedelta(seconds=float(t))
+    return min(t, _LONGEST_TIMEOUT)
 
 
 def _check_first_group(ranks):
