@@ -33,7 +33,8 @@ struct CallOptions {
   /// Run on this backend ("mpi", "gloo", "nccl"), bypassing rules and tuning. Must be identical on
   /// every rank. An unsupported combination is an error naming backend, op and dtype.
   std::string_view backend{};
-  /// Timeout for this call; zero means the communicator's default.
+  /// Timeout for this call; zero means the communicator's default. Longer than 100 years (a
+  /// caller's "never", milliseconds::max()) is 100 years.
   std::chrono::milliseconds timeout{0};
   /// Tag for send/recv (matched like an MPI tag). Must be >= 0.
   int tag = 0;
@@ -80,6 +81,9 @@ class Communicator {
   /// Identifier equal on every member; distinct per communicator created in the job.
   std::uint64_t id() const;
 
+  /// The default timeout of this communicator's operations. set_timeout() takes a positive one
+  /// (else InvalidArgument); longer than 100 years is 100 years, as for CallOptions::timeout and
+  /// Work::wait(timeout).
   std::chrono::milliseconds timeout() const;
   void set_timeout(std::chrono::milliseconds timeout);
   /// Hosts this communicator's ranks run on (from the host map every rank reports at start-up).

@@ -2,6 +2,8 @@
 // (dispatch.cpp) in its synchronous or asynchronous form.
 #include "mcr/comm/communicator.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/state.hpp"
@@ -98,7 +100,7 @@ void Communicator::set_timeout(std::chrono::milliseconds t) {
   if (t.count() <= 0) {
     throw InvalidArgument(fmt::format("set_timeout: timeout {} ms must be positive", t.count()));
   }
-  state().timeout = t;
+  state().timeout = std::min(t, detail::kLongestTimeout);
 }
 std::vector<std::string> Communicator::backends() const {
   std::vector<std::string> out;

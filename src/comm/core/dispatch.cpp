@@ -173,7 +173,8 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   // any starts; by default only a signature's first call.
   detail::Backend& b =
       verifier && !verifier->skips(args) ? verifier->pick(*this, args, opts, pick) : pick();
-  const auto limit = opts.timeout.count() > 0 ? opts.timeout : timeout;
+  // The communicator's timeout is bounded where it is set (set_timeout); a call's here.
+  const auto limit = opts.timeout.count() > 0 ? std::min(opts.timeout, kLongestTimeout) : timeout;
   args.sequence = next_sequence++;
   args.timeout = limit;
   args.may_block = !args.async && !engine().host_progress_pending();

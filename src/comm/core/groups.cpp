@@ -261,6 +261,7 @@ Communicator Communicator::member_group(std::span<const int> ranks, std::string_
         fmt::format("member_group: timeout {} ms must be >= 0 (0: the runtime's store timeout)",
                     timeout.count()));
   }
+  timeout = std::min(timeout, detail::kLongestTimeout);
   const std::string tag = check_same_key(s, members, key, timeout);
   // Equal on every member, distinct from split() ids (whose text has no "members") and from other
   // member groups (their keys differ).

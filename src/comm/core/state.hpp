@@ -27,6 +27,11 @@ using Clock = std::chrono::steady_clock;
 class CommState;
 class Verifier;
 
+/// The longest timeout the runtime waits: 100 years. A caller's "never" (a timeout of
+/// milliseconds::max(), or of centuries) would overflow the clock when added to now, and the
+/// operation would time out at once.
+inline constexpr std::chrono::milliseconds kLongestTimeout = std::chrono::hours(24 * 365 * 100);
+
 /// One operation in flight.
 class WorkState {
  public:

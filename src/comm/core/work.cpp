@@ -1,5 +1,6 @@
 // Work and the wait loop behind it: every wait progresses every backend that needs host progress,
 // and gives up with TimeoutError instead of blocking forever.
+#include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
@@ -121,7 +122,7 @@ void Work::wait() {
 
 void Work::wait(std::chrono::milliseconds timeout) {
   if (state_ == nullptr) return;
-  state_->wait_for(timeout);
+  state_->wait_for(std::min(timeout, detail::kLongestTimeout));
 }
 
 void Work::synchronize(void* stream) {

@@ -421,7 +421,8 @@ Backend& Verifier::pick(CommState& state, const OpArgs& args, const CallOptions&
   } catch (const Error&) {
     failure = std::current_exception();
   }
-  const auto limit = opts.timeout.count() > 0 ? opts.timeout : state.timeout;
+  const auto limit =
+      std::min(opts.timeout.count() > 0 ? opts.timeout : state.timeout, kLongestTimeout);
   const Descriptor mine = describe(args, collective, state.next_sequence, chosen);
   // In the flight record while it is verified, so that a peer that never arrives is named as
   // behind (published progress counts this rank as having reached the operation); the issue that

@@ -635,6 +635,35 @@ TEST_F(Timeouts, RecvWithoutSendTimesOut) {
   EXPECT_EQ(v, world().size());
 }
 
+// A caller's "never": a timeout of milliseconds::max() (per call, per communicator, per wait) is
+// waited as 100 years, not added to the clock, which overflowed and timed the operation out at
+// once.
+TEST_F(Timeouts, NeverIsBounded) {
+  Communicator c = world().split(0, world().rank());
+  const auto never = std::chrono::milliseconds::max();
+  // Rank 0 comes 300 ms late to each call, so that the others wait, and their deadline counts.
+  auto late = [&] {
+    if (c.rank() == 0) std::this_thread::sleep_for(300ms);
+  };
+  std::vector<int> v{1};
+  late();
+  c.all_reduce(Tensor(v), ReduceOp::sum, CallOptions{.timeout = never});
+  EXPECT_EQ(v[0], c.size());
+  late();
+  v[0] = 1;
+  c.iall_reduce(Tensor(v), ReduceOp::sum, CallOptions{.timeout = never}).wait();
+  EXPECT_EQ(v[0], c.size());
+  c.set_timeout(never);
+  late();
+  v[0] = 1;
+  c.all_reduce(Tensor(v), ReduceOp::sum);
+  EXPECT_EQ(v[0], c.size());
+  late();
+  v[0] = 1;
+  c.iall_reduce(Tensor(v), ReduceOp::sum).wait(never);
+  EXPECT_EQ(v[0], c.size());
+}
+
 // split() waits the runtime's timeout (MCR_TIMEOUT) for every rank of the parent. A rank that comes
 // after the others gave up raises at once instead of going on into the libraries' split
 // (MPI_Comm_split waits for every rank of the parent without a bound), and the next split works.
