@@ -169,12 +169,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::allgather(
       [flat, list] { split_into(flat, list); });
 }
 
-void ProcessGroupMCR::check_allgather_pair(const at::Tensor& output, const at::Tensor& input,
-                                           const char* op) const {
+namespace {
+
+// What an all-gather's and a reduce-scatter's (output, input) share: both carried, one dtype, one
+// device. Their element counts differ by the group's size, the other way round in each.
+void check_pair_alike(const at::Tensor& output, const at::Tensor& input, const char* op) {
   check_tensor(input, op);
   check_tensor(output, op);
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "mcr ", op, ": dtypes differ");
   check_same_device({output}, input.device(), op);
+}
+
+}  // namespace
+
+void ProcessGroupMCR::check_allgather_pair(const at::Tensor& output, const at::Tensor& input,
+                                           const char* op) const {
+  check_pair_alike(output, input, op);
   TORCH_CHECK(output.numel() == input.numel() * size_, "mcr ", op, ": output has ", output.numel(),
               " elements, expected ", input.numel() * size_);
 }
@@ -183,10 +193,7 @@ Reduction ProcessGroupMCR::check_reduce_scatter_pair(const at::Tensor& output,
                                                      const at::Tensor& input,
                                                      const c10d::ReduceOp& reduce,
                                                      const char* op) const {
-  check_tensor(input, op);
-  check_tensor(output, op);
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "mcr ", op, ": dtypes differ");
-  check_same_device({output}, input.device(), op);
+  check_pair_alike(output, input, op);
   TORCH_CHECK(input.numel() == output.numel() * size_, "mcr ", op, ": input has ", input.numel(),
               " elements, expected ", output.numel() * size_);
   return Reduction(reduce, output.scalar_type(), op);
