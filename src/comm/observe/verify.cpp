@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -19,6 +20,7 @@
 
 #include "core/kept.hpp"
 #include "core/state.hpp"
+#include "core/v_counts.hpp"
 #include "mcr/errors.hpp"
 #include "observe/flight_recorder.hpp"
 #include "runtime/runtime.hpp"
@@ -220,30 +222,14 @@ std::string counts_past_limit(const std::vector<std::vector<std::uint64_t>>& all
                               std::string_view backend) {
   const std::size_t n = all.size();
   for (std::size_t r = 0; r < n; ++r) {
-    std::uint64_t sent = 0;
-    std::uint64_t received = 0;
-    for (std::size_t j = 0; j < n; ++j) {
-      const std::uint64_t send = all[r][j];
-      const std::uint64_t recv = all[r][n + j];
-      const char* what = send > limit       ? "send_counts"
-                         : sent > limit     ? "send displacement"
-                         : recv > limit     ? "recv_counts"
-                         : received > limit ? "recv displacement"
-                                            : nullptr;
-      if (what != nullptr) {
-        const std::uint64_t value = send > limit   ? send
-                                    : sent > limit ? sent
-                                    : recv > limit ? recv
-                                                   : received;
-        return fmt::format(
-            "rank {}'s {}[{}] = {} elements exceeds backend '{}''s limit of {} (only the ranks "
-            "that hold such an entry would see it; pass CallOptions::size_hint, alike on every "
-            "rank, or a backend without the limit)",
-            r, what, j, value, backend, limit);
-      }
-      sent += send;
-      received += recv;
-    }
+    const std::span<const std::uint64_t> table(all[r]);
+    const auto past = first_count_past_limit(table.first(n), table.subspan(n), limit);
+    if (!past) continue;
+    return fmt::format(
+        "rank {}'s {}[{}] = {} elements exceeds backend '{}''s limit of {} (only the ranks "
+        "that hold such an entry would see it; pass CallOptions::size_hint, alike on every "
+        "rank, or a backend without the limit)",
+        r, past->what, past->peer, past->value, backend, limit);
   }
   return {};
 }

@@ -13,6 +13,7 @@
 #include "backends/mpi/mpi_nbc.hpp"
 #include "core/kept.hpp"
 #include "core/local_reduce.hpp"
+#include "core/v_counts.hpp"
 #include "mcr/errors.hpp"
 #include "mpi_check.hpp"
 #include "mpi_types.hpp"
@@ -29,36 +30,16 @@ int as_int(std::size_t n) {
 // MPI is called, instead of truncating. Every rank whose counts exceed it raises alike.
 void check_v_counts_fit(const OpArgs& a, int size) {
   constexpr auto kMax = static_cast<std::size_t>(INT_MAX);
-  std::size_t sent = 0;
-  std::size_t received = 0;
-  for (int r = 0; r < size; ++r) {
-    const auto ri = static_cast<std::size_t>(r);
-    const char* what = nullptr;
-    std::size_t value = 0;
-    if (a.send_counts[ri] > kMax) {
-      what = "send_counts";
-      value = a.send_counts[ri];
-    } else if (sent > kMax) {
-      what = "send displacement";
-      value = sent;
-    } else if (a.recv_counts[ri] > kMax) {
-      what = "recv_counts";
-      value = a.recv_counts[ri];
-    } else if (received > kMax) {
-      what = "recv displacement";
-      value = received;
-    }
-    if (what != nullptr) {
-      throw UnsupportedError(fmt::format(
-          "all_to_all_v on backend 'mpi': {}[{}] = {} elements exceeds MPI's int counts and "
-          "displacements (at most {}); nothing was started. Pass CallOptions::size_hint (the "
-          "exchange's bytes, alike on every rank) so that selection keeps such exchanges off MPI, "
-          "or force a backend without the limit (backend = \"gloo\")",
-          what, r, value, kMax));
-    }
-    sent += a.send_counts[ri];
-    received += a.recv_counts[ri];
-  }
+  const auto n = static_cast<std::size_t>(size);
+  const auto past =
+      first_count_past_limit<std::size_t>({a.send_counts, n}, {a.recv_counts, n}, kMax);
+  if (!past) return;
+  throw UnsupportedError(fmt::format(
+      "all_to_all_v on backend 'mpi': {}[{}] = {} elements exceeds MPI's int counts and "
+      "displacements (at most {}); nothing was started. Pass CallOptions::size_hint (the "
+      "exchange's bytes, alike on every rank) so that selection keeps such exchanges off MPI, "
+      "or force a backend without the limit (backend = \"gloo\")",
+      past->what, past->peer, past->value, kMax));
 }
 
 std::atomic<bool> g_abandoned{false};
