@@ -109,7 +109,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::allreduce(std::vector<at::Tensor
   const Reduction red(opts.reduceOp, t.scalar_type(), "allreduce");
   const auto op = red.op();
   auto s = stage(t, true);
-  red.scale_in_place(s.buffer);  // the tensor takes the result: no copy kept
+  if (red.premultiplies()) check_open();  // a refused call must not have scaled the tensor
+  red.scale_in_place(s.buffer);           // the tensor takes the result: no copy kept
   return enqueue(
       c10d::OpType::ALLREDUCE, {t}, timing(opts),
       [s, op](mcr::Communicator& c, const mcr::CallOptions& o) {

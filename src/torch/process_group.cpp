@@ -17,6 +17,9 @@
 namespace mcr::torch_ext {
 namespace {
 
+constexpr const char* kShutDown =
+    "mcr: this process group has shut down (destroy_process_group or abort); create a new group";
+
 std::mutex& override_mutex() {
   static std::mutex m;
   return m;
@@ -141,6 +144,11 @@ std::chrono::milliseconds ProcessGroupMCR::pick_timeout(
   return op_timeout.count() > 0 ? bounded_timeout(op_timeout) : timeout_;
 }
 
+void ProcessGroupMCR::check_open() {
+  std::lock_guard lock(outstanding_mu_);
+  TORCH_CHECK(!closed_, kShutDown);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
                                                         std::vector<at::Tensor> outputs,
                                                         Timing op_timing, Start start,
@@ -186,9 +194,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
   };
   {
     std::lock_guard lock(outstanding_mu_);
-    TORCH_CHECK(!closed_,
-                "mcr: this process group has shut down (destroy_process_group or "
-                "abort); create a new group");
+    TORCH_CHECK(!closed_, kShutDown);
     std::erase_if(outstanding_, [](const auto& w) {
       auto p = w.lock();
       return !p || p->c10d::Work::isCompleted();  // a look that leaves a parked operation parked

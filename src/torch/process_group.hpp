@@ -199,13 +199,16 @@ class ProcessGroupMCR : public c10d::Backend {
                                          Timing op_timing, Start start, std::function<void()> after,
                                          int tag = 0, const at::Tensor& order_by = {});
   std::chrono::milliseconds pick_timeout(std::chrono::milliseconds op_timeout) const;
-  /// One Work for several: completes when every one of `works` completed, with the first error.
+  /// Refuses a call on a group that has shut down; for a call that changes a tensor in place
+  /// before it posts (PREMUL_SUM's factor), so a refused call leaves the tensor as it was.
+  void check_open();
   // The local checks of one (output, input) pair of an all-gather or a reduce-scatter, each op
   // alone or a coalesced batch, before anything is posted; the latter returns the reduction.
   void check_allgather_pair(const at::Tensor& output, const at::Tensor& input,
                             const char* op) const;
   Reduction check_reduce_scatter_pair(const at::Tensor& output, const at::Tensor& input,
                                       const c10d::ReduceOp& reduce, const char* op) const;
+  /// One Work for several: completes when every one of `works` completed, with the first error.
   c10::intrusive_ptr<c10d::Work> combine(c10d::OpType type,
                                          std::vector<c10::intrusive_ptr<c10d::Work>> works);
 

@@ -61,6 +61,16 @@ def main():
         check(False, "an all_reduce posted after shutdown succeeded")
     except RuntimeError as e:
         check("has shut down" in str(e), f"message: {e}")
+    # A refused PREMUL_SUM all_reduce leaves its tensor as it was: the factor is applied only to
+    # an operation that is posted.
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist._make_nccl_premul_sum(3.0)
+    try:
+        pg.allreduce([late], opts).wait()
+        check(False, "a PREMUL_SUM all_reduce posted after shutdown succeeded")
+    except RuntimeError as e:
+        check("has shut down" in str(e), f"message: {e}")
+    check(torch.equal(late, torch.ones(3)), f"refused PREMUL_SUM changed its tensor: {late.tolist()}")
     mt.shutdown()  # idempotent
     if rank == 0:
         print("test_shutdown: OK", flush=True)
