@@ -208,7 +208,8 @@ class Communicator {
   /// timeout, MCR_TIMEOUT) for the others; then every member, and one that arrives later, throws
   /// TimeoutError naming the members that had not arrived, and the next member_group() of these
   /// ranks works as usual. Throws InvalidArgument, before anything blocks, when this rank is not in
-  /// `ranks`, `ranks` is empty, out of range or repeats a rank, or `timeout` is negative;
+  /// `ranks`, or `ranks` is empty, out of range or repeats a rank; when `timeout` is negative,
+  /// InvalidArgument on every member (the others naming this one), once the members met;
   /// MismatchError on every member when the members passed different keys (compared through the
   /// store before any library is called).
   Communicator member_group(std::span<const int> ranks, std::string_view key,

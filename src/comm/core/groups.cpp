@@ -193,30 +193,54 @@ void check_ranks(const detail::CommState& s, std::span<const int> ranks, const c
 // through the store (progressing, and agreeing whether to go on: store_wait.hpp) and raise
 // MismatchError on every member where they differ. A member missing for `timeout` makes every
 // member raise TimeoutError, the late one too, and the count stays equal on all of them.
+// `refused`: this member's other arguments failed their checks, and why. It still meets the
+// others, with its reason in place of its key, so that every member raises at once and the count
+// stays equal (as do_split does).
 // Returns the store tag of the meeting, unique to this group's formation.
 std::string check_same_key(detail::CommState& s, const std::vector<int>& members,
-                           std::string_view key, std::chrono::milliseconds timeout) {
+                           std::string_view key, std::chrono::milliseconds timeout,
+                           const std::string& refused) {
   s.check_usable();
   const std::uint64_t n = s.member_groups[members]++;
   const std::string what =
       fmt::format("member_group of ranks [{}] (group #{} of these ranks on communicator {})",
                   fmt::join(members, ", "), n + 1, s.id);
-  const Bytes mine(key.begin(), key.end());
+  // The first byte says what follows: 'k' a key, 'r' the reason the member refused its call.
+  const std::string payload = refused.empty() ? fmt::format("k{}", key) : "r" + refused;
+  const Bytes mine(payload.begin(), payload.end());
   // The list by its hash: a store key per member that grows with the group would cost the store
   // traffic in the square of the group's size.
   const std::string tag =
       fmt::format("mcr/members/{}/{:016x}/{}/{}", s.id,
                   fnv1a(fmt::format("{}", fmt::join(members, ","))), members.size(), n);
   detail::Bootstrap& bootstrap = *detail::runtime().bootstrap;
-  const auto keys = detail::group_all_gather_agreed(
-      bootstrap, world_ranks_of(s, members), tag, mine,
-      timeout.count() > 0 ? timeout : bootstrap.timeout(), "member_group", what);
+  auto exchange = [&] {
+    return detail::group_all_gather_agreed(bootstrap, world_ranks_of(s, members), tag, mine,
+                                           timeout.count() > 0 ? timeout : bootstrap.timeout(),
+                                           "member_group", what);
+  };
+  if (!refused.empty()) {
+    try {
+      (void)exchange();
+    } catch (const Error&) {  // NOLINT(bugprone-empty-catch): this member's own error comes first
+    }
+    throw InvalidArgument(refused);
+  }
+  const auto keys = exchange();
+  const auto text_of = [](const Bytes& b) {
+    return b.empty() ? std::string() : std::string(b.begin() + 1, b.end());
+  };
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (keys[i].empty() || keys[i][0] != 'r') continue;
+    throw InvalidArgument(
+        fmt::format("{}: rank {} refused its arguments: {}; no member formed the group, and the "
+                    "next member_group of these ranks meets as usual",
+                    what, members[i], text_of(keys[i])));
+  }
   if (std::all_of(keys.begin(), keys.end(), [&](const Bytes& k) { return k == mine; })) return tag;
   std::vector<std::string> seen;
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    seen.push_back(
-        fmt::format("rank {}: '{}'", members[i], std::string(keys[i].begin(), keys[i].end())));
-  }
+  for (std::size_t i = 0; i < members.size(); ++i)
+    seen.push_back(fmt::format("rank {}: '{}'", members[i], text_of(keys[i])));
   throw MismatchError(fmt::format(
       "{}: the members passed different keys ({}); every member must pass the same key, and the "
       "members must form their groups of the same ranks in the same order",
@@ -256,13 +280,17 @@ Communicator Communicator::member_group(std::span<const int> ranks, std::string_
         s.rank));
   }
   std::vector<int> members(ranks.begin(), ranks.end());
+  // A bad list is refused alone: the members that passed another list do not meet this one.
+  // Every other refusal meets the members (check_same_key).
+  std::string refused;
   if (timeout.count() < 0) {
-    throw InvalidArgument(
+    refused =
         fmt::format("member_group: timeout {} ms must be >= 0 (0: the runtime's store timeout)",
-                    timeout.count()));
+                    timeout.count());
+    timeout = std::chrono::milliseconds(0);
   }
   timeout = std::min(timeout, detail::kLongestTimeout);
-  const std::string tag = check_same_key(s, members, key, timeout);
+  const std::string tag = check_same_key(s, members, key, timeout, refused);
   // Equal on every member, distinct from split() ids (whose text has no "members") and from other
   // member groups (their keys differ).
   const std::uint64_t group_id = fnv1a(fmt::format("{}/members/{}", s.id, key)) | 1u;

@@ -489,6 +489,33 @@ TEST_F(BadInput, MemberGroupMemberComesLate) {
   EXPECT_EQ(v, std::int64_t{comm_.size()} * (comm_.size() + 1) / 2) << rank_tag();
 }
 
+// A member whose own arguments are refused (a negative timeout on one rank alone) still meets the
+// others with its reason: every member raises InvalidArgument at once, naming it, instead of the
+// others waiting out their timeout for it, and the count of groups of these ranks stays equal, so
+// the next member_group() of them works.
+TEST_F(BadInput, MemberGroupRefusedOnOneMember) {
+  std::vector<int> all(static_cast<std::size_t>(comm_.size()));
+  for (int r = 0; r < comm_.size(); ++r)
+    all[static_cast<std::size_t>(r)] = r;
+  const int odd = comm_.size() - 1;
+  const auto start = Clock::now();
+  if (comm_.rank() == odd) {
+    expect_raises<InvalidArgument>("member_group with a negative timeout on this rank alone",
+                                   [&] { (void)comm_.member_group(all, "refused", -5ms); },
+                                   {{"timeout"}, {"-5"}});
+  } else {
+    expect_raises<InvalidArgument>("member_group that another member refused",
+                                   [&] { (void)comm_.member_group(all, "refused", 20s); },
+                                   {{fmt::format("rank {} refused", odd)}, {"timeout -5 ms"}});
+  }
+  EXPECT_LT(Clock::now() - start, 10s) << rank_tag() << ": a member waited out its timeout";
+  Communicator group = comm_.member_group(all, "after-refusal");
+  ASSERT_TRUE(group.valid()) << rank_tag();
+  std::int64_t v = 1;
+  group.all_reduce(Tensor(&v, 1, DType::i64), ReduceOp::sum);
+  EXPECT_EQ(v, std::int64_t{comm_.size()}) << rank_tag();
+}
+
 // The members' agreement on whether a member_group forms, under races: every member arrives after a
 // seeded delay of 0-300 ms and waits 150 ms for the others, so that on some formations all arrive
 // in time, on others one gives up, and on some the last to arrive and the first to give up race for
