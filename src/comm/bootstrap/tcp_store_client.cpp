@@ -53,7 +53,8 @@ class TcpStoreClient final : public Store {
         reply_timeout_(reply_timeout) {}
 
   // The first request of the connection. Returns false when the server closed the connection
-  // before answering (it was full: worth another try); throws when it refused this process.
+  // before answering (it was full, or its owner is going away and the next owner's store will
+  // listen on the port: worth another try); throws when it refused this process.
   bool hello(const StoreJob& job, int rank) {
     Writer w;
     w.u8(static_cast<std::uint8_t>(Command::hello));
@@ -446,7 +447,9 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
         auto client =
             std::make_unique<TcpStoreClient>(std::move(fd), where, job.job_id + "/", reply_timeout);
         if (client->hello(job, rank)) return client;
-        last_error = "the server closed the connection before answering the hello (full?)";
+        last_error =
+            "the server closed the connection before answering the hello (full, or its owner "
+            "going away?)";
         break;
       }
       const int err = errno;

@@ -347,6 +347,10 @@ void TcpStoreServer::Impl::release_abandoned_buffers() {
 
 void TcpStoreServer::Impl::say_goodbye() {
   closing = true;
+  // A rank that connects now belongs to the job's next runtime (a re-init after finalize, with the
+  // same job id): it must not meet this store's keys. Without a listener its connect is refused,
+  // and it retries until the next owner's store listens on the port. (poll ignores the -1.)
+  listen_fd = UniqueFd();
   for (const auto& w : waiters) {
     auto c = clients.find(w.client);
     if (c != clients.end() && !c->second.closed) {
@@ -540,6 +544,11 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
     if (!c.hello_done) {
       if (command != Command::hello) {
         refuse(c, "the first request must be a hello carrying the job's token");
+        return;
+      }
+      if (closing) {
+        // Accepted before the goodbye: closed unanswered, which a client takes as "try again".
+        drop(c, "a hello while the store's owner goes away");
         return;
       }
       hello(id, c, r);

@@ -397,6 +397,44 @@ TEST(StoreAbuse, WhileTheOwnerGoesAwayImmediateRequestsAreStillServed) {
   closer.join();
 }
 
+// While the owner goes away (a rank still connected holds it in its goodbye grace), a rank that
+// connects belongs to the job's next runtime (destroy_process_group, then init_process_group with
+// the same job id): it must not be let in to read the old runtime's keys. Its connect is refused
+// until a new store listens, and a connection accepted before the goodbye is closed unanswered at
+// its hello, which the client retries.
+TEST(StoreAbuse, WhileTheOwnerGoesAwayNoNewRankGetsIn) {
+  auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0, job_a());
+  const int port = server->port();
+  auto r1 = connect_tcp_store("127.0.0.1", port, 5s, job_a(), 1);
+  r1->set("old-runtime", {7});
+  UniqueFd early = raw_connect(port);  // accepted before the goodbye, its hello sent after it
+  std::thread closer([&] { server.reset(); });  // says goodbye, then waits up to 2 s for r1
+  std::string error;
+  const auto deadline = Clock::now() + 2s;
+  while (error.empty() && Clock::now() < deadline) {
+    try {
+      r1->get("never-set", 50ms);
+    } catch (const BackendError& e) {
+      error = e.what();
+    } catch (const TimeoutError&) {
+    }
+  }
+  ASSERT_NE(error.find("going away"), std::string::npos) << error;
+  const Bytes hello = frame(hello_body(job_a(), 0));
+  EXPECT_EQ(send_some(early.get(), hello.data(), hello.size()), hello.size());
+  EXPECT_TRUE(closed_by_server(early.get(), 1000ms)) << "a hello after the goodbye was answered";
+  try {
+    auto next = connect_tcp_store("127.0.0.1", port, 300ms, job_a(), 0);
+    ADD_FAILURE() << "a rank connecting while the owner goes away was let in; it reads "
+                  << next->get("old-runtime", 100ms).size() << " bytes of the old runtime's key";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("127.0.0.1:{}", port)), std::string::npos)
+        << e.what();
+  }
+  r1.reset();
+  closer.join();
+}
+
 TEST(StoreAbuse, TheOwnerWaitsForRanksToLeave) {
   TcpStoreServer server("127.0.0.1", 0, job_a());
   auto r0 = connect_tcp_store("127.0.0.1", server.port(), 5s, job_a(), 0);
