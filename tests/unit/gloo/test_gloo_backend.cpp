@@ -445,6 +445,78 @@ TEST(GlooTimeout, UnmatchedReceiveTimesOut) {
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 
+// A receive (or send) given up before its peer came stays posted in gloo's connection: gloo cannot
+// take it back. When the peer's message comes late, it must complete into the kept buffer and the
+// connection must go on: before, the freed buffer left the message unread, gloo's I/O thread spun
+// on it, and every later message between the two ranks waited behind it for ever.
+TEST(GlooAbandoned, ALateMessageForAGivenUpReceiveLeavesTheConnectionWorking) {
+  std::barrier step(2);
+  auto failures = run_ranks(2, [&](int rank, Backend& b, Bootstrap&) {
+    const auto late = message(1, 0, 6, 4);
+    const auto next = message(1, 0, 7, 4);
+    if (rank == 0) {
+      std::vector<std::int32_t> box(4, -1);
+      auto given_up = b.start(p2p_args(OpType::recv, box.data(), 4, 1, 6, false));
+      (void)given_up->test();  // polled once: a pool thread waits for it, as in the runtime
+      std::this_thread::sleep_for(100ms);
+      given_up->abandon();
+      given_up.reset();
+      step.arrive_and_wait();  // 1: rank 1 sends the late message now
+      step.arrive_and_wait();  // 2: it was sent
+      std::vector<std::int32_t> got(4, -1);
+      auto args = p2p_args(OpType::recv, got.data(), 4, 1, 6, false);
+      args.timeout = 5s;
+      wait_for(b.start(args), 6s);
+      if (got != next) throw std::runtime_error("the next message on the connection is wrong");
+      if (box != late) throw std::runtime_error("the late message did not reach the kept buffer");
+    } else {
+      step.arrive_and_wait();
+      wait_for(
+          b.start(p2p_args(OpType::send, const_cast<std::int32_t*>(late.data()), 4, 0, 6, true)));
+      step.arrive_and_wait();
+      wait_for(
+          b.start(p2p_args(OpType::send, const_cast<std::int32_t*>(next.data()), 4, 0, 6, true)));
+    }
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+// The same for a send given up before its receiver came: the receiver's late receive gets the
+// kept message, and the connection goes on (before, gloo's I/O thread could never write it and
+// every later send to that rank queued behind it).
+TEST(GlooAbandoned, ALateReceiveForAGivenUpSendLeavesTheConnectionWorking) {
+  std::barrier step(2);
+  auto failures = run_ranks(2, [&](int rank, Backend& b, Bootstrap&) {
+    auto late = message(0, 1, 6, 4);
+    auto next = message(0, 1, 7, 4);
+    if (rank == 0) {
+      auto given_up = b.start(p2p_args(OpType::send, late.data(), 4, 1, 6, false));
+      (void)given_up->test();
+      std::this_thread::sleep_for(100ms);
+      given_up->abandon();
+      given_up.reset();
+      step.arrive_and_wait();  // 1: rank 1 receives now
+      auto args = p2p_args(OpType::send, next.data(), 4, 1, 6, false);
+      args.timeout = 5s;
+      wait_for(b.start(args), 6s);
+      step.arrive_and_wait();  // 2
+    } else {
+      step.arrive_and_wait();
+      std::vector<std::int32_t> first(4, -1);
+      std::vector<std::int32_t> second(4, -1);
+      auto a1 = p2p_args(OpType::recv, first.data(), 4, 0, 6, false);
+      auto a2 = p2p_args(OpType::recv, second.data(), 4, 0, 6, false);
+      a1.timeout = a2.timeout = 5s;
+      wait_for(b.start(a1), 6s);
+      wait_for(b.start(a2), 6s);
+      step.arrive_and_wait();
+      if (first != late) throw std::runtime_error("the given-up send's message is wrong");
+      if (second != next) throw std::runtime_error("the next message on the connection is wrong");
+    }
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
 // ---- capabilities
 // --------------------------------------------------------------------------------
 

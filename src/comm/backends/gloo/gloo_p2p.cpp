@@ -43,6 +43,7 @@ struct GlooP2PState {
   // waiter, as in a plain gloo program) or a thread of the pool (when the caller polls instead).
   std::atomic<bool> claimed{false};
   std::atomic<bool> queued{false};  // handed to the pool once, on the first test()
+  std::atomic<bool> kept{false};    // handed to GlooWaiterPool::keep once
   std::mutex mu;                    // with `ended`: wakes a block() that found the wait claimed
   std::condition_variable ended;
 
@@ -83,12 +84,23 @@ struct GlooP2PState {
 
 namespace {
 
+// An operation that did not complete stays listed in gloo's connection (gloo has no way to take
+// a posted send or receive back): its buffer is kept with the backend (GlooWaiterPool::keep).
+// Without the pool the backend is gone, and its connections with it.
+void keep_unless_done(const std::shared_ptr<GlooP2PState>& state,
+                      const std::shared_ptr<GlooWaiterPool>& pool) noexcept {
+  if (state->status.load(std::memory_order_acquire) == kDone) return;
+  if (state->kept.exchange(true, std::memory_order_acq_rel)) return;
+  if (pool) pool->keep(state);
+}
+
 class GlooP2POp final : public PendingOp {
  public:
   GlooP2POp(std::shared_ptr<GlooP2PState> state, std::weak_ptr<GlooWaiterPool> pool)
       : state_(std::move(state)), pool_(std::move(pool)) {}
   ~GlooP2POp() override {
     if (state_->status.load(std::memory_order_acquire) == kPending) state_->abort();
+    keep_unless_done(state_, pool_.lock());
   }
 
   bool test() override {
@@ -111,7 +123,10 @@ class GlooP2POp final : public PendingOp {
     return test();
   }
 
-  void abandon() noexcept override { state_->abort(); }
+  void abandon() noexcept override {
+    state_->abort();
+    keep_unless_done(state_, pool_.lock());
+  }
   // Whoever makes gloo's wait signals; test() has handed it to the pool if nobody else has.
   bool signals_completion() const noexcept override {
     return state_->queued.load(std::memory_order_acquire) ||
@@ -172,6 +187,14 @@ GlooWaiterPool::~GlooWaiterPool() {
   cv_.notify_all();
   for (auto& t : threads_)
     t.join();
+}
+
+void GlooWaiterPool::keep(const std::shared_ptr<GlooP2PState>& op) noexcept {
+  try {
+    std::lock_guard lock(mu_);
+    kept_.push_back(op);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory: the state goes with its owner
+  }
 }
 
 void GlooWaiterPool::wait_for(std::shared_ptr<GlooP2PState> op) {
@@ -318,6 +341,7 @@ std::unique_ptr<PendingOp> start_gloo_p2p(gloo::Context& ctx,
   if (may_block) {
     state->claim();
     state->wait();
+    keep_unless_done(state, pool);
     if (state->status.load() == kFailed) std::rethrow_exception(state->error);
     if (state->status.load() != kDone) {
       throw BackendError(fmt::format("gloo: {} #{} ({}) was aborted", p.site.op, p.site.sequence,

@@ -48,6 +48,11 @@ class GlooWaiterPool {
   GlooWaiterPool& operator=(const GlooWaiterPool&) = delete;
 
   void wait_for(std::shared_ptr<GlooP2PState> op);
+  /// Keeps an operation that did not complete (abandoned, aborted or failed) as long as the
+  /// backend: gloo's connection still lists it, and a late message for it must find its buffer.
+  /// Freed, the connection's I/O thread would spin on the unread message (or, for a send, on a
+  /// write it can never make), and every later message on that connection would wait behind it.
+  void keep(const std::shared_ptr<GlooP2PState>& op) noexcept;
 
  private:
   void loop();
@@ -56,6 +61,7 @@ class GlooWaiterPool {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<GlooP2PState>> queue_;
   std::unordered_set<std::shared_ptr<GlooP2PState>> active_;
+  std::vector<std::shared_ptr<GlooP2PState>> kept_;
   std::vector<std::thread> threads_;
   int idle_ = 0;
   bool stop_ = false;
