@@ -232,6 +232,14 @@ LaunchInfo launch_info(bool store_given) {
       throw InvalidArgument(
           fmt::format("MASTER_PORT={} is not a TCP port (0-65535)", info.master_port));
     }
+    // Port 0 lets rank 0's store take any free port, which the other ranks cannot know.
+    if (need_master && info.master_port == 0) {
+      throw InvalidArgument(fmt::format(
+          "MASTER_PORT=0 with WORLD_SIZE={}: rank 0's store would listen on a port of the "
+          "system's choosing, which the other ranks cannot know; choose a fixed free port "
+          "(1-65535)",
+          info.size));
+    }
   }
   if (info.rank >= info.size) {
     throw InvalidArgument(fmt::format("launcher environment ({}) gives rank {} >= world size {}",

@@ -95,6 +95,28 @@ TEST(Launch, TorchrunHasNoMpiWorld) {
   EXPECT_EQ(l.master_port, 29511);
 }
 
+// MASTER_PORT=0 is "any free port": fine for one rank, which nobody has to find, but the other
+// ranks of a larger world could never connect (they would say only that port 0 is out of range,
+// and rank 0 would wait its whole timeout for them).
+TEST(Launch, MasterPortZeroOnlyForOneRank) {
+  CleanEnv clean;
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "0", 1);
+  try {
+    mcr::launch_info();
+    FAIL() << "MASTER_PORT=0 with two ranks must be an error";
+  } catch (const mcr::InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("MASTER_PORT=0"), std::string::npos) << what;
+    EXPECT_NE(what.find("WORLD_SIZE=2"), std::string::npos) << what;
+  }
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  EXPECT_EQ(mcr::launch_info().master_port, 0);
+}
+
 TEST(Launch, MalformedVariablesAreErrors) {
   CleanEnv clean;
   setenv("RANK", "one", 1);
