@@ -202,8 +202,9 @@ class Communicator {
   /// Collective over `ranks` only: the communicator of `ranks` (ranks of this communicator; the new
   /// rank i is ranks[i]), formed by its members alone. Ranks outside it do not call this and take
   /// no part, as torch's new_group(use_local_synchronization=True) and DeviceMesh expect. Every
-  /// member passes the same list and the same `key`, which must differ from the key of every other
-  /// member_group() of this communicator (a group's name), and the members form their groups of
+  /// member passes the same list and the same `key` (the group's name, which the members compare;
+  /// the same ranks may be formed again under the same key, after a failure or once the first
+  /// group is gone: each formation is a group of its own), and the members form their groups of
   /// the same ranks in the same order. A member waits at most `timeout` (0: the runtime's store
   /// timeout, MCR_TIMEOUT) for the others; then every member, and one that arrives later, throws
   /// TimeoutError naming the members that had not arrived, and the next member_group() of these

@@ -291,9 +291,11 @@ Communicator Communicator::member_group(std::span<const int> ranks, std::string_
   }
   timeout = std::min(timeout, detail::kLongestTimeout);
   const std::string tag = check_same_key(s, members, key, timeout, refused);
-  // Equal on every member, distinct from split() ids (whose text has no "members") and from other
-  // member groups (their keys differ).
-  const std::uint64_t group_id = fnv1a(fmt::format("{}/members/{}", s.id, key)) | 1u;
+  // Equal on every member, distinct from split() ids (whose text has no "members"), from other
+  // member groups (their keys differ), and from an earlier formation of the same ranks and key (the
+  // tag counts them): a libraries' rendezvous keys in the store outlive their group, and a second
+  // formation with the same id would read the first one's (Gloo's peers' addresses).
+  const std::uint64_t group_id = fnv1a(fmt::format("{}/{}", tag, key)) | 1u;
   return form_from_members(s, members, group_id, tag);
 }
 

@@ -454,6 +454,25 @@ TEST_F(BadInput, MemberGroupKeysDiffer) {
   EXPECT_EQ(v, comm_.size()) << rank_tag();
 }
 
+// The same ranks formed again with the same key, after the first group is gone (a retry after a
+// failed formation passes the same key too): each formation is its own group in every library.
+// Before, the group's id came from the key alone, and Gloo's second rendezvous read the first
+// one's peer addresses, which the store keeps.
+TEST_F(BadInput, MemberGroupFormedAgainWithTheSameKey) {
+  std::vector<int> all(static_cast<std::size_t>(comm_.size()));
+  for (int r = 0; r < comm_.size(); ++r)
+    all[static_cast<std::size_t>(r)] = r;
+  for (int round = 0; round < 3; ++round) {
+    Communicator group = comm_.member_group(all, "same-name");
+    ASSERT_TRUE(group.valid()) << rank_tag();
+    for (const auto& b : group.backends()) {
+      std::int64_t v = round + 1;
+      group.all_reduce(Tensor(&v, 1, DType::i64), ReduceOp::sum, CallOptions{.backend = b});
+      EXPECT_EQ(v, std::int64_t{comm_.size()} * (round + 1)) << rank_tag() << " " << b;
+    }
+  }
+}
+
 // A member that comes after the others gave up waiting for it: they raise TimeoutError after their
 // timeout, naming it, and it raises at once on arrival instead of going on into a library's group
 // formation (MPI_Comm_create_group would wait there for ever for members that left). The count of
