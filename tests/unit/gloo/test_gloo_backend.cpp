@@ -604,6 +604,24 @@ TEST(GlooHostname, InterfaceNamedByMcrGlooIface) {
   ::unsetenv("MCR_GLOO_IFACE");
 }
 
+// MCR_STORE_HOST names the interface other hosts reach this one through (eth0, ib0), on every
+// rank. Gloo advertises that interface's address, not whichever one the host name or the default
+// route gives. Run by `gloo.store_host_interface` in a network namespace of its own with two
+// interfaces, a0 (10.77.0.1) and b0 (10.78.0.1), which only it sees.
+TEST(GlooHostnameNetns, StoreHostNamingAnInterfaceIsThatInterfacesAddress) {
+  if (std::getenv("MCR_TEST_TWO_INTERFACES") == nullptr) {
+    GTEST_SKIP() << "run by the ctest gloo.store_host_interface, which creates the interfaces";
+  }
+  detail::LaunchInfo launch;
+  launch.size = 4;
+  launch.local_size = 2;
+  ::setenv("MCR_STORE_HOST", "a0", 1);
+  EXPECT_EQ(detail::gloo_hostname(launch), "10.77.0.1");
+  ::setenv("MCR_STORE_HOST", "b0", 1);
+  EXPECT_EQ(detail::gloo_hostname(launch), "10.78.0.1");
+  ::unsetenv("MCR_STORE_HOST");
+}
+
 TEST(GlooHostname, NeverLoopbackAcrossHosts) {
   detail::LaunchInfo launch;
   launch.size = 4;

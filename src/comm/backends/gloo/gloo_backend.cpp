@@ -25,6 +25,7 @@
 #include "backends/gloo/gloo_check.hpp"
 #include "backends/gloo/gloo_ops.hpp"
 #include "backends/gloo/gloo_store.hpp"
+#include "bootstrap/host.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail {
@@ -154,6 +155,12 @@ std::string gloo_hostname(const LaunchInfo& launch) {
   // all reach the store); the host name is next, unless it names a loopback address (Debian maps
   // it to 127.0.1.1), which peers elsewhere could not connect to.
   const char* store_host = std::getenv("MCR_STORE_HOST");
+  if (store_host != nullptr && *store_host != '\0') {
+    // An interface name (eth0, ib0), as the store reads it (store_setup.cpp): the interface the
+    // other hosts reach this one through. Resolving it as a host name would fail, silently.
+    for (const auto& a : interface_addresses(store_host))
+      if (resolve_ipv4(a) && !is_loopback_ipv4(a)) return a;
+  }
   const std::string toward =
       store_host != nullptr && *store_host != '\0' ? store_host : launch.master_addr;
   if (!toward.empty()) {
