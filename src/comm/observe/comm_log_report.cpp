@@ -28,21 +28,22 @@ bool is_p2p(OpType op) {
 }  // namespace
 
 LogSummary summarize(const GatheredLog& log) {
-  using RowKey = std::tuple<OpType, std::size_t, std::string_view>;
+  // A row per group size too: the same op, size and backend on a group of 2 and on the world of 4
+  // are different collectives (a member count to match, a bus factor).
+  using RowKey = std::tuple<OpType, std::size_t, std::string_view, int>;
   // A collective instance: the k-th (op, bytes, backend) of a group on each member. Matching by
   // occurrence rather than sequence number stays right when p2p traffic shifts sequence numbers.
   using InstanceKey = std::tuple<std::uint64_t, OpType, std::size_t, std::string_view, std::size_t>;
   std::map<RowKey, std::vector<double>> latencies;
-  std::map<RowKey, int> group_sizes;
   std::map<InstanceKey, std::vector<std::pair<int, double>>> instances;
+  std::map<InstanceKey, int> instance_sizes;
   std::map<std::tuple<int, std::uint64_t, OpType, std::size_t, std::string_view>, std::size_t> seen;
   std::vector<StragglerRow> per_rank(static_cast<std::size_t>(std::max(log.ranks, 0)));
   for (std::size_t q = 0; q < per_rank.size(); ++q)
     per_rank[q].rank = static_cast<int>(q);
 
   for (const auto& r : log.records) {
-    const RowKey row{r.op, r.bytes, r.backend};
-    group_sizes.emplace(row, r.group_size);
+    const RowKey row{r.op, r.bytes, r.backend, r.group_size};
     if (r.global_rank >= 0 && static_cast<std::size_t>(r.global_rank) < per_rank.size()) {
       auto& s = per_rank[static_cast<std::size_t>(r.global_rank)];
       ++s.ops;
@@ -53,11 +54,14 @@ LogSummary summarize(const GatheredLog& log) {
       continue;
     }
     const auto k = seen[{r.global_rank, r.group_id, r.op, r.bytes, r.backend}]++;
-    instances[{r.group_id, r.op, r.bytes, r.backend, k}].emplace_back(r.global_rank, micros(r));
+    const InstanceKey instance{r.group_id, r.op, r.bytes, r.backend, k};
+    instances[instance].emplace_back(r.global_rank, micros(r));
+    instance_sizes.emplace(instance, r.group_size);
   }
   for (const auto& [key, members] : instances) {
-    const RowKey row{std::get<1>(key), std::get<2>(key), std::get<3>(key)};
-    const bool complete = static_cast<int>(members.size()) == group_sizes[row];
+    const int size = instance_sizes[key];
+    const RowKey row{std::get<1>(key), std::get<2>(key), std::get<3>(key), size};
+    const bool complete = static_cast<int>(members.size()) == size;
     if (!complete) {  // a member's record was dropped: count what is there, without straggler
                       // figures
       for (const auto& m : members)
@@ -80,7 +84,7 @@ LogSummary summarize(const GatheredLog& log) {
     row.op = std::get<0>(key);
     row.bytes = std::get<1>(key);
     row.backend = std::string(std::get<2>(key));
-    row.group_size = group_sizes[key];
+    row.group_size = std::get<3>(key);
     row.count = lat.size();
     for (double v : lat)
       row.total_us += v, row.max_us = std::max(row.max_us, v);
@@ -104,14 +108,16 @@ std::string format_summary(const LogSummary& s, const GatheredLog& log) {
       "from avg\n",
       log.ranks, log.records.size(),
       dropped ? fmt::format(", {} not recorded (log full)", dropped) : "");
-  out += fmt::format("{:<15} {:>10} {:<8} {:>9} {:>12} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "op",
-                     "bytes", "backend", "count", "total_ms", "avg_us", "p50_us", "max_us", "algbw",
-                     "busbw");
+  // `ranks` (the group's size) last, so that readers of the first columns stay valid.
+  out += fmt::format("{:<15} {:>10} {:<8} {:>9} {:>12} {:>10} {:>10} {:>10} {:>9} {:>9} {:>6}\n",
+                     "op", "bytes", "backend", "count", "total_ms", "avg_us", "p50_us", "max_us",
+                     "algbw", "busbw", "ranks");
   for (const auto& r : s.rows) {
     out += fmt::format(
-        "{:<15} {:>10} {:<8} {:>9} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.3f} {:>9.3f}\n",
+        "{:<15} {:>10} {:<8} {:>9} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.3f} {:>9.3f} "
+        "{:>6}\n",
         to_string(r.op), r.bytes, r.backend, r.count, r.total_us * 1e-3, r.avg_us, r.p50_us,
-        r.max_us, r.algbw_gbps, r.busbw_gbps);
+        r.max_us, r.algbw_gbps, r.busbw_gbps, r.group_size);
   }
   out +=
       "straggler view (own latency minus the group's minimum for the same collective, summed):\n";

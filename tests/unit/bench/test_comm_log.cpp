@@ -163,6 +163,47 @@ TEST(CommLog, SummaryTakesTheSlowestMemberAndStragglersAgainstTheFastest) {
   EXPECT_NE(text.find("straggler view"), std::string::npos) << text;
 }
 
+// The same op, size and backend on a group of 2 and on the world of 4 are two rows: each instance
+// is matched against its own group's size, its latency is its slowest member's, and each row's
+// bus factor is its group's. Before, the row took the first record's group size, so every world
+// instance looked incomplete: its 4 members each counted as an operation, and no straggler time.
+TEST(CommLog, SummarySeparatesGroupsOfDifferentSizes) {
+  GatheredLog g;
+  g.ranks = 4;
+  g.dropped = {0, 0, 0, 0};
+  auto rec = [](std::uint64_t group, int size, int rank, std::int64_t dur) {
+    LogRecord r;
+    r.op = OpType::all_reduce;
+    r.bytes = 4;
+    r.backend = "mpi";
+    r.group_id = group;
+    r.group_size = size;
+    r.group_rank = rank;
+    r.global_rank = rank;
+    r.start_ns = 0;
+    r.end_ns = dur * 1000;
+    return r;
+  };
+  g.records = {rec(1, 2, 0, 5),  rec(1, 2, 1, 7),  // a pair: ranks 0 and 1
+               rec(2, 4, 0, 10), rec(2, 4, 1, 20), rec(2, 4, 2, 30), rec(2, 4, 3, 40)};
+  const auto s = summarize(g);
+  ASSERT_EQ(s.rows.size(), 2u);
+  const auto& pair = s.rows[0].group_size == 2 ? s.rows[0] : s.rows[1];
+  const auto& world = s.rows[0].group_size == 4 ? s.rows[0] : s.rows[1];
+  EXPECT_EQ(pair.group_size, 2);
+  EXPECT_EQ(world.group_size, 4);
+  EXPECT_EQ(pair.count, 1u);
+  EXPECT_DOUBLE_EQ(pair.max_us, 7.0);
+  EXPECT_EQ(world.count, 1u);
+  EXPECT_DOUBLE_EQ(world.max_us, 40.0);
+  EXPECT_DOUBLE_EQ(world.busbw_gbps, world.algbw_gbps * 1.5);  // 2(n-1)/n at n = 4
+  ASSERT_EQ(s.stragglers.size(), 4u);
+  EXPECT_DOUBLE_EQ(s.stragglers[3].straggler_us, 30.0);  // 40 - 10 in the world's instance
+  EXPECT_DOUBLE_EQ(s.stragglers[1].straggler_us, 12.0);  // 7 - 5, and 20 - 10
+  const auto text = format_summary(s, g);
+  EXPECT_NE(text.find("ranks"), std::string::npos) << text;
+}
+
 TEST(CommLog, ChromeTraceParsesAndHoldsOneEventPerRecord) {
   GatheredLog g;
   g.ranks = 2;
