@@ -26,8 +26,12 @@ struct Op {
   std::size_t count = 0, bytes = 0;
   int root = -1;
   bool p2p() const { return op == "send" || op == "recv"; }
+  // A v-op's recorded count is the rank's own (all_gather_v's input, all_to_all_v's sends): ranks
+  // differ there by design, as the verification knows (verify.cpp, uses_count).
+  bool count_is_per_rank() const { return op == "all_gather_v" || op == "all_to_all_v"; }
   bool same_call(const Op& o) const {
-    return op == o.op && dtype == o.dtype && count == o.count && root == o.root;
+    return op == o.op && dtype == o.dtype && (count == o.count || count_is_per_rank()) &&
+           root == o.root;
   }
   std::string describe() const {
     return fmt::format("{} {} x{} ({} B){} on {}, {}", op, dtype, count, bytes,
@@ -110,7 +114,7 @@ Job load(const std::string& dir) {
     } catch (const json::exception& e) {
       throw InvalidArgument(fmt::format("{}: not valid JSON: {}", f.string(), e.what()));
     }
-    if (j.value("format", "") != "mcr-flight-record") {
+    if (!j.is_object() || !j.contains("format") || j["format"] != "mcr-flight-record") {
       throw InvalidArgument(fmt::format(
           "{}: not an mcr flight record (\"format\" is not \"mcr-flight-record\")", f.string()));
     }

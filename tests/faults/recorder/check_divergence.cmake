@@ -1,5 +1,7 @@
-# `mcr doctor` on two hand-made records (divergence/): at sequence #1 rank 0 issued an all_reduce
-# and rank 1 a broadcast. The doctor must name sequence #1 and both calls. -DMCR -DDIR
+# `mcr doctor` on two hand-made records (divergence/): at sequence #0 both ranks ran an
+# all_gather_v, of 3 and 5 elements (uneven counts are that op's use, not a divergence); at
+# sequence #1 rank 0 issued an all_reduce and rank 1 a broadcast. The doctor must name sequence #1
+# and both calls. -DMCR -DDIR
 execute_process(COMMAND ${MCR} doctor ${DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
 message(STATUS "mcr doctor:\n${doc}")
 if(NOT rc EQUAL 0)
