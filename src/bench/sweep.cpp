@@ -118,12 +118,14 @@ SweepResult run_sweep(Communicator& world, const SweepOptions& o, const SweepCal
             row.in_place = in_place;
             row.async = o.async;
             row.requested = requested;
-            row.backend = requested == "auto"
-                              ? world
-                                    .explain(op, dtype, l.bytes,
-                                             is_reduction(op) ? o.reduce : ReduceOp::sum, o.device)
-                                    .backend
-                              : requested;
+            // The form the sweep timed: a table tuned per form may send the i* call elsewhere.
+            row.backend =
+                requested == "auto"
+                    ? world
+                          .explain(op, dtype, l.bytes, is_reduction(op) ? o.reduce : ReduceOp::sum,
+                                   o.device, o.async ? CallForm::async : CallForm::sync)
+                          .backend
+                    : requested;
             row.iterations = iterations;
             row.time_us = t * 1e6;
             row.algbw_gbps = algbw_gbps(l.bytes, t);

@@ -2,6 +2,7 @@
 // per form (sync all_reduce on mpi, async on gloo), a sweep of the blocking calls says mpi and a
 // sweep of the i* calls says gloo. Before, both said the blocking call's backend. (2 ranks)
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
