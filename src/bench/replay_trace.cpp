@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -21,6 +22,8 @@ using nlohmann::json;
 
 // A trace this long is a mistake (a repeat or steps count off by orders of magnitude), not a step.
 constexpr std::size_t kMaxOps = 1'000'000;
+// A message of the trace: 256 TiB, as far as the communication log keeps byte counts exactly.
+constexpr std::size_t kMaxTraceBytes = std::size_t{1} << 48;
 
 // "FILE: ops[3].dtype 'f33': unknown element type (...)".
 [[noreturn]] void bad_field(const std::string& path, std::string_view where, const json& value,
@@ -35,10 +38,17 @@ int group_index(Trace& trace, const std::vector<int>& ranks) {
   return static_cast<int>(trace.groups.size()) - 1;
 }
 
+// `most` keeps the products and sums made of these counts (ops x steps, count x element size) from
+// wrapping around: a wrapped bound check would pass a trace it exists to refuse.
 std::size_t positive_count(const std::string& path, const std::string& where, const json& v,
-                           std::size_t least) {
-  if (!v.is_number_integer() || v.get<long long>() < static_cast<long long>(least))
-    bad_field(path, where, v, fmt::format("must be an integer >= {}", least));
+                           std::size_t least, std::size_t most) {
+  const bool fits =
+      v.is_number_unsigned()  ? v.get<std::uint64_t>() >= least && v.get<std::uint64_t>() <= most
+      : v.is_number_integer() ? v.get<long long>() >= static_cast<long long>(least) &&
+                                    static_cast<unsigned long long>(v.get<long long>()) <= most
+                              : false;
+  if (!fits)
+    bad_field(path, where, v, fmt::format("must be an integer from {} to {}", least, most));
   return v.get<std::size_t>();
 }
 
@@ -78,10 +88,11 @@ Trace parse_op_list(const json& doc, const std::string& path) {
     bad_field(path, "version", doc.value("version", json()), "must be 1");
   int declared_world = 0;
   if (doc.contains("world_size"))
-    declared_world = static_cast<int>(positive_count(path, "world_size", doc["world_size"], 1));
+    declared_world = static_cast<int>(
+        positive_count(path, "world_size", doc["world_size"], 1, std::numeric_limits<int>::max()));
   std::size_t steps = 1;
   for (const char* key : {"steps", "iterations"}) {
-    if (doc.contains(key)) steps *= positive_count(path, key, doc[key], 1);
+    if (doc.contains(key)) steps *= positive_count(path, key, doc[key], 1, kMaxOps);
   }
   if (!doc.contains("ops") || !doc["ops"].is_array() || doc["ops"].empty())
     bad_field(path, "ops", doc.value("ops", json()), "must be a non-empty list of ops");
@@ -128,13 +139,13 @@ Trace parse_op_list(const json& doc, const std::string& path) {
         bad_field(path, at, o, "needs exactly one of \"bytes\" and \"count\"");
       const std::size_t e = dtype_size(op.dtype);
       if (has_bytes) {
-        op.bytes = positive_count(path, field("bytes"), o["bytes"], 1);
+        op.bytes = positive_count(path, field("bytes"), o["bytes"], 1, kMaxTraceBytes);
         if (op.bytes % e != 0)
           bad_field(
               path, field("bytes"), o["bytes"],
               fmt::format("must be a multiple of the {} element size {}", to_string(op.dtype), e));
       } else {
-        op.bytes = positive_count(path, field("count"), o["count"], 1) * e;
+        op.bytes = positive_count(path, field("count"), o["count"], 1, kMaxTraceBytes / e) * e;
       }
     }
     std::vector<int> members;
@@ -168,7 +179,8 @@ Trace parse_op_list(const json& doc, const std::string& path) {
       if (members.empty()) needed = std::max(needed, op.root + 1);
     }
     std::size_t repeat = 1;
-    if (o.contains("repeat")) repeat = positive_count(path, field("repeat"), o["repeat"], 1);
+    if (o.contains("repeat"))
+      repeat = positive_count(path, field("repeat"), o["repeat"], 1, kMaxOps);
     once.emplace_back(op, repeat);
   }
   if (declared_world > 0 && declared_world < needed)
@@ -381,13 +393,19 @@ Trace parse_trace(std::string_view text, const std::string& path) {
   }
   if (!doc.is_object())
     throw InvalidArgument(fmt::format("{}: a trace must be a JSON object", path));
-  if (doc.contains("traceEvents")) return parse_comm_log(doc, path);
-  if (doc.value("format", json()) != "mcr-trace") {
-    bad_field(path, "format", doc.value("format", json()),
-              "must be \"mcr-trace\" (or the file an MCR_LOG=trace run writes, with "
-              "\"traceEvents\")");
+  // A field of an unexpected JSON type that the readers take with a default (value("ph", ""))
+  // surfaces as nlohmann's type error: named here with the file, as every other refusal is.
+  try {
+    if (doc.contains("traceEvents")) return parse_comm_log(doc, path);
+    if (doc.value("format", json()) != "mcr-trace") {
+      bad_field(path, "format", doc.value("format", json()),
+                "must be \"mcr-trace\" (or the file an MCR_LOG=trace run writes, with "
+                "\"traceEvents\")");
+    }
+    return parse_op_list(doc, path);
+  } catch (const json::exception& e) {
+    throw InvalidArgument(fmt::format("{}: malformed trace: {}", path, e.what()));
   }
-  return parse_op_list(doc, path);
 }
 
 Trace load_trace(const std::string& path) {

@@ -55,6 +55,58 @@ TEST(ReplayTrace, RejectsNamingFileOpFieldValueAndRule) {
                InvalidArgument);  // not JSON (trailing comma)
 }
 
+// Counts that would wrap the length check around: steps x iterations of 2^32 each (2^64, read as 0:
+// a division by zero), repeats summing to 2^64 + 1 (read as 1: a trace of 10^19 ops), a count whose
+// bytes wrap. Each is refused, naming the field and the bounds.
+TEST(ReplayTrace, CountsThatWouldWrapAreRefused) {
+  auto refuses = [](const std::string& doc, const std::string& field) {
+    try {
+      parse_trace(doc, "big.json");
+      ADD_FAILURE() << "accepted: " << doc;
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("big.json: " + field), std::string::npos) << what;
+      EXPECT_NE(what.find("must be an integer from 1 to"), std::string::npos) << what;
+    }
+  };
+  refuses(R"({"format": "mcr-trace", "version": 1, "steps": 4294967296,
+              "iterations": 4294967296, "ops": [{"op": "barrier"}]})",
+          "steps");
+  refuses(R"({"format": "mcr-trace", "version": 1, "ops": [
+              {"op": "barrier", "repeat": 9223372036854775807},
+              {"op": "barrier", "repeat": 9223372036854775807}, {"op": "barrier", "repeat": 3}]})",
+          "ops[0].repeat");
+  refuses(R"({"format": "mcr-trace", "version": 1, "ops": [
+              {"op": "all_reduce", "dtype": "f64", "count": 4611686018427387905}]})",
+          "ops[0].count");
+  refuses(R"({"format": "mcr-trace", "version": 1, "ops": [
+              {"op": "all_reduce", "bytes": 18446744073709551615}]})",
+          "ops[0].bytes");
+  refuses(R"({"format": "mcr-trace", "version": 1, "world_size": 4294967298,
+              "ops": [{"op": "barrier"}]})",
+          "world_size");
+  // The bounds themselves are accepted.
+  EXPECT_EQ(parse_trace(R"({"format": "mcr-trace", "version": 1,
+                            "ops": [{"op": "barrier", "repeat": 1000000}]})",
+                        "big.json")
+                .ops.size(),
+            1000000u);
+}
+
+// A field of another JSON type than the reader expects is an InvalidArgument naming the file, not
+// a bare nlohmann type error that init's and the CLI's handlers do not catch.
+TEST(ReplayTrace, FieldsOfTheWrongTypeNameTheFile) {
+  for (const char* doc : {R"({"traceEvents": [{"ph": 5, "name": "x"}]})",
+                          R"({"traceEvents": [{"ph": "X", "ts": "soon", "dur": 1}]})"}) {
+    try {
+      parse_trace(doc, "odd.json");
+      ADD_FAILURE() << "accepted: " << doc;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("odd.json"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Records as CommLog::collect() gathers them for 3 ranks: two world all_reduces, a broadcast on
 // the group {0, 2}, and a send/recv pair. Each instance's records share group id and sequence.
 GatheredLog three_rank_log() {
