@@ -59,7 +59,11 @@ class StructureCheck {
       return;
     }
     keys(doc, {"format", "version", "provenance", "entries", "samples"}, "the top level");
-    if (doc.value("format", "") != "mcr-tuning") add("\"format\" must be \"mcr-tuning\"");
+    // Compared as JSON: a "format" of another type is a problem to list, not a type error.
+    if (!doc.contains("format") || doc["format"] != "mcr-tuning") {
+      add(fmt::format("\"format\" must be \"mcr-tuning\" (found {})",
+                      doc.contains("format") ? doc["format"].dump() : "none"));
+    }
     if (!doc.contains("version") || doc["version"] != TuningTable::kFormatVersion) {
       add(fmt::format("\"version\" must be {} (found {})", TuningTable::kFormatVersion,
                       doc.contains("version") ? doc["version"].dump() : "none"));

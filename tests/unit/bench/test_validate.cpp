@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "mcr/bench.hpp"
+#include "mcr/comm/selection.hpp"
+#include "mcr/errors.hpp"
 
 using namespace mcr::bench;
 
@@ -53,6 +55,12 @@ TEST(Validate, ReportsFormatVersionAndJsonErrors) {
   EXPECT_TRUE(mentions(p, "\"format\" must be \"mcr-tuning\"")) << dump(p);
   EXPECT_TRUE(mentions(p, "\"version\" must be 1 (found 2)")) << dump(p);
   EXPECT_TRUE(mentions(p, "\"entries\" must be a non-empty array")) << dump(p);
+  // A "format" that is not a string is listed too (it was a bare JSON type error, out of every
+  // handler), and loading such a table is an InvalidArgument.
+  const auto q = validate_table_text(R"({"format": 1, "version": 1, "entries": []})");
+  EXPECT_TRUE(mentions(q, "\"format\" must be \"mcr-tuning\" (found 1)")) << dump(q);
+  EXPECT_THROW(mcr::TuningTable::parse_json(R"({"format": null, "version": 1, "entries": []})"),
+               mcr::InvalidArgument);
 }
 
 TEST(Validate, AcceptsAValidTable) {
