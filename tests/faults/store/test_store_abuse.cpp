@@ -408,6 +408,10 @@ TEST(StoreAbuse, WhileTheOwnerGoesAwayNoNewRankGetsIn) {
   auto r1 = connect_tcp_store("127.0.0.1", port, 5s, job_a(), 1);
   r1->set("old-runtime", {7});
   UniqueFd early = raw_connect(port);  // accepted before the goodbye, its hello sent after it
+  // Accepted by the server, not only queued in the listen backlog (which the goodbye resets).
+  for (const auto until = Clock::now() + 2s; server->stats().accepted < 2 && Clock::now() < until;)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(server->stats().accepted, 2u);
   std::thread closer([&] { server.reset(); });  // says goodbye, then waits up to 2 s for r1
   std::string error;
   const auto deadline = Clock::now() + 2s;
