@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "mcr/codesign/calculators.hpp"
 #include "mcr/errors.hpp"
@@ -17,6 +18,16 @@ std::vector<int> divisors(int n) {
     if (n % d == 0) out.push_back(d);
   }
   return out;
+}
+
+// A value a search is pinned to (a flag given with --search): below `least`, no layout could use
+// it (a 0 would divide the GPU count by zero).
+template <class T>
+void check_pinned(const std::vector<T>& values, T least, std::string_view field) {
+  for (const T v : values) {
+    if (v < least)
+      throw InvalidArgument(fmt::format("layout.{} {} must be >= {}", field, v, least));
+  }
 }
 
 template <class T>
@@ -36,6 +47,17 @@ SearchResult search_layouts(const codesign::ModelShape& model, const codesign::D
                             const CommModel& comm, const SearchSpace& space, int top,
                             const PlanOptions& options) {
   const SystemSpec& sys = comm.system();
+  if (space.gpus < 0) {
+    throw InvalidArgument(
+        fmt::format("space.gpus {} must be >= 1 (or 0: every GPU of the system)", space.gpus));
+  }
+  check_pinned(space.tp, 1, "tp");
+  check_pinned(space.pp, 1, "pp");
+  check_pinned(space.cp, 1, "cp");
+  check_pinned(space.ep, 1, "ep");
+  check_pinned(space.micro_batch, std::int64_t{1}, "micro_batch");
+  check_pinned(space.interleave, 1, "interleave");
+  check_pinned(space.zero, 0, "zero");
   const int gpus = space.gpus > 0 ? space.gpus : sys.total_gpus();
   if (gpus > sys.total_gpus()) {
     throw InvalidArgument(fmt::format("space.gpus {} exceeds system '{}' ({} GPUs)", gpus, sys.name,

@@ -72,6 +72,39 @@ TEST(PlanSearch, NeedsAGlobalBatch) {
   EXPECT_THROW(search_layouts(gpt(), a100(), CommModel(round_system()), space, 5), InvalidArgument);
 }
 
+// A pinned dimension below its least value is refused, naming it: a pp of 0 divided the GPU count
+// by zero, and a negative GPU count quietly meant the whole system.
+TEST(PlanSearch, PinnedValuesOutOfRangeAreRefused) {
+  auto refused = [](SearchSpace space, const std::string& what) {
+    space.gpus = space.gpus == 0 ? 8 : space.gpus;
+    space.global_batch = 8;
+    try {
+      (void)search_layouts(gpt(), a100(), CommModel(round_system()), space, 5);
+      ADD_FAILURE() << what << " accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  SearchSpace s;
+  s.pp = {0};
+  refused(s, "layout.pp 0 must be >= 1");
+  s = {};
+  s.tp = {-2};
+  refused(s, "layout.tp -2");
+  s = {};
+  s.cp = {0};
+  refused(s, "layout.cp 0");
+  s = {};
+  s.micro_batch = {0};
+  refused(s, "layout.micro_batch 0");
+  s = {};
+  s.interleave = {0};
+  refused(s, "layout.interleave 0");
+  s = {};
+  s.gpus = -8;
+  refused(s, "space.gpus -8");
+}
+
 TEST(PlanSearch, AdviseIncludesTheInputAndSortsPairs) {
   SearchSpace space;
   space.gpus = 8;
