@@ -138,6 +138,18 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
     throw InvalidArgument(fmt::format("advisor.budget = {} must be in (0, 1)", o.budget));
   }
   if (o.top <= 0) throw InvalidArgument(fmt::format("advisor.top = {} must be >= 1", o.top));
+  if (o.min_head_dim < 1 || o.max_head_dim < o.min_head_dim) {
+    throw InvalidArgument(fmt::format(
+        "advisor.min_head_dim = {} and advisor.max_head_dim = {}: the range of head dimensions "
+        "must have 1 <= min <= max",
+        o.min_head_dim, o.max_head_dim));
+  }
+  if (o.hidden_steps < 0 || o.ffn_steps < 0) {
+    throw InvalidArgument(
+        fmt::format("advisor.hidden_steps = {} and advisor.ffn_steps = {} must "
+                    "be >= 0",
+                    o.hidden_steps, o.ffn_steps));
+  }
   Advice advice;
   advice.input = model;
   advice.input_params = count_parameters(model).total;

@@ -54,6 +54,8 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     {"advisor.uncertainty", "--uncertainty"},
     {"advisor.budget", "--budget"},
     {"advisor.top", "--top"},
+    {"advisor.min_head_dim", "--min-head-dim"},
+    {"advisor.max_head_dim", "--max-head-dim"},
     {"sweep.step", "--step"},
     {"sweep.from", "--from"},
     {"sweep.to", "--to"},

@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "mcr/codesign/advisor.hpp"
 #include "mcr/codesign/calculators.hpp"
@@ -132,6 +134,19 @@ TEST(Advisor, RejectsBadOptions) {
   o.budget = 0;
   EXPECT_THROW(advise(load_preset("pythia-70m"), device_from_catalog("a100-80gb"), o),
                InvalidArgument);
+  // A head-dimension range without a head dimension in it; a minimum of 0 divided by zero.
+  for (const auto& [lo, hi] :
+       {std::pair<std::int64_t, std::int64_t>{0, 128}, {-32, 128}, {64, 32}}) {
+    AdvisorOptions r;
+    r.min_head_dim = lo;
+    r.max_head_dim = hi;
+    try {
+      (void)advise(load_preset("pythia-70m"), device_from_catalog("a100-80gb"), r);
+      ADD_FAILURE() << "head dims [" << lo << ", " << hi << "] accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("advisor.min_head_dim"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Sweep, MarksInvalidPointsAndKeepsGelu4h) {
