@@ -23,8 +23,11 @@ std::vector<Finding> check_memory(const ModelShape& model, const DeviceSpec& dev
                                   const ParallelLayout& layout, bool training) {
   std::vector<Finding> out;
   if (!(device.memory_gb > 0)) return out;
-  // Leave room for the framework, the CUDA context and fragmentation.
-  const double usable = 0.9 * device.memory_gb * 1e9;
+  // Catalog capacities are marketed in GB but are binary (an "80GB" A100 has 80 GiB), as the
+  // planner reads them (src/plan/memory.cpp). Leave room for the framework, the CUDA context and
+  // fragmentation.
+  const double capacity = device.memory_gb * 1024.0 * 1024.0 * 1024.0;
+  const double usable = 0.9 * capacity;
   const MemoryEstimate e = estimate(model, layout, training);
   if (e.total <= usable) return out;
 
@@ -63,11 +66,11 @@ std::vector<Finding> check_memory(const ModelShape& model, const DeviceSpec& dev
   if (fix.empty()) fix = "shard further: no single layout change tried here fits";
   const std::string message = fmt::format(
       "{} needs {:.1f} GiB per GPU (weights {:.1f}, gradients {:.1f}, optimizer {:.1f}, "
-      "activations {:.1f}, KV cache {:.1f}) but {} has {:.0f} GB = {:.1f} GiB (90% usable: "
-      "{:.1f} GiB)",
+      "activations {:.1f}, KV cache {:.1f}) but {} has {:.0f} GB (binary: {:.1f} GiB; 90% "
+      "usable: {:.1f} GiB)",
       training ? "training" : "inference", gib(e.total), gib(e.weights), gib(e.gradients),
       gib(e.optimizer), gib(e.activations), gib(e.kv_cache), device.name, device.memory_gb,
-      gib(device.memory_gb * 1e9), gib(usable));
+      gib(capacity), gib(usable));
   out.push_back(
       {"memory_fit", Severity::warning, message, fmt::format("with t = {}: {}", model.t, fix)});
   return out;

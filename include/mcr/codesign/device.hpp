@@ -75,6 +75,8 @@ struct DeviceSpec {
   double max_clock_mhz = 0;  ///< highest boost clock (0 = unknown)
   std::map<DType, double> peak_tflops;  ///< dense (no sparsity) peak per dtype
   double memory_bandwidth_gbs = 0;      ///< GB/s, decimal
+  /// Capacity as marketed, in GB, read as binary: an "80GB" A100 has 80 GiB (what `mcr plan` and
+  /// the memory_fit check compare with).
   double memory_gb = 0;
   double l2_bytes = 0;
   /// Alignment (bytes) at which Tensor Cores run fastest: 16 (V100 rule), 128 (A100 rule).

@@ -1,6 +1,7 @@
 // The guideline checker on the published shapes the co-design paper criticises, and on a clean one.
 #include <gtest/gtest.h>
 
+#include "mcr/codesign/calculators.hpp"
 #include "mcr/codesign/guidelines.hpp"
 #include "mcr/errors.hpp"
 
@@ -148,6 +149,18 @@ TEST(Guidelines, MemoryFitNamesTheSizesAndALayoutThatFits) {
   EXPECT_NE(fs[0].fix.find("--zero 3"), std::string::npos) << fs[0].fix;
   // Llama-2-7B inference fits on one 80 GB device.
   EXPECT_TRUE(check_memory(load_preset("llama-2-7b"), h100, ParallelLayout{}, false).empty());
+}
+
+// The catalog's GB are binary, as the planner reads them: a model within 90 % of the capacity in
+// GiB fits (it was flagged when read as decimal GB, 7 % less, while `mcr plan` said it fits).
+TEST(Guidelines, MemoryFitReadsTheCatalogsGbAsBinary) {
+  const ModelShape m = load_preset("llama-2-7b");
+  DeviceSpec d = device_from_catalog("h100-sxm");
+  const double need = inference_memory(m, ParallelLayout{}).total;
+  d.memory_gb = need / (0.9 * 1024.0 * 1024.0 * 1024.0) * 1.01;  // 1 % to spare, in GiB
+  EXPECT_TRUE(check_memory(m, d, ParallelLayout{}, false).empty());
+  d.memory_gb = need / (0.9 * 1024.0 * 1024.0 * 1024.0) * 0.99;
+  ASSERT_EQ(check_memory(m, d, ParallelLayout{}, false).size(), 1u);
 }
 
 }  // namespace
