@@ -182,6 +182,17 @@ CommModel::CommModel(SystemSpec system, bool gpu_buffers)
     : system_(std::move(system)), gpu_buffers_(gpu_buffers) {}
 
 void CommModel::add_table(Tier tier, TuningTable table) {
+  // Latencies are interpolated in log space: a sample of no time (or less) would make every
+  // interpolation through it NaN, and the step time with it.
+  for (std::size_t i = 0; i < table.samples.size(); ++i) {
+    const TuningSample& s = table.samples[i];
+    if (!(s.time_us > 0)) {
+      throw InvalidArgument(fmt::format(
+          "comm.tables: samples[{}] ({} of {} bytes on {}) has time_us {}: a latency must be a "
+          "positive number of microseconds",
+          i, to_string(s.op), s.bytes, s.backend, s.time_us));
+    }
+  }
   if (tier == Tier::intra || tier == Tier::any) intra_ = table;
   if (tier == Tier::inter || tier == Tier::any) inter_ = std::move(table);
 }

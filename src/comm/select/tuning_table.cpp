@@ -202,8 +202,10 @@ class StructureCheck {
     common(s, where);
     backend(s, where);
     bytes(s, "bytes", true, false, where);
-    if (!s.contains("time_us") || !s["time_us"].is_number())
-      add(fmt::format("{}: \"time_us\" must be a number", where));
+    // Positive: the planner interpolates latencies between samples in log space.
+    if (!s.contains("time_us") || !s["time_us"].is_number() || !(s["time_us"].get<double>() > 0))
+      add(fmt::format("{}: \"time_us\" must be a positive number of microseconds, not {}", where,
+                      s.contains("time_us") ? s["time_us"].dump() : "none"));
     if (s.contains("in_flight") &&
         !(s["in_flight"].is_number_integer() && s["in_flight"].get<long long>() >= 1 &&
           s["in_flight"].get<long long>() <= std::numeric_limits<int>::max())) {

@@ -2,7 +2,9 @@
 // selection order (rules, tuning table, default priority).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "mcr/errors.hpp"
 #include "mcr/plan/comm_model.hpp"
@@ -107,6 +109,28 @@ TEST(PlanComm, TheCallFormChoosesTheTablesEntryAsInTheRuntime) {
   EXPECT_EQ(
       bucketed_cost(c, Collective::all_reduce, 64, 16, p, DType::f32, CallForm::async).backend,
       "gloo");
+}
+
+// Latencies are interpolated in log space: a sample of 0 µs (or less) would turn every cost
+// through it into NaN, and the step time with it. The table is refused, naming the sample; the
+// file reader refuses it too (TuningTable::problems).
+TEST(PlanComm, ASampleWithoutPositiveTimeIsRefused) {
+  for (const double bad : {0.0, -3.0}) {
+    TuningTable t = two_backend_table();
+    t.samples[2].time_us = bad;  // mpi, 1024 bytes
+    CommModel c(round_system(1, 2), false);
+    try {
+      c.add_table(Tier::any, t);
+      ADD_FAILURE() << "time_us " << bad << " accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("samples[2]"), std::string::npos) << e.what();
+    }
+    auto text = t.to_json();
+    const auto problems = TuningTable::problems(text);
+    EXPECT_TRUE(std::any_of(problems.begin(), problems.end(), [](const std::string& p) {
+      return p.find("samples[2]: \"time_us\" must be a positive number") != std::string::npos;
+    })) << text;
+  }
 }
 
 TEST(PlanComm, ARuleForABackendWithoutSamplesIsSkipped) {
