@@ -4,28 +4,36 @@
 // the experts over their expert-data-parallel ranks; and what the step does not hide of it.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "stage_cost.hpp"
 
 namespace mcr::plan {
 
-std::vector<double> gradient_buckets(double bytes, double bucket_bytes) {
-  std::vector<double> out;
+GradientBuckets gradient_buckets(double bytes, double bucket_bytes) {
+  GradientBuckets out;
   if (!(bytes > 0)) return out;
-  if (!(bucket_bytes > 0) || bucket_bytes >= bytes) return {bytes};
-  const auto full = static_cast<std::int64_t>(std::floor(bytes / bucket_bytes));
-  out.assign(static_cast<std::size_t>(full), bucket_bytes);
-  const double rest = bytes - static_cast<double>(full) * bucket_bytes;
-  if (rest > 0) out.push_back(rest);
+  if (!(bucket_bytes > 0) || bucket_bytes >= bytes) {
+    out.rest = bytes;
+    return out;
+  }
+  const double full = std::floor(bytes / bucket_bytes);
+  out.full = static_cast<std::uint64_t>(full);  // at most bytes: request.cpp keeps buckets >= 1 B
+  out.size = bucket_bytes;
+  out.rest = bytes - full * bucket_bytes;
   return out;
 }
 
 CommCost bucketed_cost(const CommModel& comm, Collective op, double bytes, double bucket_bytes,
                        const Placement& where, DType dtype, CallForm form) {
   CommCost total{0, "none", "local"};
-  for (const double part : gradient_buckets(bytes, bucket_bytes)) {
-    const CommCost c = comm.cost(op, part, where, dtype, form);
-    total.time_s += c.time_s;
+  const GradientBuckets b = gradient_buckets(bytes, bucket_bytes);
+  // Every full bucket has the same size and so the same price.
+  for (const auto& [n, size] : {std::pair<double, double>{static_cast<double>(b.full), b.size},
+                                {b.rest > 0 ? 1.0 : 0.0, b.rest}}) {
+    if (n == 0) continue;
+    const CommCost c = comm.cost(op, size, where, dtype, form);
+    total.time_s += n * c.time_s;
     total.backend = c.backend;
     total.source = c.source;
   }
@@ -87,8 +95,8 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     // The gradients are reduced bucket by bucket, as DDP and Megatron's distributed optimizer
     // issue them: full buckets from the end of the flat gradient, the remainder last.
     const auto buckets = gradient_buckets(bytes, options.dp_bucket_bytes);
-    out.buckets += buckets.size();
-    if (!buckets.empty()) out.last_bucket = buckets.back();
+    out.buckets += buckets.count();
+    if (buckets.count() > 0) out.last_bucket = buckets.last();
     const bool scatter = l.zero >= 1 || l.distributed_optimizer;
     const auto red =
         bucketed_cost(comm, scatter ? Collective::reduce_scatter : Collective::all_reduce, bytes,

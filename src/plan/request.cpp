@@ -11,9 +11,11 @@ namespace mcr::plan {
 
 PlanOptions to_plan_options(const PlanRequest& r) {
   // Checked before anything is planned: a bad bucket would otherwise surface as a strange time.
-  if (!(std::isfinite(r.dp_bucket_mb) && r.dp_bucket_mb > 0)) {
+  // At least one byte: a bucket count stays within the gradients' bytes.
+  if (!(std::isfinite(r.dp_bucket_mb) && r.dp_bucket_mb >= 1e-6)) {
     throw InvalidArgument(fmt::format(
-        "request.dp_bucket_mb {}: must be a positive, finite number of megabytes (10^6 bytes)",
+        "request.dp_bucket_mb {}: must be a positive, finite number of megabytes (10^6 bytes), "
+        "at least 1e-06 (one byte)",
         r.dp_bucket_mb));
   }
   if (!(std::isfinite(r.optimizer_bytes) && r.optimizer_bytes >= 0)) {

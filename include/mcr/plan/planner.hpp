@@ -4,6 +4,7 @@
 // gradient reduction with overlap, ZeRO stages, embedding, logits and the optimizer step.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -130,11 +131,21 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
 MemoryBreakdown plan_memory(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
                             const Layout& layout, const PlanOptions& options = {});
 
-/// Sizes of the gradient buckets of `bytes` of gradients: as many full `bucket_bytes` buckets as
-/// fit, then the remainder; one bucket of everything when `bucket_bytes` is 0 or larger.
-std::vector<double> gradient_buckets(double bytes, double bucket_bytes);
-/// The sum of one collective per bucket (each priced by comm.cost in `form`); the source of the
-/// last one.
+/// The gradient buckets of some bytes of gradients: `full` buckets of `size` bytes, then the
+/// remainder `rest` (0: none). Counted, not listed: a tiny bucket size makes billions of them.
+struct GradientBuckets {
+  std::uint64_t full = 0;
+  double size = 0;
+  double rest = 0;
+  std::uint64_t count() const noexcept { return full + (rest > 0 ? 1 : 0); }
+  /// The last bucket's size (0 when there is none).
+  double last() const noexcept { return rest > 0 ? rest : full > 0 ? size : 0; }
+};
+/// The buckets of `bytes` of gradients: as many full `bucket_bytes` buckets as fit, then the
+/// remainder; one bucket of everything when `bucket_bytes` is 0 or larger.
+GradientBuckets gradient_buckets(double bytes, double bucket_bytes);
+/// The sum of one collective per bucket (each priced by comm.cost in `form`: the full buckets
+/// once, times their count); the source of the last one.
 CommCost bucketed_cost(const CommModel& comm, Collective op, double bytes, double bucket_bytes,
                        const Placement& where, DType dtype, CallForm form = CallForm::sync);
 

@@ -8,7 +8,9 @@
 
 #include "mcr/codesign/device.hpp"
 #include "mcr/errors.hpp"
+#include "mcr/plan/comm_model.hpp"
 #include "mcr/plan/planner.hpp"
+#include "mcr/plan/request.hpp"
 #include "test_helpers.hpp"
 
 namespace mcr::plan {
@@ -39,14 +41,34 @@ constexpr double kParams =
 TEST(PlanBuckets, SplitAsTheStepSplitsItsGradients) {
   // perf/train_step's model: 10,565,632 fp32 gradients = 42,262,528 bytes in 25 MB buckets.
   const auto b = gradient_buckets(42262528, 25e6);
-  ASSERT_EQ(b.size(), 2u);
-  EXPECT_DOUBLE_EQ(b[0], 25e6);
-  EXPECT_DOUBLE_EQ(b[1], 17262528);
-  EXPECT_EQ(gradient_buckets(75e6, 25e6).size(), 3u);  // an exact multiple: no empty remainder
-  ASSERT_EQ(gradient_buckets(1e6, 0).size(), 1u);      // 0: one reduction of everything
-  EXPECT_DOUBLE_EQ(gradient_buckets(1e6, 0)[0], 1e6);
-  EXPECT_DOUBLE_EQ(gradient_buckets(1e6, 25e6)[0], 1e6);
-  EXPECT_TRUE(gradient_buckets(0, 25e6).empty());
+  ASSERT_EQ(b.count(), 2u);
+  EXPECT_EQ(b.full, 1u);
+  EXPECT_DOUBLE_EQ(b.size, 25e6);
+  EXPECT_DOUBLE_EQ(b.last(), 17262528);
+  EXPECT_EQ(gradient_buckets(75e6, 25e6).count(), 3u);  // an exact multiple: no empty remainder
+  EXPECT_DOUBLE_EQ(gradient_buckets(75e6, 25e6).last(), 25e6);
+  ASSERT_EQ(gradient_buckets(1e6, 0).count(), 1u);  // 0: one reduction of everything
+  EXPECT_DOUBLE_EQ(gradient_buckets(1e6, 0).last(), 1e6);
+  EXPECT_DOUBLE_EQ(gradient_buckets(1e6, 25e6).last(), 1e6);
+  EXPECT_EQ(gradient_buckets(0, 25e6).count(), 0u);
+}
+
+// One-byte buckets of a few GB of gradients: billions of buckets, counted and priced as one full
+// bucket times their count (before, a list of them was built twice and each priced alone: tens of
+// GB and minutes). Below a byte, the request is refused.
+TEST(PlanBuckets, TinyBucketsArePricedWithoutListingThem) {
+  const auto b = gradient_buckets(5.3e9, 1);
+  EXPECT_EQ(b.count(), 5'300'000'000u);
+  CommModel c(round_system());
+  const Placement p{8, 8, 1};
+  const auto one = c.cost(Collective::all_reduce, 1, p, DType::f32);
+  const auto all = bucketed_cost(c, Collective::all_reduce, 5.3e9, 1, p, DType::f32);
+  EXPECT_DOUBLE_EQ(all.time_s, 5.3e9 * one.time_s);
+  PlanRequest r;
+  r.dp_bucket_mb = 1e-7;
+  EXPECT_THROW(to_plan_options(r), InvalidArgument);
+  r.dp_bucket_mb = 1e-6;
+  EXPECT_DOUBLE_EQ(to_plan_options(r).dp_bucket_bytes, 1.0);
 }
 
 TEST(PlanBuckets, EachBucketIsReadOffTheTableAtItsOwnSize) {
