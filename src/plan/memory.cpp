@@ -119,10 +119,12 @@ MemoryBreakdown plan_memory(const codesign::ModelShape& model, const codesign::D
     const double all = dense + expert_layers;
     const double dense_dp = l.dense_replicas();
     const double expert_dp = std::max(1, l.expert_replicas());
-    r.weights = e * all / (l.zero >= 3 ? dense_dp : 1.0);
-    r.gradients = grad * all / (l.zero >= 2 ? dense_dp : 1.0);
-    r.optimizer = options.optimizer_bytes_per_param *
-                  (shard_states ? dense / dense_dp + expert_layers / expert_dp : all);
+    // Each part is sharded over the ranks that hold a copy of it: the dense parameters over
+    // their data-parallel replicas, the experts' over their own (fewer, under expert parallelism).
+    const double sharded = dense / dense_dp + expert_layers / expert_dp;
+    r.weights = e * (l.zero >= 3 ? sharded : all);
+    r.gradients = grad * (l.zero >= 2 ? sharded : all);
+    r.optimizer = options.optimizer_bytes_per_param * (shard_states ? sharded : all);
   };
 
   // Layers of the stage by kind; the MoE ones keep their routed tokens instead of an MLP's.

@@ -61,6 +61,27 @@ constexpr double kH100Bandwidth = 3350e9 * 0.8;  // h100-sxm
 constexpr double kLaunch = 2e-6;                 // both devices' launch_overhead_s
 constexpr double kDelivered = kOwn * 2 * (1 - 4.0 / 8 * 3.0 / 7);  // ranks with one of 2 experts
 
+// ZeRO shards each part of the model states over the ranks that hold a copy of it: the experts'
+// over their own data-parallel ranks, as the optimizer state already was (docs/planner.md,
+// "Memory"). With ep = 8 of 8 experts on 8 GPUs each rank holds the only copy of its expert, so
+// ZeRO 2 and 3 cannot shard the experts' gradients and weights; before, they were divided by the 8
+// dense replicas, a 2.7B-parameter expert state counted as an eighth.
+TEST(PlanMoe, ZeroShardsTheExpertsOverTheirOwnReplicas) {
+  const auto m = moe();
+  Layout l = moe_layout(m, 8);
+  l.zero = 1;
+  const double sharded = plan_memory(m, a100(), l).optimizer / 12;  // parameters per rank
+  // The rank's expert: 24 layers of one 4h MLP, 8 h^2 weights each (biases aside).
+  const double expert = kLayers * 8 * 1024.0 * 1024.0;
+  EXPECT_GT(sharded, expert);
+  l.zero = 2;
+  EXPECT_NEAR(plan_memory(m, a100(), l).gradients, 2 * sharded, 1e-6 * sharded);
+  l.zero = 3;
+  const auto z3 = plan_memory(m, a100(), l);
+  EXPECT_NEAR(z3.weights, 2 * sharded, 1e-6 * sharded);
+  EXPECT_NEAR(z3.gradients, 2 * sharded, 1e-6 * sharded);
+}
+
 TEST(PlanMoe, ExpertsRunFourGemmsAtATime) {
   // Transformer Engine issues one GEMM per local expert on 4 streams. 8 experts top 2 and 16
   // experts top 4 on one rank both give each expert 2048 x k / E = 512 rows: twice the experts is
