@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -23,6 +25,20 @@ T required(const nlohmann::json& j, const char* field, const std::string& contex
     if (!value.is_number_integer()) {
       throw InvalidArgument(
           fmt::format("{}: field '{}' = {} must be an integer", context, field, value.dump()));
+    }
+    // Nor does it check the range: 3000000000 read as an int wraps to a negative number.
+    const bool fits = value.is_number_unsigned()
+                          ? value.get<std::uint64_t>() <=
+                                static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                          : value.get<std::int64_t>() >=
+                                    static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+                                (std::is_unsigned_v<T> ||
+                                 value.get<std::int64_t>() <=
+                                     static_cast<std::int64_t>(std::numeric_limits<T>::max()));
+    if (!fits) {
+      throw InvalidArgument(fmt::format("{}: field '{}' = {} is out of range ({} to {})", context,
+                                        field, value.dump(), std::numeric_limits<T>::min(),
+                                        std::numeric_limits<T>::max()));
     }
   }
   try {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "codesign/json_util.hpp"
 #include "mcr/codesign/paths.hpp"
 #include "mcr/errors.hpp"
 
@@ -40,10 +41,11 @@ Link link_from_json(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object())
     throw InvalidArgument(fmt::format("system field '{}' must be an object", field));
   Link l;
-  l.bandwidth_gbs = j.value("bandwidth_gbs", 0.0);
-  l.latency_us = j.value("latency_us", 0.0);
-  l.efficiency = j.value("efficiency", 1.0);
-  l.topology = j.value("topology", std::string{});
+  const std::string context = fmt::format("system field '{}'", field);
+  codesign::detail::optional(j, "bandwidth_gbs", context, l.bandwidth_gbs);
+  codesign::detail::optional(j, "latency_us", context, l.latency_us);
+  codesign::detail::optional(j, "efficiency", context, l.efficiency);
+  codesign::detail::optional(j, "topology", context, l.topology);
   return l;
 }
 
@@ -129,25 +131,34 @@ void to_json(nlohmann::json& j, const SystemSpec& s) {
   }
 }
 
+// Each field read with its name in the error, integers as integers (8.5 GPUs per node is refused,
+// not read as 8) and within range.
 void from_json(const nlohmann::json& j, SystemSpec& s) {
-  s.name = j.value("name", std::string{});
-  s.description = j.value("description", std::string{});
-  s.device = j.value("device", std::string{});
-  s.nodes = j.value("nodes", 1);
-  s.gpus_per_node = j.value("gpus_per_node", 1);
-  s.compute_efficiency = j.value("compute_efficiency", 1.0);
-  s.stream_efficiency = j.value("stream_efficiency", 0.0);
-  if (j.contains("dtype_efficiency")) {
-    s.dtype_efficiency = j.at("dtype_efficiency").get<std::map<std::string, double>>();
-  }
+  using codesign::detail::optional;
+  if (!j.is_object()) throw InvalidArgument("a system must be a JSON object");
+  const std::string context = "system";
+  optional(j, "name", context, s.name);
+  optional(j, "description", context, s.description);
+  optional(j, "device", context, s.device);
+  optional(j, "nodes", context, s.nodes);
+  optional(j, "gpus_per_node", context, s.gpus_per_node);
+  optional(j, "compute_efficiency", context, s.compute_efficiency);
+  optional(j, "stream_efficiency", context, s.stream_efficiency);
+  optional(j, "dtype_efficiency", context, s.dtype_efficiency);
   if (j.contains("elementwise_ns")) {
+    if (!j.at("elementwise_ns").is_object())
+      throw InvalidArgument("system field 'elementwise_ns' must be an object");
     for (const auto& [cls, r] : j.at("elementwise_ns").items()) {
-      s.elementwise_ns[cls] = {r.value("forward", 0.0), r.value("backward", 0.0)};
+      const std::string where = fmt::format("system field 'elementwise_ns.{}'", cls);
+      ElementwiseRate rate{0, 0};
+      optional(r, "forward", where, rate.forward_ns);
+      optional(r, "backward", where, rate.backward_ns);
+      s.elementwise_ns[cls] = rate;
     }
   }
   if (j.contains("intra")) s.intra = link_from_json(j.at("intra"), "intra");
   if (j.contains("inter")) s.inter = link_from_json(j.at("inter"), "inter");
-  if (j.contains("sources")) s.sources = j.at("sources").get<std::map<std::string, std::string>>();
+  optional(j, "sources", context, s.sources);
 }
 
 SystemSpec load_system(const std::filesystem::path& path) {

@@ -92,5 +92,32 @@ TEST(PlanSystem, BadFieldIsNamed) {
   std::remove(path.c_str());
 }
 
+// A field of the wrong JSON type names the field (it was nlohmann's bare "type must be number");
+// a fractional count of GPUs is refused (it was read as 8), and so is a count past an int (it
+// wrapped to a negative number and was reported as such).
+TEST(PlanSystem, FieldsOfTheWrongTypeOrRangeAreNamed) {
+  const std::string path = ::testing::TempDir() + "odd-system.json";
+  const auto refused = [&](const std::string& fields, const std::string& want) {
+    {
+      std::ofstream out(path);
+      out << R"({"name": "x", "device": "a100-80gb", )" << fields
+          << R"(, "intra": {"bandwidth_gbs": 100}, "inter": {"bandwidth_gbs": 10}})";
+    }
+    try {
+      load_system(path);
+      ADD_FAILURE() << fields << " accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  refused(R"("nodes": "4", "gpus_per_node": 8)", "field 'nodes' = \"4\"");
+  refused(R"("nodes": 2, "gpus_per_node": 8.5)", "field 'gpus_per_node' = 8.5 must be an integer");
+  refused(R"("nodes": 3000000000, "gpus_per_node": 8)",
+          "field 'nodes' = 3000000000 is out of range");
+  refused(R"("nodes": 2, "gpus_per_node": 8, "compute_efficiency": "high")",
+          "field 'compute_efficiency'");
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace mcr::plan
