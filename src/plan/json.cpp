@@ -87,6 +87,7 @@ nlohmann::json to_json(const SearchResult& found, double seconds) {
   nlohmann::json j;
   j["evaluated"] = found.evaluated;
   j["rejected"] = found.rejected;
+  j["first_rejection"] = found.first_rejection;
   j["out_of_memory"] = found.out_of_memory;
   j["seconds"] = seconds;
   j["ranked"] = nlohmann::json::array();

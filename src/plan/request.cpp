@@ -67,6 +67,7 @@ SearchSpace to_search_space(const PlanRequest& r, const SystemSpec& system) {
   s.global_batch = r.global_batch.value_or(0);
   if (r.tp) s.tp = {*r.tp};
   if (r.pp) s.pp = {*r.pp};
+  if (r.dp) s.dp = {*r.dp};
   if (r.micro_batch) s.micro_batch = {*r.micro_batch};
   if (r.interleave) s.interleave = {*r.interleave};
   if (r.recompute) s.recompute = {parse_recompute(*r.recompute)};

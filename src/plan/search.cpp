@@ -53,6 +53,7 @@ SearchResult search_layouts(const codesign::ModelShape& model, const codesign::D
   }
   check_pinned(space.tp, 1, "tp");
   check_pinned(space.pp, 1, "pp");
+  check_pinned(space.dp, 1, "dp");
   check_pinned(space.cp, 1, "cp");
   check_pinned(space.ep, 1, "ep");
   check_pinned(space.micro_batch, std::int64_t{1}, "micro_batch");
@@ -104,9 +105,13 @@ SearchResult search_layouts(const codesign::ModelShape& model, const codesign::D
 
   SearchResult out;
   std::vector<PlanResult> fits, too_big;
+  const auto reject = [&](std::string why) {
+    ++out.rejected;
+    if (out.first_rejection.empty()) out.first_rejection = std::move(why);
+  };
   const auto consider = [&](const Layout& l) {
-    if (!layout_error(l, model, sys).empty()) {
-      ++out.rejected;
+    if (auto why = layout_error(l, model, sys); !why.empty()) {
+      reject(std::move(why));
       return;
     }
     ++out.evaluated;
@@ -137,11 +142,22 @@ SearchResult search_layouts(const codesign::ModelShape& model, const codesign::D
   for (int tp : tps)
     for (int cp : cps)
       for (int pp : pps) {
-        if (cp < 1 || gpus % (tp * cp * pp) != 0) continue;
+        if (gpus % (tp * cp * pp) != 0) {
+          reject(fmt::format("tp {} x cp {} x pp {} = {} does not divide the {} GPUs", tp, cp, pp,
+                             tp * cp * pp, gpus));
+          continue;
+        }
+        const int dp = gpus / (tp * cp * pp);
+        if (!space.dp.empty() &&
+            std::find(space.dp.begin(), space.dp.end(), dp) == space.dp.end()) {
+          reject(fmt::format("tp {} x cp {} x pp {} on {} GPUs leaves dp {}, not the dp asked for",
+                             tp, cp, pp, gpus, dp));
+          continue;
+        }
         l.tp = tp;
         l.cp = cp;
         l.pp = pp;
-        l.dp = gpus / (tp * cp * pp);
+        l.dp = dp;
         const auto sps = or_default(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
                                                                     : std::vector<bool>{false});
         for (int ep : eps)

@@ -93,7 +93,10 @@ std::string format_search(const plan::SearchResult& s, double seconds) {
   std::string out = fmt::format(
       "{} layouts predicted ({} combinations invalid, {} out of memory) in {:.2f} s\n\n",
       s.evaluated, s.rejected, s.out_of_memory, seconds);
-  if (s.ranked.empty()) {
+  if (s.ranked.empty() && s.evaluated == 0 && s.rejected > 0) {
+    out += fmt::format("no valid layout: every combination was refused; the first because {}\n",
+                       s.first_rejection);
+  } else if (s.ranked.empty()) {
     out += "no layout fits in memory\n";
   } else {
     out += "fastest layouts that fit:\n";

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "mcr/codesign/advisor.hpp"
@@ -19,6 +20,7 @@ struct SearchSpace {
   std::int64_t global_batch = 0;
   std::vector<int> tp;
   std::vector<int> pp;
+  std::vector<int> dp;                    ///< default: what tp, cp and pp leave of the GPUs
   std::vector<std::int64_t> micro_batch;  ///< default: powers of two up to 16
   std::vector<int> interleave;            ///< default: 1, 2, 3, 4, 6, 8
   std::vector<Recompute> recompute;       ///< default: all three
@@ -46,6 +48,9 @@ struct SearchResult {
   std::int64_t evaluated = 0;       ///< layouts predicted
   std::int64_t rejected = 0;        ///< combinations that are not valid layouts
   std::int64_t out_of_memory = 0;
+  /// Why the first combination that is not a valid layout was refused (empty: none was), so
+  /// that a search in which none is valid can say why.
+  std::string first_rejection;
 };
 
 /// {"evaluated", "rejected", "out_of_memory", "seconds", "ranked": [plan...], "too_big": [...]}.

@@ -105,6 +105,28 @@ TEST(PlanSearch, PinnedValuesOutOfRangeAreRefused) {
   refused(s, "space.gpus -8");
 }
 
+// A pinned dp stays pinned (it was ignored: every dp was searched), and a search in which no
+// combination is a valid layout says why (it said only that no layout fits in memory).
+TEST(PlanSearch, PinnedDpStaysPinnedAndAnEmptySearchSaysWhy) {
+  SearchSpace space;
+  space.gpus = 32;
+  space.global_batch = 64;
+  space.dp = {4};
+  const auto r = search_layouts(gpt(), a100(), CommModel(round_system()), space, 50);
+  ASSERT_FALSE(r.ranked.empty());
+  for (const auto& p : r.ranked)
+    EXPECT_EQ(p.layout.dp, 4);
+  SearchSpace none;
+  none.gpus = 32;
+  none.global_batch = 64;
+  none.pp = {5};  // divides neither the 32 GPUs nor anything else
+  const auto n = search_layouts(gpt(), a100(), CommModel(round_system()), none, 5);
+  EXPECT_EQ(n.evaluated, 0);
+  EXPECT_GT(n.rejected, 0);
+  EXPECT_NE(n.first_rejection.find("does not divide the 32 GPUs"), std::string::npos)
+      << n.first_rejection;
+}
+
 TEST(PlanSearch, AdviseIncludesTheInputAndSortsPairs) {
   SearchSpace space;
   space.gpus = 8;
