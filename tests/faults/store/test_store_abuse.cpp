@@ -371,22 +371,27 @@ TEST(StoreAbuse, ARankWaitingWhenTheServerGoesAwayIsToldWhy) {
   closer.join();
 }
 
+// The goodbye reaches the server thread asynchronously: a wait is refused once it has. Returns that
+// refusal's message (empty if none came within 2 s).
+std::string refusal_of_a_wait(Store& rank) {
+  const auto deadline = Clock::now() + 2s;
+  while (Clock::now() < deadline) {
+    try {
+      rank.get("never-set", 50ms);
+    } catch (const BackendError& e) {
+      return e.what();
+    } catch (const TimeoutError&) {
+    }
+  }
+  return {};
+}
+
 TEST(StoreAbuse, WhileTheOwnerGoesAwayImmediateRequestsAreStillServed) {
   auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0, job_a());
   auto r1 = connect_tcp_store("127.0.0.1", server->port(), 5s, job_a(), 1);
   r1->set("progress", {7});
   std::thread closer([&] { server.reset(); });  // says goodbye, then waits up to 2 s for r1
-  // The goodbye reaches the server thread asynchronously: a wait is refused once it has.
-  std::string error;
-  const auto deadline = Clock::now() + 2s;
-  while (error.empty() && Clock::now() < deadline) {
-    try {
-      r1->get("never-set", 50ms);
-    } catch (const BackendError& e) {
-      error = e.what();
-    } catch (const TimeoutError&) {
-    }
-  }
+  const std::string error = refusal_of_a_wait(*r1);
   EXPECT_NE(error.find("going away"), std::string::npos) << error;
   // What can be answered at once still is: a rank writing its error reads its peers' progress.
   EXPECT_TRUE(r1->responds_within(1000ms));
@@ -413,16 +418,7 @@ TEST(StoreAbuse, WhileTheOwnerGoesAwayNoNewRankGetsIn) {
     std::this_thread::sleep_for(1ms);
   ASSERT_EQ(server->stats().accepted, 2u);
   std::thread closer([&] { server.reset(); });  // says goodbye, then waits up to 2 s for r1
-  std::string error;
-  const auto deadline = Clock::now() + 2s;
-  while (error.empty() && Clock::now() < deadline) {
-    try {
-      r1->get("never-set", 50ms);
-    } catch (const BackendError& e) {
-      error = e.what();
-    } catch (const TimeoutError&) {
-    }
-  }
+  const std::string error = refusal_of_a_wait(*r1);
   ASSERT_NE(error.find("going away"), std::string::npos) << error;
   const Bytes hello = frame(hello_body(job_a(), 0));
   EXPECT_EQ(send_some(early.get(), hello.data(), hello.size()), hello.size());
