@@ -16,7 +16,7 @@ std::string version() {
 }
 
 RuntimeInfo runtime_info() {
-  detail::Runtime& rt = detail::runtime();
+  detail::Runtime& rt = detail::initialized_runtime();
   RuntimeInfo info;
   info.version = version();
   info.build["build_type"] = MCR_BUILD_TYPE;
@@ -72,7 +72,7 @@ RuntimeInfo runtime_info() {
 
 Selection explain_selection(OpType op, DType dtype, std::size_t bytes, int ranks, ReduceOp reduce,
                             Device device, CallForm form) {
-  detail::Runtime& rt = detail::runtime();
+  detail::Runtime& rt = detail::initialized_runtime();
   if (ranks < 1) {
     throw InvalidArgument(fmt::format("explain_selection: ranks {} must be >= 1", ranks));
   }

@@ -8,6 +8,7 @@
 #include <exception>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -94,8 +95,22 @@ bool runtime_exists() noexcept {
   return runtime_slot() != nullptr;
 }
 
+Runtime& initialized_runtime() {
+  Runtime& r = runtime();
+  if (!r.world) {
+    throw Error(
+        "mcr::init() failed in this process (see the error it raised); call mcr::finalize() "
+        "before calling init() again");
+  }
+  return r;
+}
+
 bool debug_enabled() noexcept {
-  static const bool on = env("MCR_DEBUG") != nullptr;
+  // Off unless set to something other than "0" (the docs write MCR_DEBUG=1).
+  static const bool on = [] {
+    const char* v = env("MCR_DEBUG");
+    return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+  }();
   return on;
 }
 
@@ -235,7 +250,8 @@ void form_world(Runtime& rt, const InitOptions& options, std::chrono::millisecon
 }  // namespace
 
 Communicator init(const InitOptions& options) {
-  if (runtime_exists()) return Communicator(runtime().world);
+  // A second call returns the world; after a failed one it raises (the world was never formed).
+  if (runtime_exists()) return Communicator(initialized_runtime().world);
   check_store_options(options);
   auto rt = std::make_unique<Runtime>();
   static_cast<mcr::LaunchInfo&>(rt->launch) = mcr::launch_info(options.store != nullptr);
@@ -343,7 +359,7 @@ Communicator init(const InitOptions& options) {
 }
 
 bool is_initialized() noexcept {
-  return runtime_exists();
+  return runtime_exists() && runtime_slot()->world != nullptr;
 }
 
 bool any_thread_may_call() noexcept {

@@ -42,6 +42,9 @@ struct Runtime {
 
 /// The runtime; throws mcr::Error when init() has not run.
 Runtime& runtime();
+/// The runtime of an init() that completed: throws Error, saying so, when init() failed after the
+/// runtime was formed (then only finalize() applies).
+Runtime& initialized_runtime();
 bool runtime_exists() noexcept;
 
 /// Creates the state of a communicator over `backends`, checking across its members that they

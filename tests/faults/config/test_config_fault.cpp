@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "mcr/comm.hpp"
+#include "mcr/comm/info.hpp"
 #include "mcr/errors.hpp"
 
 namespace {
@@ -184,6 +185,33 @@ int main(int argc, char** argv) {
       code = 1;
     }
     fmt::print("rank {}: {} after {:.3f} s: {}\n", rank, type_of(e), s, what);
+  }
+  // A failed init() leaves no runtime to use: not initialized, no runtime_info() (it read the
+  // world that was never formed), and another init() raises, saying to finalize() first (it
+  // returned an invalid world communicator).
+  if (mcr::is_initialized()) {
+    fmt::print(stderr, "FAIL rank {}: is_initialized() after a failed init()\n", rank);
+    code = 1;
+  }
+  std::string info_error;
+  try {
+    (void)mcr::runtime_info();
+    fmt::print(stderr, "FAIL rank {}: runtime_info() after a failed init()\n", rank);
+    code = 1;
+  } catch (const mcr::Error& e) {
+    info_error = e.what();
+  }
+  if (info_error.find("init() failed") != std::string::npos) {  // the runtime was formed
+    try {
+      (void)mcr::init();
+      fmt::print(stderr, "FAIL rank {}: init() again after a failed one returned\n", rank);
+      code = 1;
+    } catch (const mcr::Error& e) {
+      if (std::string(e.what()).find("call mcr::finalize()") == std::string::npos) {
+        fmt::print(stderr, "FAIL rank {}: init() again: {}\n", rank, e.what());
+        code = 1;
+      }
+    }
   }
   mcr::finalize();
   return code;
