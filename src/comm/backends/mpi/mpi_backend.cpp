@@ -130,7 +130,9 @@ std::string mpi_unusable(const Bootstrap& b) {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
-  if (!init || fin) {
+  if (fin)
+    return "MPI was finalized in this process (init() after finalize()), and cannot be used again";
+  if (!init) {
     return fmt::format(
         "no MPI world: launched by {} without an MPI launcher (MPI would form a wrong world)",
         to_string(b.launch().launcher));

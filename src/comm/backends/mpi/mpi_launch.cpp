@@ -52,7 +52,20 @@ class MpiExchange final : public Exchange {
 
 std::unique_ptr<Exchange> MpiLaunch::world_exchange(const LaunchInfo& launch) {
   int init = 0;
+  int fin = 0;
   MCR_MPI_CHECK(MPI_Initialized(&init));
+  MCR_MPI_CHECK(MPI_Finalized(&fin));
+  if (fin) {
+    // init() after finalize(): MPI cannot be initialized twice, and any other MPI call now ends
+    // the job. A process started alone forms its world of one without it (the MPI backend then
+    // says it is unusable); a launched world has no way left to find its peers through MPI.
+    if (launch.launcher == Launcher::single) return nullptr;
+    throw Error(fmt::format(
+        "MPI was finalized in this process (by mcr::finalize() or the application), and under {} "
+        "mcr forms its world through MPI, which cannot be initialized twice: call mcr::init() once "
+        "per process",
+        to_string(launch.launcher)));
+  }
   if (!init) {
     // Under torchrun-style variables (or srun without PMI) MPI_Init would form a wrong world of
     // one; a process started alone is a genuine world of one.
