@@ -137,6 +137,18 @@ std::string mpi_unusable(const Bootstrap& b) {
         "no MPI world: launched by {} without an MPI launcher (MPI would form a wrong world)",
         to_string(b.launch().launcher));
   }
+  // MPI that the application brought up itself, without an MPI launcher (mpi4py imported under
+  // torchrun), has a world of its own process only: every collective on it would return the
+  // rank's own input. Only a world that is this job's can carry it.
+  int rank = 0, size = 0;
+  if (MPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS ||
+      MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS || rank != b.launch().rank ||
+      size != b.launch().size) {
+    return fmt::format(
+        "MPI's world (rank {} of {}) is not this job's (rank {} of {}, launched by {}): the "
+        "application initialized MPI without an MPI launcher",
+        rank, size, b.launch().rank, b.launch().size, to_string(b.launch().launcher));
+  }
   return {};
 }
 
