@@ -330,10 +330,11 @@ void from_json(const json& j, ModelShape& m) {
   optional(j, "sliding_layers", ctx, m.sliding_layers);
   optional(j, "attention_sinks", ctx, m.attention_sinks);
   optional(j, "qk_norm", ctx, m.qk_norm);
-  // head_dim is written for every model; only a value other than h/a is an override.
+  // head_dim is written for every model; only a value other than h/a is an override (a negative
+  // one too, so that validate() refuses it instead of its being dropped).
   std::int64_t head_dim = 0;
   optional(j, "head_dim", ctx, head_dim);
-  if (head_dim > 0 && !(m.a > 0 && m.h % m.a == 0 && m.h / m.a == head_dim)) m.d_head = head_dim;
+  if (head_dim != 0 && !(m.a > 0 && m.h % m.a == 0 && m.h / m.a == head_dim)) m.d_head = head_dim;
   if (j.contains("mlp")) m.mlp = parse_mlp_type(required<std::string>(j, "mlp", ctx));
   if (j.contains("dtype")) m.dtype = parse_dtype(required<std::string>(j, "dtype", ctx));
   if (j.contains("attention")) {

@@ -68,5 +68,19 @@ TEST(Validation, ModelJsonRejectsNonIntegerSizes) {
   }
 }
 
+// A negative head_dim in a model file is refused by validate(), naming it; it was dropped, and the
+// model ran with h / a as if the field were absent.
+TEST(Validation, ModelJsonNegativeHeadDimIsRefused) {
+  ModelShape m = load_preset("gpt3-2.7b");
+  from_json(nlohmann::json::parse(R"({"head_dim": -64})"), m);
+  try {
+    m.validate();
+    FAIL() << "head_dim -64 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim = -64 must be >= 0"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace mcr::codesign
