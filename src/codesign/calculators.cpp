@@ -15,8 +15,15 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }
 
-void validate_layout(const ParallelLayout& p) {
+void validate_layout(const ModelShape& m, const ParallelLayout& p) {
   if (p.pp <= 0) throw InvalidArgument(fmt::format("layout.pp = {} must be >= 1", p.pp));
+  // A stage holds whole layers: more stages than layers leave some empty, which the per-stage
+  // weights (divided by pp) and activations (ceil(L / pp) layers) would both misprice.
+  if (p.pp > m.L) {
+    throw InvalidArgument(fmt::format(
+        "layout.pp = {} exceeds the model's {} layers (model.layers): every stage needs a layer",
+        p.pp, m.L));
+  }
   if (p.dp <= 0) throw InvalidArgument(fmt::format("layout.dp = {} must be >= 1", p.dp));
   if (p.zero_stage < 0 || p.zero_stage > 3) {
     throw InvalidArgument(fmt::format("layout.zero_stage = {} must be 0, 1, 2 or 3", p.zero_stage));
@@ -136,7 +143,7 @@ double training_flops(const ModelShape& model, double tokens, bool recompute) {
 
 MemoryEstimate training_memory(const ModelShape& model, const ParallelLayout& layout) {
   model.validate();
-  validate_layout(layout);
+  validate_layout(model, layout);
   const double params = count_parameters(model).total;
   // Every model-state term is sharded by t * pp first; ZeRO then shards over dp.
   const double shard = params / dbl(model.t * layout.pp);
@@ -161,7 +168,7 @@ MemoryEstimate training_memory(const ModelShape& model, const ParallelLayout& la
 
 MemoryEstimate inference_memory(const ModelShape& model, const ParallelLayout& layout) {
   model.validate();
-  validate_layout(layout);
+  validate_layout(model, layout);
   const double params = count_parameters(model).total;
   MemoryEstimate e;
   e.weights = params / dbl(model.t * layout.pp) * layout.weight_bytes;

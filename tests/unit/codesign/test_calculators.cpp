@@ -1,6 +1,8 @@
 // FLOP and memory calculators against hand-derived values.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "mcr/codesign/calculators.hpp"
 #include "mcr/errors.hpp"
 
@@ -52,6 +54,20 @@ TEST(Memory, ModelStatesShardByTpPpAndZero) {
   EXPECT_DOUBLE_EQ(e.optimizer, 12 * P / 4);
   l.zero_stage = 4;
   EXPECT_THROW(training_memory(m, l), InvalidArgument);
+  // More pipeline stages than layers: refused, naming both (the planner refuses it too).
+  l.zero_stage = 0;
+  l.pp = m.L + 1;
+  for (const bool training : {true, false}) {
+    try {
+      (void)(training ? training_memory(m, l) : inference_memory(m, l));
+      ADD_FAILURE() << "pp " << l.pp << " > L " << m.L << " accepted";
+    } catch (const InvalidArgument& err) {
+      EXPECT_NE(std::string(err.what()).find("exceeds the model's"), std::string::npos)
+          << err.what();
+    }
+  }
+  l.pp = m.L;
+  EXPECT_NO_THROW(training_memory(m, l));
 }
 
 TEST(Memory, KorthikantiActivations) {
