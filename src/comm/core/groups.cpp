@@ -116,6 +116,19 @@ std::vector<std::unique_ptr<detail::Backend>> form_agreed(
   return children;
 }
 
+// A rank whose own arguments were refused still meets the others (`meet`), so that they raise
+// with its reason at once instead of waiting out their timeout, and so that every rank's count of
+// meetings advances alike. Then it raises its own reason, which comes before any error of the
+// meeting itself.
+template <class Meet>
+[[noreturn]] void meet_then_refuse(const Meet& meet, const std::string& refused) {
+  try {
+    (void)meet();
+  } catch (const Error&) {  // NOLINT(bugprone-empty-catch): this rank's own error comes first
+  }
+  throw InvalidArgument(refused);
+}
+
 // `refused`: this rank's arguments failed their checks, and why. It still takes part in the
 // exchange below, so that every rank raises at once (the others name it), and every rank's count
 // of splits advances alike: the next split meets as usual.
@@ -133,13 +146,7 @@ Communicator do_split(detail::CommState& s, int color, int key, const std::strin
         encode({color, key}, refused), rt.bootstrap->timeout(), "split",
         fmt::format("split #{} of communicator {} ({} ranks)", index + 1, s.id, s.size));
   };
-  if (!refused.empty()) {
-    try {
-      (void)exchange();
-    } catch (const Error&) {  // NOLINT(bugprone-empty-catch): this rank's own error comes first
-    }
-    throw InvalidArgument(refused);
-  }
+  if (!refused.empty()) meet_then_refuse(exchange, refused);
   auto all = exchange();
   // Members of my group, ordered by (key, parent rank): the new rank is the position in this list.
   std::vector<std::tuple<int, int>> order;
@@ -219,13 +226,7 @@ std::string check_same_key(detail::CommState& s, const std::vector<int>& members
                                            timeout.count() > 0 ? timeout : bootstrap.timeout(),
                                            "member_group", what);
   };
-  if (!refused.empty()) {
-    try {
-      (void)exchange();
-    } catch (const Error&) {  // NOLINT(bugprone-empty-catch): this member's own error comes first
-    }
-    throw InvalidArgument(refused);
-  }
+  if (!refused.empty()) meet_then_refuse(exchange, refused);
   const auto keys = exchange();
   const auto text_of = [](const Bytes& b) {
     return b.empty() ? std::string() : std::string(b.begin() + 1, b.end());
