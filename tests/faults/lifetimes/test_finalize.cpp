@@ -11,6 +11,12 @@
 //                                        rank 1 reaches an all_reduce SLOW_MS late; rank 0's times
 //                                        out, and its finalize() must not wait for rank 1 (run by
 //                                        after_timeout.sh, which checks how the job ends).
+//   finalize_test sent_unwaited --backend=B
+//                                        rank 0 sends on B and never waits for the send, which
+//                                        rank 1 receives; then a receive that no rank matches
+//                                        times out on both ranks. The send completed, so
+//                                        finalize() after the failure must still finalize MPI:
+//                                        the job must end with status 0.
 //
 // Exit status 0 when the rank saw what it must, 1 otherwise; each rank prints why.
 #include <chrono>
@@ -156,12 +162,47 @@ int after_timeout(mcr::Communicator world, std::string_view backend, std::string
   return 0;
 }
 
+// A send that completed is not an operation in flight, even though its handle was never waited:
+// abandoning it at finalize() after a failure must not keep MPI from being finalized (which would
+// make mpiexec end the job with a failure of its own).
+int sent_unwaited(mcr::Communicator world, std::string_view backend) {
+  const int rank = world.rank();
+  std::vector<std::int32_t> sent(1 << 18, 42), got(1 << 18, 0),
+      never(16, 0);  // 1 MiB: past the eager limit
+  mcr::CallOptions o;
+  o.backend = backend;
+  mcr::Work send;
+  if (rank == 0) {
+    send = world.isend(mcr::Tensor(sent), 1, o);
+  } else {
+    world.recv(mcr::Tensor(got), 0, o);
+    for (std::int32_t x : got) {
+      if (x != 42) return fail(rank, fmt::format("received {} instead of 42", x));
+    }
+  }
+  mcr::CallOptions unmatched = o;
+  unmatched.tag = 9;
+  try {
+    world.irecv(mcr::Tensor(never), 1 - rank, unmatched).wait();
+    return fail(rank, "a receive that no rank matches completed");
+  } catch (const mcr::TimeoutError&) {  // NOLINT(bugprone-empty-catch): the failure wanted
+  }
+  world = mcr::Communicator();
+  try {
+    mcr::finalize();
+  } catch (const std::exception& e) {
+    return fail(rank, fmt::format("finalize() raised: {}", e.what()));
+  }
+  fmt::print("finalize_test rank {}: finalize() after the failure returned\n", rank);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3 || !std::string_view(argv[2]).starts_with("--backend=")) {
     std::fprintf(stderr,
-                 "usage: finalize_test waits|unmatched --backend=NAME\n"
+                 "usage: finalize_test waits|unmatched|sent_unwaited --backend=NAME\n"
                  "       finalize_test after_timeout --backend=NAME [sync|async [SLOW_MS]]\n");
     return 2;
   }
@@ -178,6 +219,7 @@ int main(int argc, char** argv) {
   const long timeout_ms = static_cast<long>(world.timeout().count());
   if (mode == "waits") return waits(std::move(world), backend);
   if (mode == "unmatched") return unmatched(std::move(world), backend, timeout_ms);
+  if (mode == "sent_unwaited") return sent_unwaited(std::move(world), backend);
   if (mode == "after_timeout") {
     const std::string_view form = argc > 3 ? std::string_view(argv[3]) : "async";
     const long slow_ms = argc > 4 ? std::stol(argv[4]) : 8000;

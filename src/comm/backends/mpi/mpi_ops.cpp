@@ -48,6 +48,15 @@ std::atomic<bool> g_abandoned{false};
 
 void MpiPending::abandon() noexcept {
   if (request == MPI_REQUEST_NULL) return;
+  // A request that has completed (a send the peer received, its handle never waited) leaves
+  // nothing for MPI to progress: freed, it keeps MPI safe to finalize. Its copies out of scratch
+  // must not run: the caller gave the operation up.
+  int completed = 0;
+  if (MPI_Test(&request, &completed, MPI_STATUS_IGNORE) == MPI_SUCCESS && completed != 0) {
+    request = MPI_REQUEST_NULL;
+    finish = {};
+    return;
+  }
   if (cancellable) {
     // A receive can be cancelled: once MPI confirms it (promptly for an unmatched receive), the
     // request is gone and nothing is left for MPI to progress. Bounded, in case it does not.
