@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <limits>
 
 #include "commands.hpp"
 #include "mcr/codesign/device.hpp"
@@ -139,7 +140,9 @@ void add_plan_command(CLI::App& app) {
                 "search shapes near the model (shape advisor) and the best layout of each");
   cmd->add_option("--validate", args->validate,
                   "predict the published runs of FILE (docs/planner.md) and print the errors");
-  cmd->add_option("--top", args->top, "layouts or pairs to list")->capture_default_str();
+  cmd->add_option("--top", args->top, "layouts or pairs to list (at least 1)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
   cmd->add_option("--budget", args->budget, "--advise: allowed relative parameter change")
       ->capture_default_str();
   cmd->callback([args] { run(*args); });
