@@ -2,6 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <cstdint>
+#include <limits>
+
 #include "mcr/errors.hpp"
 
 namespace mcr::codesign {
@@ -53,6 +56,22 @@ void Gemm::validate() const {
   check("n", n);
   check("k", k);
   check("batch", batch);
+  // Each operand's bytes (at most 8 per element) must fit in 64 bits: the runners size their
+  // buffers with these products, and a wrapped product would allocate too little.
+  static constexpr std::int64_t kMaxElements = std::numeric_limits<std::int64_t>::max() / 8;
+  const auto operand = [this](const char* name, std::int64_t rows, std::int64_t cols) {
+    std::int64_t elements = 0;
+    if (__builtin_mul_overflow(rows, cols, &elements) ||
+        __builtin_mul_overflow(elements, batch, &elements) || elements > kMaxElements) {
+      throw InvalidArgument(fmt::format(
+          "GEMM '{}' m={} n={} k={} batch={}: operand {} has more than {} elements (its bytes "
+          "would not fit in 64 bits)",
+          role, m, n, k, batch, name, kMaxElements));
+    }
+  };
+  operand("A (m x k x batch)", m, k);
+  operand("B (k x n x batch)", k, n);
+  operand("C (m x n x batch)", m, n);
 }
 
 bool operator==(const Gemm& a, const Gemm& b) {

@@ -17,6 +17,7 @@
 #include <ctime>
 #include <limits>
 #include <new>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -131,12 +132,17 @@ class CblasRunner final : public GemmRunner {
       }
     }
     try {
-      return time_dispatch(gemm, options);
+      try {
+        return time_dispatch(gemm, options);
+      } catch (const std::length_error&) {  // past the vector's max_size: too big, as below
+        throw std::bad_alloc();
+      }
     } catch (const std::bad_alloc&) {
+      // A shape too big for this machine's memory: a sweep skips it and goes on (run_sweep).
       const double gib = static_cast<double>(gemm.bytes()) / (1 << 30);
-      throw Error(
+      throw UnsupportedError(
           fmt::format("GEMM m={} n={} k={} batch={}: cannot allocate its {:.1f} GiB of "
-                      "operands",
+                      "operands on this machine",
                       gemm.m, gemm.n, gemm.k, gemm.batch, gib));
     }
   }

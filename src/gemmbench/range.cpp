@@ -66,8 +66,9 @@ void append_item(std::string_view item, std::string_view argument, std::vector<s
     throw InvalidArgument(
         fmt::format("{}: '{}' expands to more than {} values", argument, item, kMaxDimValues));
   }
-  for (std::int64_t v = start; v <= stop; v += step)
-    out.push_back(v);
+  // By index: `v += step` past the last value could overflow near INT64_MAX and never end.
+  for (std::size_t i = 0; i < count; ++i)
+    out.push_back(start + static_cast<std::int64_t>(i) * step);
 }
 
 }  // namespace

@@ -27,6 +27,19 @@ int rotation_sets(std::size_t set_bytes, std::size_t target_bytes, int max_sets)
   return static_cast<int>(std::clamp<std::size_t>(sets, 1, static_cast<std::size_t>(max_sets)));
 }
 
+OperandLayout operand_layout(std::size_t a_bytes, std::size_t b_bytes, std::size_t c_bytes,
+                             std::size_t alignment) {
+  const auto round_up = [alignment](std::size_t n) {
+    return (n + alignment - 1) & ~(alignment - 1);
+  };
+  OperandLayout l;
+  l.a = 0;
+  l.b = round_up(a_bytes);
+  l.c = l.b + round_up(b_bytes);
+  l.set_bytes = l.c + round_up(c_bytes);
+  return l;
+}
+
 Timing run_samples(const TimedCalls& run_calls, const MeasureOptions& options,
                    double sample_target_s) {
   if (options.min_samples < 1 || options.max_samples < options.min_samples) {

@@ -83,4 +83,16 @@ std::unique_ptr<GemmRunner> make_cublaslt_runner(int device = 0);
 /// [1, max_sets]. Pure; exposed for tests.
 int rotation_sets(std::size_t set_bytes, std::size_t target_bytes, int max_sets);
 
+/// Where A, B and C lie in one rotated buffer set, each rounded up to `alignment` bytes, and the
+/// set's size, a multiple of `alignment` too, so that every set's operands are aligned as well.
+/// cuBLASLt chooses its algorithm assuming 256-byte aligned operands unless told otherwise; an
+/// operand at a 2-byte offset would be timed with an algorithm chosen for another case.
+struct OperandLayout {
+  std::size_t a = 0, b = 0, c = 0;  ///< byte offsets in a set
+  std::size_t set_bytes = 0;
+};
+/// Pure; exposed for tests. `alignment` must be a power of two.
+OperandLayout operand_layout(std::size_t a_bytes, std::size_t b_bytes, std::size_t c_bytes,
+                             std::size_t alignment);
+
 }  // namespace mcr::codesign::bench

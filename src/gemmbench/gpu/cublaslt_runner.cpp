@@ -11,6 +11,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -81,10 +83,22 @@ std::optional<LtTypes> lt_types(DType dtype) {
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(std::size_t bytes) {
-    MCR_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+    const cudaError_t status = cudaMalloc(&ptr_, bytes);
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // not a sticky error: clear it so later calls go on
+      // A shape too big for the device: a sweep skips it and goes on (run_sweep).
+      throw UnsupportedError(fmt::format("cannot allocate {:.2f} GiB of operands on the device",
+                                         static_cast<double>(bytes) / (1 << 30)));
+    }
+    MCR_CUDA_CHECK(status);
     // 0x3C in every byte is a small, finite value in each type (fp32 ~0.0115, fp16 ~1.06,
     // bf16 ~0.0115, e4m3 1.5), so no NaN/Inf slow paths and no all-zero power shortcut.
-    MCR_CUDA_CHECK(cudaMemset(ptr_, 0x3C, bytes));
+    try {
+      MCR_CUDA_CHECK(cudaMemset(ptr_, 0x3C, bytes));
+    } catch (...) {
+      cudaFree(ptr_);  // the destructor of a throwing constructor never runs
+      throw;
+    }
   }
   ~DeviceBuffer() { cudaFree(ptr_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -151,13 +165,19 @@ class CublasLtRunner final : public GemmRunner {
       throw InvalidArgument(
           "clock 'cpu' applies to the CPU backend only; GPU runs use CUDA events");
     }
+    if (g.batch > std::numeric_limits<std::int32_t>::max()) {
+      throw InvalidArgument(
+          fmt::format("GEMM m={} n={} k={}: batch {} exceeds cuBLASLt's batch count (at most {})",
+                      g.m, g.n, g.k, g.batch, std::numeric_limits<std::int32_t>::max()));
+    }
     const LtTypes types = *lt_types(g.dtype);
     MCR_CUDA_CHECK(cudaSetDevice(device_));
 
     const auto a_bytes = static_cast<std::size_t>(g.m * g.k * g.batch) * types.ab_bytes;
     const auto b_bytes = static_cast<std::size_t>(g.k * g.n * g.batch) * types.ab_bytes;
     const auto c_bytes = static_cast<std::size_t>(g.m * g.n * g.batch) * types.cd_bytes;
-    const std::size_t set_bytes = a_bytes + b_bytes + c_bytes;
+    const OperandLayout at = operand_layout(a_bytes, b_bytes, c_bytes, kOperandAlignment);
+    const std::size_t set_bytes = at.set_bytes;
     const std::size_t target =
         options.rotation_bytes > 0 ? options.rotation_bytes : 2 * cache_bytes();
     const int sets = rotation_sets(set_bytes, target, options.max_buffer_sets);
@@ -202,9 +222,9 @@ class CublasLtRunner final : public GemmRunner {
     auto launch = [&] {
       char* base = buffers.get() + static_cast<std::size_t>(next_set) * set_bytes;
       next_set = (next_set + 1) % sets;
-      char* a = base;
-      char* b = base + a_bytes;
-      char* c = base + a_bytes + b_bytes;
+      char* a = base + at.a;
+      char* b = base + at.b;
+      char* c = base + at.c;
       MCR_CUBLAS_CHECK(cublasLtMatmul(lt_.handle, op.handle, alpha, a, la.handle, b, lb.handle,
                                       beta, c, lc.handle, c, lc.handle, &heuristic.algo,
                                       workspace.get(), kWorkspaceBytes, stream_));
@@ -228,6 +248,8 @@ class CublasLtRunner final : public GemmRunner {
 
  private:
   static constexpr std::size_t kWorkspaceBytes = 32u << 20;  // cuBLAS's advice for Hopper
+  // cuBLASLt's default assumption for operand pointers (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*).
+  static constexpr std::size_t kOperandAlignment = 256;
 
   template <typename Handle>
   static void make_layout(Handle& layout, cudaDataType_t type, std::int64_t rows, std::int64_t cols,

@@ -26,6 +26,12 @@ TEST(ParseDimValues, RangesAreInclusive) {
   EXPECT_EQ(parse_dim_values("1,8:32:8,1000", "-k"), Values({1, 8, 16, 24, 32, 1000}));
 }
 
+TEST(ParseDimValues, RangesEndingNearTheLargestIntegerStop) {
+  // The step past the last value would overflow: the range still ends with its last value.
+  EXPECT_EQ(parse_dim_values("9223372036854775800:9223372036854775807:4", "-m"),
+            Values({9223372036854775800, 9223372036854775804}));
+}
+
 void expect_rejected(const std::string& text, const std::string& needle) {
   try {
     parse_dim_values(text, "--batch");

@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include "mcr/errors.hpp"
 #include "mcr/gemmbench/runner.hpp"
 #include "mcr/gemmbench/sampler.hpp"
+#include "mcr/gemmbench/sweep.hpp"
 
 namespace mcr::codesign::bench {
 namespace {
@@ -80,6 +82,59 @@ TEST(CblasRunner, TimesASmallGemm) {
   // (4 194 304 B) needs ceil(9.2) = 10 sets.
   EXPECT_EQ(t.buffer_sets, 10);
   EXPECT_EQ(t.working_set_bytes, 10u * 454664u);
+}
+
+TEST(CblasRunner, AShapeTooBigForMemoryIsSkippedAndTheSweepGoesOn) {
+  if (!cblas_available()) GTEST_SKIP() << "this build has no CBLAS";
+  auto runner = make_cblas_runner(1);
+  // A is 2^17 x 2^17 x 2^16 fp32 elements, 4 PiB: more than any address space holds.
+  auto gemms = grid_gemms({64, 1 << 17, 32}, {64}, {64}, {1}, {DType::fp32});
+  gemms[1].n = gemms[1].k = 1 << 17;
+  gemms[1].batch = 1 << 16;
+  const auto set = run_sweep(*runner, gemms, quick());
+  ASSERT_EQ(set.rows.size(), 2u);
+  EXPECT_EQ(set.rows[0].gemm.m, 64);
+  EXPECT_EQ(set.rows[1].gemm.m, 32);
+  ASSERT_EQ(set.skipped.size(), 1u);
+  EXPECT_NE(set.skipped[0].reason.find("cannot allocate"), std::string::npos)
+      << set.skipped[0].reason;
+}
+
+TEST(Gemm, OperandsWhoseBytesOverflowAreRefused) {
+  Gemm g;
+  g.role = "huge";
+  g.m = g.k = std::int64_t{1} << 32;  // A has 2^64 elements
+  g.n = 1;
+  try {
+    g.validate();
+    FAIL() << "a GEMM whose A has 2^64 elements was accepted";
+  } catch (const InvalidArgument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("operand A"), std::string::npos) << message;
+    EXPECT_NE(message.find("'huge'"), std::string::npos) << message;
+  }
+  g.m = g.k = std::int64_t{1} << 20;  // 2^40 elements: fits
+  EXPECT_NO_THROW(g.validate());
+}
+
+TEST(OperandLayout, EveryOperandOfEverySetIsAligned) {
+  // bf16 m = n = 2047, k = 1024: A and B are 4 192 256 B (2 B past a multiple of 256), C 8 380 418.
+  const std::size_t a = 2047 * 1024 * 2, b = a, c = 2047 * 2047 * 2;
+  const auto l = operand_layout(a, b, c, 256);
+  EXPECT_EQ(l.a, 0u);
+  EXPECT_GE(l.b, a);
+  EXPECT_GE(l.c, l.b + b);
+  EXPECT_GE(l.set_bytes, l.c + c);
+  EXPECT_LT(l.set_bytes, a + b + c + 3 * 256);
+  for (std::size_t set = 0; set < 6; ++set) {
+    for (std::size_t offset : {l.a, l.b, l.c})
+      EXPECT_EQ((set * l.set_bytes + offset) % 256, 0u) << "set " << set << " offset " << offset;
+  }
+  // Already aligned sizes are packed as before.
+  const auto packed = operand_layout(512, 1024, 256, 256);
+  EXPECT_EQ(packed.b, 512u);
+  EXPECT_EQ(packed.c, 1536u);
+  EXPECT_EQ(packed.set_bytes, 1792u);
 }
 
 TEST(CblasRunner, UnsupportedDtypeNamesItAndTheBackend) {
