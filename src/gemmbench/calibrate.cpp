@@ -7,6 +7,8 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include "mcr/codesign/gemm_model.hpp"
 #include "mcr/errors.hpp"
@@ -292,9 +294,38 @@ std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std:
   return {train, test};
 }
 
-CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const DeviceSpec& start,
+// Each shape is one point: a sweep writes one row per GEMM asked for, and several GEMMs of a
+// model share a shape (Llama's gate and up projections) and one timing. Kept twice, a shape would
+// weigh twice in the fit, and could be both fitted and held out, so that the held-out error,
+// stored as the device's error bar, would partly be measured on fitted points. A shape goes where
+// its first row went, so a set without repeated shapes splits as before.
+std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_by_shape(
+    std::span<const GemmMeasurement> rows, double fraction, std::uint64_t seed) {
+  const auto [train_rows, test_rows] = split_indices(rows.size(), fraction, seed);
+  std::vector<bool> held_out(rows.size(), false);
+  for (const auto i : test_rows)
+    held_out[i] = true;
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, DType>;
+  std::set<Key> seen;
+  std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& g = rows[i].gemm;
+    if (!seen.insert(Key{g.m, g.n, g.k, g.batch, g.dtype}).second) continue;
+    (held_out[i] ? split.second : split.first).push_back(i);
+  }
+  return split;
+}
+
+CalibrationResult calibrate(std::span<const GemmMeasurement> rows, const DeviceSpec& given,
                             const CalibrationOptions& options) {
-  start.validate();
+  given.validate();
+  // Tiers largest first, as tier_index() and "the first tier is the reference" read them; the
+  // model itself takes them in any order, so a hand-built device may list them otherwise.
+  DeviceSpec start = given;
+  std::sort(
+      start.efficiency.alignment_tiers.begin(), start.efficiency.alignment_tiers.end(),
+      [](const AlignmentTier& a, const AlignmentTier& b) { return a.min_bytes > b.min_bytes; });
+  const std::span<const GemmMeasurement> measured = rows;
   for (std::size_t i = 0; i < measured.size(); ++i) {
     if (!start.supports(measured[i].gemm.dtype)) {
       throw InvalidArgument(fmt::format(
@@ -304,7 +335,7 @@ CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const Dev
     }
   }
   const auto [train_idx, test_idx] =
-      split_indices(measured.size(), options.holdout_fraction, options.seed);
+      split_by_shape(measured, options.holdout_fraction, options.seed);
   if (train_idx.size() < 3) {
     throw InvalidArgument(
         fmt::format("calibration needs at least 3 measurements to fit, got {} after holding out {}",
@@ -315,6 +346,7 @@ CalibrationResult calibrate(std::span<const GemmMeasurement> measured, const Dev
 
   CalibrationResult result;
   result.seed = options.seed;
+  result.duplicate_rows = rows.size() - train_idx.size() - test_idx.size();
   result.train_count = train.size();
   result.holdout_count = test.size();
   result.train_before = summary_on(train, start);
@@ -413,6 +445,7 @@ void to_json(nlohmann::json& j, const CalibrationResult& r) {
   j = {{"seed", r.seed},
        {"train_count", r.train_count},
        {"holdout_count", r.holdout_count},
+       {"duplicate_rows", r.duplicate_rows},
        {"train_before", r.train_before},
        {"train_after", r.train_after},
        {"holdout_before", r.holdout_before},

@@ -91,8 +91,11 @@ void print_comparison_table(std::FILE* out, const codesign::bench::MeasurementSe
 void print_calibration(std::FILE* out, const codesign::bench::CalibrationResult& r,
                        const codesign::DeviceSpec& before_device) {
   const auto& before = before_device.efficiency;
-  fmt::print(out, "calibration of '{}': seed {}, {} points fitted, {} held out, {} evaluations\n",
-             r.device.name, r.seed, r.train_count, r.holdout_count, r.evaluations);
+  fmt::print(out, "calibration of '{}': seed {}, {} points fitted, {} held out, {} evaluations{}\n",
+             r.device.name, r.seed, r.train_count, r.holdout_count, r.evaluations,
+             r.duplicate_rows > 0
+                 ? fmt::format(" ({} rows left out: their shape came earlier)", r.duplicate_rows)
+                 : std::string());
   print_summary_line(out, "  fitted   before", r.train_before);
   print_summary_line(out, "  fitted   after ", r.train_after);
   if (r.holdout_count > 0) {

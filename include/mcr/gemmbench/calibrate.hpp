@@ -54,6 +54,9 @@ struct CalibrationResult {
   std::uint64_t seed = 0;
   std::size_t train_count = 0;
   std::size_t holdout_count = 0;
+  /// Rows left out because an earlier row has the same shape (m, n, k, batch, dtype): each shape
+  /// is one point, fitted or held out, never both.
+  std::size_t duplicate_rows = 0;
   ComparisonSummary train_before, train_after;
   ComparisonSummary holdout_before, holdout_after;  ///< count 0 when nothing was held out
   int evaluations = 0;
@@ -76,6 +79,13 @@ std::vector<double> nelder_mead(const std::function<double(const std::vector<dou
 std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std::size_t n,
                                                                             double fraction,
                                                                             std::uint64_t seed);
+
+/// The split calibrate() uses: split_indices() of the rows, then each shape (m, n, k, batch,
+/// dtype) goes where its first row went and its later rows are left out, so that no shape is both
+/// fitted and held out (nor counted twice). Indices into `rows`; without repeated shapes, exactly
+/// split_indices(rows.size(), fraction, seed).
+std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_by_shape(
+    std::span<const GemmMeasurement> rows, double fraction, std::uint64_t seed);
 
 /// Fits `start.efficiency` and the efficiency of every tile but the first to `measured` (which must
 /// all be dtypes the device has), each within a physical range (peak fraction in [0.02, 1], other

@@ -2,6 +2,7 @@
 // itself with known efficiency parameters, then perturbed with seeded log-normal noise.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -120,6 +121,57 @@ TEST(Calibrate, NelderMeadFindsAQuadraticMinimum) {
   EXPECT_NEAR(x[1], -1.0, 1e-4);
   EXPECT_GT(evals, 0);
   EXPECT_LE(evals, 2000 + 3);  // a final shrink may evaluate a few more points
+}
+
+CalibrationOptions quick_fit() {
+  CalibrationOptions options;
+  options.seed = 7;
+  options.max_evaluations = 60;
+  options.restarts = 0;
+  return options;
+}
+
+TEST(Calibrate, EachShapeIsOnePointNeverFittedAndHeldOutAtOnce) {
+  // Every shape twice with one timing, as a sweep writes shapes that several GEMMs share.
+  auto data = synthetic_measurements(20240601, 0.03);
+  const std::size_t shapes = data.size();
+  for (std::size_t i = 0; i < shapes; ++i) {
+    data.push_back(data[i]);
+    data.back().gemm.role = "same shape, other role";
+  }
+  const auto [train, test] = split_by_shape(data, 0.5, 7);
+  EXPECT_EQ(train.size() + test.size(), shapes);
+  for (const auto i : train)
+    EXPECT_LT(i, shapes) << "a later row of shape " << i % shapes << " was kept";
+  for (const auto i : test)
+    EXPECT_LT(i, shapes) << "a later row of shape " << i % shapes << " was kept";
+  // Each shape where its first row went in the plain split of all rows.
+  const auto plain_test = split_indices(data.size(), 0.5, 7).second;
+  for (const auto i : test)
+    EXPECT_TRUE(std::binary_search(plain_test.begin(), plain_test.end(), i)) << i;
+  const auto r = calibrate(data, synthetic_device(), quick_fit());
+  EXPECT_EQ(r.duplicate_rows, shapes);
+  EXPECT_EQ(r.train_count, train.size());
+  EXPECT_EQ(r.holdout_count, test.size());
+  // Without repeated shapes the split is the plain one.
+  data.resize(shapes);
+  EXPECT_EQ(split_by_shape(data, 0.5, 7), split_indices(shapes, 0.5, 7));
+  EXPECT_EQ(calibrate(data, synthetic_device(), quick_fit()).duplicate_rows, 0u);
+}
+
+TEST(Calibrate, AlignmentTiersInAnyOrderFitTheSameParameters) {
+  const auto data = synthetic_measurements(20240601, 0.03);
+  auto reversed = synthetic_device();
+  std::reverse(reversed.efficiency.alignment_tiers.begin(),
+               reversed.efficiency.alignment_tiers.end());  // 2, 16, 128 bytes
+  const auto sorted_fit = calibrate(data, synthetic_device(), quick_fit());
+  const auto reversed_fit = calibrate(data, reversed, quick_fit());
+  EXPECT_EQ(reversed_fit.parameters, sorted_fit.parameters);
+  EXPECT_NE(std::find(sorted_fit.parameters.begin(), sorted_fit.parameters.end(),
+                      "alignment_tiers[2B].factor"),
+            sorted_fit.parameters.end());
+  EXPECT_EQ(reversed_fit.device.efficiency.peak_fraction,
+            sorted_fit.device.efficiency.peak_fraction);
 }
 
 TEST(Calibrate, RejectsDtypesTheDeviceLacksAndTooLittleData) {
