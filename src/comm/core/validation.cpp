@@ -310,6 +310,16 @@ Prepared prepare_all_to_all_v(const CommState& s, const Tensor& in, std::span<co
   c.counts(rc, "recv_counts");
   c.count(in, sum(sc), "input", "the sum of send_counts is");
   c.count(out, sum(rc), "output", "the sum of recv_counts is");
+  // What a rank sends itself is what it receives from itself: a backend copies send_counts[rank]
+  // elements into a slot of recv_counts[rank] (past its end when larger). Known locally, so every
+  // such rank raises before any blocks.
+  const auto me = static_cast<std::size_t>(s.rank);
+  if (sc[me] != rc[me]) {
+    c.fail(
+        "all_to_all_v: send_counts[{}] = {} but recv_counts[{}] = {}: what rank {} sends to "
+        "itself is what it receives from itself, so the two must be equal",
+        me, sc[me], me, rc[me], me);
+  }
   Prepared p = prepared(OpType::all_to_all_v, in);
   OpArgs& a = p.args;
   a.in = in.data();

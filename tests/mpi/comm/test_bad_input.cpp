@@ -194,6 +194,18 @@ TEST_F(BadInput, CountMismatches) {
                                          Tensor(out.data(), 5 * p, DType::f32), send_counts, o);
                                    },
                                    {{"input", "send_counts"}, {str(5 * p - 1), str(5 * p)}});
+    // Every rank sends itself 2 elements but makes room for 1 from itself.
+    const auto me = static_cast<std::size_t>(comm_.rank());
+    std::vector<std::size_t> recv_counts(p, 2);
+    recv_counts[me] = 1;
+    std::vector<std::size_t> two_each(p, 2);
+    expect_raises<InvalidArgument>(
+        "all_to_all_v counts to itself differ " + v,
+        [&] {
+          comm_.all_to_all_v(Tensor(in.data(), 2 * p, DType::f32), two_each,
+                             Tensor(out.data(), 2 * p - 1, DType::f32), recv_counts, o);
+        },
+        {{"send_counts[" + str(me) + "] = 2"}, {"recv_counts[" + str(me) + "] = 1"}});
     const int root = 0;
     if (comm_.rank() == root) {
       // Only the root checks the scatter input, so only the root calls: no one else can block.
