@@ -192,19 +192,26 @@ std::string broadcast_string(const CommHandle& h, const std::string& s) {
 }
 
 py::dict explain(const ProcessGroupMCR& pg, const std::string& op, const std::string& dtype,
-                 std::size_t bytes, const std::string& reduce) {
+                 std::size_t bytes, const std::string& reduce, const std::string& device) {
   auto o = mcr::parse_op(op);
   if (!o) throw mcr::InvalidArgument("explain: unknown operation '" + op + "'");
   auto d = mcr::parse_dtype(dtype);
   if (!d) throw mcr::InvalidArgument("explain: unknown dtype '" + dtype + "'");
   auto r = mcr::parse_reduce_op(reduce);
   if (!r) throw mcr::InvalidArgument("explain: unknown reduce op '" + reduce + "'");
+  if (device != "cpu" && device != "cuda") {
+    throw mcr::InvalidArgument("explain: device '" + device + "' is not 'cpu' or 'cuda'");
+  }
+  // Explained as the operation would be issued: on the tensor's device kind, in its i* form (the
+  // backend issues every op so, on the communication thread), with the backend that
+  // mcr.torch.backend() forces, if any.
+  const mcr::Device on = device == "cuda" ? mcr::Device::cuda(0) : mcr::Device::cpu();
+  const std::string forced = ProcessGroupMCR::backend_override();
   mcr::Selection sel;
   {
     py::gil_scoped_release no_gil;
-    // The backend issues every op in its i* form on the communication thread: explain that form.
     sel = CommThread::instance().call([&] {
-      return pg.communicator().explain(*o, *d, bytes, *r, mcr::Device::cpu(), mcr::CallForm::async);
+      return pg.communicator().explain(*o, *d, bytes, *r, on, mcr::CallForm::async, forced);
     });
   }
   py::dict out;
@@ -294,7 +301,7 @@ PYBIND11_MODULE(_mcr_torch, m) {
         py::arg("timeout") = std::chrono::milliseconds{0});
   m.def("broadcast_string", &broadcast_string);
   m.def("explain", &explain, py::arg("group"), py::arg("op"), py::arg("dtype"), py::arg("bytes"),
-        py::arg("reduce") = "sum");
+        py::arg("reduce") = "sum", py::arg("device") = "cpu");
   m.def("shutdown", &shutdown_runtime, py::arg("abandon") = false);
   m.def("exiting_on_error", [](const std::string& reason) { mcr::exiting_on_error(reason); });
   m.def(

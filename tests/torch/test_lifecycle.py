@@ -7,7 +7,12 @@
   and the new world works (mcr's runtime stays up between the two);
 - when TORCH_DISTRIBUTED_DEBUG=DETAIL is set (a second ctest run), torch wraps the backend and
   compares sequence numbers and collective fingerprints across ranks before every collective: the
-  same operations must run and give the same values.
+  same operations must run and give the same values, and mcr.torch.explain() must still find
+  mcr's group behind torch's wrapper;
+- init again is recognised under the same launcher as the first (srun: not as torchrun because
+  the first init filled in RANK);
+- explain() answers for a complex tensor (carried as pairs of its real type) and for the backend
+  that `with mcr.torch.backend(...)` forces.
 """
 
 import os
@@ -40,10 +45,25 @@ def collectives(rank, ws, group=None, what=""):
     dist.barrier(group=group)
 
 
+def explained(what):
+    check(mt._backend.backend_of() is not None, f"{what}: no mcr group behind the default group")
+    answer = mt.explain("all_reduce", tensor=torch.zeros(4, dtype=torch.complex64))
+    check(answer["backend"] != "", f"{what}: explain of a complex64 all_reduce: {answer}")
+    plain = mt.explain("all_reduce", 32, torch.float32)
+    check(answer["backend"] == plain["backend"],
+          f"{what}: complex64 x 4 is explained as {answer['backend']}, fp32 x 8 as "
+          f"{plain['backend']}")
+    with mt.backend("gloo"):
+        forced = mt.explain("all_reduce", 32, torch.float32)
+    check(forced["backend"] == "gloo", f"{what}: explain inside mt.backend('gloo'): {forced}")
+
+
 def main():
+    launcher = mt._backend.launch_info()["launcher"]
     rank, ws = setup()
     detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "") == "DETAIL"
     collectives(rank, ws, what="world")
+    explained("world")
 
     # Formed by its members alone: the others never call new_group for it.
     members = [0, ws - 1]
@@ -60,8 +80,11 @@ def main():
 
     dist.destroy_process_group()
     check(not dist.is_initialized(), "still initialised after destroy_process_group()")
+    again = mt._backend.launch_info()["launcher"]
+    check(again == launcher, f"after the first init the launcher reads {again}, before it {launcher}")
     mt.init_processes()
     check(dist.get_backend() == "mcr", f"re-initialised on {dist.get_backend()}")
+    explained("re-initialised world")
     collectives(rank, ws, what="re-initialised world")
     g = dist.new_group(list(range(ws)))
     collectives(rank, ws, g, "group after re-initialisation")

@@ -5,6 +5,9 @@ address of mcr's store on rank 0. Either way the world, and groups formed later,
 Under srun the ranks must be Slurm's."""
 
 import os
+import sys
+import tempfile
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -35,7 +38,16 @@ def main():
     by_mpi = mcr.torch._backend.launched_by_mpi()
     os.environ.pop("MCR_STORE_TOKEN", None)  # never needed with torch's store
     by_srun = mcr.torch._backend.launched_by_srun_without_mpi()
-    rank, ws = setup()
+    if sys.argv[1:] == ["file"]:
+        # A file:// rendezvous (torch's FileStore) in place of env://: torch needs the rank and
+        # world size passed for it, which init_processes() takes from the launcher. Every worker
+        # of one torchrun has the same parent, the agent.
+        path = os.path.join(tempfile.gettempdir(), f"mcr-file-init-{os.getppid()}")
+        mcr.torch.init_processes("mcr", timeout=timedelta(seconds=120),
+                                 init_method=f"file://{path}")
+        rank, ws = dist.get_rank(), dist.get_world_size()
+    else:
+        rank, ws = setup()
     info = _C.rendezvous()
     check(mcr.torch.get_local_rank() == want[3], f"get_local_rank {mcr.torch.get_local_rank()}")
     check((int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) == (rank, ws),

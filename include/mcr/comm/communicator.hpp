@@ -98,9 +98,11 @@ class Communicator {
   /// Backends instantiated on this communicator, in default priority order.
   std::vector<std::string> backends() const;
   /// The backend that would run `op` on `bytes` (the op's global message size), called in `form`
-  /// (the blocking call or its i* counterpart), and why.
+  /// (the blocking call or its i* counterpart), and why. `backend`: the call's
+  /// CallOptions::backend (a forced backend; empty: mcr's selection).
   Selection explain(OpType op, DType dtype, std::size_t bytes, ReduceOp reduce = ReduceOp::sum,
-                    Device device = Device::cpu(), CallForm form = CallForm::sync) const;
+                    Device device = Device::cpu(), CallForm form = CallForm::sync,
+                    std::string_view backend = {}) const;
   /// Attach an observer for completed operations (nullptr detaches). Sub-communicators created
   /// afterwards inherit it.
   void set_observer(std::shared_ptr<OpObserver> observer);

@@ -33,14 +33,41 @@ _member_groups = {}
 _exiting_on_error = False
 
 
+# The variables fill_launcher_env() filled in (RANK & co. under mpirun or srun), with the values it
+# gave them, and launch_info() as it read before. Once RANK is set the environment reads as a
+# torchrun-style launch, which under srun would hide Slurm (and PMI) from what follows: a later
+# init_processes() (after destroy_process_group()) would reuse the previous world's store address.
+_filled_in = {}
+_launch_before_fill = {}
+
+
 def launch_info(store_given=True):
     """The launcher's placement of this process, read by the runtime's own reader (mcr::launch_info,
     src/comm/bootstrap/launch.cpp), so that Python and C++ cannot disagree: {"launcher": "single" |
     "mpirun" | "srun" | "torchrun", "rank", "size", "local_rank", "local_size", "master_addr",
     "master_port", "mpi_world"}. `store_given` (the default here: torch brings its own store) makes
     torchrun's MASTER_ADDR/MASTER_PORT optional; under srun without PMI master_addr/master_port are
-    where rank 0's store listens, from MASTER_ADDR/MASTER_PORT or derived from the step."""
+    where rank 0's store listens, from MASTER_ADDR/MASTER_PORT or derived from the step. After
+    fill_launcher_env(), the launch as it was read before."""
+    ours = any(os.environ.get(k) == v for k, v in _filled_in.items())
+    if ours and store_given in _launch_before_fill:
+        return dict(_launch_before_fill[store_given])
     return _C.launch_info(store_given)
+
+
+def fill_launcher_env():
+    """RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE, where torchrun's are absent, from the launcher
+    that started this process (mpirun, srun), as the runtime reads it."""
+    info = launch_info()
+    if info["launcher"] not in ("mpirun", "srun"):
+        return
+    if not _launch_before_fill:
+        _launch_before_fill.update({True: info, False: _C.launch_info(False)})
+    for key, dst in (("rank", "RANK"), ("size", "WORLD_SIZE"), ("local_rank", "LOCAL_RANK"),
+                     ("local_size", "LOCAL_WORLD_SIZE")):
+        if dst not in os.environ:
+            os.environ[dst] = str(info[key])
+            _filled_in[dst] = os.environ[dst]
 
 
 def launched_by_mpi():
@@ -190,4 +217,7 @@ def backend_of(group=None):
         b = pg._get_backend(torch.device("cpu"))
     except (RuntimeError, AttributeError):
         return None
-    return b if isinstance(b, _C.ProcessGroupMCR) else None
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the backend in a checking wrapper (one level per wrap).
+    while b is not None and not isinstance(b, _C.ProcessGroupMCR):
+        b = getattr(b, "wrapped_pg", None)
+    return b

@@ -39,6 +39,8 @@ _OP_NAMES = {
 _DTYPES = {
     torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16",
     torch.int8: "i8", torch.uint8: "u8", torch.bool: "u8", torch.int32: "i32", torch.int64: "i64",
+    # Complex tensors travel as pairs of their real type, the same bytes.
+    torch.complex64: "fp32", torch.complex128: "fp64",
 }
 _REDUCE = {
     ReduceOp.SUM: "sum", ReduceOp.PRODUCT: "prod", ReduceOp.MIN: "min", ReduceOp.MAX: "max",
@@ -67,12 +69,20 @@ def _run(name, fn):
 def _launcher_env():
     """RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE, where torchrun's are absent, from the launcher
     that started this process (mpirun, srun), as the runtime reads it."""
-    info = _backend.launch_info()
-    if info["launcher"] not in ("mpirun", "srun"):
-        return
-    for key, dst in (("rank", "RANK"), ("size", "WORLD_SIZE"), ("local_rank", "LOCAL_RANK"),
-                     ("local_size", "LOCAL_WORLD_SIZE")):
-        os.environ.setdefault(dst, str(info[key]))
+    _backend.fill_launcher_env()
+
+
+def _rank_and_size_for(init_method):
+    """rank= and world_size= for init_process_group: torch reads RANK and WORLD_SIZE from the
+    environment for env:// alone; tcp:// and file:// need them passed (or in the URL)."""
+    if init_method is None or init_method.startswith("env://"):
+        return {}
+    query = init_method.partition("?")[2]
+    if "rank=" in query or "world_size=" in query:
+        return {}
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return {}
+    return {"rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"])}
 
 
 # The torch store address init_processes() agreed on under an MPI launcher, so that a later
@@ -92,6 +102,8 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
     PMI (the same, with RANK & co. from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and MASTER_ADDR/
     MASTER_PORT, unless set, derived from the step: _backend.launch_info) or by hand with the
     same variables. `dist_backend` may be "gloo" to run torch's own backend for comparison.
+    `init_method` (tcp://, file://) is passed to torch with the rank and world size the launcher
+    gives, unless its URL names them.
     """
     if dist.is_initialized():
         return
@@ -118,7 +130,8 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
         os.environ["MASTER_ADDR"] = info["master_addr"]
         os.environ["MASTER_PORT"] = str(info["master_port"])
     _launcher_env()
-    dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method)
+    dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method,
+                            **_rank_and_size_for(init_method))
 
 
 def is_initialized():
@@ -266,16 +279,19 @@ def _mcr_group(group):
 def explain(op, nbytes=None, dtype=torch.float32, reduce_op=ReduceOp.SUM, group=None, tensor=None):
     """Which backend mcr picks for `op` on a message of `nbytes` (the op's global size, as in
     nccl-tests: the full output of all_gather) and why. Pass `tensor` instead of nbytes/dtype to use
-    its size and type. The answer is for the asynchronous (i*) form, the form the backend issues
-    every op in. Returns {"backend", "source", "steps": [(backend, chosen, reason), ...],
+    its size, type and device (CPU unless a CUDA tensor is given). The answer is for the
+    asynchronous (i*) form, the form the backend issues every op in, and for the backend that an
+    enclosing ``with mcr.torch.backend(...)`` forces, as the operation would be issued. Returns {"backend", "source", "steps": [(backend, chosen, reason), ...],
     "composed_steps": [...]}; composed_steps is empty unless the backend is hier, whose steps each
     say their level, op, bytes, times, backend, source and reason."""
+    device = "cpu"
     if tensor is not None:
         dtype = tensor.dtype
         nbytes = tensor.numel() * tensor.element_size()
+        device = "cuda" if tensor.is_cuda else "cpu"
     if op not in _OP_NAMES:
         raise ValueError(f"mcr.torch.explain: unknown operation '{op}' (one of {sorted(_OP_NAMES)})")
     if dtype not in _DTYPES:
         raise ValueError(f"mcr.torch.explain: dtype {dtype} is not carried by mcr")
     return _C.explain(_mcr_group(group), _OP_NAMES[op], _DTYPES[dtype], int(nbytes or 0),
-                      _REDUCE.get(reduce_op, "sum"))
+                      _REDUCE.get(reduce_op, "sum"), device)

@@ -10,7 +10,9 @@ then the Python-side overhead (first mcr column minus the C++ one), mcr's speedu
 before the timed ones (the command exits with status 1 if any does).
 Each point runs in blocks with the variants interleaved (a new order per block); a block's figure
 is the slowest rank's mean, and the table shows the median block. Sizes are the op's global
-message size, as in nccl-tests and `mcr bench`.
+message size, as in nccl-tests and `mcr bench`: the bytes the op moves (count x element size),
+which may exceed the size asked for where the op needs a whole element per rank (all_gather,
+all_to_all of 4 B on 2 ranks moves 8 B).
 """
 
 import argparse
@@ -25,9 +27,15 @@ from mcr.torch import _backend
 from mcr.torch import _mcr_torch as _C
 
 
-def parse_size(s):
+def parse_size(s, flag):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * units[s[-1].upper()] if s[-1].upper() in units else int(s)
+    try:
+        n = int(s[:-1]) * units[s[-1].upper()] if s and s[-1].upper() in units else int(s)
+    except ValueError:
+        raise SystemExit(f"mcr.torch.bench: {flag} {s!r}: not a size (e.g. 4, 64K, 1M)") from None
+    if n < 1:
+        raise SystemExit(f"mcr.torch.bench: {flag} {s}: must be at least 1 byte")
+    return n
 
 
 def human(n):
@@ -151,14 +159,27 @@ def main():
     p.add_argument("--blocks", type=int, default=5,
                    help="blocks per point, the variants interleaved in each; the median is shown")
     a = p.parse_args()
+    # Checked before any rank starts: each rank refuses alike, and nothing waits for a peer.
     if a.blocks < 1:
-        raise SystemExit(f"--blocks {a.blocks}: must be at least 1")
+        raise SystemExit(f"mcr.torch.bench: --blocks {a.blocks}: must be at least 1")
+    if a.stepfactor < 2:
+        raise SystemExit(f"mcr.torch.bench: --stepfactor {a.stepfactor}: must be at least 2 (the "
+                         "sizes would never grow past --maxbytes)")
+    if a.iters < 0:
+        raise SystemExit(f"mcr.torch.bench: --iters {a.iters}: must be 0 (by size) or more")
+    minbytes, maxbytes = parse_size(a.minbytes, "--minbytes"), parse_size(a.maxbytes, "--maxbytes")
+    if maxbytes < minbytes:
+        raise SystemExit(f"mcr.torch.bench: --maxbytes {a.maxbytes} is below --minbytes "
+                         f"{a.minbytes}")
 
     mt.init_processes("mcr")
     ws = dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
     dtype = getattr(torch, a.dtype)
     mcr_variants = usable_variants(a.backends.split(","))
+    if not mcr_variants:  # every rank refused alike (usable_variants): every rank says so
+        raise SystemExit(f"mcr.torch.bench: no variant of --backends {a.backends} can run here "
+                         "(see the reasons above)")
     variants = ["torch-gloo"] + mcr_variants + ["c++"]
     if dist.get_rank() == 0:
         head = f"{'size':>8} {'count':>10} {'torch-gloo us':>14}"
@@ -167,11 +188,13 @@ def main():
               f" rank's mean; c++: mcr auto issued from C++ on the communication thread; py-ovh:"
               f" mcr-{mcr_variants[0]} minus c++\n{head} {'mcr-c++ us':>12} {'py-ovh us':>10}"
               f" {'gloo busbw':>10} {'mcr busbw':>10} {'speedup':>8} {'#wrong':>7}", flush=True)
-    size = parse_size(a.minbytes)
+    size = minbytes
     first = True
     total_wrong = 0
-    while size <= parse_size(a.maxbytes):
+    esize = torch.tensor([], dtype=dtype).element_size()
+    while size <= maxbytes:
         count, factor, fn, inp, out = make_op(a.op, size, dtype, ws)
+        moved = count * esize  # the size shown and the bandwidth's: what the op moves
         iters = a.iters or max(5, min(2000, (64 << 20) // max(size, 1) // 8))
         per_block = max(1, iters // a.blocks)
         # The first point also pays for connections and caches: warm every variant far longer.
@@ -186,9 +209,9 @@ def main():
                 times[v].append(time_block(v, fn, gloo, per_block, a.op, inp, out))
         us = {v: statistics.median(t) * 1e6 for v, t in times.items()}
         if dist.get_rank() == 0:
-            bw = lambda t: size * factor / t / 1e3  # noqa: E731 - bytes/us -> GB/s
+            bw = lambda t: moved * factor / t / 1e3  # noqa: E731 - bytes/us -> GB/s
             lead = us[mcr_variants[0]]
-            row = f"{human(size):>8} {count:>10} {us['torch-gloo']:>14.1f}"
+            row = f"{human(moved):>8} {count:>10} {us['torch-gloo']:>14.1f}"
             row += "".join(f" {us[v]:>12.1f}" for v in mcr_variants)
             row += f" {us['c++']:>12.1f} {lead - us['c++']:>10.1f}"
             print(f"{row} {bw(us['torch-gloo']):>10.3f} {bw(lead):>10.3f} {us['torch-gloo'] / lead:>7.1f}x"

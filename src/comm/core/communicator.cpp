@@ -109,9 +109,9 @@ std::vector<std::string> Communicator::backends() const {
   return out;
 }
 Selection Communicator::explain(OpType op, DType dtype, std::size_t bytes, ReduceOp reduce,
-                                Device device, CallForm form) const {
+                                Device device, CallForm form, std::string_view backend) const {
   const auto& selector = *state().selector;
-  Selection s = selector.explain(op, dtype, reduce, device.kind, bytes, {}, form);
+  Selection s = selector.explain(op, dtype, reduce, device.kind, bytes, backend, form);
   if (const detail::Backend* b = selector.find(s.backend); b != nullptr) {
     s.composed = b->explain_steps(op, dtype, bytes, reduce);
   }
