@@ -197,6 +197,11 @@ def _hook_uncaught_exceptions():
 
     def hook(kind, value, tb):
         global _exiting_on_error
+        # At an interactive prompt (python -i, a REPL) an uncaught exception ends the statement,
+        # not the process: the rank goes on, and its exit is a clean one.
+        if hasattr(sys, "ps1") or sys.flags.interactive:
+            previous(kind, value, tb)
+            return
         _exiting_on_error = True
         try:
             _C.exiting_on_error(f"uncaught {kind.__name__}: {value}")
