@@ -31,8 +31,9 @@ while (($#)); do
 done
 (($#)) || { echo "run_on_cluster.sh: no program given" >&2; exit 2; }
 
-name="ct$$"
-name=${name:0:8}
+# The pid in 6 hex digits (pids stay below 2^22): 8 characters, the most a name may have, and
+# distinct for every process, so that concurrent tests never share a cluster.
+name=$(printf 'ct%06x' "$$")
 export MCR_CLUSTER=$name
 set +e
 "$cluster" up --hosts "$hosts" --ranks-per-host "$rph" --rate "$rate"

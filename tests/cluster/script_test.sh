@@ -5,8 +5,9 @@
 # up again; `down` leaves nothing behind, and neither does an `up` that fails part-way.
 set -euo pipefail
 cluster="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster"
-export MCR_CLUSTER="cs$$"
-MCR_CLUSTER=${MCR_CLUSTER:0:8}
+# Distinct for every process (the pid in hex), within the 8 characters a name may have.
+MCR_CLUSTER=$(printf 'cs%06x' "$$")
+export MCR_CLUSTER
 fail() { echo "FAIL: $*" >&2; exit 1; }
 expect_error() {  # expect_error "words" CMD...
   local want=$1 out
@@ -43,6 +44,11 @@ ip -n "$MCR_CLUSTER-sw" link show p1 | grep -q "state DOWN" || fail "h1's switch
 "$cluster" exec h1 ip link show eth0 | grep -q "NO-CARRIER" || fail "h1's eth0 still has carrier"
 "$cluster" link h1 up
 ip -n "$MCR_CLUSTER-sw" link show p1 | grep -q "state DOWN" && fail "h1's switch port stayed down"
+# `up` on a cluster that is up plugs back a cable left pulled.
+"$cluster" link h2 down
+out=$("$cluster" up --hosts 3 --rate 100mbit 2>&1)
+[[ $out == *"already up"* ]] || fail "up again rebuilt the cluster: $out"
+ip -n "$MCR_CLUSTER-sw" link show p2 | grep -q "state DOWN" && fail "up left h2's switch port down"
 "$cluster" down
 trap - EXIT
 left=$(ip netns list | awk '{print $1}' | grep -c "^$MCR_CLUSTER-" || true)
