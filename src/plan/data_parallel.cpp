@@ -110,10 +110,12 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     if (l.zero >= 3) {
       // ZeRO-3 gathers the weights for every forward and backward pass and reduce-scatters the
       // gradients of every microbatch; prefetching hides what the compute covers.
+      // Parameters in their stored width (FP8 under --fp8-params), gradients in theirs
+      // (--grad-dtype), as the bucketed reduction above prices them.
       const double ag =
-          comm.cost(Collective::all_gather, grp.params * e, grp.where, pdt, form).time_s;
+          comm.cost(Collective::all_gather, grp.params * param_bytes, grp.where, pdt, form).time_s;
       const double rs =
-          comm.cost(Collective::reduce_scatter, grp.params * e, grp.where, gdt, form).time_s;
+          comm.cost(Collective::reduce_scatter, grp.params * grad, grp.where, gdt, form).time_s;
       zero3 += 2 * ag + rs;
     }
   }

@@ -58,10 +58,12 @@ double layer_activations(const codesign::ModelShape& m, const Layout& l, bool mo
     return bytes;
   }
   const int etp = l.expert_tp();
-  const double routed = tokens / t * etp * as_double(m.top_k);
   const double cap = l.capacity_factor > 0 ? l.capacity_factor : 1.0;
-  const double copies = routed * cap;         // balanced: what this rank's experts receive
-  bytes += copies * h * in + routed * h * e;  // expert inputs, unpermute buffer
+  // The rank's own routed copies (R = T/t·k, times the capacity): what its unpermute buffer holds
+  // once the combine has brought them back (after the expert-TP reduce-scatter).
+  const double own_copies = tokens / t * as_double(m.top_k) * cap;
+  const double copies = own_copies * etp;         // balanced: what this rank's experts receive
+  bytes += copies * h * in + own_copies * h * e;  // expert inputs, unpermute buffer
   bytes += copies * as_double(m.expert_width()) / etp * expert_elems;
   if (m.d_ff_shared > 0) bytes += tokens * as_double(m.d_ff_shared) / t * ff_elems;
   return bytes;

@@ -28,10 +28,12 @@ std::int64_t ceil_to(double x) {
 /// rank, is_token_in_rank), and across nodes once to each remote node holding any,
 /// (nodes - 1) (1 - (1 - 1/nodes)^k) nodes on average under balanced routing, forwarding it to the
 /// experts' GPUs over NVLink; both links work at once.
-double dispatch_time(const Context& c, const Placement& group, double tokens, double k,
-                     double ranks, double token_bytes, DType dtype) {
+// `copies`: the routed copies the all_to_all dispatcher sends (k per token, times the capacity
+// factor); the flex dispatcher sends each token once per rank holding one of its k experts.
+double dispatch_time(const Context& c, const Placement& group, double tokens, double copies,
+                     double k, double ranks, double token_bytes, DType dtype) {
   if (c.layout.moe_dispatcher == Dispatcher::alltoall) {
-    return c.comm.cost(Collective::all_to_all, tokens * k * token_bytes, group, dtype).time_s;
+    return c.comm.cost(Collective::all_to_all, copies * token_bytes, group, dtype).time_s;
   }
   const double delivered = tokens * ranks * token_bytes;
   if (group.nodes <= 1) return c.comm.cost(Collective::all_to_all, delivered, group, dtype).time_s;
@@ -163,12 +165,12 @@ void add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cos
   double fwd = 0;
   if (l.ep > 1) {
     const Placement group = place_group(l.ep, etp, sys.gpus_per_node);
-    fwd += 2 * dispatch_time(c, group, tokens.own, as_double(shape.top_k), tokens.ranks_per_token,
-                             h * e, cdt);
+    fwd += 2 * dispatch_time(c, group, tokens.own, tokens.own_copies, as_double(shape.top_k),
+                             tokens.ranks_per_token, h * e, cdt);
   }
   if (etp > 1) {
     const Placement group = place_group(etp, 1, sys.gpus_per_node);
-    const double bytes = tokens.own * as_double(shape.top_k) * etp * h * e;
+    const double bytes = tokens.own_copies * etp * h * e;  // the routed copies, capacity included
     fwd += c.comm.cost(Collective::all_gather, bytes, group, cdt).time_s +
            c.comm.cost(Collective::reduce_scatter, bytes, group, cdt).time_s;
   }

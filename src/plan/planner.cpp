@@ -31,8 +31,7 @@ constexpr BreakdownTerm kTerms[] = {
     {&Breakdown::logits_embedding, "logits_embedding", "embedding and logits", nullptr},
     {&Breakdown::tp_comm, "tp_comm", "TP/SP collectives", nullptr},
     {&Breakdown::cp_comm, "cp_comm", "CP K/V exchange", [](const Layout& l) { return l.cp > 1; }},
-    {&Breakdown::ep_comm, "ep_comm", "EP all_to_all",
-     [](const Layout& l) { return l.ep > 1 || l.expert_tp() > 1; }},
+    {&Breakdown::ep_comm, "ep_comm", "EP all_to_all", [](const Layout& l) { return l.ep > 1; }},
     {&Breakdown::pp_comm, "pp_comm", "pipeline p2p", nullptr},
     {&Breakdown::bubble, "bubble", "pipeline bubble", nullptr},
     {&Breakdown::dp_comm, "dp_comm", "DP reduction (exposed)", nullptr},
@@ -168,10 +167,13 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   r.dp_last_bucket_bytes = dp.last_bucket;
   double dp_exposed = dp.exposed;
   if (m.tied_embeddings && l.pp > 1) {
+    // The embedding's gradient, shared by the first and the last stage, in the gradients' width.
     const Placement pipe = place_group(l.pp, l.tp * l.cp * l.dp, g);
     const Placement pair{2, pipe.nodes > 1 ? 1 : 2, pipe.nodes > 1 ? 2 : 1};
-    const double bytes = as_double(m.v) * as_double(m.h) / l.tp * e;
-    dp_exposed += comm.cost(Collective::all_reduce, bytes, pair, dt).time_s;
+    const double grad_e = options.grad_bytes_per_param > 0 ? options.grad_bytes_per_param : e;
+    const double bytes = as_double(m.v) * as_double(m.h) / l.tp * grad_e;
+    dp_exposed +=
+        comm.cost(Collective::all_reduce, bytes, pair, grad_e >= 4 ? DType::f32 : dt).time_s;
   }
   b.dp_comm = dp_exposed;
   // Adam on the local shard: read the gradient, master, m and v; write master, m, v and the

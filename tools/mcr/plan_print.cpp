@@ -66,7 +66,11 @@ std::string format_plan(const plan::PlanResult& r) {
       100 * r.mfu_causal, r.peak_tflops);
   s += "breakdown (slowest pipeline stage):\n";
   for (const plan::BreakdownTerm& t : plan::breakdown_terms()) {
-    if (t.applies == nullptr || t.applies(r.layout)) s += row(t.label, b.*t.field, T);
+    // A term its layout does not call for is left out, unless it costs something all the same
+    // (the expert-TP gathers of an MoE model without expert parallelism).
+    if (t.applies == nullptr || t.applies(r.layout) || b.*t.field > 0) {
+      s += row(t.label, b.*t.field, T);
+    }
   }
   const auto& m = r.memory;
   if (m.capacity > 0) {

@@ -82,6 +82,26 @@ TEST(PlanMoe, ZeroShardsTheExpertsOverTheirOwnReplicas) {
   EXPECT_NEAR(z3.gradients, 2 * sharded, 1e-6 * sharded);
 }
 
+// Expert tensor parallelism gathers the routed copies over the etp ranks for the experts' input;
+// the unpermute buffer holds the rank's own copies only, after the combine's reduce-scatter. So
+// etp 2 against 1 (tp 2 with sequence parallelism) adds one more set of the rank's copies per
+// layer: L x (s b / t) x k x h x e bytes (before, the unpermute buffer grew with etp as well).
+TEST(PlanMoe, ExpertTensorParallelismGathersTheExpertsInputOnly) {
+  const auto m = moe();
+  const auto with_etp = [&](int etp) {
+    Layout l;
+    l.gpus = 4;
+    l.tp = 2;
+    l.sequence_parallel = true;
+    l.ep = 2;
+    l.etp = etp;
+    l.global_batch = 2;
+    return plan_memory(m, a100(), resolve_layout(l, m, round_system())).activations;
+  };
+  const double own = 2048.0 / 2, k = 2, h = 1024, e = 2;
+  EXPECT_NEAR(with_etp(2) - with_etp(1), kLayers * own * k * h * e, 1.0);
+}
+
 TEST(PlanMoe, ExpertsRunFourGemmsAtATime) {
   // Transformer Engine issues one GEMM per local expert on 4 streams. 8 experts top 2 and 16
   // experts top 4 on one rank both give each expert 2048 x k / E = 512 rows: twice the experts is

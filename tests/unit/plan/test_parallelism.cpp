@@ -131,6 +131,19 @@ TEST(PlanExpertParallel, AllToAllOfTheRoutedTokens) {
   EXPECT_NEAR(r.breakdown.ep_comm, microbatches * 24 * 4 * a2a, 1e-9);
 }
 
+TEST(PlanExpertParallel, ACapacityFactorSendsItsPaddedCopies) {
+  // The all_to_all dispatcher sends the routed copies padded to the capacity: twice as many at a
+  // capacity factor of 2 (before, the capacity changed the GEMMs and the memory, not the bytes).
+  const auto m = moe_gpt();
+  const SystemSpec sys = round_system();
+  Layout l = layout(8, 1, 1, 16, m, sys, 8);
+  const auto balanced = plan_step(m, a100(), CommModel(sys), l);
+  l.capacity_factor = 2;
+  const auto padded = plan_step(m, a100(), CommModel(sys), l);
+  EXPECT_GT(balanced.breakdown.ep_comm, 0);
+  EXPECT_NEAR(padded.breakdown.ep_comm, 2 * balanced.breakdown.ep_comm, 1e-12);
+}
+
 TEST(PlanExpertParallel, FlexDispatchSendsATokenOnceToEachRemoteNode) {
   // 16 experts on two nodes of 8: all_to_all sends half of the copies across; the flex
   // dispatcher sends each token to the other node once unless none of its 2 experts is there:

@@ -106,6 +106,24 @@ TEST(PlanDistributedOptimizer, SixPlusTwelveOverDBytesPerParameter) {
   EXPECT_NEAR((r.weights + r.gradients + r.optimizer) / params, 6 + 12.0 / 8, 1e-9);
 }
 
+TEST(PlanGradients, TiedEmbeddingsAreReducedInTheGradientsWidth) {
+  // pp 2, dp 1: the only reduction is the tied embedding's gradient between the first and the last
+  // stage, v h / t elements in the gradients' width (--grad-dtype): fp32 moves twice bf16's bytes.
+  const auto m = bf16_gpt();
+  const SystemSpec sys = round_system();
+  Layout l = one_gpu(8);
+  l.gpus = 2;
+  l.pp = 2;
+  l = resolve_layout(l, m, sys);
+  PlanOptions bf16, fp32;
+  bf16.grad_bytes_per_param = 2;
+  fp32.grad_bytes_per_param = 4;
+  const auto half = plan_step(m, h100(), CommModel(sys), l, bf16);
+  const auto full = plan_step(m, h100(), CommModel(sys), l, fp32);
+  EXPECT_GT(half.breakdown.dp_comm, 0);
+  EXPECT_NEAR(full.breakdown.dp_comm, 2 * half.breakdown.dp_comm, 1e-12);
+}
+
 TEST(PlanDistributedOptimizer, OverlapsItsGatherThatZeroOneExposes) {
   const auto m = bf16_gpt();
   const SystemSpec sys = round_system();
