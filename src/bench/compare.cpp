@@ -79,14 +79,17 @@ CompareResult run_compare(Communicator& world, const CompareOptions& o,
     for (DType dtype : o.dtypes) {
       if (cb.on_group) cb.on_group(op, dtype);
       for (std::size_t size : distinct_sizes(op, o.sizes, dtype, world.size())) {
-        Point point(world, {op, dtype, size, false, o.root, o.reduce, false, o.seed, o.device});
+        Point point(world, {op, dtype, size, o.in_place && has_in_place(op), o.root, o.reduce,
+                            o.async, o.seed, o.device});
         ComparePoint p;
         p.op = op;
         p.dtype = dtype;
         p.timings = measure_interleaved(point, variants, io);
         p.bytes = point.layout().bytes;
         p.auto_backend =
-            world.explain(op, dtype, p.bytes, is_reduction(op) ? o.reduce : ReduceOp::sum, o.device)
+            world
+                .explain(op, dtype, p.bytes, is_reduction(op) ? o.reduce : ReduceOp::sum, o.device,
+                         o.async ? CallForm::async : CallForm::sync)
                 .backend;
         p.best = best_single(p.timings);
         for (const auto& r : p.timings)

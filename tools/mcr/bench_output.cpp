@@ -78,11 +78,12 @@ void RowPrinter::finish() {
 std::string compare_header(const bench::CompareOptions& o, int ranks,
                            const std::vector<std::string>& backends) {
   std::string out = fmt::format(
-      "# auto vs every backend, {} ranks, {}-{} rounds interleaved, then auto and the best "
-      "until the ratio is within {:.1f}% (95%) or {} s more; ratio = median over rounds of "
+      "# auto vs every backend, {} ranks, {}, {}, {}-{} rounds interleaved, then auto and the "
+      "best until the ratio is within {:.1f}% (95%) or {} s more; ratio = median over rounds of "
       "best/auto, times max-across-ranks\n",
-      ranks, o.repetitions, std::max(o.repetitions, bench::kCompareMaxRepetitions),
-      o.precision * 100, o.extra_budget_s);
+      ranks, o.async ? "i* forms" : "blocking calls", o.in_place ? "in place" : "out of place",
+      o.repetitions, std::max(o.repetitions, bench::kCompareMaxRepetitions), o.precision * 100,
+      o.extra_budget_s);
   std::string head =
       fmt::format("# {:<15} {:>5} {:>10} {:<6} {:>10}", "op", "type", "size", "auto", "auto_us");
   for (const auto& b : backends)
@@ -198,8 +199,11 @@ bench::CompareCallbacks ComparePrinting::callbacks(bool quiet) {
 
 void ComparePrinting::finish(const bench::CompareResult& result) {
   if (json_) {
-    const auto doc =
-        nlohmann::json{{"ranks", ranks_}, {"min_ratio", options_.min_ratio}, {"rows", rows_}};
+    const auto doc = nlohmann::json{{"ranks", ranks_},
+                                    {"min_ratio", options_.min_ratio},
+                                    {"async", options_.async},
+                                    {"in_place", options_.in_place},
+                                    {"rows", rows_}};
     fmt::print(file_ ? file_ : stdout, "{}\n", doc.dump(2));
   }
   if (text_) {

@@ -71,7 +71,28 @@ bench::CompareOptions compare_options(const BenchFlags& f) {
   o.warmup = f.run.warmup;
   o.root = f.run.root;
   o.seed = f.run.seed;
+  o.async = f.run.async;
+  const bench::Placement place = bench::parse_placement(f.place);
+  if (place == bench::Placement::both) {
+    throw InvalidArgument(
+        "--place both: --compare-auto times one form of each point; give --place in or out");
+  }
+  o.in_place = place == bench::Placement::in;
   return o;
+}
+
+// Options of the sweep that --compare-auto has no use for: it times automatic selection against
+// every backend of the job, interleaved, for as many rounds as --reps and --precision ask, and
+// reports the slowest rank. Refused before anything starts rather than ignored.
+void refuse_for_compare(const CLI::App& cmd) {
+  for (const char* name : {"--backend", "--iters", "--min-time", "--time", "--csv"}) {
+    if (cmd.count(name) == 0) continue;
+    throw InvalidArgument(fmt::format(
+        "{} does not apply to --compare-auto, which times automatic selection against every "
+        "backend of the job, interleaved, for the rounds --reps and --precision ask, on the "
+        "slowest rank (--json gives its rows); drop {}",
+        name, name));
+  }
 }
 
 // Automatic selection against every single backend, interleaved in one process: the ratio is the
@@ -131,9 +152,13 @@ void add_bench_command(CLI::App& app) {
       "--compare-auto", opts->compare_auto,
       "time auto and every backend interleaved at each point and print auto's throughput ratio");
   add_compare_flags(cmd, opts->compare);
-  cmd->callback([opts, json, csv] {
+  cmd->callback([cmd, opts, json, csv] {
     opts->json = json->count() > 0;
     opts->csv = csv->count() > 0;
+    if (opts->compare_auto) {
+      refuse_for_compare(*cmd);
+      (void)compare_options(*opts);  // its flag errors too, before any rank starts
+    }
     Communicator world = init();
     try {
       opts->compare_auto ? bench_compare(world, *opts) : bench_sweep(world, *opts);

@@ -15,6 +15,7 @@
 #include "mcr/gemmbench/compare.hpp"
 #include "mcr/gemmbench/request.hpp"
 #include "mcr/gemmbench/sweep.hpp"
+#include "output_path.hpp"
 
 namespace mcr::cli {
 namespace {
@@ -61,6 +62,13 @@ void run(const GemmArgs& given, const CLI::App& cmd) {
     throw InvalidArgument(
         fmt::format("--format: '{}' is not one of table, json, csv", given.format));
   }
+  if (given.dry_run && (given.format != "table" || !given.output.empty())) {
+    throw InvalidArgument(
+        "--dry-run lists the GEMMs as text on stdout: --json, --csv, --format and -o apply to "
+        "measurements; drop them or --dry-run");
+  }
+  // Written after the whole sweep: whether it can be is known first.
+  if (!given.output.empty()) check_writable(given.output, "-o");
   GemmArgs a = given;
   a.request.measure.clock = cb::parse_clock(a.clock);
   a.request.probe_peak = !a.no_peak_probe && !a.dry_run;

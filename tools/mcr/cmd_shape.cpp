@@ -130,6 +130,20 @@ void add_shape_command(CLI::App& app) {
       fmt::print("{}\n", describe_model(load_preset(name)));
   });
 
+  // A subcommand runs alone: options of `mcr shape` itself given before it (`mcr shape --device X
+  // gemm ...`) would be dropped without a word, so they are refused, naming where they belong.
+  cmd->parse_complete_callback([cmd] {
+    for (const auto* sub : cmd->get_subcommands()) {
+      if (!sub->parsed()) continue;
+      for (const CLI::Option* o : cmd->get_options()) {
+        if (o->count() == 0 || o->get_name() == "--help") continue;
+        throw InvalidArgument(fmt::format(
+            "mcr shape: {} was given before the subcommand '{}', which does not read the options "
+            "of `mcr shape`: put it after '{}' if that subcommand takes it (mcr shape {} --help)",
+            o->get_name(), sub->get_name(), sub->get_name(), sub->get_name()));
+      }
+    }
+  });
   cmd->callback([cmd, opts] {
     for (const auto* sub : cmd->get_subcommands()) {
       if (sub->parsed()) return;  // a subcommand did the work

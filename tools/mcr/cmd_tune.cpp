@@ -13,6 +13,7 @@
 #include "mcr/comm/info.hpp"
 #include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
+#include "output_path.hpp"
 #include "tune_print.hpp"
 
 namespace mcr::cli {
@@ -77,6 +78,14 @@ bench::TuneOptions tune_options(const TuneFlags& f) {
 void tune(Communicator& world, const TuneFlags& f) {
   const bench::TuneOptions o = tune_options(f);
   const bool root = world.rank() == 0;
+  // Rank 0 writes the table, after minutes of measuring: whether it can is known first, on every
+  // rank alike (the file is left as it was).
+  std::string why;
+  const bool can_write = !root || writable(f.output, "-o", &why);
+  if (bench::sum_across(world, can_write ? 0 : 1) > 0) {
+    throw InvalidArgument(
+        root ? why : fmt::format("-o '{}': rank 0 cannot write the table there", f.output));
+  }
   bench::TuneCallbacks cb;
   if (root)
     cb.on_point = [quiet = f.quiet](const bench::TunePoint& p) { print_tune_point(p, quiet); };
@@ -91,9 +100,17 @@ void tune(Communicator& world, const TuneFlags& f) {
                problems.empty() ? "" : "; INVALID:");
     for (const auto& p : problems)
       fmt::print("  {}\n", p);
+    if (!problems.empty()) exit_code() = 1;  // a table selection would refuse to load
     if (f.plot) plot_next_to(table, f.output, f.plot_format);
   }
   if (result.wrong > 0) exit_code() = 1;
+}
+
+// The plot's format, before anything starts: the plot is drawn after minutes of measuring.
+void check_plot_format(const TuneFlags& f) {
+  if (f.plot && f.plot_format != "png" && f.plot_format != "svg") {
+    throw InvalidArgument(fmt::format("--plot-format '{}': must be png or svg", f.plot_format));
+  }
 }
 
 // --refine: no ranks, no MPI; reads the table and the traces, writes the refined table.
@@ -118,6 +135,8 @@ void refine(const TuneFlags& f, const CLI::App& cmd) {
   o.hysteresis = given ? f.hysteresis : -1;  // not given: the table's own
   o.min_ops = f.min_ops;
   o.command = bench::command_line();
+  check_plot_format(f);
+  check_writable(f.output, "-o");
   std::vector<bench::Trace> traces;
   for (const auto& path : f.from_traces)
     traces.push_back(bench::load_trace(path));
@@ -205,8 +224,10 @@ void add_tune_command(CLI::App& app) {
     if (!opts->from_traces.empty()) {
       throw InvalidArgument("--from-trace is read by --refine only: name the table to refine");
     }
-    // Every flag checked before init(): no rank waits on one that failed.
+    // Every flag checked before init(): no rank waits on one that failed. The table and its plot
+    // are written after minutes of measuring: their path and format are checked now too.
     (void)tune_options(*opts);
+    check_plot_format(*opts);
     Communicator world = init();
     try {
       tune(world, *opts);

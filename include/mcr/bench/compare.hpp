@@ -40,6 +40,8 @@ struct CompareOptions {
   ReduceOp reduce = ReduceOp::sum;        ///< --reduce
   std::uint64_t seed = 1;                 ///< --seed
   Device device = Device::cpu();          ///< --device
+  bool in_place = false;                  ///< --place in (ops without an in-place form: out)
+  bool async = false;                     ///< --async: the i* forms, each waited inside the timing
   int repetitions = 9;        ///< --reps: least rounds per point (more where the budget allows)
   double min_ratio = 0.95;    ///< --min-ratio: a point "meets" the target at ratio >= this
   double precision = 0.015;   ///< --precision: wanted relative half-width of the ratio's interval
