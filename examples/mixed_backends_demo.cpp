@@ -2,6 +2,7 @@
 // sync and async interleaved; rank 0 prints which backend ran what, and every result is verified.
 //
 //   mpirun -np 2 mixed_backends_demo
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <numeric>
@@ -78,7 +79,10 @@ int main() {
     r.wait();
     expect(token[7] == static_cast<float>(prev), "ring send/recv", rank);
   }
-  comm.barrier();
+  // Every rank's checks, not rank 0's alone: a wrong result on another rank fails the demo too.
+  std::vector<std::int32_t> wrong{failures};
+  comm.all_reduce(wrong, mcr::ReduceOp::sum);
+  failures = wrong[0];
   if (rank == 0) fmt::print("{}\n", failures == 0 ? "all results verified" : "FAILED");
   mcr::finalize();
   return failures == 0 ? 0 : 1;

@@ -93,6 +93,9 @@ def finish_args(args):
         sys.exit("deepspeed.pipe supports ZeRO stage 0 or 1 only")
     if args.moe and args.zero == 3:
         sys.exit("DeepSpeed-MoE does not support ZeRO stage 3")
+    if args.warmup < 0 or args.steps <= args.warmup:
+        sys.exit(f"--steps {args.steps} with --warmup {args.warmup}: at least one timed step is "
+                 "needed after the warm-up (and --warmup >= 0)")
     return args
 
 

@@ -44,7 +44,13 @@ def parse(description, steps=20):
     p.add_argument("--dist", choices=DISTS, default="mcr-auto")
     p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--warmup", type=int, default=2, help="steps left out of the timing")
-    return p.parse_args()
+    args = p.parse_args()
+    # Refused before any rank starts: every rank parses the same arguments.
+    if args.warmup < 0:
+        p.error(f"--warmup {args.warmup}: must be 0 or more")
+    if args.steps <= args.warmup:
+        p.error(f"--steps {args.steps} leaves no timed step after --warmup {args.warmup}")
+    return args
 
 
 class Run:
