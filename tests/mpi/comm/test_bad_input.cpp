@@ -725,13 +725,16 @@ TEST_F(Timeouts, NeverIsBounded) {
 // split() waits the runtime's timeout (MCR_TIMEOUT) for every rank of the parent. A rank that comes
 // after the others gave up raises at once instead of going on into the libraries' split
 // (MPI_Comm_split waits for every rank of the parent without a bound), and the next split works.
-// Its own entry runs it with MCR_TIMEOUT=3 (mpi.split_late.np3); the other entries leave it out.
+// Its own entry runs it with MCR_TIMEOUT=4 (mpi.split_late.np3); the other entries leave it out.
+// The late rank comes at 6 s: 2 s after the others gave up (4 s in; they must by 5.9 s), and 2 s
+// before their next split, begun when they gave up, waits out its own 4 s. Margins of 2 s each
+// way for 3 ranks on 2 cores (they were 1.5 s with MCR_TIMEOUT=3 and 4.5 s).
 TEST_F(Timeouts, SplitRankComesLate) {
   Communicator comm = world().split(0, world().rank());
   if (comm.size() < 2) GTEST_SKIP() << "needs a second rank to come late";
   const int late = comm.size() - 1;
   if (comm.rank() == late) {
-    std::this_thread::sleep_for(4500ms);
+    std::this_thread::sleep_for(6000ms);
     const auto start = Clock::now();
     expect_raises<TimeoutError>("split joined after the others gave up",
                                 [&] { (void)comm.split(0, comm.rank()); },
@@ -742,8 +745,8 @@ TEST_F(Timeouts, SplitRankComesLate) {
     expect_raises<TimeoutError>("split with a rank missing",
                                 [&] { (void)comm.split(0, comm.rank()); },
                                 {{"split"}, {fmt::format("ranks [{}] had not arrived", late)}});
-    EXPECT_GE(Clock::now() - start, 2900ms) << rank_tag();
-    EXPECT_LT(Clock::now() - start, 4400ms) << rank_tag() << ": the timeout was not kept";
+    EXPECT_GE(Clock::now() - start, 3900ms) << rank_tag();
+    EXPECT_LT(Clock::now() - start, 5900ms) << rank_tag() << ": the timeout was not kept";
   }
   Communicator again = comm.split(0, comm.rank());
   ASSERT_TRUE(again.valid()) << rank_tag();

@@ -126,8 +126,16 @@ class StalledStore final : public mcr::KeyValueStore {
   bool check(const std::vector<std::string>&) override {
     std::unique_lock lock(mu_);
     ++checks_;
+    cv_.notify_all();  // for wait_for_checks()
     cv_.wait(lock, [this] { return released_; });
     return false;
+  }
+  /// Waits (up to `limit`) until check() has been entered `n` times: the probe asks on a thread
+  /// of its own, which a loaded machine may start late.
+  int wait_for_checks(int n, std::chrono::milliseconds limit) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, limit, [&] { return checks_ >= n; });
+    return checks_;
   }
   void release() {
     std::lock_guard lock(mu_);
@@ -161,7 +169,7 @@ TEST(GivenStore, ProbeGivesUpOnAStalledStoreAndAsksOnceAtATime) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   // The first probe's request has not returned: the second probe waits for it, not asking again.
   EXPECT_FALSE(store->responds_within(std::chrono::milliseconds(50)));
-  EXPECT_EQ(stalled->checks(), 1);
+  EXPECT_EQ(stalled->wait_for_checks(1, std::chrono::seconds(5)), 1);
   stalled->release();
   // Once the store answers, so do the probes: the pending request's, or a new one's when that
   // had already returned.

@@ -60,11 +60,13 @@ TEST(TickClock, MappedReadingsStayOnTheSteadyClockAcrossReanchoring) {
   while (steady_clock::now() < until) {
     const Sample s = sample();
     const std::int64_t m = mapped_ns(s.reading);
-    // Allowed: the bracket around the reading, plus 2 us for the line's error.
+    // Allowed: the bracket around the reading, plus 20 us for the line's error: the steady clock
+    // is slewed by NTP and the counter is not, and a change of the slew by 20 ppm within one
+    // 100 ms extrapolation already moves them 2 us apart (a freshly booted machine).
     const std::int64_t off = std::llabs(m - s.steady_ns) - s.bracket_ns;
     worst = std::max(worst, off);
-    EXPECT_LT(off, 2'000) << "reading " << s.reading << " maps " << m - s.steady_ns
-                          << " ns from the steady clock (bracket " << s.bracket_ns << " ns)";
+    EXPECT_LT(off, 20'000) << "reading " << s.reading << " maps " << m - s.steady_ns
+                           << " ns from the steady clock (bracket " << s.bracket_ns << " ns)";
     EXPECT_GE(m, previous) << "mapped times went backwards";
     previous = m;
     ++samples;
