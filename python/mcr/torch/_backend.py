@@ -97,7 +97,10 @@ def ensure_runtime(store=None, rank=None, size=None):
     with _lock:
         if _C.is_initialized():
             return _C.world()
-        if launched_by_mpi() or store is None:
+        # The runtime reads the environment as it is now (RANK filled in included): ask the same
+        # reader, not launch_info()'s answer from before the fill, so that a launch the runtime
+        # takes for a torchrun-style one (srun with PMI and MASTER_PORT set) gets torch's store.
+        if _C.launch_info(True)["mpi_world"] or store is None:
             return _C.init_runtime()
         if rank is None or size is None:
             rank, size = dist.get_rank(), dist.get_world_size()
