@@ -62,13 +62,14 @@ void run(const GemmArgs& given, const CLI::App& cmd) {
     throw InvalidArgument(
         fmt::format("--format: '{}' is not one of table, json, csv", given.format));
   }
-  if (given.dry_run && (given.format != "table" || !given.output.empty())) {
+  const bool to_file = !given.output.empty() && given.output != "-";  // "-": stdout
+  if (given.dry_run && (given.format != "table" || to_file)) {
     throw InvalidArgument(
         "--dry-run lists the GEMMs as text on stdout: --json, --csv, --format and -o apply to "
         "measurements; drop them or --dry-run");
   }
   // Written after the whole sweep: whether it can be is known first.
-  if (!given.output.empty()) check_writable(given.output, "-o");
+  if (to_file) check_writable(given.output, "-o");
   GemmArgs a = given;
   a.request.measure.clock = cb::parse_clock(a.clock);
   a.request.probe_peak = !a.no_peak_probe && !a.dry_run;

@@ -7,24 +7,33 @@
 #include <cstring>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "mcr/errors.hpp"
 
 namespace mcr::cli {
 
 bool writable(const std::string& path, std::string_view flag, std::string* why) {
-  std::error_code ec;
-  const bool existed = std::filesystem::exists(path, ec);
-  // "a": opens for writing without truncating what is there, and creates a missing file.
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (f == nullptr) {
-    if (why != nullptr) {
-      *why =
-          fmt::format("{} '{}': the file cannot be written ({})", flag, path, std::strerror(errno));
-    }
+  namespace fs = std::filesystem;
+  const auto refuse = [&](const std::string& reason) {
+    if (why != nullptr)
+      *why = fmt::format("{} '{}': the file cannot be written ({})", flag, path, reason);
     return false;
+  };
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    if (fs::is_directory(path, ec)) return refuse("it is a directory");
+    // "a": opens for writing without truncating or writing anything.
+    std::FILE* f = std::fopen(path.c_str(), "a");
+    if (f == nullptr) return refuse(std::strerror(errno));
+    std::fclose(f);
+    return true;
   }
-  std::fclose(f);
-  if (!existed) std::filesystem::remove(path, ec);
+  // A new file (or a dangling link): its directory must take it. Nothing is created to find out.
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec)) return refuse(fmt::format("no directory '{}'", dir.string()));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return refuse(std::strerror(errno));
   return true;
 }
 
