@@ -51,6 +51,23 @@ int allowed_cpu_count() {
   return static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 }
 
+// The thread_siblings_list of every CPU this process may run on; empty when any is unreadable.
+std::vector<std::string> allowed_sibling_lists() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
+  std::vector<std::string> lists;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    const std::string text =
+        read_file(fmt::format("/sys/devices/system/cpu/cpu{}/topology/thread_siblings_list", cpu));
+    const std::string_view list = trim(text);
+    if (list.empty()) return {};
+    lists.emplace_back(list);
+  }
+  return lists;
+}
+
 void read_sysfs_caches(CpuInfo& info) {
   namespace fs = std::filesystem;
   const fs::path base = "/sys/devices/system/cpu/cpu0/cache";
@@ -101,6 +118,13 @@ double CpuInfo::fp32_peak_tflops() const {
 
 std::int64_t CpuInfo::llc_bytes() const {
   return std::max({l1d_bytes, l2_bytes, l3_bytes});
+}
+
+int count_physical_cores(const std::vector<std::string>& thread_siblings_lists) {
+  std::vector<std::string> distinct = thread_siblings_lists;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  return static_cast<int>(distinct.size());
 }
 
 std::int64_t parse_cache_size(std::string_view text) {
@@ -192,7 +216,9 @@ double measure_core_clock_ghz() {
 
 CpuInfo detect_cpu() {
   CpuInfo info;
-  info.cores = allowed_cpu_count();
+  info.logical_cpus = allowed_cpu_count();
+  const int physical = count_physical_cores(allowed_sibling_lists());
+  info.cores = physical > 0 ? std::min(physical, info.logical_cpus) : info.logical_cpus;
   read_sysfs_frequency(info);
   parse_proc_cpuinfo(read_file("/proc/cpuinfo"), info);
   if (info.freq_source != "sysfs cpuinfo_max_freq") {

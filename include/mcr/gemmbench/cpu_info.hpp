@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mcr::codesign::bench {
 
@@ -17,8 +18,11 @@ struct CpuCache {
 struct CpuInfo {
   std::string vendor;  ///< e.g. "GenuineIntel", "AuthenticAMD"
   std::string model_name;
-  int family = 0;       ///< x86 "cpu family"
-  int cores = 0;        ///< CPUs this process may run on (sched_getaffinity)
+  int family = 0;  ///< x86 "cpu family"
+  /// Physical cores among the CPUs this process may run on: SMT siblings (hyperthreads) share a
+  /// core's FMA units and count once (sysfs topology); where the topology is unreadable, the CPUs.
+  int cores = 0;
+  int logical_cpus = 0;  ///< CPUs this process may run on (sched_getaffinity)
   int simd_bits = 128;  ///< widest vector ISA advertised: 128 (SSE/NEON), 256 (AVX2), 512 (AVX-512)
   bool fma = false;
   bool avx512_bf16 = false;
@@ -41,6 +45,10 @@ struct CpuInfo {
 /// Fills the parts of `info` that /proc/cpuinfo text provides (vendor, model, family, flags,
 /// "cpu MHz"). Exposed for tests; detect_cpu() uses it on the real file.
 void parse_proc_cpuinfo(std::string_view text, CpuInfo& info);
+
+/// Physical cores among CPUs given by their sysfs thread_siblings_list ("0,4", "0-1"): one per
+/// distinct list. Exposed for tests; detect_cpu() reads the lists of the CPUs it may run on.
+int count_physical_cores(const std::vector<std::string>& thread_siblings_lists);
 
 /// Parses a sysfs cache size such as "32K", "1024K" or "32M" into bytes (0 if unparsable).
 std::int64_t parse_cache_size(std::string_view text);

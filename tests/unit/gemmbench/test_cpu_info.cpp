@@ -75,9 +75,19 @@ TEST(CpuInfo, CacheSizes) {
   EXPECT_EQ(parse_cache_size("lots"), 0);
 }
 
+TEST(CpuInfo, HyperthreadsShareTheirCore) {
+  // 4 CPUs, 2 cores with 2 threads each (siblings listed as sysfs writes them): 2 cores. Without
+  // SMT every CPU lists itself alone.
+  EXPECT_EQ(count_physical_cores({"0,2", "1,3", "0,2", "1,3"}), 2);
+  EXPECT_EQ(count_physical_cores({"0-1", "0-1"}), 1);
+  EXPECT_EQ(count_physical_cores({"0", "1"}), 2);
+  EXPECT_EQ(count_physical_cores({}), 0);
+}
+
 TEST(CpuInfo, DetectsSomethingPlausibleHere) {
   const auto info = detect_cpu();
   EXPECT_GE(info.cores, 1);
+  EXPECT_GE(info.logical_cpus, info.cores);
   EXPECT_GE(info.simd_bits, 128);
 }
 
