@@ -107,7 +107,15 @@ SweepResult run_sweep(Communicator& world, const SweepOptions& o, const SweepCal
             first = false;
             const int iterations = iterations_for(world, o, warm);
             world.barrier();
-            const double mine = point.time(backend, iterations);
+            double mine = 0;
+            try {
+              mine = point.time(backend, iterations);
+            } catch (const UnsupportedError& e) {
+              // Without warmup (-w 0) the timed run is a size's first call: a size past the
+              // backend's limit fails here, before anything is sent and on every rank alike.
+              if (cb.on_skipped) cb.on_skipped(group, e.what());
+              break;
+            }
             const double t = reduce_across(world, {mine}, o.time)[0];
             SweepRow row;
             row.op = op;
