@@ -71,8 +71,8 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
   DataParallel out;
   const int g = comm.system().gpus_per_node;
   const double e = codesign::dtype_bytes(m.dtype);
-  const double grad = options.grad_bytes_per_param > 0 ? options.grad_bytes_per_param : e;
-  const DType gdt = grad >= 4 ? DType::f32 : comm_dtype(m.dtype);
+  const double grad = gradient_bytes(options, m.dtype);
+  const DType gdt = gradient_comm_dtype(grad, m.dtype);
   const DType pdt = l.fp8_params ? DType::u8 : comm_dtype(m.dtype);
   const double param_bytes = l.fp8_params ? 1.0 : e;
   struct Group {

@@ -115,7 +115,7 @@ MemoryBreakdown plan_memory(const codesign::ModelShape& model, const codesign::D
   const double last = dense_layers + out_emb;
 
   const double e = codesign::dtype_bytes(m.dtype);
-  const double grad = options.grad_bytes_per_param > 0 ? options.grad_bytes_per_param : e;
+  const double grad = detail::gradient_bytes(options, m.dtype);
   const bool shard_states = l.zero >= 1 || l.distributed_optimizer;
   const auto states = [&](double dense, MemoryBreakdown& r) {
     const double all = dense + expert_layers;

@@ -166,14 +166,15 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   r.dp_buckets = dp.buckets;
   r.dp_last_bucket_bytes = dp.last_bucket;
   double dp_exposed = dp.exposed;
+  const double grad = detail::gradient_bytes(options, m.dtype);
   if (m.tied_embeddings && l.pp > 1) {
     // The embedding's gradient, shared by the first and the last stage, in the gradients' width.
     const Placement pipe = place_group(l.pp, l.tp * l.cp * l.dp, g);
     const Placement pair{2, pipe.nodes > 1 ? 1 : 2, pipe.nodes > 1 ? 2 : 1};
-    const double grad_e = options.grad_bytes_per_param > 0 ? options.grad_bytes_per_param : e;
-    const double bytes = as_double(m.v) * as_double(m.h) / l.tp * grad_e;
+    const double bytes = as_double(m.v) * as_double(m.h) / l.tp * grad;
     dp_exposed +=
-        comm.cost(Collective::all_reduce, bytes, pair, grad_e >= 4 ? DType::f32 : dt).time_s;
+        comm.cost(Collective::all_reduce, bytes, pair, detail::gradient_comm_dtype(grad, m.dtype))
+            .time_s;
   }
   b.dp_comm = dp_exposed;
   // Adam on the local shard: read the gradient, master, m and v; write master, m, v and the
@@ -181,7 +182,6 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   const bool shard = l.zero >= 1 || l.distributed_optimizer;
   const double local = params.dense / (shard ? l.dense_replicas() : 1) +
                        params.expert / (shard ? std::max(1, l.expert_replicas()) : 1);
-  const double grad = options.grad_bytes_per_param > 0 ? options.grad_bytes_per_param : e;
   b.optimizer =
       detail::kernel_time("optimizer", false, local * (grad + e + 24), local, 4, device, sys);
 

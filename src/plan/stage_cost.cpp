@@ -171,6 +171,15 @@ DType comm_dtype(codesign::DType d) {
   return DType::f32;
 }
 
+double gradient_bytes(const PlanOptions& options, codesign::DType model) {
+  return options.grad_bytes_per_param > 0 ? options.grad_bytes_per_param
+                                          : codesign::dtype_bytes(model);
+}
+
+DType gradient_comm_dtype(double bytes, codesign::DType model) {
+  return bytes >= 4 ? DType::f32 : comm_dtype(model);
+}
+
 double memory_time(double bytes, int kernels, const codesign::DeviceSpec& device,
                    const SystemSpec& system) {
   const double eff =

@@ -137,6 +137,12 @@ double exposed_tp(double comm, double gemm, const Layout& layout);
 /// The runtime's element type for the model's dtype (collective sizes and table lookup).
 DType comm_dtype(codesign::DType d);
 
+/// Bytes of one gradient element: --grad-dtype's (PlanOptions::grad_bytes_per_param) when given,
+/// else the model dtype's.
+double gradient_bytes(const PlanOptions& options, codesign::DType model);
+/// The element type gradients of `bytes` each travel in: fp32 at 4 bytes, else the model's.
+DType gradient_comm_dtype(double bytes, codesign::DType model);
+
 /// "gloo, table:intra (tuning)" or "alpha-beta": where a collective's time came from.
 std::string origin(const CommCost& c);
 

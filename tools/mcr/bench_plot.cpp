@@ -12,11 +12,15 @@
 
 namespace mcr::cli {
 
-std::vector<std::string> plot_table(const TuningTable& table, const std::string& prefix,
-                                    const std::string& format) {
+void check_plot_format(const std::string& format) {
   if (format != "png" && format != "svg") {
     throw InvalidArgument(fmt::format("--plot-format '{}': must be png or svg", format));
   }
+}
+
+std::vector<std::string> plot_table(const TuningTable& table, const std::string& prefix,
+                                    const std::string& format) {
+  check_plot_format(format);
   // op -> series -> (bytes -> us), for the first dtype class measured per op and the group that
   // the table's first sample measured (a multi-host table also holds hier's step groups). A table
   // of two call forms (tune --form both) gets a series per backend and form, "mpi (async)"; one

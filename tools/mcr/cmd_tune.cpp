@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_cli.hpp"
+#include "bench_plot.hpp"
 #include "commands.hpp"
 #include "mcr/bench.hpp"
 #include "mcr/comm.hpp"
@@ -107,10 +108,8 @@ void tune(Communicator& world, const TuneFlags& f) {
 }
 
 // The plot's format, before anything starts: the plot is drawn after minutes of measuring.
-void check_plot_format(const TuneFlags& f) {
-  if (f.plot && f.plot_format != "png" && f.plot_format != "svg") {
-    throw InvalidArgument(fmt::format("--plot-format '{}': must be png or svg", f.plot_format));
-  }
+void check_plot_option(const TuneFlags& f) {
+  if (f.plot) check_plot_format(f.plot_format);
 }
 
 // --refine: no ranks, no MPI; reads the table and the traces, writes the refined table.
@@ -135,7 +134,7 @@ void refine(const TuneFlags& f, const CLI::App& cmd) {
   o.hysteresis = given ? f.hysteresis : -1;  // not given: the table's own
   o.min_ops = f.min_ops;
   o.command = bench::command_line();
-  check_plot_format(f);
+  check_plot_option(f);
   check_writable(f.output, "-o");
   std::vector<bench::Trace> traces;
   for (const auto& path : f.from_traces)
@@ -227,7 +226,7 @@ void add_tune_command(CLI::App& app) {
     // Every flag checked before init(): no rank waits on one that failed. The table and its plot
     // are written after minutes of measuring: their path and format are checked now too.
     (void)tune_options(*opts);
-    check_plot_format(*opts);
+    check_plot_option(*opts);
     Communicator world = init();
     try {
       tune(world, *opts);

@@ -66,12 +66,6 @@ def _run(name, fn):
         return fn()
 
 
-def _launcher_env():
-    """RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE, where torchrun's are absent, from the launcher
-    that started this process (mpirun, srun), as the runtime reads it."""
-    _backend.fill_launcher_env()
-
-
 def _rank_and_size_for(init_method):
     """rank= and world_size= for init_process_group: torch reads RANK and WORLD_SIZE from the
     environment for env:// alone; tcp:// and file:// need them passed (or in the URL)."""
@@ -129,7 +123,7 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
         info = _backend.launch_info()
         os.environ["MASTER_ADDR"] = info["master_addr"]
         os.environ["MASTER_PORT"] = str(info["master_port"])
-    _launcher_env()
+    _backend.fill_launcher_env()  # RANK & co. for torch, from mpirun or srun
     dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method,
                             **_rank_and_size_for(init_method))
 
