@@ -68,4 +68,15 @@ int dtype_bytes(DType dtype) {
   return 4;
 }
 
+int dtype_output_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::fp8:
+      return dtype_bytes(DType::bf16);
+    case DType::int8:
+      return 4;
+    default:
+      return dtype_bytes(dtype);
+  }
+}
+
 }  // namespace mcr::codesign

@@ -35,10 +35,11 @@ double Gemm::flops() const {
 }
 
 double Gemm::bytes() const {
-  const double elements = static_cast<double>(m) * static_cast<double>(k) +
-                          static_cast<double>(k) * static_cast<double>(n) +
-                          static_cast<double>(m) * static_cast<double>(n);
-  return elements * static_cast<double>(batch) * dtype_bytes(dtype);
+  const double inputs = static_cast<double>(m) * static_cast<double>(k) +
+                        static_cast<double>(k) * static_cast<double>(n);
+  const double output = static_cast<double>(m) * static_cast<double>(n);
+  return (inputs * dtype_bytes(dtype) + output * dtype_output_bytes(dtype)) *
+         static_cast<double>(batch);
 }
 
 double Gemm::arithmetic_intensity() const {

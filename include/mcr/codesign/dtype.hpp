@@ -20,4 +20,9 @@ std::string to_string(DType dtype);
 /// Bytes per element in memory (tf32 is stored as fp32: 4).
 int dtype_bytes(DType dtype);
 
+/// Bytes per element of a GEMM's output C for inputs of `dtype`. Narrow inputs widen: an fp8
+/// GEMM writes bf16 (as Transformer Engine and cuBLASLt's fp8 path do) and an int8 GEMM
+/// accumulates into and writes int32; every other type writes its own width.
+int dtype_output_bytes(DType dtype);
+
 }  // namespace mcr::codesign

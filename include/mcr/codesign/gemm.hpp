@@ -27,7 +27,8 @@ struct Gemm {
 
   /// 2*m*n*k*batch: one multiply and one add per multiply-accumulate.
   double flops() const;
-  /// Minimum DRAM traffic: read A and B once, write C once (batch times), in bytes.
+  /// Minimum DRAM traffic: read A and B once, write C once (batch times), in bytes. C is
+  /// dtype_output_bytes wide (bf16 for fp8 inputs).
   double bytes() const;
   /// flops() / bytes(), in FLOP per byte.
   double arithmetic_intensity() const;

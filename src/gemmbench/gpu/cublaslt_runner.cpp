@@ -56,24 +56,22 @@ struct LtTypes {
   cudaDataType_t cd;
   cublasComputeType_t compute;
   cudaDataType_t scale;
-  int ab_bytes;
-  int cd_bytes;
 };
 
 std::optional<LtTypes> lt_types(DType dtype) {
   switch (dtype) {
     case DType::fp64:
-      return LtTypes{CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F, 8, 8};
+      return LtTypes{CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F};
     case DType::fp32:  // true fp32 math, no TF32 shortcut
-      return LtTypes{CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F, 4, 4};
+      return LtTypes{CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
     case DType::tf32:
-      return LtTypes{CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F, 4, 4};
+      return LtTypes{CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F};
     case DType::fp16:  // fp32 accumulation, as frameworks use
-      return LtTypes{CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F, 2, 2};
+      return LtTypes{CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
     case DType::bf16:
-      return LtTypes{CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F, 2, 2};
+      return LtTypes{CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F};
     case DType::fp8:  // e4m3 inputs, bf16 output (Hopper and later)
-      return LtTypes{CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F, 1, 2};
+      return LtTypes{CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F};
     default:
       return std::nullopt;
   }
@@ -173,9 +171,13 @@ class CublasLtRunner final : public GemmRunner {
     const LtTypes types = *lt_types(g.dtype);
     MCR_CUDA_CHECK(cudaSetDevice(device_));
 
-    const auto a_bytes = static_cast<std::size_t>(g.m * g.k * g.batch) * types.ab_bytes;
-    const auto b_bytes = static_cast<std::size_t>(g.k * g.n * g.batch) * types.ab_bytes;
-    const auto c_bytes = static_cast<std::size_t>(g.m * g.n * g.batch) * types.cd_bytes;
+    // The same widths Gemm::bytes() counts, so the reported bandwidth is the traffic allocated
+    // here.
+    const auto in_width = static_cast<std::size_t>(dtype_bytes(g.dtype));
+    const auto out_width = static_cast<std::size_t>(dtype_output_bytes(g.dtype));
+    const auto a_bytes = static_cast<std::size_t>(g.m * g.k * g.batch) * in_width;
+    const auto b_bytes = static_cast<std::size_t>(g.k * g.n * g.batch) * in_width;
+    const auto c_bytes = static_cast<std::size_t>(g.m * g.n * g.batch) * out_width;
     const OperandLayout at = operand_layout(a_bytes, b_bytes, c_bytes, kOperandAlignment);
     const std::size_t set_bytes = at.set_bytes;
     const std::size_t target =

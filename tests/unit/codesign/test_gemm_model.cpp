@@ -36,6 +36,14 @@ TEST(Gemm, FlopsBytesIntensity) {
   EXPECT_THROW(make(0, 1, 1).validate(), InvalidArgument);
 }
 
+TEST(Gemm, NarrowInputsWriteAWiderOutput) {
+  // fp8 inputs (1 B) write a bf16 C (2 B); int8 inputs write int32 (4 B).
+  EXPECT_DOUBLE_EQ(make(4, 5, 6, 3, DType::fp8).bytes(), (4.0 * 6 + 6.0 * 5 + 4.0 * 5 * 2) * 3);
+  EXPECT_DOUBLE_EQ(make(4, 5, 6, 1, DType::int8).bytes(), 4.0 * 6 + 6.0 * 5 + 4.0 * 5 * 4);
+  EXPECT_EQ(dtype_output_bytes(DType::fp32), 4);
+  EXPECT_EQ(dtype_output_bytes(DType::tf32), 4);
+}
+
 TEST(Gemm, Pow2Divisor) {
   EXPECT_EQ(pow2_divisor(80), 16);
   EXPECT_EQ(pow2_divisor(50257), 1);
