@@ -76,15 +76,17 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
   const DType pdt = l.fp8_params ? DType::u8 : comm_dtype(m.dtype);
   const double param_bytes = l.fp8_params ? 1.0 : e;
   struct Group {
+    const char* name;
     double params;
     Placement where;
   };
   std::vector<Group> groups;
   if (l.dense_replicas() > 1) {
-    groups.push_back({params.dense, place_group(l.dense_replicas(), l.tp, g)});
+    groups.push_back({"dense", params.dense, place_group(l.dense_replicas(), l.tp, g)});
   }
   if (params.expert > 0 && l.expert_replicas() > 1) {
-    groups.push_back({params.expert, place_group(l.expert_replicas(), l.expert_tp() * l.ep, g)});
+    groups.push_back(
+        {"expert", params.expert, place_group(l.expert_replicas(), l.expert_tp() * l.ep, g)});
   }
   double reduce = 0, gather = 0, zero3 = 0;
   // Overlapped with compute, the frameworks issue these collectives asynchronously and wait later:
@@ -95,9 +97,9 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     // The gradients are reduced bucket by bucket, as DDP and Megatron's distributed optimizer
     // issue them: full buckets from the end of the flat gradient, the remainder last.
     const auto buckets = gradient_buckets(bytes, options.dp_bucket_bytes);
-    out.buckets += buckets.count();
-    if (buckets.count() > 0) out.last_bucket = buckets.last();
     const bool scatter = l.zero >= 1 || l.distributed_optimizer;
+    out.reductions.push_back({grp.name, scatter ? "reduce_scatter" : "all_reduce", bytes,
+                              static_cast<std::size_t>(buckets.count()), buckets.last()});
     const auto red =
         bucketed_cost(comm, scatter ? Collective::reduce_scatter : Collective::all_reduce, bytes,
                       options.dp_bucket_bytes, grp.where, gdt, form);

@@ -42,7 +42,15 @@ nlohmann::json to_json(const PlanResult& r) {
   j["inputs"] = {{"dp_bucket_bytes", r.dp_bucket_bytes},
                  {"dp_bucket_mb", r.dp_bucket_bytes / 1e6},
                  {"moe_glu_clamp", r.moe_glu_clamp}};
-  j["dp_reduction"] = {{"buckets", r.dp_buckets}, {"last_bucket_bytes", r.dp_last_bucket_bytes}};
+  auto groups = nlohmann::json::array();
+  for (const auto& red : r.dp_reductions) {
+    groups.push_back({{"gradients", red.gradients},
+                      {"collective", red.collective},
+                      {"bytes", red.bytes},
+                      {"buckets", red.buckets},
+                      {"last_bucket_bytes", red.last_bucket_bytes}});
+  }
+  j["dp_reduction"] = {{"buckets", r.dp_buckets}, {"groups", std::move(groups)}};
   j["step_time_s"] = r.step_time_s;
   j["tokens_per_s"] = r.tokens_per_s;
   j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;

@@ -114,8 +114,8 @@ double grouped_gemm_time(const codesign::Gemm& g, const Context& c) {
   return t;
 }
 
-void add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cost,
-             std::vector<codesign::Gemm>& linear) {
+SharedExpertTime add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cost,
+                         std::vector<codesign::Gemm>& linear) {
   const Layout& l = c.layout;
   const SystemSpec& sys = c.comm.system();
   const double e = c.elem();
@@ -152,8 +152,13 @@ void add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cos
   };
   for (const auto& g : experts)
     add(g, grouped_gemm_time(g, c));
-  for (const auto& g : gemms)
-    add(g, gemm_time(g, c));
+  SharedExpertTime shared;
+  for (const auto& g : gemms) {
+    const double t = gemm_time(g, c);
+    add(g, t);
+    if (g.role.starts_with("shared_"))
+      (g.pass == codesign::Pass::forward ? shared.fwd : shared.bwd) += t;
+  }
 
   add_moe_kernels(c, shape, tokens, cost);
 
@@ -176,6 +181,7 @@ void add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cos
   }
   cost.ep_fwd += fwd;
   cost.ep_bwd += fwd;
+  return shared;
 }
 
 }  // namespace mcr::plan::detail

@@ -83,11 +83,19 @@ void add_notes(PlanResult& r, const Context& ctx, const std::string& dp_source,
   if (!p2p_source.empty()) r.notes.push_back("pipeline p2p: " + p2p_source);
   if (!dp_source.empty()) {
     // Which sizes the reduction was priced at, so that a table can be checked against them.
-    const std::string sizes =
-        r.dp_buckets <= 1 ? fmt::format("one all-reduce of {:.4g} MB", r.dp_last_bucket_bytes / 1e6)
-                          : fmt::format("{} buckets ({} x {:.4g} MB, last {:.4g} MB)", r.dp_buckets,
-                                        r.dp_buckets - 1, options.dp_bucket_bytes / 1e6,
-                                        r.dp_last_bucket_bytes / 1e6);
+    // Each group of gradients (dense, experts) is bucketed and reduced on its own ranks.
+    std::string sizes;
+    for (const auto& red : r.dp_reductions) {
+      if (!sizes.empty()) sizes += "; ";
+      sizes += red.buckets <= 1
+                   ? fmt::format("{} gradients: one {} of {:.4g} MB", red.gradients, red.collective,
+                                 red.last_bucket_bytes / 1e6)
+                   : fmt::format(
+                         "{} gradients: {} buckets ({} x {:.4g} MB, last {:.4g} "
+                         "MB), {} each",
+                         red.gradients, red.buckets, red.buckets - 1, options.dp_bucket_bytes / 1e6,
+                         red.last_bucket_bytes / 1e6, red.collective);
+    }
     const std::string cap = options.dp_bucket_bytes > 0
                                 ? fmt::format("--dp-bucket-mb {:g}", options.dp_bucket_bytes / 1e6)
                                 : std::string("no bucketing");

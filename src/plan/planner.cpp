@@ -163,8 +163,9 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   const MemoryBreakdown mem = plan_memory(m, device, l, options);
   const auto params = detail::stage_params(m, l);
   const auto dp = detail::data_parallel(ctx, params, fwd, bwd + rec, b.bubble);
-  r.dp_buckets = dp.buckets;
-  r.dp_last_bucket_bytes = dp.last_bucket;
+  r.dp_reductions = dp.reductions;
+  for (const auto& red : dp.reductions)
+    r.dp_buckets += red.buckets;
   double dp_exposed = dp.exposed;
   const double grad = detail::gradient_bytes(options, m.dtype);
   if (m.tied_embeddings && l.pp > 1) {

@@ -55,12 +55,13 @@ LayerCost group_cost(const Context& c, const codesign::ModelShape& shape, std::i
   }
   if (flash) add_attention(c, shape, span, cost);
   if (moe) {
-    const double before_f = cost.fwd_gemm, before_b = cost.bwd_gemm;
-    add_moe(c, shape, cost, linear_fwd);
     // Shared experts run with tensor parallelism like a dense MLP: their GEMMs cover the TP
-    // collectives of that half of the layer.
-    linear_fwd_time += cost.fwd_gemm - before_f;
-    linear_bwd_time += cost.bwd_gemm - before_b;
+    // collectives of that half of the layer. The routed experts (expert parallel, their own
+    // expert-TP group) and the router sit between the dispatcher's all_to_alls, not beside a TP
+    // collective, so they hide none of it.
+    const SharedExpertTime shared = add_moe(c, shape, cost, linear_fwd);
+    linear_fwd_time += shared.fwd;
+    linear_bwd_time += shared.bwd;
   }
 
   // Memory-bound kernels, forward, in bytes read + written (Korthikanti et al. 2022 list the same

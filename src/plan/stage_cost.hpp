@@ -95,8 +95,13 @@ void add_attention(const Context& c, const codesign::ModelShape& shape, std::int
 /// The mixture-of-experts block of one layer: router, routed experts at the tokens each local
 /// expert receives, shared experts, permutation, all_to_all dispatch and combine. Adds to `cost`;
 /// the linear GEMMs it times are appended to `linear` (for the FP8 cast accounting).
-void add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cost,
-             std::vector<codesign::Gemm>& linear);
+/// Returns the shared experts' GEMM time, forward and backward: of the block's GEMMs only these
+/// run tensor-parallel beside the TP collectives that overlap can hide behind them.
+struct SharedExpertTime {
+  double fwd = 0, bwd = 0;
+};
+SharedExpertTime add_moe(const Context& c, const codesign::ModelShape& shape, LayerCost& cost,
+                         std::vector<codesign::Gemm>& linear);
 
 /// The routed tokens of one MoE layer on one rank, per microbatch, under balanced routing.
 struct MoeTokens {
@@ -159,9 +164,8 @@ StageParams stage_params(const codesign::ModelShape& model, const Layout& layout
 /// The step's data-parallel traffic and what of it is exposed (src/plan/data_parallel.cpp).
 struct DataParallel {
   double exposed = 0;
-  std::string source;  ///< where the reduction's time came from
-  std::size_t buckets = 0;
-  double last_bucket = 0;
+  std::string source;                   ///< where the reduction's time came from
+  std::vector<DpReduction> reductions;  ///< one per group of gradients, with its buckets
 };
 /// `fwd` and `bwd_window` are one microbatch's forward pass and backward pass (with its
 /// recomputation) on the stage, `bubble` the step's pipeline bubble.

@@ -83,6 +83,15 @@ struct PlanOptions {
   bool moe_glu_clamp = false;
 };
 
+/// One group of gradients that the data-parallel reduction reduces on its own ranks.
+struct DpReduction {
+  std::string gradients;   ///< "dense" or "expert"
+  std::string collective;  ///< "all_reduce" or "reduce_scatter"
+  double bytes = 0;        ///< the group's gradients, in their width
+  std::size_t buckets = 0;
+  double last_bucket_bytes = 0;  ///< the remainder; the other buckets are full
+};
+
 struct PlanResult {
   codesign::ModelShape model;  ///< with t = tp and b = micro_batch
   Layout layout;
@@ -112,11 +121,11 @@ struct PlanResult {
   /// so that a measurement can put the logits GEMMs with the other GEMMs.
   double embedding_s = 0, logits_gemm_s = 0, cross_entropy_s = 0;
   /// The data-parallel reduction as priced: the bucket size it was given (PlanOptions), how many
-  /// buckets the gradients made (0 without data parallelism) and the size of the last one (the
-  /// remainder; the others are full).
+  /// buckets the gradients made in all (0 without data parallelism), and each group of gradients
+  /// reduced on its own (the dense parameters', the experts') with its buckets.
   double dp_bucket_bytes = 0;
   std::size_t dp_buckets = 0;
-  double dp_last_bucket_bytes = 0;
+  std::vector<DpReduction> dp_reductions;
   bool moe_glu_clamp = false;  ///< PlanOptions::moe_glu_clamp, as priced
   MemoryBreakdown memory;
   std::vector<std::string> notes;  ///< communication sources, assumptions that applied

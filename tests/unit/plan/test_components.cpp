@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "mcr/codesign/device.hpp"
 #include "mcr/errors.hpp"
@@ -118,10 +121,15 @@ TEST(PlanBuckets, ResultSaysWhichBucketsWerePriced) {
   const double full = std::floor(grad / 40e6);
   EXPECT_EQ(r.dp_bucket_bytes, 40e6);
   EXPECT_EQ(r.dp_buckets, static_cast<std::size_t>(full) + 1);
-  EXPECT_NEAR(r.dp_last_bucket_bytes, grad - full * 40e6, 1e-3);
+  ASSERT_EQ(r.dp_reductions.size(), 1u);
+  EXPECT_EQ(r.dp_reductions[0].gradients, "dense");
+  EXPECT_EQ(r.dp_reductions[0].collective, "all_reduce");
+  EXPECT_NEAR(r.dp_reductions[0].last_bucket_bytes, grad - full * 40e6, 1e-3);
   const auto j = to_json(r);
   EXPECT_EQ(j["inputs"]["dp_bucket_mb"].get<double>(), 40.0);
   EXPECT_EQ(j["dp_reduction"]["buckets"].get<std::size_t>(), r.dp_buckets);
+  EXPECT_NEAR(j["dp_reduction"]["groups"][0]["last_bucket_bytes"].get<double>(), grad - full * 40e6,
+              1e-3);
   bool noted = false;
   for (const auto& n : r.notes)
     noted = noted || n.find("--dp-bucket-mb 40)") != std::string::npos;
@@ -129,6 +137,51 @@ TEST(PlanBuckets, ResultSaysWhichBucketsWerePriced) {
   // Without data parallelism there is nothing to bucket.
   const auto single = plan_step(m, a100(), CommModel(sys), one_layout(1, m, sys), o);
   EXPECT_EQ(single.dp_buckets, 0u);
+}
+
+// A mixture of experts reduces two groups of gradients, each on its own ranks and in its own
+// buckets: the dense parameters over the 4 dense replicas, the experts over their 2 replicas. The
+// result and the note give each group's buckets; before, they summed the counts and kept the last
+// group's remainder, and the note read "N buckets (N-1 x 25 MB, last ...)" of one reduction.
+TEST(PlanBuckets, EachGroupOfGradientsHasItsOwnBuckets) {
+  auto m = gpt();
+  m.attention = codesign::AttentionImpl::flash;
+  m.experts = 8;
+  m.top_k = 2;
+  const SystemSpec sys = round_system();
+  Layout l;
+  l.gpus = 4;
+  l.ep = 2;
+  l.micro_batch = 1;
+  l.global_batch = 4;
+  l.dp_overlap = false;
+  l = resolve_layout(l, m, sys);
+  PlanOptions o;
+  o.dp_bucket_bytes = 25e6;
+  const auto r = plan_step(m, a100(), CommModel(sys), l, o);
+  ASSERT_EQ(r.dp_reductions.size(), 2u);
+  const auto& dense = r.dp_reductions[0];
+  const auto& expert = r.dp_reductions[1];
+  EXPECT_EQ(dense.gradients, "dense");
+  EXPECT_EQ(expert.gradients, "expert");
+  // The rank's 4 of 8 experts: 24 layers of a 4h MLP, 8h^2 weights each (the planner's experts
+  // carry no biases), in fp16.
+  const double h = 1024;
+  EXPECT_NEAR(expert.bytes, 24 * 4 * (8 * h * h) * 2, 1e-6 * expert.bytes);
+  for (const auto* red : {&dense, &expert}) {
+    const double full = std::floor(red->bytes / 25e6);
+    EXPECT_EQ(red->buckets, static_cast<std::size_t>(full) + 1) << red->gradients;
+    EXPECT_NEAR(red->last_bucket_bytes, red->bytes - full * 25e6, 1e-3) << red->gradients;
+  }
+  EXPECT_EQ(r.dp_buckets, dense.buckets + expert.buckets);
+  std::string note;
+  for (const auto& n : r.notes)
+    if (n.starts_with("dp reduction:")) note = n;
+  EXPECT_NE(note.find(fmt::format("dense gradients: {} buckets", dense.buckets)), std::string::npos)
+      << note;
+  EXPECT_NE(note.find(fmt::format("expert gradients: {} buckets", expert.buckets)),
+            std::string::npos)
+      << note;
 }
 
 SystemSpec with_rates() {

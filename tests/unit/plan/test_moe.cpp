@@ -206,5 +206,35 @@ TEST(PlanMoe, Fp8PadsDroplessExpertTokensWithACopy) {
               kLayers * 2 * (copy / kH100Bandwidth + 2 * kLaunch), 1e-12);
 }
 
+// Tensor-parallel communication overlap hides a TP collective behind the GEMMs next to it: in an
+// MoE layer the attention's and the shared experts', not the routed experts', which run between the
+// dispatcher's all_to_alls. On a 1 GB/s TP link every collective outlasts its GEMMs, so making the
+// routed experts four times wider must leave the exposed TP time as it is (it fell before), while
+// a shared expert still hides part of the second half's collectives.
+TEST(PlanMoe, RoutedExpertsHideNoTensorParallelCollective) {
+  SystemSpec sys = round_system();
+  sys.intra = {1, 0, 1.0, "test"};
+  const auto tp_comm = [&](const codesign::ModelShape& m, bool overlap) {
+    Layout l;
+    l.gpus = 2;
+    l.tp = 2;
+    l.global_batch = 1;
+    l.sequence_parallel = true;
+    l.tp_comm_overlap = overlap;
+    l = resolve_layout(l, m, sys);
+    return plan_step(m, a100(), CommModel(sys), l).breakdown.tp_comm;
+  };
+  const auto narrow = moe();
+  auto wide = moe();
+  wide.d_ff_expert = 4 * narrow.d_ff;
+  EXPECT_LT(tp_comm(narrow, true), tp_comm(narrow, false));
+  EXPECT_DOUBLE_EQ(tp_comm(wide, true), tp_comm(narrow, true));
+  // A shared expert adds the second half's collectives and the GEMMs that hide part of them.
+  auto shared = moe();
+  shared.d_ff_shared = narrow.d_ff;
+  const double added = tp_comm(shared, false) - tp_comm(narrow, false);
+  EXPECT_GT(added, 0);
+  EXPECT_LT(tp_comm(shared, true) - tp_comm(narrow, true), added);
+}
 }  // namespace
 }  // namespace mcr::plan
