@@ -55,7 +55,13 @@ std::vector<std::int64_t> usable_tp_sizes(const ModelShape& m,
   for (const std::int64_t t : given) {
     if (t <= 0) throw InvalidArgument(fmt::format("advisor.tp_sizes: {} must be >= 1", t));
   }
-  if (!given.empty()) return given;
+  if (!given.empty()) {
+    // The model's own t is always one of them: every candidate keeps it (and validate() holds
+    // each to it).
+    std::vector<std::int64_t> sizes = given;
+    if (std::find(sizes.begin(), sizes.end(), m.t) == sizes.end()) sizes.insert(sizes.begin(), m.t);
+    return sizes;
+  }
   std::vector<std::int64_t> sizes{m.t};
   for (const std::int64_t t : {2, 4, 8}) {
     if (t != m.t && allows_tp(m.a, m.kv_heads(), {t})) sizes.push_back(t);
@@ -76,7 +82,7 @@ void set_dimension(ModelShape& m, const std::string& field, std::int64_t value) 
   else if (field == "a_kv")
     m.a_kv = value;
   else if (field == "L")
-    m.L = value;
+    set_layers(m, value);
   else if (field == "v")
     m.v = value;
   else if (field == "s")
@@ -168,7 +174,10 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
   const std::int64_t group = mqa ? 1 : model.a / model.kv_heads();
   const double ff_ratio = static_cast<double>(model.d_ff) / static_cast<double>(model.h);
   const std::int64_t h_base = std::max<std::int64_t>(64, (model.h + 32) / 64 * 64);
-  std::set<std::int64_t> vocabs{model.v, round_up(model.v, 64), round_up(model.v, 128)};
+  // Padded so that each tensor-parallel rank's share of the logits stays aligned (as Megatron pads
+  // to its divisor times t).
+  std::set<std::int64_t> vocabs{model.v, round_up(model.v, 64 * model.t),
+                                round_up(model.v, 128 * model.t)};
 
   std::vector<Candidate> all;
   for (int hi = -o.hidden_steps; hi <= o.hidden_steps; ++hi) {
@@ -200,7 +209,7 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
               c.a_kv = kv;
               c.d_head = 0;
               c.d_ff = ff;
-              c.L = L;
+              set_layers(c, L);
               c.v = v;
               const double params = count_parameters(c).total;
               const double delta = params / advice.input_params - 1.0;
@@ -282,7 +291,8 @@ std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device,
         fmt::format("sweep {}..{} step {} has more than 100000 points", first, last, step));
   }
   std::vector<SweepPoint> points;
-  for (std::int64_t value = first; value <= last; value += step) {
+  // Stepping stops before value + step could pass last: near INT64_MAX it would overflow.
+  for (std::int64_t value = first;; value += step) {
     SweepPoint p;
     p.value = value;
     p.shape = model;
@@ -312,6 +322,7 @@ std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device,
       p.reason = e.what();
     }
     points.push_back(std::move(p));
+    if (last - value < step) break;
   }
   return points;
 }

@@ -173,11 +173,14 @@ MemoryEstimate inference_memory(const ModelShape& model, const ParallelLayout& l
   MemoryEstimate e;
   e.weights = params / dbl(model.t * layout.pp) * layout.weight_bytes;
   e.activations = layer_activation_bytes(model, layout.sequence_parallel);
-  const double head_dim = dbl(model.head_dim());
-  const double kv_heads = dbl(ceil_div(model.kv_heads(), model.t));  // replicated when a_kv < t
-  e.kv_cache = 2.0 * dbl(ceil_div(model.L, layout.pp)) * dbl(model.b) *
-               dbl(model.s + layout.generated_tokens) * kv_heads * head_dim *
-               dtype_bytes(model.dtype);
+  // Per token and layer: K and V of the rank's key/value heads (replicated when a_kv < t), or under
+  // latent attention the compressed latent and the shared rotary key that inference engines cache
+  // in its place (DeepSeek-V2 §2.1.2), whole on every tensor-parallel rank.
+  const double per_token = model.is_mla() ? dbl(model.kv_lora_rank + model.qk_rope_dim)
+                                          : dbl(ceil_div(model.kv_heads(), model.t)) *
+                                                dbl(model.qk_head_dim() + model.v_dim());
+  e.kv_cache = dbl(ceil_div(model.L, layout.pp)) * dbl(model.b) *
+               dbl(model.s + layout.generated_tokens) * per_token * dtype_bytes(model.dtype);
   e.total = e.weights + e.activations + e.kv_cache;
   return e;
 }

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace mcr::codesign {
 namespace {
@@ -23,11 +26,21 @@ std::string pow2_form(std::int64_t x) {
                      x / p);
 }
 
-// Head counts a' that divide h with h/a' a multiple of `align`, closest to a first.
-std::string head_suggestions(std::int64_t h, std::int64_t a, std::int64_t align) {
+// Head counts a' that divide h with h/a' a multiple of `align`, closest to `a` first, among those
+// the model can take: t divides a', and the GQA group size a/a_kv is kept with t and the new a_kv
+// dividing one way or the other (multi-query stays multi-query), as ModelShape::validate() asks.
+std::string head_suggestions(const ModelShape& m, std::int64_t a, std::int64_t align) {
+  const std::int64_t h = m.h;
+  const bool mqa = m.kv_heads() == 1 && m.a > 1;
+  const std::int64_t group = mqa ? 1 : m.a / m.kv_heads();
+  const auto shardable = [&](std::int64_t c) {
+    if (c % m.t != 0 || c % group != 0) return false;
+    const std::int64_t kv = mqa ? 1 : c / group;
+    return kv % m.t == 0 || m.t % kv == 0;
+  };
   std::vector<std::int64_t> options;
   for (std::int64_t c = 1; c <= h / align; ++c) {
-    if (h % c == 0 && (h / c) % align == 0 && h / c <= 256) options.push_back(c);
+    if (h % c == 0 && (h / c) % align == 0 && h / c <= 256 && shardable(c)) options.push_back(c);
   }
   std::sort(options.begin(), options.end(), [a](std::int64_t x, std::int64_t y) {
     return std::llabs(x - a) != std::llabs(y - a) ? std::llabs(x - a) < std::llabs(y - a) : x < y;
@@ -36,6 +49,7 @@ std::string head_suggestions(std::int64_t h, std::int64_t a, std::int64_t align)
   for (std::size_t i = 0; i < options.size() && i < 3; ++i) {
     s += fmt::format("{}a = {} (h/a = {})", i == 0 ? "" : " or ", options[i], h / options[i]);
   }
+  if (s.empty()) s = fmt::format("a head count dividing h = {} (none fits t = {} here)", h, m.t);
   return s;
 }
 
@@ -76,51 +90,85 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
   const std::string rule = fmt::format("{} {} elements = {} B on {}", align, to_string(m.dtype),
                                        align * eb, device.name);
 
-  // G1: v is N of the logit GEMM and K of its dgrad.
-  if (m.v % align != 0) {
+  // G1: v/t (vocabulary-parallel logits: each rank computes ceil(v/t) of them) is N of the logit
+  // GEMM and K of its dgrad; Megatron pads v to a multiple of t times its divisor for this reason.
+  const std::int64_t v_shard = (m.v + m.t - 1) / m.t;
+  if (v_shard % align != 0 || m.v % m.t != 0) {
+    const std::int64_t padded = round_up(m.v, align * m.t);
+    const std::string what =
+        m.t > 1 ? fmt::format("vocabulary v = {} over t = {} ranks (ceil(v/t) = {} logits each{})",
+                              m.v, m.t, v_shard, m.v % m.t != 0 ? ", uneven" : "")
+                : fmt::format("vocabulary v = {}", m.v);
     add(out, "vocab_alignment", Severity::warning,
-        fmt::format("vocabulary v = {} is not a multiple of {} ({}): the logit GEMM runs at a "
-                    "{}-byte alignment tier",
-                    m.v, align, rule, pow2_divisor(m.v) * eb),
-        fmt::format("pad v to {} (= {} x {}); the extra rows are never produced by the tokenizer",
-                    round_up(m.v, align), align, round_up(m.v, align) / align));
+        fmt::format("{} is not a multiple of {} ({}): the logit GEMM runs at a {}-byte alignment "
+                    "tier",
+                    what, align, rule, pow2_divisor(v_shard) * eb),
+        fmt::format("pad v to {} (= {}{} x {}); the extra rows are never produced by the tokenizer",
+                    padded, m.t > 1 ? fmt::format("t x {} = ", align) : std::string(), align * m.t,
+                    padded / (align * m.t)));
   }
   // G10: h is K or N of every dense GEMM.
   if (m.h % align != 0) {
-    const std::int64_t down = round_down(m.h, align);
-    const std::int64_t up = round_up(m.h, align);
+    // Without an explicit head_dim the heads split h: the suggestions stay multiples of a too.
+    const std::int64_t step = m.d_head > 0 || m.is_mla() ? align : std::lcm(align, m.a);
+    const std::int64_t down = round_down(m.h, step);
+    const std::int64_t up = round_up(m.h, step);
     add(out, "hidden_alignment", Severity::warning,
         fmt::format("hidden size h = {} is not a multiple of {} ({})", m.h, align, rule),
-        fmt::format("use h = {} or h = {} (multiples of {})", down > 0 ? down : up, up, align));
+        fmt::format("use h = {} or h = {} (multiples of {}{})", down > 0 ? down : up, up, step,
+                    step != align ? fmt::format(", which a = {} divides", m.a) : std::string()));
   }
+  // Latent attention (DeepSeek-V2/V3) sets its per-head widths itself: Q/K qk_nope + qk_rope,
+  // V v_head_dim; h/a is no width of it, and its projections are not square by design.
+  const std::int64_t d_qk = m.qk_head_dim();
+  const std::int64_t d_v = m.v_dim();
+  const auto head_fix = [&](std::int64_t a, std::int64_t to_align) {
+    return m.is_mla() ? fmt::format(
+                            "make qk_nope_dim + qk_rope_dim = {} and v_head_dim = {} "
+                            "multiples of {}",
+                            d_qk, d_v, to_align)
+                      : head_suggestions(m, a, to_align);
+  };
   const std::int64_t d = m.head_dim();
-  if (m.a * d != m.h) {
+  if (!m.is_mla() && m.a * d != m.h) {
     // Only reachable with an explicit head_dim (validate() rejects h % a != 0 otherwise).
     add(out, "heads_divide_hidden", Severity::warning,
         fmt::format("attention width a x head_dim = {} x {} = {} differs from h = {}: Q and the "
                     "output projection are {} x {}, not square",
                     m.a, d, m.a * d, m.h, m.h, m.a * d),
         fmt::format("use h = {} (or a head count dividing h: {})", m.a * d,
-                    head_suggestions(m.h, m.a, std::min<std::int64_t>(align, 64))));
+                    head_suggestions(m, m.a, std::min<std::int64_t>(align, 64))));
   }
   {
-    // G3/G7: the head dim is K of the score BMM and N of the attention-over-value BMM.
-    const std::int64_t d_bytes = pow2_divisor(d) * eb;
-    if (d % align != 0) {
+    // G3/G7: the Q/K head width is K of the score BMM, the V head width N of the
+    // attention-over-value BMM.
+    std::vector<std::pair<const char*, std::int64_t>> widths{{"head dimension", d_qk}};
+    if (d_v != d_qk) widths = {{"query/key head dimension", d_qk}, {"value head dimension", d_v}};
+    for (const auto& [label, width] : widths) {
+      if (width % align == 0) continue;
       const bool flash = m.attention == AttentionImpl::flash;
       add(out, "head_dim_pow2", flash ? Severity::info : Severity::warning,
-          fmt::format("head dimension {} has power-of-two content {} ({} B; the rule is {}): "
+          fmt::format("{} {} has power-of-two content {} ({} B; the rule is {}): "
                       "the attention BMMs run at a lower alignment tier{}",
-                      d, pow2_form(d), d_bytes, rule,
+                      label, width, pow2_form(width), pow2_divisor(width) * eb, rule,
                       flash ? " (flash attention hides most of this)" : ""),
-          fmt::format("use {}", head_suggestions(m.h, m.a, align)));
+          fmt::format("use {}", head_fix(m.a, align)));
     }
   }
   // G4, (b*a)/t and a_kv over t, is a hard rule: ModelShape::validate() rejects it.
-  // Sharded dims: h/t (K of attn_proj) and d_ff/t (N of mlp_up, K of mlp_down).
+  // The MLP widths the layers use: the dense MLP's (unless every layer is an MoE layer), each
+  // routed expert's and the shared experts'.
+  std::vector<std::pair<const char*, std::int64_t>> mlp_widths;
+  if (!m.is_moe() || m.dense_layers > 0) mlp_widths.push_back({"d_ff", m.d_ff});
+  if (m.is_moe() && (m.d_ff_expert > 0 || mlp_widths.empty())) {
+    mlp_widths.push_back({m.d_ff_expert > 0 ? "d_ff_expert" : "d_ff", m.expert_width()});
+  }
+  if (m.is_moe() && m.d_ff_shared > 0) mlp_widths.push_back({"d_ff_shared", m.d_ff_shared});
+  // Sharded dims: h/t (K of attn_proj) and each MLP width / t (N of the up GEMM, K of the down).
   if (m.t > 1) {
-    for (const auto& [label, dim] : {std::pair<const char*, std::int64_t>{"h", m.h},
-                                     std::pair<const char*, std::int64_t>{"d_ff", m.d_ff}}) {
+    std::vector<std::pair<const char*, std::int64_t>> sharded{{"h", m.h}};
+    sharded.insert(sharded.end(), mlp_widths.begin(), mlp_widths.end());
+    for (const auto& [label, dim] : sharded) {
       if (dim % m.t != 0 || (dim / m.t) % align != 0) {
         add(out, "tp_shard_alignment", Severity::warning,
             fmt::format("{}/t = {}/{} = {:.2f} is not a multiple of {} ({}): every rank's GEMM is "
@@ -132,38 +180,41 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
       }
     }
   }
-  // G6: SwiGLU width.
+  // G6: SwiGLU width, of every MLP the layers use.
   if (m.mlp == MlpType::swiglu) {
-    const std::int64_t eight_thirds = (8 * m.h) / 3;
-    const bool is_convention = std::llabs(m.d_ff - eight_thirds) <= 1;
-    if (m.d_ff % align != 0) {
-      const std::int64_t up = round_up(m.d_ff, align);
-      const std::int64_t down = round_down(m.d_ff, align);
-      const std::int64_t up256 = round_up(m.d_ff, 256);
+    for (const auto& [label, width] : mlp_widths) {
+      if (width % align == 0) continue;
+      const bool is_convention = std::llabs(width - (8 * m.h) / 3) <= 1;
+      const std::int64_t up = round_up(width, align);
+      const std::int64_t down = round_down(width, align);
+      const std::int64_t up256 = round_up(width, 256);
       add(out, "swiglu_dff", Severity::warning,
-          fmt::format("SwiGLU d_ff = {} ({}{}) is not a multiple of {} ({}): the gate, up and down "
+          fmt::format("SwiGLU {} = {} ({}{}) is not a multiple of {} ({}): the gate, up and down "
                       "GEMMs are misaligned",
-                      m.d_ff, pow2_form(m.d_ff), is_convention ? ", the 8h/3 convention" : "",
+                      label, width, pow2_form(width), is_convention ? ", the 8h/3 convention" : "",
                       align, rule),
-          fmt::format("use d_ff = {} or {} (multiples of {}), or {} (multiple of 256); check "
-                      "candidates with `mcr shape sweep --vary d_ff`",
-                      down, up, align, up256));
+          fmt::format("use {} = {} or {} (multiples of {}), or {} (multiple of 256){}", label,
+                      down > 0 ? down : up, up, align, up256,
+                      std::string_view(label) == "d_ff"
+                          ? "; check candidates with `mcr shape sweep --vary d_ff`"
+                          : ""));
     }
   }
-  // G8: flash attention wants a head dim large enough to fill the tensor cores, and FA2 caps it.
+  // G8: flash attention wants a head dim large enough to fill the tensor cores (the score
+  // product reduces over the Q/K width), and FA2 caps both widths.
   if (m.attention == AttentionImpl::flash) {
-    if (d < 64) {
+    const std::int64_t widest = std::max(d_qk, d_v);
+    if (d_qk < 64) {
       add(out, "flash_head_dim", Severity::warning,
-          fmt::format(
-              "head dimension h/a = {} is small for flash attention: each tile reduces over "
-              "only {} elements per product",
-              d, d),
-          fmt::format("use fewer, larger heads: {}", head_suggestions(m.h, m.a, 64)));
-    } else if (d > 256) {
+          fmt::format("head dimension {} is small for flash attention: each tile reduces over "
+                      "only {} elements per product",
+                      d_qk, d_qk),
+          fmt::format("use fewer, larger heads: {}", head_fix(m.a, 64)));
+    } else if (widest > 256) {
       add(out, "flash_head_dim", Severity::error,
-          fmt::format("head dimension h/a = {} exceeds 256, the largest FlashAttention-2 supports",
-                      d),
-          fmt::format("use more heads: {}", head_suggestions(m.h, m.h / 256, 64)));
+          fmt::format("head dimension {} exceeds 256, the largest FlashAttention-2 supports",
+                      widest),
+          fmt::format("use more heads: {}", head_fix(std::max<std::int64_t>(1, m.h / 256), 64)));
     }
   }
   // G5: tensor parallelism shrinks every GEMM and adds all-reduces.

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 
@@ -361,6 +362,18 @@ bool ModelOverrides::changes_dimensions() const noexcept {
   return h || a || a_kv || L || v || d_ff || experts || top_k;
 }
 
+void set_layers(ModelShape& m, std::int64_t L) {
+  if (m.sliding_layers > 0 && m.L > 0 && L > 0) {
+    const std::int64_t full = m.L - m.sliding_layers;
+    // The same share, rounded (in double: full * L may not fit 64 bits in a sweep).
+    const auto full_after = static_cast<std::int64_t>(std::llround(
+        static_cast<double>(full) * static_cast<double>(L) / static_cast<double>(m.L)));
+    m.sliding_layers = std::clamp<std::int64_t>(L - full_after, 0, L);
+  }
+  if (L > 0) m.dense_layers = std::min(m.dense_layers, L);
+  m.L = L;
+}
+
 void apply_overrides(ModelShape& m, const ModelOverrides& o) {
   const auto set = [](auto& field, const auto& value) {
     if (value) field = *value;
@@ -371,7 +384,7 @@ void apply_overrides(ModelShape& m, const ModelOverrides& o) {
   set(m.h, o.h);
   set(m.a, o.a);
   set(m.a_kv, o.a_kv);
-  set(m.L, o.L);
+  if (o.L) set_layers(m, *o.L);
   set(m.v, o.v);
   set(m.s, o.s);
   set(m.b, o.b);

@@ -120,8 +120,14 @@ struct ModelOverrides {
 /// Applies `o` to `m` with the rules a user expects of a nearby shape: a new h keeps a GeLU
 /// model's 4h MLP unless d_ff is given too (and a model without d_ff gets 4h); a new head count
 /// keeps multi-head attention multi-head unless a_kv is given, and a GQA model's key/value heads
-/// where they still fit. Does not validate (ModelShape::validate).
+/// where they still fit; a new L goes through set_layers. Does not validate
+/// (ModelShape::validate).
 void apply_overrides(ModelShape& m, const ModelOverrides& o);
+
+/// Sets the layer count L, keeping the layers' mix: a model whose every layer slides (Mistral)
+/// keeps every layer sliding, one with a share of full-attention layers (Gemma-3's 1 in 6) keeps
+/// that share, rounded; leading dense layers of a mixture of experts stay, at most L.
+void set_layers(ModelShape& m, std::int64_t L);
 
 ModelShape load_preset(const std::string& name);
 std::vector<std::string> preset_names();

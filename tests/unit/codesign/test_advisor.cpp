@@ -1,7 +1,9 @@
 // Advisor and sweep: the acceptance case from the issue plus timing limits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <utility>
@@ -167,6 +169,47 @@ TEST(Sweep, MarksInvalidPointsAndKeepsGelu4h) {
   EXPECT_GT(heads[1].totals.tflops, heads[3].totals.tflops);
   EXPECT_THROW(sweep(m, device_from_catalog("a100-80gb"), false, "width", 1, 2, 1),
                InvalidArgument);
+}
+
+// Mistral's every layer slides (sliding_layers = L = 32); the advisor's L +- 2 candidates kept 32
+// sliding layers and failed validate() ("sliding_layers = 32 must not exceed L = 30"), ending
+// `mcr shape --config mistral-7b.json`.
+TEST(Advisor, ModelsWithSlidingLayersKeepThemWhileLVaries) {
+  const ModelShape m =
+      import_hf_config_file(std::string(MCR_HF_FIXTURES) + "/mistral-7b.json").shape;
+  ASSERT_EQ(m.sliding_layers, m.L);
+  AdvisorOptions o;
+  o.hidden_steps = 1;
+  o.ffn_steps = 1;
+  Advice advice;
+  ASSERT_NO_THROW(advice = advise(m, device_from_catalog("h100-sxm"), o));
+  for (const auto& c : advice.candidates)
+    EXPECT_EQ(c.shape.sliding_layers, c.shape.L);
+  const auto points = sweep(m, device_from_catalog("h100-sxm"), false, "L", 30, 34, 2);
+  for (const auto& p : points)
+    EXPECT_TRUE(p.valid) << p.value << ": " << p.reason;
+}
+
+// --tp-sizes without the model's own t: every candidate still keeps t = 4 (t | a); before, a
+// candidate allowing only 2 (a = 22) reached count_parameters and its validate() threw.
+TEST(Advisor, TheModelsOwnTensorParallelSizeIsAlwaysKept) {
+  ModelShape m = load_preset("gpt3-2.7b");
+  m.t = 4;
+  AdvisorOptions o;
+  o.tp_sizes = {2};
+  Advice advice;
+  ASSERT_NO_THROW(advice = advise(m, device_from_catalog("a100-80gb"), o));
+  EXPECT_NE(std::find(advice.tp_sizes.begin(), advice.tp_sizes.end(), 4), advice.tp_sizes.end());
+  for (const auto& c : advice.candidates)
+    EXPECT_EQ(c.shape.a % 4, 0) << c.shape.a;
+}
+
+// A range ending at INT64_MAX: value + step would overflow; the sweep stops at its one point.
+TEST(Sweep, ARangeEndingNearTheLargestIntegerEnds) {
+  const auto points = sweep(load_preset("gpt3-2.7b"), device_from_catalog("a100-80gb"), false, "L",
+                            INT64_MAX - 7, INT64_MAX, 100);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].value, INT64_MAX - 7);
 }
 
 }  // namespace

@@ -103,5 +103,20 @@ TEST(Memory, KvCacheCountsKAndVAndGqa) {
   EXPECT_DOUBLE_EQ(inference_memory(tp, l).kv_cache, 1342177280.0 / 8);
 }
 
+// Latent attention caches the compressed latent and the shared rotary key per token and layer:
+// DeepSeek-V2-Lite's 512 + 64 = 576 values over 27 layers, bf16, b = 1, s = 4096 is
+// 27 * 4096 * 576 * 2 bytes (0.12 GiB); before, 2 * a_kv * h/a (0.84 GiB) was counted.
+TEST(Memory, KvCacheOfLatentAttentionIsTheLatent) {
+  ModelShape m = import_hf_config_file(std::string(MCR_HF_RECENT) + "/deepseek-v2-lite.json").shape;
+  ASSERT_TRUE(m.is_mla());
+  m.s = 4096;
+  m.b = 1;
+  ParallelLayout l;
+  EXPECT_DOUBLE_EQ(inference_memory(m, l).kv_cache, 27.0 * 4096 * 576 * 2);
+  // Each tensor-parallel rank keeps the whole latent.
+  m.t = 2;
+  EXPECT_DOUBLE_EQ(inference_memory(m, l).kv_cache, 27.0 * 4096 * 576 * 2);
+}
+
 }  // namespace
 }  // namespace mcr::codesign

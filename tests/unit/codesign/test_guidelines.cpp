@@ -1,6 +1,9 @@
 // The guideline checker on the published shapes the co-design paper criticises, and on a clean one.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "mcr/codesign/calculators.hpp"
 #include "mcr/codesign/guidelines.hpp"
 #include "mcr/errors.hpp"
@@ -161,6 +164,111 @@ TEST(Guidelines, MemoryFitReadsTheCatalogsGbAsBinary) {
   EXPECT_TRUE(check_memory(m, d, ParallelLayout{}, false).empty());
   d.memory_gb = need / (0.9 * 1024.0 * 1024.0 * 1024.0) * 0.99;
   ASSERT_EQ(check_memory(m, d, ParallelLayout{}, false).size(), 1u);
+}
+
+ModelShape recent(const std::string& file) {
+  return import_hf_config_file(std::string(MCR_HF_RECENT) + "/" + file).shape;
+}
+
+// The a values a fix names ("a = 40 (h/a = 64) or ..."), each applied as the advisor would: the
+// GQA group size kept.
+std::vector<ModelShape> suggested_heads(const ModelShape& m, const std::string& fix) {
+  std::vector<ModelShape> out;
+  const std::int64_t group = m.a / m.kv_heads();
+  for (std::size_t at = fix.find("a = "); at != std::string::npos; at = fix.find("a = ", at + 1)) {
+    if (at > 0 && fix[at - 1] == '/') continue;  // "h/a = 64" is the head dim
+    ModelShape c = m;
+    c.a = std::stoll(fix.substr(at + 4));
+    c.a_kv = c.a / group;
+    c.d_head = 0;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Latent attention's heads are 192 (Q/K) and 128 (V) wide in DeepSeek-V3; h/a = 7168/128 = 56 is
+// no width of it. Before, that 56 raised "small for flash attention" and a power-of-two note.
+TEST(Guidelines, LatentAttentionIsJudgedByItsOwnHeadWidths) {
+  ModelShape m = recent("deepseek-v3.json");
+  m.attention = AttentionImpl::flash;
+  ASSERT_TRUE(m.is_mla());
+  const auto fs = check_guidelines(m, a100());
+  EXPECT_EQ(find(fs, "flash_head_dim"), nullptr);
+  EXPECT_EQ(find(fs, "head_dim_pow2"), nullptr);
+  EXPECT_EQ(find(fs, "heads_divide_hidden"), nullptr);
+  // A misaligned latent head width is named as such, with a fix in its own terms.
+  m.qk_rope_dim = 60;  // Q/K width 188 = 4 x 47
+  const auto misaligned = check_guidelines(m, a100());
+  const Finding* f = find(misaligned, "head_dim_pow2");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("query/key head dimension 188"), std::string::npos) << f->message;
+  EXPECT_NE(f->fix.find("qk_nope_dim + qk_rope_dim = 188"), std::string::npos) << f->fix;
+}
+
+// Vocabulary-parallel logits: each of t ranks computes ceil(v/t) rows. GPT-3 2.7B's padded 50304
+// over t = 8 is 6288 = 16 x 393 per rank, 32-byte aligned in fp16; before, only v % 64 was asked
+// and nothing was said. Megatron's fix pads v to a multiple of 64 t: 50688 (6336 = 64 x 99).
+TEST(Guidelines, VocabularyIsCheckedPerTensorParallelShard) {
+  ModelShape m = load_preset("gpt3-2.7b");
+  m.v = 50304;
+  m.t = 8;
+  const auto fs = check_guidelines(m, a100());
+  const Finding* f = find(fs, "vocab_alignment");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("6288"), std::string::npos) << f->message;
+  EXPECT_NE(f->fix.find("50688"), std::string::npos) << f->fix;
+  m.v = 50688;
+  EXPECT_EQ(find(check_guidelines(m, a100()), "vocab_alignment"), nullptr);
+}
+
+// Every head count a fix suggests is a shape the model can take: with t = 8, GPT-3 2.7B's 2560
+// splits into 10, 20 or 40 heads of a 64-multiple width, but only 40 divides by 8 (the fix named
+// a = 20 and a = 10 before, which validate() rejects). A hidden size it suggests is one a divides.
+TEST(Guidelines, SuggestedShapesAreShapesTheModelCanTake) {
+  ModelShape m = load_preset("gpt3-2.7b");
+  m.t = 8;
+  const auto fs = check_guidelines(m, a100());
+  const Finding* f = find(fs, "head_dim_pow2");
+  ASSERT_NE(f, nullptr);
+  const auto heads = suggested_heads(m, f->fix);
+  ASSERT_FALSE(heads.empty()) << f->fix;
+  for (const auto& c : heads)
+    EXPECT_NO_THROW(c.validate()) << f->fix;
+  EXPECT_EQ(f->fix.find("a = 20"), std::string::npos) << f->fix;
+  // Grouped-query heads keep their group size and split over t too.
+  ModelShape gqa = m;
+  gqa.a_kv = 8;  // groups of 4
+  const auto gqa_findings = check_guidelines(gqa, a100());
+  const Finding* g = find(gqa_findings, "head_dim_pow2");
+  ASSERT_NE(g, nullptr);
+  for (const auto& c : suggested_heads(gqa, g->fix))
+    EXPECT_NO_THROW(c.validate()) << g->fix;
+  // h = 2600 over a = 40: the multiples of 64 that 40 also divides are 2560 and 2880.
+  ModelShape wide = load_preset("gpt3-2.7b");
+  wide.h = 2600;
+  wide.a = 40;
+  wide.a_kv = 0;
+  const auto wide_findings = check_guidelines(wide, a100());
+  const Finding* h = find(wide_findings, "hidden_alignment");
+  ASSERT_NE(h, nullptr);
+  EXPECT_NE(h->fix.find("h = 2560 or h = 2880"), std::string::npos) << h->fix;
+}
+
+// A mixture of experts' GEMMs use each routed expert's width, not d_ff: Qwen3-30B-A3B's experts are
+// 768 wide, 96 per rank at t = 8 (32-byte aligned in bf16), while its unused d_ff = 6144 is
+// aligned. Before, only d_ff was checked and nothing was said.
+TEST(Guidelines, MixtureOfExpertsIsCheckedAtTheExpertsWidth) {
+  ModelShape m = recent("qwen3-30b-a3b.json");
+  ASSERT_TRUE(m.is_moe());
+  ASSERT_EQ(m.expert_width(), 768);
+  m.t = 8;
+  bool expert_shard = false;
+  for (const auto& f : check_guidelines(m, a100())) {
+    if (f.id != "tp_shard_alignment") continue;
+    EXPECT_EQ(f.message.find("d_ff/t"), std::string::npos) << f.message;
+    expert_shard = expert_shard || f.message.find("d_ff_expert/t = 768/8") != std::string::npos;
+  }
+  EXPECT_TRUE(expert_shard);
 }
 
 }  // namespace

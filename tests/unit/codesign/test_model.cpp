@@ -194,5 +194,31 @@ TEST(Model, OverridesKeepTheShapesRules) {
   EXPECT_TRUE(ModelOverrides{.L = 2}.changes_dimensions());
 }
 
+// A new layer count keeps the layers' mix: Mistral's every layer slides; Gemma-3-1B's 26 layers are
+// 22 sliding and 4 full (1 in 6), so 12 layers keep 4 x 12/26 = 1.8, 2 full; DeepSeek's leading
+// dense layers stay, at most L.
+TEST(Model, SetLayersKeepsTheLayersMix) {
+  const auto load = [](const std::string& dir, const std::string& file) {
+    return import_hf_config_file(dir + "/" + file).shape;
+  };
+  ModelShape mistral = load(MCR_HF_FIXTURES, "mistral-7b.json");
+  ModelOverrides o;
+  o.L = 24;
+  apply_overrides(mistral, o);
+  EXPECT_EQ(mistral.L, 24);
+  EXPECT_EQ(mistral.sliding_layers, 24);
+  EXPECT_NO_THROW(mistral.validate());
+  ModelShape gemma = load(MCR_HF_RECENT, "gemma-3-1b-it.json");
+  ASSERT_EQ(gemma.L, 26);
+  ASSERT_EQ(gemma.sliding_layers, 22);
+  set_layers(gemma, 12);
+  EXPECT_EQ(gemma.sliding_layers, 10);
+  ModelShape deepseek = load(MCR_HF_RECENT, "deepseek-v3.json");
+  ASSERT_EQ(deepseek.dense_layers, 3);
+  set_layers(deepseek, 2);
+  EXPECT_EQ(deepseek.dense_layers, 2);
+  EXPECT_NO_THROW(deepseek.validate());
+}
+
 }  // namespace
 }  // namespace mcr::codesign
