@@ -5,6 +5,7 @@
 #include <ostream>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -42,7 +43,20 @@ LogSummary summarize(const GatheredLog& log) {
   for (std::size_t q = 0; q < per_rank.size(); ++q)
     per_rank[q].rank = static_cast<int>(q);
 
-  for (const auto& r : log.records) {
+  // Occurrences are counted in each rank's issue order (its communicator's sequence numbers), not
+  // in the order completions were recorded: two same-sized async collectives waited for in opposite
+  // orders on two ranks are still the same two instances.
+  std::vector<const LogRecord*> in_issue_order;
+  in_issue_order.reserve(log.records.size());
+  for (const auto& r : log.records)
+    in_issue_order.push_back(&r);
+  std::stable_sort(in_issue_order.begin(), in_issue_order.end(),
+                   [](const LogRecord* x, const LogRecord* y) {
+                     return std::tie(x->global_rank, x->group_id, x->sequence) <
+                            std::tie(y->global_rank, y->group_id, y->sequence);
+                   });
+  for (const LogRecord* record : in_issue_order) {
+    const LogRecord& r = *record;
     const RowKey row{r.op, r.bytes, r.backend, r.group_size};
     if (r.global_rank >= 0 && static_cast<std::size_t>(r.global_rank) < per_rank.size()) {
       auto& s = per_rank[static_cast<std::size_t>(r.global_rank)];

@@ -29,9 +29,11 @@ struct Op {
   // A v-op's recorded count is the rank's own (all_gather_v's input, all_to_all_v's sends): ranks
   // differ there by design, as the verification knows (verify.cpp, uses_count).
   bool count_is_per_rank() const { return op == "all_gather_v" || op == "all_to_all_v"; }
+  // The backend and the form too: the same all_reduce on mpi and on gloo (a backend forced on one
+  // rank, with MCR_VERIFY=0), or blocking on one rank and asynchronous on another, never meets.
   bool same_call(const Op& o) const {
     return op == o.op && dtype == o.dtype && (count == o.count || count_is_per_rank()) &&
-           root == o.root;
+           root == o.root && backend == o.backend && form == o.form;
   }
   std::string describe() const {
     return fmt::format("{} {} x{} ({} B){} on {}, {}", op, dtype, count, bytes,

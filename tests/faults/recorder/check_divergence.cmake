@@ -1,7 +1,9 @@
 # `mcr doctor` on two hand-made records (divergence/): at sequence #0 both ranks ran an
 # all_gather_v, of 3 and 5 elements (uneven counts are that op's use, not a divergence); at
 # sequence #1 rank 0 issued an all_reduce and rank 1 a broadcast. The doctor must name sequence #1
-# and both calls. -DMCR -DDIR
+# and both calls. In BACKEND_DIR (divergence_backend/) both ranks issued the same all_reduce at #0,
+# rank 0 on mpi and rank 1 on gloo (MCR_VERIFY=0 and a backend forced on one rank): each waits in a
+# library the other never enters, which the doctor must name too. -DMCR -DDIR -DBACKEND_DIR
 execute_process(COMMAND ${MCR} doctor ${DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
 message(STATUS "mcr doctor:\n${doc}")
 if(NOT rc EQUAL 0)
@@ -19,4 +21,10 @@ endif()
 execute_process(COMMAND ${MCR} doctor ${DIR}/.. ERROR_VARIABLE err RESULT_VARIABLE rc)
 if(rc EQUAL 0 OR NOT err MATCHES "holds no flight records")
   message(FATAL_ERROR "mcr doctor on a directory without records: rc ${rc}, '${err}'")
+endif()
+# The same call on two backends is a divergence.
+execute_process(COMMAND ${MCR} doctor ${BACKEND_DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
+message(STATUS "mcr doctor (backends):\n${doc}")
+if(NOT rc EQUAL 0 OR NOT doc MATCHES "ranks diverge at sequence #0:\n    rank 0 \\(world rank 0\\): all_reduce fp32 x4 \\(16 B\\) on mpi, sync\n    rank 1 \\(world rank 1\\): all_reduce fp32 x4 \\(16 B\\) on gloo, sync")
+  message(FATAL_ERROR "mcr doctor does not report the two backends of sequence #0 (rc ${rc})")
 endif()

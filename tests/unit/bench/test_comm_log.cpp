@@ -163,6 +163,39 @@ TEST(CommLog, SummaryTakesTheSlowestMemberAndStragglersAgainstTheFastest) {
   EXPECT_NE(text.find("straggler view"), std::string::npos) << text;
 }
 
+// Two same-sized async all_reduces, A (issued first, 10 us on each rank) and B (50 us on each),
+// waited for in opposite orders: rank 0 records B then A, rank 1 A then B. Each instance's members
+// are paired by issue order (sequence), so neither rank straggles; paired in the order the
+// completions were recorded, A on rank 1 met B on rank 0 and each rank took 40 us of straggling.
+TEST(CommLog, SummaryPairsInstancesInIssueOrder) {
+  GatheredLog g;
+  g.ranks = 2;
+  g.dropped = {0, 0};
+  auto rec = [](int rank, std::uint64_t seq, std::int64_t dur) {
+    LogRecord r;
+    r.op = OpType::all_reduce;
+    r.async = true;
+    r.bytes = 4096;
+    r.backend = "mpi";
+    r.group_id = 1;
+    r.group_size = 2;
+    r.group_rank = rank;
+    r.global_rank = rank;
+    r.sequence = seq;
+    r.start_ns = 0;
+    r.end_ns = dur * 1000;
+    return r;
+  };
+  g.records = {rec(0, 1, 50), rec(0, 0, 10), rec(1, 0, 10), rec(1, 1, 50)};
+  const auto s = summarize(g);
+  ASSERT_EQ(s.rows.size(), 1u);
+  EXPECT_EQ(s.rows[0].count, 2u);
+  EXPECT_DOUBLE_EQ(s.rows[0].total_us, 60.0);  // slowest members: 10 + 50
+  ASSERT_EQ(s.stragglers.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.stragglers[0].straggler_us, 0.0);
+  EXPECT_DOUBLE_EQ(s.stragglers[1].straggler_us, 0.0);
+}
+
 // The same op, size and backend on a group of 2 and on the world of 4 are two rows: each instance
 // is matched against its own group's size, its latency is its slowest member's, and each row's
 // bus factor is its group's. Before, the row took the first record's group size, so every world
