@@ -78,9 +78,12 @@ SlurmMaster slurm_master() {
           list != nullptr ? list : ""));
     }
   }
+  // The variable the port came from, for the range check below.
+  std::string from = "MASTER_PORT";
   if (env("MASTER_PORT") != nullptr) {
     m.port = env_int("MASTER_PORT", 0, 1);
   } else if (const char* resv = env("SLURM_STEP_RESV_PORTS")) {
+    from = fmt::format("SLURM_STEP_RESV_PORTS='{}'", resv);
     // "12000-12003" or "12000": the step's own ports, which no other step is given.
     std::string_view s(resv);
     s = s.substr(0, s.find_first_of("-,"));
@@ -101,7 +104,7 @@ SlurmMaster slurm_master() {
     m.port = slurm_default_port(job, step);
   }
   if (m.port > 65535) {
-    throw InvalidArgument(fmt::format("MASTER_PORT={} is not a TCP port (1-65535)", m.port));
+    throw InvalidArgument(fmt::format("{}: port {} is not a TCP port (1-65535)", from, m.port));
   }
   return m;
 }
@@ -212,6 +215,15 @@ LaunchInfo launch_info(bool store_given) {
     info.launcher = Launcher::torchrun;
     info.rank = env_int("RANK", 0, 0);
     info.size = env_int("WORLD_SIZE", 1, 1);
+    // Without RANK every process of the world would take rank 0: one would start the store, the
+    // others fail to, and the real peers would wait out the timeout. (With a store handed to
+    // init(), InitOptions gives the rank.)
+    if (info.size > 1 && env("RANK") == nullptr && !store_given) {
+      throw InvalidArgument(fmt::format(
+          "WORLD_SIZE={} is set but RANK is not: every process would be rank 0; set RANK (0 to {}) "
+          "in each process, as torchrun does",
+          info.size, info.size - 1));
+    }
     info.local_rank = env_int("LOCAL_RANK", 0, 0);
     info.local_size = env_int("LOCAL_WORLD_SIZE", info.size, 1);
     const char* addr = env("MASTER_ADDR");

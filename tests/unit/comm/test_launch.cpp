@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "bootstrap/bootstrap.hpp"
 #include "mcr/comm/launch.hpp"
@@ -170,6 +171,41 @@ TEST(Launch, SlurmWithoutPmiFormsTheWorldThroughTheStore) {
   EXPECT_EQ(l.local_size, 4);
   EXPECT_EQ(l.master_addr, "127.0.0.1");
   EXPECT_EQ(l.master_port, slurm_default_port(7, 1));
+}
+
+// WORLD_SIZE without RANK: every process would have taken rank 0 and the world never formed.
+TEST(Launch, WorldSizeWithoutRankIsAnError) {
+  CleanEnv clean;
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  try {
+    mcr::launch_info();
+    FAIL() << "WORLD_SIZE=4 without RANK was read as rank 0";
+  } catch (const mcr::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("WORLD_SIZE=4 is set but RANK is not"), std::string::npos)
+        << e.what();
+  }
+  // A store handed to init() comes with its rank (InitOptions).
+  EXPECT_NO_THROW(mcr::launch_info(true));
+}
+
+// A reserved port range past 65535 is reported under its own name, not as MASTER_PORT.
+TEST(Launch, SlurmReservedPortOutOfRangeNamesItsVariable) {
+  CleanEnv clean;
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_NTASKS", "2", 1);
+  setenv("SLURM_STEP_NUM_NODES", "1", 1);
+  setenv("SLURM_MPI_TYPE", "none", 1);
+  setenv("SLURM_STEP_RESV_PORTS", "70000-70003", 1);
+  try {
+    mcr::launch_info();
+    FAIL() << "port 70000 accepted";
+  } catch (const mcr::InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("SLURM_STEP_RESV_PORTS='70000-70003'"), std::string::npos) << what;
+    EXPECT_EQ(what.find("MASTER_PORT"), std::string::npos) << what;
+  }
 }
 
 TEST(Launch, SlurmStoreAddressOnSeveralNodes) {
