@@ -34,4 +34,15 @@ inline void require_usable(std::string_view field, const std::vector<std::string
   }
 }
 
+// The root and reduce operator one point of `op` takes on `ranks` ranks (defined in point.cpp,
+// where each Point checks them too). A sweep checks every op's before it runs any: a point is built
+// only when its group comes, so a bad value would otherwise stop the sweep after others have run.
+void check_point_arguments(OpType op, int root, ReduceOp reduce, int ranks);
+
+inline void check_point_arguments(const std::vector<OpType>& ops, int root, ReduceOp reduce,
+                                  int ranks) {
+  for (OpType op : ops)
+    check_point_arguments(op, root, reduce, ranks);
+}
+
 }  // namespace mcr::bench::detail

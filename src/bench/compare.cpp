@@ -54,8 +54,9 @@ InterleavedOptions compare_interleaved_options(const CompareOptions& o) {
   return io;
 }
 
-void check_compare_options(const CompareOptions& o) {
+void check_compare_options(const CompareOptions& o, int ranks) {
   detail::require_points(o.ops, o.sizes, o.dtypes);
+  detail::check_point_arguments(o.ops, o.root, o.reduce, ranks);
   if (o.repetitions < 1)
     throw InvalidArgument(
         fmt::format("compare.repetitions {}: at least one repetition is required", o.repetitions));
@@ -68,7 +69,7 @@ void check_compare_options(const CompareOptions& o) {
 
 CompareResult run_compare(Communicator& world, const CompareOptions& o,
                           const CompareCallbacks& cb) {
-  check_compare_options(o);
+  check_compare_options(o, world.size());
   CompareResult result;
   result.backends = world.backends();
   std::vector<std::string> variants{""};  // "" = automatic selection

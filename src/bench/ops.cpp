@@ -50,24 +50,37 @@ std::vector<std::size_t> geometric_sizes(std::size_t begin, std::size_t end, dou
   }
   if (!(factor > 1.0))
     throw InvalidArgument(fmt::format("-f {}: the step factor must be > 1", factor));
+  // A factor close to 1 over a wide range would list more sizes than any sweep can run.
+  constexpr std::size_t kMaxSizes = 100000;
+  // 2^64: the first double no size_t reaches; every s below it converts exactly.
+  constexpr double kPastSizeT = 18446744073709551616.0;
   std::vector<std::size_t> sizes;
   double s = static_cast<double>(begin);
-  for (std::size_t cur = begin; cur <= end;) {
+  for (std::size_t cur = begin;;) {
     sizes.push_back(cur);
+    if (sizes.size() > kMaxSizes) {
+      throw InvalidArgument(fmt::format(
+          "-b {} -e {} -f {} makes more than {} sizes: use a larger step factor or a narrower "
+          "range",
+          begin, end, factor, kMaxSizes));
+    }
+    if (cur >= end) break;
     if (cur == 0) {
-      if (end == 0) break;
       cur = 1;
       s = 1;
       continue;
     }
     s *= factor;
-    const auto next = static_cast<std::size_t>(std::llround(s));
+    // Past the last size, or past what a size can hold, before converting: near 2^64 the
+    // conversion would overflow and the sweep never end.
+    if (s >= kPastSizeT || s > static_cast<double>(end)) break;
+    auto next = static_cast<std::size_t>(std::round(s));
     if (next <= cur) {  // a factor close to 1 must still make progress
-      cur += 1;
-      s = static_cast<double>(cur);
-    } else {
-      cur = next;
+      next = cur + 1;   // cur < end: no overflow
+      s = static_cast<double>(next);
     }
+    if (next > end) break;
+    cur = next;
   }
   return sizes;
 }

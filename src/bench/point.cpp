@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "checks.hpp"
 #include "mcr/bench/point.hpp"
 #include "mcr/comm/device_buffer.hpp"
 #include "mcr/comm/launch.hpp"
@@ -129,21 +130,29 @@ std::vector<std::size_t> distinct_sizes(OpType op, const std::vector<std::size_t
   return out;
 }
 
+namespace detail {
+
+void check_point_arguments(OpType op, int root, ReduceOp reduce, int ranks) {
+  if (has_root(op) && (root < 0 || root >= ranks)) {
+    throw InvalidArgument(fmt::format("options.root {}: must be a rank in [0, {}) ({} has a root)",
+                                      root, ranks, to_string(op)));
+  }
+  if (is_reduction(op) && reduce != ReduceOp::sum && reduce != ReduceOp::min &&
+      reduce != ReduceOp::max) {
+    throw InvalidArgument(
+        fmt::format("options.reduce {}: the benchmark verifies sum, min and max only ({} reduces)",
+                    to_string(reduce), to_string(op)));
+  }
+}
+
+}  // namespace detail
+
 Point::Point(Communicator comm, const PointConfig& config)
     : comm_(std::move(comm)), config_(config) {
   const int n = comm_.size();
-  if (has_root(config_.op) && (config_.root < 0 || config_.root >= n)) {
-    throw InvalidArgument(
-        fmt::format("options.root {}: must be a rank in [0, {})", config_.root, n));
-  }
+  detail::check_point_arguments(config_.op, config_.root, config_.reduce, n);
   if (config_.in_place && !has_in_place(config_.op)) {
     throw InvalidArgument(fmt::format("in-place: {} has no in-place form", to_string(config_.op)));
-  }
-  if (is_reduction(config_.op) && config_.reduce != ReduceOp::sum &&
-      config_.reduce != ReduceOp::min && config_.reduce != ReduceOp::max) {
-    throw InvalidArgument(
-        fmt::format("options.reduce {}: the benchmark verifies sum, min and max only",
-                    to_string(config_.reduce)));
   }
   layout_ = layout_for(config_.op, config_.nominal_bytes, config_.dtype, n);
   const std::size_t e = dtype_size(config_.dtype);

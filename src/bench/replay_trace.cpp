@@ -277,6 +277,13 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
       continue;
     }
     const std::string a = at + ".args";
+    // An all_to_all_v logs CallOptions::size_hint as its bytes; without one it reads 0, and a
+    // replay would run it with one element per rank: left out and counted instead.
+    if (*op == OpType::all_to_all_v && args.contains("bytes") &&
+        args["bytes"].is_number_unsigned() && args["bytes"].get<std::size_t>() == 0) {
+      ++trace.skipped_unsized;
+      continue;
+    }
     const json& dt = need(args, "dtype", a);
     const auto dtype = dt.is_string() ? parse_dtype(dt.get<std::string>()) : std::nullopt;
     if (!dtype) bad_field(path, a + ".dtype", dt, "unknown element type");
@@ -323,8 +330,9 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
   }
   if (instances.empty()) {
     throw InvalidArgument(fmt::format(
-        "{}: no collective operations in the trace ({} send/recv records are not replayed)", path,
-        trace.skipped_p2p));
+        "{}: no collective operations in the trace ({} send/recv records and {} all_to_all_v "
+        "records without a size are not replayed)",
+        path, trace.skipped_p2p, trace.skipped_unsized));
   }
   // Replay order: by first start across members, then each group's own sequence restored, so the
   // order is one every rank can follow and each group runs its ops in its recorded order.

@@ -55,8 +55,9 @@ Placement parse_placement(std::string_view name) {
   throw InvalidArgument(fmt::format("sweep.place '{}': must be out, in or both", name));
 }
 
-void check_sweep_options(const SweepOptions& o, const std::vector<std::string>& usable) {
+void check_sweep_options(const SweepOptions& o, const std::vector<std::string>& usable, int ranks) {
   detail::require_points(o.ops, o.sizes, o.dtypes);
+  detail::check_point_arguments(o.ops, o.root, o.reduce, ranks);
   if (o.iterations < 1)
     throw InvalidArgument(
         fmt::format("sweep.iterations {}: at least one iteration is required", o.iterations));
@@ -73,13 +74,16 @@ void check_sweep_options(const SweepOptions& o, const std::vector<std::string>& 
 }
 
 SweepResult run_sweep(Communicator& world, const SweepOptions& o, const SweepCallbacks& cb) {
-  check_sweep_options(o, world.backends());
+  check_sweep_options(o, world.backends(), world.size());
   SweepResult result;
   for (OpType op : o.ops) {
     if (skip_single_rank_p2p(world.size(), op)) continue;
     for (DType dtype : o.dtypes) {
-      for (bool in_place : in_place_forms(o.place)) {
-        if (in_place && !has_in_place(op)) continue;
+      // An op without an in-place form (send/recv, barrier) runs out of place once, whatever
+      // --place says, as mcr tune and mcr bench --compare do: it is not dropped from the sweep.
+      const std::vector<bool> forms =
+          has_in_place(op) ? in_place_forms(o.place) : std::vector<bool>{false};
+      for (bool in_place : forms) {
         for (const auto& requested : o.backends) {
           const SweepGroup group{op, dtype, in_place, requested,
                                  op == OpType::barrier ? 1 : o.sizes.size()};

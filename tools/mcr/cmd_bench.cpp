@@ -51,7 +51,7 @@ OutputFile output_file(Communicator& world, const BenchFlags& f) {
 
 void bench_sweep(Communicator& world, const BenchFlags& f) {
   bench::SweepOptions o = sweep_options(f);
-  bench::check_sweep_options(o, world.backends());
+  bench::check_sweep_options(o, world.backends(), world.size());
   o.device = bench::bench_device(f.device);
   OutputFile file = output_file(world, f);
   const Format format = f.json ? Format::json : f.csv ? Format::csv : Format::text;
@@ -99,7 +99,7 @@ void refuse_for_compare(const CLI::App& cmd) {
 // best single backend's time over auto's (>= 1 means auto is at least as fast).
 void bench_compare(Communicator& world, const BenchFlags& f) {
   bench::CompareOptions o = compare_options(f);
-  bench::check_compare_options(o);
+  bench::check_compare_options(o, world.size());
   o.device = bench::bench_device(f.device);
   OutputFile file = output_file(world, f);
   ComparePrinting printing(o, world.size(), world.backends(), f.json, file.get());

@@ -47,6 +47,7 @@ nlohmann::json to_json(const bench::Trace& trace, const bench::ReplayResult& r, 
           {"ops", trace.ops.size()},
           {"scale", scale},
           {"skipped_p2p", trace.skipped_p2p},
+          {"skipped_unsized", trace.skipped_unsized},
           {"policies", policies},
           {"best_single", r.best_single.empty() ? nlohmann::json() : nlohmann::json(r.best_single)},
           {"auto_vs_best", r.auto_vs_best > 0 ? nlohmann::json(r.auto_vs_best) : nlohmann::json()}};
@@ -84,6 +85,11 @@ void print_table(const bench::Trace& trace, const bench::ReplayResult& r, int re
         "# {} send/recv records of the trace were not replayed (their peers are not "
         "logged)\n",
         trace.skipped_p2p);
+  if (trace.skipped_unsized > 0)
+    fmt::print(
+        "# {} all_to_all_v records of the trace were not replayed (issued without a size hint, "
+        "their size is not logged)\n",
+        trace.skipped_unsized);
 }
 
 void run_replay(Communicator& world, bench::Trace& trace, const ReplayFlags& f) {

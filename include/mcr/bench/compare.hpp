@@ -91,8 +91,9 @@ std::size_t best_single(const std::vector<BackendTiming>& timings);
 InterleavedOptions compare_interleaved_options(const CompareOptions& options);
 
 /// Throws InvalidArgument naming the field, the value and the rule for: no op, size or dtype,
-/// repetitions < 1, precision < 0, extra_budget_s < 0.
-void check_compare_options(const CompareOptions& options);
+/// repetitions < 1, precision < 0, extra_budget_s < 0, a root outside [0, ranks) for a rooted op,
+/// a reduce operator other than sum, min and max for a reduction.
+void check_compare_options(const CompareOptions& options, int ranks);
 
 /// Runs the comparison on `world` (collective: every rank calls it with the same options) against
 /// every backend usable on it. send/recv is left out on 1 rank.

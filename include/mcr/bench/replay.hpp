@@ -37,6 +37,9 @@ struct Trace {
   std::vector<std::vector<int>> groups;  ///< global ranks of each group, ascending
   std::vector<TraceOp> ops;              ///< in replay order
   std::size_t skipped_p2p = 0;  ///< MCR_LOG send/recv records left out (their peer is not logged)
+  /// MCR_LOG all_to_all_v records of 0 bytes left out: issued without CallOptions::size_hint (as
+  /// torch's all_to_all_single with splits is), so the log does not know their size.
+  std::size_t skipped_unsized = 0;
   /// An MCR_LOG trace's host map: the host index of each global rank (hosts numbered in the order
   /// of their lowest rank), -1 for a rank it does not name (one that ran no collective). Every
   /// rank of `groups` has one. Empty when the trace records none (older traces, a rank's own log).

@@ -97,9 +97,11 @@ struct SweepResult {
 
 /// Throws InvalidArgument naming the field, the value and the rule for: no op, size or dtype,
 /// iterations < 1 or above max_iterations, warmup < 0, min_time_s < 0, a backend that is neither
-/// "auto" nor in `usable`. Called by run_sweep(); callers that must act before the collective work
-/// (e.g. open an output file) can call it first.
-void check_sweep_options(const SweepOptions& options, const std::vector<std::string>& usable);
+/// "auto" nor in `usable`, a root outside [0, ranks) for a rooted op, a reduce operator other than
+/// sum, min and max for a reduction. Called by run_sweep(); callers that must act before the
+/// collective work (e.g. open an output file) can call it first.
+void check_sweep_options(const SweepOptions& options, const std::vector<std::string>& usable,
+                         int ranks);
 
 /// Runs the sweep on `world` (collective: every rank calls it with the same options). Before the
 /// first size of each (op, dtype, place, backend) group is timed, that size runs untimed for about

@@ -48,6 +48,23 @@ TEST(Library, SweepReportsEveryRowThroughItsCallback) {
   EXPECT_EQ(result.rows.back().op, OpType::barrier);
 }
 
+// --place in: ops without an in-place form run out of place once instead of being dropped (before,
+// a sweep of send and barrier in place measured nothing and reported success).
+TEST(Library, SweepInPlaceKeepsOpsWithoutAnInPlaceForm) {
+  bench::SweepOptions o;
+  o.ops = {OpType::send, OpType::barrier, OpType::all_reduce};
+  o.sizes = {64};
+  o.place = bench::Placement::in;
+  o.iterations = 2;
+  o.warmup = 1;
+  o.min_time_s = 0;
+  const auto result = bench::run_sweep(g_world, o);
+  ASSERT_EQ(result.rows.size(), g_world.size() > 1 ? 3u : 2u);
+  for (const auto& r : result.rows)
+    EXPECT_EQ(r.in_place, r.op == OpType::all_reduce) << to_string(r.op);
+  EXPECT_EQ(result.wrong, 0u);
+}
+
 TEST(Library, SweepFillsTheMinimumTimeWithMoreIterations) {
   bench::SweepOptions o;
   o.sizes = {4, 64};

@@ -1,6 +1,7 @@
 // Bandwidth conventions (nccl-tests src/*.cu GetBw functions), layouts and size sweeps.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -68,6 +69,12 @@ TEST(Sizes, GeometricSweep) {
   EXPECT_EQ(geometric_sizes(8, 8, 2), (std::vector<std::size_t>{8}));
   EXPECT_THROW(geometric_sizes(64, 4, 2), InvalidArgument);
   EXPECT_THROW(geometric_sizes(4, 64, 1.0), InvalidArgument);
+  // Up to the largest size: the sweep ends (before, a step past 2^63 converted to 2^63 and the
+  // sweep crept on by one byte at a time); and a step factor too close to 1 is refused.
+  const auto huge = geometric_sizes(std::size_t{1} << 62, SIZE_MAX, 2);
+  EXPECT_EQ(huge, (std::vector<std::size_t>{std::size_t{1} << 62, std::size_t{1} << 63}));
+  EXPECT_EQ(geometric_sizes(SIZE_MAX - 1, SIZE_MAX, 1.5), (std::vector<std::size_t>{SIZE_MAX - 1}));
+  EXPECT_THROW(geometric_sizes(1, std::size_t{1} << 40, 1.000001), InvalidArgument);
 }
 
 TEST(Ops, ParsingNamesTheArgument) {

@@ -55,49 +55,71 @@ TEST(Options, PlacementNamesTheField) {
 
 TEST(Options, SweepChecksNameFieldValueAndRule) {
   const std::vector<std::string> usable{"mpi", "gloo"};
-  EXPECT_NO_THROW(check_sweep_options(valid_sweep(), usable));
+  EXPECT_NO_THROW(check_sweep_options(valid_sweep(), usable, 4));
   auto o = valid_sweep();
   o.iterations = 0;
-  auto m = message_of([&] { check_sweep_options(o, usable); });
+  auto m = message_of([&] { check_sweep_options(o, usable, 4); });
   EXPECT_TRUE(contains(m, "sweep.iterations 0: at least one iteration is required")) << m;
   o = valid_sweep();
   o.warmup = -1;
-  m = message_of([&] { check_sweep_options(o, usable); });
+  m = message_of([&] { check_sweep_options(o, usable, 4); });
   EXPECT_TRUE(contains(m, "sweep.warmup -1: must be >= 0")) << m;
   o = valid_sweep();
   o.backends = {"auto", "ucx"};
-  m = message_of([&] { check_sweep_options(o, usable); });
+  m = message_of([&] { check_sweep_options(o, usable, 4); });
   EXPECT_TRUE(contains(m, "sweep.backends 'ucx': not usable here (usable: auto, mpi, gloo)")) << m;
   o = valid_sweep();
   o.sizes.clear();
-  m = message_of([&] { check_sweep_options(o, usable); });
+  m = message_of([&] { check_sweep_options(o, usable, 4); });
   EXPECT_TRUE(contains(m, "options.sizes: at least one message size is required")) << m;
   o = valid_sweep();
   o.ops.clear();
-  m = message_of([&] { check_sweep_options(o, usable); });
+  m = message_of([&] { check_sweep_options(o, usable, 4); });
   EXPECT_TRUE(contains(m, "options.ops: at least one operation is required")) << m;
   o = valid_sweep();
   o.dtypes.clear();
-  m = message_of([&] { check_sweep_options(o, usable); });
+  m = message_of([&] { check_sweep_options(o, usable, 4); });
   EXPECT_TRUE(contains(m, "options.dtypes: at least one element type is required")) << m;
+  // The root and the reduce operator of every op, before any group runs: before, a sweep of
+  // all_gather then all_reduce with --reduce prod measured all of all_gather and then stopped.
+  o = valid_sweep();
+  o.ops = {OpType::all_gather, OpType::all_reduce};
+  o.reduce = ReduceOp::prod;
+  m = message_of([&] { check_sweep_options(o, usable, 4); });
+  EXPECT_TRUE(contains(m,
+                       "options.reduce prod: the benchmark verifies sum, min and max only "
+                       "(all_reduce reduces)"))
+      << m;
+  o = valid_sweep();
+  o.ops = {OpType::all_gather, OpType::broadcast};
+  o.root = 5;
+  m = message_of([&] { check_sweep_options(o, usable, 4); });
+  EXPECT_TRUE(contains(m, "options.root 5: must be a rank in [0, 4) (broadcast has a root)")) << m;
+  o.ops = {OpType::all_gather};  // no rooted op: the root is not used
+  EXPECT_NO_THROW(check_sweep_options(o, usable, 4));
 }
 
 TEST(Options, CompareChecksNameFieldValueAndRule) {
   CompareOptions o;
   o.sizes = {64};
-  EXPECT_NO_THROW(check_compare_options(o));
+  EXPECT_NO_THROW(check_compare_options(o, 4));
   auto bad = o;
   bad.repetitions = 0;
-  auto m = message_of([&] { check_compare_options(bad); });
+  auto m = message_of([&] { check_compare_options(bad, 4); });
   EXPECT_TRUE(contains(m, "compare.repetitions 0: at least one repetition is required")) << m;
   bad = o;
   bad.precision = -0.5;
-  m = message_of([&] { check_compare_options(bad); });
+  m = message_of([&] { check_compare_options(bad, 4); });
   EXPECT_TRUE(contains(m, "compare.precision -0.5: must be >= 0")) << m;
   bad = o;
   bad.extra_budget_s = -1;
-  m = message_of([&] { check_compare_options(bad); });
+  m = message_of([&] { check_compare_options(bad, 4); });
   EXPECT_TRUE(contains(m, "compare.extra_budget_s -1: must be >= 0 seconds")) << m;
+  bad = o;
+  bad.ops = {OpType::reduce};
+  bad.root = -1;
+  m = message_of([&] { check_compare_options(bad, 4); });
+  EXPECT_TRUE(contains(m, "options.root -1: must be a rank in [0, 4)")) << m;
 }
 
 TEST(Options, TuneChecksNameFieldValueAndRule) {

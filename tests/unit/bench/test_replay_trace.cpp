@@ -170,6 +170,26 @@ TEST(ReplayTrace, CommLogTraceKeepsEachGroupsSequenceOrder) {
   EXPECT_EQ(t.ops[1].op, OpType::all_gather);
 }
 
+// An all_to_all_v issued without a size hint logs 0 bytes: it is left out and counted, not replayed
+// as one element per rank. One with a hint replays at that size.
+TEST(ReplayTrace, CommLogAllToAllVWithoutASizeIsLeftOut) {
+  GatheredLog log;
+  log.ranks = 2;
+  log.dropped.assign(2, 0);
+  for (int r = 0; r < 2; ++r) {
+    log.records.push_back(
+        LogRecord{100, 200, 0, 0, 0, 0, "mpi", OpType::all_to_all_v, DType::f32, true, r, 2, r});
+    log.records.push_back(LogRecord{300, 400, 1, 0, 8192, 2048, "mpi", OpType::all_to_all_v,
+                                    DType::f32, true, r, 2, r});
+  }
+  std::ostringstream text;
+  write_chrome_trace(log, text);
+  const Trace t = parse_trace(text.str(), "moe.json");
+  EXPECT_EQ(t.skipped_unsized, 2u);  // each rank's record
+  ASSERT_EQ(t.ops.size(), 1u);
+  EXPECT_EQ(t.ops[0].bytes, 8192u);
+}
+
 TEST(ReplayTrace, CommLogTraceCarriesTheHostMap) {
   GatheredLog log = three_rank_log();
   std::ostringstream plain;
