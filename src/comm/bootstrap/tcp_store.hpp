@@ -61,7 +61,8 @@ class TcpStoreServer {
 
   /// Blocks until no rank other than `except_rank` is connected, at most `limit`; returns whether
   /// they all left. The owner calls it before destroying the server, so that no rank still
-  /// reading the store sees it vanish.
+  /// reading the store sees it vanish. From the first call on no rank is let in any more: a hello
+  /// is closed unanswered, which a connecting client takes as "try again".
   bool wait_for_ranks_to_leave(int except_rank, std::chrono::milliseconds limit);
 
   /// How long the destructor keeps serving ranks that are still connected (default 2 s): it first

@@ -102,6 +102,9 @@ struct TcpStoreServer::Impl {
   std::atomic<int> other_ranks{0};  // connected ranks other than except_rank
   std::atomic<long long> goodbye_grace_ms{2000};
   bool closing = false;  // server thread: the owner is going away; waits are refused
+  // Set by the owner's first wait_for_ranks_to_leave: the runtime is ending, so a rank that says
+  // hello now belongs to the next one (a re-init after finalize) and is not let in.
+  std::atomic<bool> ranks_leaving{false};
   // Buffer bytes that refused, dropped or half-sent connections made the server hold: returned to
   // the system once they are freed (release_abandoned_buffers), not kept by the process's memory
   // policy for reuse, so that a stranger cannot grow the job's rank 0 for good.
@@ -227,6 +230,7 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 bool TcpStoreServer::wait_for_ranks_to_leave(int except_rank, std::chrono::milliseconds limit) {
+  impl_->ranks_leaving.store(true);
   impl_->except_rank.store(except_rank);
   const char recount = 'r';
   [[maybe_unused]] auto written = ::write(impl_->wake_write.get(), &recount, 1);
@@ -546,8 +550,11 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
         refuse(c, "the first request must be a hello carrying the job's token");
         return;
       }
-      if (closing) {
-        // Accepted before the goodbye: closed unanswered, which a client takes as "try again".
+      if (closing || ranks_leaving.load()) {
+        // Accepted before the goodbye, or while the owner waits for this runtime's ranks to leave:
+        // closed unanswered, which a client takes as "try again" (until the next runtime's store
+        // listens). Let in, a rank that finished finalize and called init again would read this
+        // runtime's keys, and the owner would wait for it to leave until its timeout.
         drop(c, "a hello while the store's owner goes away");
         return;
       }

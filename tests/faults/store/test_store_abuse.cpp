@@ -435,6 +435,25 @@ TEST(StoreAbuse, WhileTheOwnerGoesAwayNoNewRankGetsIn) {
   closer.join();
 }
 
+// Finalize on rank 0 waits for the other ranks to leave its store; a rank that has left and calls
+// init() again meanwhile must not be let in: it would read this runtime's keys, and rank 0 would
+// wait for it to leave until its timeout. Before, its hello was answered as rank 1's.
+TEST(StoreAbuse, ARankReturningWhileTheOthersLeaveIsNotLetIn) {
+  TcpStoreServer server("127.0.0.1", 0, job_a());
+  auto r0 = connect_tcp_store("127.0.0.1", server.port(), 5s, job_a(), 0);
+  auto r1 = connect_tcp_store("127.0.0.1", server.port(), 5s, job_a(), 1);
+  r1->set("old-runtime", bytes_of("stale"));
+  EXPECT_FALSE(server.wait_for_ranks_to_leave(0, 50ms));  // the owner starts waiting
+  r1.reset();
+  try {
+    auto again = connect_tcp_store("127.0.0.1", server.port(), 300ms, job_a(), 1);
+    ADD_FAILURE() << "a returning rank was let in; it reads "
+                  << again->get("old-runtime", 100ms).size() << " bytes of the old runtime's key";
+  } catch (const TimeoutError&) {
+  }
+  EXPECT_TRUE(server.wait_for_ranks_to_leave(0, 2s));
+}
+
 TEST(StoreAbuse, TheOwnerWaitsForRanksToLeave) {
   TcpStoreServer server("127.0.0.1", 0, job_a());
   auto r0 = connect_tcp_store("127.0.0.1", server.port(), 5s, job_a(), 0);
