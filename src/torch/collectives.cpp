@@ -343,6 +343,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::alltoall_base(at::Tensor& output
   auto in = input.contiguous();
   auto s = stage(output, false);
   if (output_splits.empty() && input_splits.empty()) {
+    // Whole rows (dim 0) go to each rank, as torch's own backends split them (checkSplitSizes).
+    for (const at::Tensor* t : {&input, &output}) {
+      TORCH_CHECK(t->dim() > 0 && t->size(0) % size_ == 0, "mcr alltoall_base: the ",
+                  t == &input ? "input" : "output", "'s dim 0 (",
+                  t->dim() > 0 ? t->size(0) : int64_t{0},
+                  ") does not divide equally across the group's ", size_,
+                  " ranks (without split sizes each rank gets dim 0 / ", size_, " rows)");
+    }
     TORCH_CHECK(in.numel() == output.numel(), "mcr alltoall_base: input has ", in.numel(),
                 " elements, output ", output.numel());
     TORCH_CHECK(in.numel() % size_ == 0, "mcr alltoall_base: ", in.numel(),

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/jit_type.h>
 
 #include "comm_thread.hpp"
@@ -180,10 +181,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
     IssueStream ordered(stream);
     return start(comm, o);
   };
-  op.complete = [work, after = std::move(after)](std::exception_ptr error) {
+  // The caller's thread-local state (inference mode, dispatch keys, ...) as it posts: the copy-back
+  // may run on another thread (the communication thread, a relief, a waiter), where writing into
+  // an inference tensor would otherwise raise "Inplace update to inference tensor outside
+  // InferenceMode".
+  op.complete = [work, after = std::move(after),
+                 caller_state = at::ThreadLocalState()](std::exception_ptr error) {
     if (!error && after) {
       try {
-        // Copy-back writes into user tensors that may require grad; this thread's grad mode is on.
+        at::ThreadLocalStateGuard as_the_caller(caller_state);
+        // Copy-back writes into user tensors that may require grad: never recorded by autograd.
         at::NoGradGuard no_grad;
         after();
       } catch (...) {

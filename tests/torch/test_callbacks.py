@@ -96,6 +96,19 @@ def concurrent_chains(rank, ws, groups):
         same(seconds[c], expected_sum(ws, 60 + c), f"chain {c}: all_reduce in its callback")
 
 
+def inference_mode_copy_back(rank, ws):
+    """all_gather into a list under torch.inference_mode(): the results are copied from a staging
+    buffer into the list's inference tensors by whichever thread completes the operation, which
+    keeps the caller's mode (before, any thread but the caller raised "Inplace update to inference
+    tensor outside InferenceMode"; with MCR_TORCH_INLINE=0 always)."""
+    with torch.inference_mode():
+        x = data(rank, N, torch.float32, 9)
+        outs = [torch.zeros(N) for _ in range(ws)]
+        dist.all_gather(outs, x)
+    for r in range(ws):
+        same(outs[r], data(r, N, torch.float32, 9), f"all_gather under inference_mode, part {r}")
+
+
 def main():
     rank, ws = setup()
     groups = [dist.new_group(list(range(ws))) for _ in range(6)]
@@ -105,7 +118,8 @@ def main():
     for g in groups:
         dist.all_reduce(torch.zeros(N), group=g)
     before = mt._backend._C.comm_thread_counts()
-    for case in (nested_post_and_wait, wait_for_other_in_flight, work_wait_in_callback):
+    for case in (nested_post_and_wait, wait_for_other_in_flight, work_wait_in_callback,
+                 inference_mode_copy_back):
         for _ in range(3):
             case(rank, ws)
         if rank == 0:

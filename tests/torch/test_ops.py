@@ -331,6 +331,23 @@ def complex_refuses_other_ops():
         check(False, f"reduce {op} of a complex64 tensor did not raise")
 
 
+def all_to_all_splits_rows():
+    """all_to_all_single without split sizes sends each rank dim 0 / ws whole rows: a dim 0 the ranks
+    do not divide is refused before anything is sent, as torch's own backends refuse it (before, 3
+    rows of 2 on 2 ranks sent 3 elements each, a row cut in half)."""
+    ws = dist.get_world_size()
+    if ws < 2:
+        return
+    inp, out = torch.ones(ws + 1, 2), torch.zeros(ws + 1, 2)
+    try:
+        dist.all_to_all_single(out, inp)
+    except RuntimeError as e:
+        check("dim 0 (" in str(e) and "does not divide equally" in str(e), f"message: {e}")
+        same(out, torch.zeros(ws + 1, 2), "all_to_all_single of uneven rows: output untouched")
+        return
+    check(False, f"all_to_all_single of {ws + 1} rows on {ws} ranks did not raise")
+
+
 def premul_refuses_integers():
     """Refused on the caller, before anything is sent: every rank raises and goes on."""
     t = torch.ones(4, dtype=torch.int32)
@@ -363,6 +380,7 @@ def main():
                     continue
                 run_premul(rank, ws, n, dtype, contig)
     premul_refuses_integers()
+    all_to_all_splits_rows()
     for n in sizes:
         for dtype in (torch.complex64, torch.complex128):
             for contig in (True, False):
