@@ -52,7 +52,10 @@ class Replayer {
     for (std::size_t i = 0; i < trace.ops.size(); ++i) {
       const TraceOp& op = trace.ops[i];
       Communicator c = comm(op);
-      if (!c.valid()) continue;
+      if (!c.valid()) {  // not this rank's op; its wait point still ends this rank's run
+        if (op.async && op.wait) in_run.clear();
+        continue;
+      }
       if (!op.async) in_run.clear();
       Key key{op.group, op.op, op.dtype, op.bytes, op.root, op.async, 0};
       if (op.async) std::get<6>(key) = in_run[key]++;
@@ -101,8 +104,11 @@ class Replayer {
     world_.barrier();
     const auto t0 = Clock::now();
     for (std::size_t i = 0; i < trace_.ops.size(); ++i) {
-      if (points_of_[i] == kNone) continue;
       const TraceOp& op = trace_.ops[i];
+      if (points_of_[i] == kNone) {  // not this rank's op; its wait point still ends the run
+        if (op.async && op.wait) flush();
+        continue;
+      }
       Point& p = *points_[points_of_[i]];
       if (!op.async) flush();
       const auto op_t0 = Clock::now();

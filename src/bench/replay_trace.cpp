@@ -211,6 +211,7 @@ Trace parse_op_list(const json& doc, const std::string& path) {
 // One collective instance: the records of every member of (group, sequence).
 struct Instance {
   double first_ts = 0;
+  double last_end = 0;    ///< the latest end (start + duration) of its members' records
   std::size_t event = 0;  ///< first event seen, for messages
   TraceOp op;
   int group_size = 0;
@@ -326,6 +327,7 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
     }
     inst.first_ts = std::min(inst.first_ts, ts);
     inst.op.latency_us = std::max(inst.op.latency_us, ev.value("dur", 0.0));
+    inst.last_end = std::max(inst.last_end, ts + ev.value("dur", 0.0));
     inst.members[grank.get<int>()] = pid.get<int>();
   }
   if (instances.empty()) {
@@ -371,6 +373,23 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
     TraceOp op = inst->op;
     op.group = group_index(trace, ranks);
     trace.ops.push_back(op);
+  }
+  // The log records no waits. An asynchronous op is waited for, with everything issued since the
+  // last wait, where the next op started only after all of them had ended: the overlap the run
+  // had. (Without wait points a log of torch's operations, all asynchronous, replayed entirely in
+  // flight, with a buffer set per op.)
+  double run_end = -std::numeric_limits<double>::infinity();
+  for (std::size_t k = 0; k < ordered.size(); ++k) {
+    TraceOp& op = trace.ops[k];
+    if (!op.async) {  // the replay waits for what is in flight before a blocking op anyway
+      run_end = -std::numeric_limits<double>::infinity();
+      continue;
+    }
+    run_end = std::max(run_end, ordered[k]->last_end);
+    if (k + 1 == ordered.size() || ordered[k + 1]->first_ts >= run_end) {
+      op.wait = true;
+      run_end = -std::numeric_limits<double>::infinity();
+    }
   }
   if (!trace.hosts.empty()) {
     // Every rank that ran a collective has a host, or the map cannot place its groups. (Ranks

@@ -190,6 +190,31 @@ TEST(ReplayTrace, CommLogAllToAllVWithoutASizeIsLeftOut) {
   EXPECT_EQ(t.ops[0].bytes, 8192u);
 }
 
+// The log records no waits: an async op is a wait point where the next op started after every op
+// in flight had ended. All_reduces at 100-300 and 150-350 overlap; the next starts at 400 (after
+// both), the one after at 600; the last op ends the trace. Before, none was a wait point and the
+// whole trace was replayed in flight.
+TEST(ReplayTrace, CommLogAsyncOpsAreWaitedWhereTheRunHadNoOverlap) {
+  GatheredLog log;
+  log.ranks = 2;
+  log.dropped.assign(2, 0);
+  const std::int64_t spans[][2] = {{100, 300}, {150, 350}, {400, 500}, {600, 700}};
+  for (int r = 0; r < 2; ++r) {
+    for (std::uint64_t k = 0; k < 4; ++k) {
+      log.records.push_back(LogRecord{spans[k][0] * 1000, spans[k][1] * 1000, k, 0, 4096, 1024,
+                                      "gloo", OpType::all_reduce, DType::f32, true, r, 2, r});
+    }
+  }
+  std::ostringstream text;
+  write_chrome_trace(log, text);
+  const Trace t = parse_trace(text.str(), "torch.json");
+  ASSERT_EQ(t.ops.size(), 4u);
+  EXPECT_FALSE(t.ops[0].wait);
+  EXPECT_TRUE(t.ops[1].wait);
+  EXPECT_TRUE(t.ops[2].wait);
+  EXPECT_TRUE(t.ops[3].wait);
+}
+
 TEST(ReplayTrace, CommLogTraceCarriesTheHostMap) {
   GatheredLog log = three_rank_log();
   std::ostringstream plain;
