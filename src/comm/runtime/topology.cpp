@@ -25,12 +25,6 @@ std::string GroupTopology::describe() const {
   return fmt::format("{} hosts, uneven", hosts);
 }
 
-int ranks_on_host_of(const std::vector<int>& host_of_world_rank, int rank, int fallback) {
-  if (rank < 0 || static_cast<std::size_t>(rank) >= host_of_world_rank.size()) return fallback;
-  const int host = host_of_world_rank[static_cast<std::size_t>(rank)];
-  return static_cast<int>(std::count(host_of_world_rank.begin(), host_of_world_rank.end(), host));
-}
-
 GroupTopology group_topology(const std::vector<int>& host_of_world_rank,
                              const std::vector<int>& world_ranks) {
   GroupTopology t;

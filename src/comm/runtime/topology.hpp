@@ -13,11 +13,6 @@ namespace mcr::detail {
 /// numbered in order of their first rank, so rank 0's host is host 0.
 std::vector<int> host_indices(const std::vector<std::string>& identities);
 
-/// How many world ranks share `rank`'s host under the host map; `fallback` (the launcher's local
-/// size) when the map does not cover `rank`. The map is exact where the launcher may not be: a
-/// launch by hand without LOCAL_WORLD_SIZE reads its local size as the world size.
-int ranks_on_host_of(const std::vector<int>& host_of_world_rank, int rank, int fallback);
-
 /// A communicator's members as seen by host.
 struct GroupTopology {
   int hosts = 1;

@@ -1,9 +1,6 @@
 // Host maps and a communicator's view of them (topology.hpp).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <vector>
-
 #include "mcr/errors.hpp"
 #include "runtime/topology.hpp"
 
@@ -59,19 +56,6 @@ TEST(Topology, EmptyHostMapIsOneHost) {
   EXPECT_EQ(t.hosts, 1);
   EXPECT_EQ(t.ranks_per_host, 3);
   EXPECT_EQ(t.local_index, (std::vector<int>{0, 1, 2}));
-}
-
-// 2 hosts x 8 ranks launched by hand without LOCAL_WORLD_SIZE read a local size of 16 (the world):
-// the host map says 8 share each host's devices (NCCL's unusable_reason asks it).
-TEST(Topology, RanksOnAHostComeFromTheMap) {
-  std::vector<int> map(16, 0);
-  std::fill(map.begin() + 8, map.end(), 1);
-  EXPECT_EQ(ranks_on_host_of(map, 3, 16), 8);
-  EXPECT_EQ(ranks_on_host_of(map, 12, 16), 8);
-  EXPECT_EQ(ranks_on_host_of({0, 1, 1}, 1, 3), 2);
-  // No map yet (or a rank outside it): the launcher's figure.
-  EXPECT_EQ(ranks_on_host_of({}, 0, 4), 4);
-  EXPECT_EQ(ranks_on_host_of({0, 0}, 5, 4), 4);
 }
 
 TEST(Topology, RankOutsideTheMapIsAnError) {

@@ -16,7 +16,6 @@
 #include "core/store_wait.hpp"
 #include "device/device_queue.hpp"
 #include "mcr/errors.hpp"
-#include "runtime/topology.hpp"
 
 namespace mcr::detail::nccl {
 
@@ -379,16 +378,14 @@ class NcclBackend final : public Backend {
 };
 
 std::string unusable_reason(const Bootstrap& bootstrap) {
-  // The ranks that share this host's devices, from the hosts the world formed with.
-  const int local =
-      ranks_on_host_of(bootstrap.host_of_rank(), bootstrap.rank(), bootstrap.launch().local_size);
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     (void)cudaGetLastError();
-    return unusable_reason_for(cudaGetErrorName(status), cudaGetErrorString(status), 0, local);
+    return unusable_reason_for(cudaGetErrorName(status), cudaGetErrorString(status), 0,
+                               bootstrap.launch().local_size);
   }
-  return unusable_reason_for({}, {}, count, local);
+  return unusable_reason_for({}, {}, count, bootstrap.launch().local_size);
 }
 
 std::unique_ptr<Backend> create_world(Bootstrap& bootstrap) {
