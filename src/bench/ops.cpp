@@ -71,9 +71,9 @@ std::vector<std::size_t> geometric_sizes(std::size_t begin, std::size_t end, dou
       continue;
     }
     s *= factor;
-    // Past the last size, or past what a size can hold, before converting: near 2^64 the
-    // conversion would overflow and the sweep never end.
-    if (s >= kPastSizeT || s > static_cast<double>(end)) break;
+    // Past what a size can hold, before converting: near 2^64 the conversion would overflow and
+    // the sweep never end. (Past `end` is decided on the rounded size: 51.26 is the size 51.)
+    if (s >= kPastSizeT) break;
     auto next = static_cast<std::size_t>(std::round(s));
     if (next <= cur) {  // a factor close to 1 must still make progress
       next = cur + 1;   // cur < end: no overflow

@@ -75,6 +75,9 @@ TEST(Sizes, GeometricSweep) {
   EXPECT_EQ(huge, (std::vector<std::size_t>{std::size_t{1} << 62, std::size_t{1} << 63}));
   EXPECT_EQ(geometric_sizes(SIZE_MAX - 1, SIZE_MAX, 1.5), (std::vector<std::size_t>{SIZE_MAX - 1}));
   EXPECT_THROW(geometric_sizes(1, std::size_t{1} << 40, 1.000001), InvalidArgument);
+  // The last step is rounded before it is compared with -e: 34 x 1.5 = 51.0 (51.26 from the
+  // unrounded steps) is the size 51.
+  EXPECT_EQ(geometric_sizes(1, 51, 1.5).back(), 51u);
 }
 
 TEST(Ops, ParsingNamesTheArgument) {
