@@ -52,8 +52,8 @@ class Replayer {
     for (std::size_t i = 0; i < trace.ops.size(); ++i) {
       const TraceOp& op = trace.ops[i];
       Communicator c = comm(op);
-      if (!c.valid()) {  // not this rank's op; its wait point still ends this rank's run
-        if (op.async && op.wait) in_run.clear();
+      if (!c.valid()) {  // not this rank's op; in an MCR_LOG trace its wait point ends the run
+        if (ends_run_everywhere(op)) in_run.clear();
         continue;
       }
       if (!op.async) in_run.clear();
@@ -78,6 +78,13 @@ class Replayer {
   }
 
   std::size_t points() const noexcept { return points_.size(); }
+
+  // An MCR_LOG trace's wait points are placed where the whole job's run stopped overlapping
+  // (replay_trace.cpp), so they end the run on ranks outside the op too; an op list's wait point
+  // is its members' alone, as written.
+  bool ends_run_everywhere(const TraceOp& op) const noexcept {
+    return op.async && op.wait && trace_.format == "mcr-log";
+  }
 
   /// One pass under `backend` ("" = auto): this rank's seconds in total and per op type (slots
   /// 1..kNumOpTypes). Ops the backend cannot run are marked in `fallback` and run under auto.
@@ -105,8 +112,8 @@ class Replayer {
     const auto t0 = Clock::now();
     for (std::size_t i = 0; i < trace_.ops.size(); ++i) {
       const TraceOp& op = trace_.ops[i];
-      if (points_of_[i] == kNone) {  // not this rank's op; its wait point still ends the run
-        if (op.async && op.wait) flush();
+      if (points_of_[i] == kNone) {  // not this rank's op; in an MCR_LOG trace its wait point
+        if (ends_run_everywhere(op)) flush();  // ends the run
         continue;
       }
       Point& p = *points_[points_of_[i]];
