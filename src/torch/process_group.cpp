@@ -6,10 +6,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <thread>
 
-#include <ATen/ThreadLocalState.h>
 #include <ATen/core/jit_type.h>
+#include <c10/core/InferenceMode.h>
 
 #include "comm_thread.hpp"
 #include "device_order.hpp"
@@ -181,15 +182,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
     IssueStream ordered(stream);
     return start(comm, o);
   };
-  // The caller's thread-local state (inference mode, dispatch keys, ...) as it posts: the copy-back
-  // may run on another thread (the communication thread, a relief, a waiter), where writing into
-  // an inference tensor would otherwise raise "Inplace update to inference tensor outside
-  // InferenceMode".
+  // The caller's inference mode as it posts: the copy-back may run on another thread (the
+  // communication thread, a relief, a waiter), where writing into an inference tensor would
+  // otherwise raise "Inplace update to inference tensor outside InferenceMode". (Only this flag:
+  // the whole thread-local state would cost every operation a capture, and carry the caller's
+  // Python modes onto threads that must not need the GIL.)
   op.complete = [work, after = std::move(after),
-                 caller_state = at::ThreadLocalState()](std::exception_ptr error) {
+                 inference = c10::InferenceMode::is_enabled()](std::exception_ptr error) {
     if (!error && after) {
       try {
-        at::ThreadLocalStateGuard as_the_caller(caller_state);
+        std::optional<c10::InferenceMode> as_the_caller;
+        if (inference) as_the_caller.emplace();
         // Copy-back writes into user tensors that may require grad: never recorded by autograd.
         at::NoGradGuard no_grad;
         after();
