@@ -50,7 +50,13 @@ nlohmann::json to_json(const PlanResult& r) {
                       {"buckets", red.buckets},
                       {"last_bucket_bytes", red.last_bucket_bytes}});
   }
-  j["dp_reduction"] = {{"buckets", r.dp_buckets}, {"groups", std::move(groups)}};
+  // last_bucket_bytes: the dense gradients' last bucket, as earlier versions gave it (0 when the
+  // dense parameters are not data-parallel); every group's is in `groups`.
+  double dense_last = 0;
+  for (const auto& red : r.dp_reductions)
+    if (red.gradients == "dense") dense_last = red.last_bucket_bytes;
+  j["dp_reduction"] = {
+      {"buckets", r.dp_buckets}, {"last_bucket_bytes", dense_last}, {"groups", std::move(groups)}};
   j["step_time_s"] = r.step_time_s;
   j["tokens_per_s"] = r.tokens_per_s;
   j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;

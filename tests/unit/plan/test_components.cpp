@@ -130,6 +130,7 @@ TEST(PlanBuckets, ResultSaysWhichBucketsWerePriced) {
   EXPECT_EQ(j["dp_reduction"]["buckets"].get<std::size_t>(), r.dp_buckets);
   EXPECT_NEAR(j["dp_reduction"]["groups"][0]["last_bucket_bytes"].get<double>(), grad - full * 40e6,
               1e-3);
+  EXPECT_NEAR(j["dp_reduction"]["last_bucket_bytes"].get<double>(), grad - full * 40e6, 1e-3);
   bool noted = false;
   for (const auto& n : r.notes)
     noted = noted || n.find("--dp-bucket-mb 40)") != std::string::npos;
