@@ -115,8 +115,10 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
     const std::int64_t up = round_up(m.h, step);
     add(out, "hidden_alignment", Severity::warning,
         fmt::format("hidden size h = {} is not a multiple of {} ({})", m.h, align, rule),
-        fmt::format("use h = {} or h = {} (multiples of {}{})", down > 0 ? down : up, up, step,
-                    step != align ? fmt::format(", which a = {} divides", m.a) : std::string()));
+        fmt::format(
+            "use {} (multiples of {}{})",
+            down > 0 ? fmt::format("h = {} or h = {}", down, up) : fmt::format("h = {}", up), step,
+            step != align ? fmt::format(", which a = {} divides", m.a) : std::string()));
   }
   // Latent attention (DeepSeek-V2/V3) sets its per-head widths itself: Q/K qk_nope + qk_rope,
   // V v_head_dim; h/a is no width of it, and its projections are not square by design.

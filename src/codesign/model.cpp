@@ -366,8 +366,10 @@ void set_layers(ModelShape& m, std::int64_t L) {
   if (m.sliding_layers > 0 && m.L > 0 && L > 0) {
     const std::int64_t full = m.L - m.sliding_layers;
     // The same share, rounded (in double: full * L may not fit 64 bits in a sweep).
-    const auto full_after = static_cast<std::int64_t>(std::llround(
+    auto full_after = static_cast<std::int64_t>(std::llround(
         static_cast<double>(full) * static_cast<double>(L) / static_cast<double>(m.L)));
+    // A model with full-attention layers keeps at least one: rounding must not make it local only.
+    if (full > 0) full_after = std::max<std::int64_t>(full_after, 1);
     m.sliding_layers = std::clamp<std::int64_t>(L - full_after, 0, L);
   }
   if (L > 0) m.dense_layers = std::min(m.dense_layers, L);

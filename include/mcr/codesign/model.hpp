@@ -126,7 +126,8 @@ void apply_overrides(ModelShape& m, const ModelOverrides& o);
 
 /// Sets the layer count L, keeping the layers' mix: a model whose every layer slides (Mistral)
 /// keeps every layer sliding, one with a share of full-attention layers (Gemma-3's 1 in 6) keeps
-/// that share, rounded; leading dense layers of a mixture of experts stay, at most L.
+/// that share, rounded, and at least one; leading dense layers of a mixture of experts stay, at
+/// most L.
 void set_layers(ModelShape& m, std::int64_t L);
 
 ModelShape load_preset(const std::string& name);

@@ -213,6 +213,8 @@ TEST(Model, SetLayersKeepsTheLayersMix) {
   ASSERT_EQ(gemma.sliding_layers, 22);
   set_layers(gemma, 12);
   EXPECT_EQ(gemma.sliding_layers, 10);
+  set_layers(gemma, 2);  // 2 x 2/12 = 0.33 full layers: one is kept, not none
+  EXPECT_EQ(gemma.sliding_layers, 1);
   ModelShape deepseek = load(MCR_HF_RECENT, "deepseek-v3.json");
   ASSERT_EQ(deepseek.dense_layers, 3);
   set_layers(deepseek, 2);
