@@ -45,9 +45,8 @@ int count_changes(const ModelShape& from, const ModelShape& to) {
 // A head count allows tensor parallelism t when t | a and a_kv splits (t | a_kv) or replicates
 // (a_kv | t) evenly: the rule ModelShape::validate() enforces for the model's own t.
 bool allows_tp(std::int64_t a, std::int64_t a_kv, const std::vector<std::int64_t>& sizes) {
-  return std::all_of(sizes.begin(), sizes.end(), [&](std::int64_t t) {
-    return a % t == 0 && (a_kv % t == 0 || t % a_kv == 0);
-  });
+  return std::all_of(sizes.begin(), sizes.end(),
+                     [&](std::int64_t t) { return tp_splits_heads(a, a_kv, t); });
 }
 
 std::vector<std::int64_t> usable_tp_sizes(const ModelShape& m,
@@ -168,10 +167,6 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
   const auto base_findings = check_guidelines(model, device, base, false);
   advice.tp_sizes = usable_tp_sizes(model, o.tp_sizes);
 
-  // The GQA group size a/a_kv is part of the model's quality trade-off: keep it; multi-query
-  // attention stays multi-query whatever a becomes.
-  const bool mqa = model.kv_heads() == 1 && model.a > 1;
-  const std::int64_t group = mqa ? 1 : model.a / model.kv_heads();
   const double ff_ratio = static_cast<double>(model.d_ff) / static_cast<double>(model.h);
   const std::int64_t h_base = std::max<std::int64_t>(64, (model.h + 32) / 64 * 64);
   // Padded so that each tensor-parallel rank's share of the logits stays aligned (as Megatron pads
@@ -193,10 +188,12 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
         if (ff_base + 64 * fi > 0) ffs.insert(ff_base + 64 * fi);
       }
       for (std::int64_t a = 1; a <= h / o.min_head_dim; ++a) {
-        if (h % a != 0 || a % group != 0) continue;
+        // The GQA group size a/a_kv is part of the model's quality trade-off: kept (multi-query
+        // attention stays multi-query whatever a becomes).
+        const std::int64_t kv = kv_heads_keeping_group(model, a);
+        if (h % a != 0 || kv == 0) continue;
         const std::int64_t d = h / a;
         if (d < o.min_head_dim || d > o.max_head_dim) continue;
-        const std::int64_t kv = mqa ? 1 : a / group;
         if (!allows_tp(a, kv, advice.tp_sizes)) continue;
         for (const std::int64_t ff : ffs) {
           for (int li = -o.layer_steps; li <= o.layer_steps; ++li) {
@@ -299,12 +296,8 @@ std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device,
     set_dimension(p.shape, field, value);
     // Sweeping a alone keeps the GQA group size when it can; otherwise MHA.
     if (field == "a") {
-      const std::int64_t group = model.a / model.kv_heads();  // 1 for multi-head attention
-      if (model.kv_heads() == 1 && model.a > 1) {
-        p.shape.a_kv = 1;  // multi-query stays multi-query
-      } else {
-        p.shape.a_kv = value % group == 0 ? value / group : value;
-      }
+      const std::int64_t kv = kv_heads_keeping_group(model, value);
+      p.shape.a_kv = kv > 0 ? kv : value;
     }
     if (field == "h" && model.mlp == MlpType::gelu && model.d_ff == 4 * model.h) {
       p.shape.d_ff = 4 * value;  // keep the GeLU 4h convention while h moves

@@ -31,12 +31,9 @@ std::string pow2_form(std::int64_t x) {
 // dividing one way or the other (multi-query stays multi-query), as ModelShape::validate() asks.
 std::string head_suggestions(const ModelShape& m, std::int64_t a, std::int64_t align) {
   const std::int64_t h = m.h;
-  const bool mqa = m.kv_heads() == 1 && m.a > 1;
-  const std::int64_t group = mqa ? 1 : m.a / m.kv_heads();
   const auto shardable = [&](std::int64_t c) {
-    if (c % m.t != 0 || c % group != 0) return false;
-    const std::int64_t kv = mqa ? 1 : c / group;
-    return kv % m.t == 0 || m.t % kv == 0;
+    const std::int64_t kv = kv_heads_keeping_group(m, c);
+    return kv > 0 && tp_splits_heads(c, kv, m.t);
   };
   std::vector<std::int64_t> options;
   for (std::int64_t c = 1; c <= h / align; ++c) {

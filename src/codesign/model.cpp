@@ -362,6 +362,16 @@ bool ModelOverrides::changes_dimensions() const noexcept {
   return h || a || a_kv || L || v || d_ff || experts || top_k;
 }
 
+bool tp_splits_heads(std::int64_t a, std::int64_t a_kv, std::int64_t t) {
+  return t > 0 && a_kv > 0 && a % t == 0 && (a_kv % t == 0 || t % a_kv == 0);
+}
+
+std::int64_t kv_heads_keeping_group(const ModelShape& m, std::int64_t a) {
+  if (m.kv_heads() == 1 && m.a > 1) return 1;  // multi-query
+  const std::int64_t group = m.a / m.kv_heads();
+  return a % group == 0 ? a / group : 0;
+}
+
 void set_layers(ModelShape& m, std::int64_t L) {
   if (m.sliding_layers > 0 && m.L > 0 && L > 0) {
     const std::int64_t full = m.L - m.sliding_layers;

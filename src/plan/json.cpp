@@ -42,19 +42,18 @@ nlohmann::json to_json(const PlanResult& r) {
   j["inputs"] = {{"dp_bucket_bytes", r.dp_bucket_bytes},
                  {"dp_bucket_mb", r.dp_bucket_bytes / 1e6},
                  {"moe_glu_clamp", r.moe_glu_clamp}};
+  // last_bucket_bytes: the dense gradients' last bucket, as earlier versions gave it (0 when the
+  // dense parameters are not data-parallel); every group's is in `groups`.
   auto groups = nlohmann::json::array();
+  double dense_last = 0;
   for (const auto& red : r.dp_reductions) {
     groups.push_back({{"gradients", red.gradients},
                       {"collective", red.collective},
                       {"bytes", red.bytes},
                       {"buckets", red.buckets},
                       {"last_bucket_bytes", red.last_bucket_bytes}});
-  }
-  // last_bucket_bytes: the dense gradients' last bucket, as earlier versions gave it (0 when the
-  // dense parameters are not data-parallel); every group's is in `groups`.
-  double dense_last = 0;
-  for (const auto& red : r.dp_reductions)
     if (red.gradients == "dense") dense_last = red.last_bucket_bytes;
+  }
   j["dp_reduction"] = {
       {"buckets", r.dp_buckets}, {"last_bucket_bytes", dense_last}, {"groups", std::move(groups)}};
   j["step_time_s"] = r.step_time_s;

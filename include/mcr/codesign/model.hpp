@@ -124,6 +124,16 @@ struct ModelOverrides {
 /// (ModelShape::validate).
 void apply_overrides(ModelShape& m, const ModelOverrides& o);
 
+/// Whether t tensor-parallel ranks can split a heads with a_kv key/value heads: t divides a, and
+/// t and a_kv divide one way or the other (the KV heads split or replicate). The rule
+/// ModelShape::validate() enforces for the model's own t.
+bool tp_splits_heads(std::int64_t a, std::int64_t a_kv, std::int64_t t);
+
+/// The key/value heads `m` has with `a` heads instead of m.a, keeping its GQA group size a/a_kv
+/// (multi-head stays multi-head, multi-query stays multi-query); 0 when `a` is not a multiple of
+/// the group size.
+std::int64_t kv_heads_keeping_group(const ModelShape& m, std::int64_t a);
+
 /// Sets the layer count L, keeping the layers' mix: a model whose every layer slides (Mistral)
 /// keeps every layer sliding, one with a share of full-attention layers (Gemma-3's 1 in 6) keeps
 /// that share, rounded, and at least one; leading dense layers of a mixture of experts stay, at

@@ -28,6 +28,24 @@ OpRecord make(OpType op, std::size_t bytes, int group_size, int rank, std::int64
   r.end = r.start + microseconds(dur_us);
   return r;
 }
+
+// A 4 KiB all_reduce of the 2-rank group 1 on `rank`, as CommLog::collect() gathers it.
+LogRecord pair_all_reduce(int rank, std::int64_t start_us, std::int64_t dur_us,
+                          std::uint64_t seq = 0, bool async = false) {
+  LogRecord r;
+  r.op = OpType::all_reduce;
+  r.async = async;
+  r.bytes = 4096;
+  r.backend = "mpi";
+  r.group_id = 1;
+  r.group_size = 2;
+  r.group_rank = rank;
+  r.global_rank = rank;
+  r.sequence = seq;
+  r.start_ns = start_us * 1000;
+  r.end_ns = (start_us + dur_us) * 1000;
+  return r;
+}
 }  // namespace
 
 TEST(CommLog, RecordsCarryBytesAndBandwidths) {
@@ -130,20 +148,8 @@ TEST(CommLog, SummaryTakesTheSlowestMemberAndStragglersAgainstTheFastest) {
   GatheredLog g;
   g.ranks = 2;
   g.dropped = {0, 0};
-  auto rec = [](int rank, std::int64_t start, std::int64_t dur) {
-    LogRecord r;
-    r.op = OpType::all_reduce;
-    r.bytes = 4096;
-    r.backend = "mpi";
-    r.group_id = 1;
-    r.group_size = 2;
-    r.group_rank = rank;
-    r.global_rank = rank;
-    r.start_ns = start * 1000;
-    r.end_ns = (start + dur) * 1000;
-    return r;
-  };
-  g.records = {rec(0, 0, 10), rec(0, 100, 20), rec(1, 0, 30), rec(1, 100, 20)};
+  g.records = {pair_all_reduce(0, 0, 10), pair_all_reduce(0, 100, 20), pair_all_reduce(1, 0, 30),
+               pair_all_reduce(1, 100, 20)};
   const auto s = summarize(g);
   ASSERT_EQ(s.rows.size(), 1u);
   const auto& row = s.rows[0];
@@ -171,20 +177,8 @@ TEST(CommLog, SummaryPairsInstancesInIssueOrder) {
   GatheredLog g;
   g.ranks = 2;
   g.dropped = {0, 0};
-  auto rec = [](int rank, std::uint64_t seq, std::int64_t dur) {
-    LogRecord r;
-    r.op = OpType::all_reduce;
-    r.async = true;
-    r.bytes = 4096;
-    r.backend = "mpi";
-    r.group_id = 1;
-    r.group_size = 2;
-    r.group_rank = rank;
-    r.global_rank = rank;
-    r.sequence = seq;
-    r.start_ns = 0;
-    r.end_ns = dur * 1000;
-    return r;
+  const auto rec = [](int rank, std::uint64_t seq, std::int64_t dur) {
+    return pair_all_reduce(rank, 0, dur, seq, /*async=*/true);
   };
   g.records = {rec(0, 1, 50), rec(0, 0, 10), rec(1, 0, 10), rec(1, 1, 50)};
   const auto s = summarize(g);
