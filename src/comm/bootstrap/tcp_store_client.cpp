@@ -279,11 +279,24 @@ class TcpStoreClient final : public Store {
 
   bool readable_within(std::chrono::milliseconds bound) {
     pollfd p{fd_.get(), POLLIN, 0};
+    // A signal restarts the wait with what is left of `bound`, not with all of it: a process that
+    // takes signals more often than `bound` (a sampling profiler, an interval timer) still ends.
+    const auto until = Clock::now() + bound;
     int ready = 0;
     do {
-      ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(bound.count(), 0)));
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+      ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
     } while (ready < 0 && errno == EINTR);
     return ready > 0;
+  }
+
+  // A send or recv that a signal interrupted is retried unless the socket's timeout has passed
+  // since the last byte moved. SO_RCVTIMEO/SO_SNDTIMEO restart with every call, so without this a
+  // signal arriving more often than the timeout (a sampling profiler, an interval timer) would
+  // keep a request to a frozen server waiting for ever; with it, a request gives up within twice
+  // the timeout.
+  bool retry_after_signal(Clock::time_point last_progress) const {
+    return Clock::now() - last_progress < reply_timeout_;
   }
 
   // Replies owed to requests whose caller stopped waiting (responds_within, a reply timeout): read
@@ -311,16 +324,17 @@ class TcpStoreClient final : public Store {
   }
 
   void send_all(const std::uint8_t* p, std::size_t n) {
+    auto last_progress = Clock::now();
     while (n > 0) {
       ssize_t k = ::send(fd_.get(), p, n, MSG_NOSIGNAL);
       if (k < 0) {
-        if (errno == EINTR) continue;
+        if (errno == EINTR && retry_after_signal(last_progress)) continue;
         if (errno == ECONNRESET || errno == EPIPE) {
           throw ClosedByServer(fmt::format("TCP store {}: the server closed the connection ({})",
                                            where_,
                                            errno == EPIPE ? "broken pipe" : "reset by peer"));
         }
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
           throw BackendError(fmt::format(
               "TCP store {}: the server took no more of a request for {} ms (its host stopped, or "
               "it is overloaded)",
@@ -328,6 +342,7 @@ class TcpStoreClient final : public Store {
         }
         throw_socket_error(fmt::format("send to {}", where_), errno);
       }
+      last_progress = Clock::now();
       p += k;
       n -= static_cast<std::size_t>(k);
     }
@@ -337,26 +352,28 @@ class TcpStoreClient final : public Store {
   // stream in place (ReplyTimeout::read_nothing).
   void recv_all(std::uint8_t* p, std::size_t n, bool reply_start = false) {
     const std::size_t wanted = n;
+    auto last_progress = Clock::now();
     while (n > 0) {
       ssize_t k = ::recv(fd_.get(), p, n, 0);
       if (k == 0) {
         throw ClosedByServer(fmt::format("TCP store {}: the server closed the connection", where_));
       }
       if (k < 0) {
-        if (errno == EINTR) continue;
+        if (errno == EINTR && retry_after_signal(last_progress)) continue;
         // A server that closes a connection with our request still unread (it was full when it
         // accepted us) makes the kernel answer with a reset, not an orderly close: the same event.
         if (errno == ECONNRESET) {
           throw ClosedByServer(fmt::format(
               "TCP store {}: the server closed the connection (reset by peer)", where_));
         }
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
           throw ReplyTimeout(fmt::format("TCP store {}: no reply from the server within {} ms",
                                          where_, reply_timeout_.count()),
                              reply_start && n == wanted);
         }
         throw_socket_error(fmt::format("recv from {}", where_), errno);
       }
+      last_progress = Clock::now();
       p += k;
       n -= static_cast<std::size_t>(k);
     }

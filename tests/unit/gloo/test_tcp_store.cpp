@@ -1,12 +1,14 @@
 // TCP store: set/get/add/check, blocking get, timeouts, many clients, and a misbehaving client.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <functional>
 #include <set>
 #include <string>
@@ -446,6 +448,67 @@ TEST(TcpStoreReplies, ARequestTheServerDoesNotTakeFails) {
   // Each send() may wait the 1 s timeout once more after a part went through (3 s measured):
   // well before the server reads again (10 s).
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 8s);
+}
+
+// Interrupts one thread with SIGUSR2 every `every` while it lives, as a sampling profiler or an
+// interval timer does; the handler does nothing. Every interrupted send or recv fails with EINTR,
+// SA_RESTART or not, because the sockets carry timeouts (signal(7)).
+class SignalStorm {
+ public:
+  SignalStorm(pthread_t target, std::chrono::milliseconds every) {
+    struct sigaction quiet {};
+    quiet.sa_handler = [](int) {};
+    sigemptyset(&quiet.sa_mask);
+    ::sigaction(SIGUSR2, &quiet, &saved_);
+    thread_ = std::thread([this, target, every] {
+      while (!stop_.load()) {
+        std::this_thread::sleep_for(every);
+        ::pthread_kill(target, SIGUSR2);
+      }
+    });
+  }
+  ~SignalStorm() {
+    stop_.store(true);
+    thread_.join();
+    ::sigaction(SIGUSR2, &saved_, nullptr);
+  }
+  SignalStorm(const SignalStorm&) = delete;
+  SignalStorm& operator=(const SignalStorm&) = delete;
+
+ private:
+  struct sigaction saved_ {};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// A request to a server that stopped answering gives up after the reply timeout (1 s here) even
+// in a process that takes a signal every 20 ms: a signal must not restart the timeout.
+TEST(TcpStoreReplies, SignalsDoNotRestartTheReplyTimeout) {
+  ScriptedServer server([](int fd, int request) {
+    if (request == 1) std::this_thread::sleep_for(5s);  // the server stalls, then answers
+    const Bytes r = ScriptedServer::ok("late");
+    ScriptedServer::reply(fd, r.data(), r.size());
+  });
+  auto s = connect_tcp_store("127.0.0.1", server.port(), 1s);
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    SignalStorm storm(::pthread_self(), 20ms);
+    try {
+      s->get("a", 1s);
+      ADD_FAILURE() << "the get waited for the stalled server's answer";
+    } catch (const BackendError& e) {
+      EXPECT_NE(std::string(e.what()).find("no reply from the server within"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  // A probe under the same signals waits its bound, not more.
+  {
+    SignalStorm storm(::pthread_self(), 20ms);
+    const auto t1 = std::chrono::steady_clock::now();
+    EXPECT_FALSE(s->responds_within(300ms));
+    EXPECT_LT(std::chrono::steady_clock::now() - t1, 1s);
+  }
 }
 
 // A reply to add() that is not a count is the server's fault, reported as a BackendError that
