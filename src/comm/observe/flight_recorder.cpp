@@ -204,8 +204,16 @@ std::string flight_record_json(std::string_view reason, std::size_t* communicato
 }
 
 bool write_whole_file(const std::string& path, const std::string& text) noexcept {
-  // open/write/close: usable from a signal handler, unlike iostreams.
-  const std::string tmp = path + ".tmp";
+  // open/write/close: usable from a signal handler, unlike iostreams. The temporary file is this
+  // write's own: two dumps at once (two communicators timing out together, a signal during a
+  // dump) must not truncate and interleave into one file.
+  static std::atomic<unsigned> writes{0};
+  std::string tmp;
+  try {
+    tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), writes.fetch_add(1));
+  } catch (...) {
+    return false;
+  }
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return false;
   std::size_t done = 0;
@@ -213,22 +221,37 @@ bool write_whole_file(const std::string& path, const std::string& text) noexcept
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n <= 0) {
       ::close(fd);
+      ::unlink(tmp.c_str());
       return false;
     }
     done += static_cast<std::size_t>(n);
   }
   // Rename last, so that a reader never sees a half-written dump.
-  return ::close(fd) == 0 && std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (::close(fd) == 0 && std::rename(tmp.c_str(), path.c_str()) == 0) return true;
+  ::unlink(tmp.c_str());
+  return false;
 }
 
 // What this process has put in its record file (flight-rank<N>.json). The first record that
 // holds a communicator is the one that explains a failure (a timeout, a signal, the watchdog);
 // later dumps of the same process, such as an empty one written by a SIGTERM after finalize(),
-// must not replace it. Atomics only: dumps run in signal handlers.
+// must not replace it. One dump at a time writes the record file (kWriting); a dump that comes
+// meanwhile goes beside it, numbered. Atomics only: dumps run in signal handlers.
 namespace {
-enum : int { kNothingWritten = 0, kWroteEmpty = 1, kWroteRecord = 2 };
+enum : int { kNothingWritten = 0, kWroteEmpty = 1, kWroteRecord = 2, kWriting = 3 };
 std::atomic<int> g_record_state{kNothingWritten};
 std::atomic<int> g_later_dumps{0};
+
+// Takes the record file for this dump when nothing that explains a failure is in it yet and no
+// other dump is writing it; returns the state to put back if the write fails, or -1 when the
+// dump goes beside it.
+int claim_record_file() noexcept {
+  int state = g_record_state.load();
+  while (state == kNothingWritten || state == kWroteEmpty) {
+    if (g_record_state.compare_exchange_weak(state, kWriting)) return state;
+  }
+  return -1;
+}
 }  // namespace
 
 std::string dump_flight_record_to_dir(std::string_view reason) noexcept {
@@ -239,17 +262,21 @@ std::string dump_flight_record_to_dir(std::string_view reason) noexcept {
     const std::string text = flight_record_json(reason, &communicators);
     // The record file keeps the first dump with a communicator in it; every later dump of this
     // process goes beside it, numbered, so that none is lost and `mcr doctor` reads the first.
+    const int before = claim_record_file();
     std::string path = c.path;
-    if (g_record_state.load() == kWroteRecord) {
+    if (before < 0) {
       const int k = g_later_dumps.fetch_add(1) + 1;
       path = fmt::format("{}/flight-rank{}.later-{}.json", c.dir, c.world_rank, k);
     }
-    if (!write_whole_file(path, text)) {
+    const bool written = write_whole_file(path, text);
+    if (before >= 0) {
+      g_record_state.store(!written ? before : communicators > 0 ? kWroteRecord : kWroteEmpty);
+    }
+    if (!written) {
       std::fprintf(stderr, "mcr[%d]: flight record not written to %s\n", c.world_rank,
                    path.c_str());
       return {};
     }
-    if (path == c.path) g_record_state.store(communicators > 0 ? kWroteRecord : kWroteEmpty);
     return path;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mcr: flight record not written: %s\n", e.what());
