@@ -20,11 +20,16 @@ namespace {
 
 using nlohmann::json;
 
+constexpr std::uint64_t kNotCollective = ~std::uint64_t{0};
+
 struct Op {
   std::uint64_t seq = 0;
   std::string op, dtype, backend, form, state;
   std::size_t count = 0, bytes = 0;
   int root = -1;
+  // Index among the communicator's collectives: ranks meet by it, as send/recv (one peer each)
+  // shift sequence numbers. kNotCollective for send/recv.
+  std::uint64_t collective = kNotCollective;
   bool p2p() const { return op == "send" || op == "recv"; }
   // A v-op's recorded count is the rank's own (all_gather_v's input, all_to_all_v's sends): ranks
   // differ there by design, as the verification knows (verify.cpp, uses_count).
@@ -45,11 +50,17 @@ struct Member {
   int world_rank = -1;
   int group_rank = -1;
   std::uint64_t issued = 0;
-  std::map<std::uint64_t, Op> ops;
-  std::uint64_t first_unfinished() const {
-    for (const auto& [seq, op] : ops)
-      if (op.state != "completed") return seq;
-    return issued;
+  std::uint64_t collectives = 0;                             // collectives issued
+  std::map<std::uint64_t, Op> ops;                           // by sequence number
+  std::map<std::uint64_t, std::uint64_t> seq_of_collective;  // the collectives of `ops`
+  const Op* collective(std::uint64_t c) const {
+    auto it = seq_of_collective.find(c);
+    return it == seq_of_collective.end() ? nullptr : &ops.at(it->second);
+  }
+  std::uint64_t first_unfinished_collective() const {
+    for (const auto& [c, seq] : seq_of_collective)
+      if (ops.at(seq).state != "completed") return c;
+    return collectives;
   }
   std::string last_issued() const {
     if (issued == 0) return "issued nothing";
@@ -133,6 +144,10 @@ Job load(const std::string& dir) {
         m.world_rank = r.world_rank;
         m.group_rank = c.at("group_rank").get<int>();
         m.issued = c.at("issued").get<std::uint64_t>();
+        // Records without collective indices (written before they were kept): sequence numbers
+        // stand in, as they did.
+        const bool indexed = c.contains("collectives");
+        m.collectives = indexed ? c.at("collectives").get<std::uint64_t>() : m.issued;
         for (const auto& o : c.at("ops")) {
           Op op{o.at("seq").get<std::uint64_t>(),
                 o.at("op").get<std::string>(),
@@ -143,8 +158,13 @@ Job load(const std::string& dir) {
                 o.at("count").get<std::size_t>(),
                 o.at("bytes").get<std::size_t>(),
                 o.value("root", -1)};
+          if (!op.p2p()) {
+            op.collective = indexed ? o.at("collective").get<std::uint64_t>() : op.seq;
+          }
           m.ops[op.seq] = op;
         }
+        for (const auto& [seq, op] : m.ops)
+          if (op.collective != kNotCollective) m.seq_of_collective[op.collective] = seq;
         g.members[m.group_rank] = std::move(m);
       }
     } catch (const json::exception& e) {
@@ -154,66 +174,100 @@ Job load(const std::string& dir) {
   return job;
 }
 
+// "sequence #S" where every member numbered collective `c` as S == c (no send/recv shifted
+// them); else "collective #c" with each member's own sequence number.
+std::string name_collective(const Group& g, std::uint64_t c) {
+  std::string seqs;
+  bool shifted = false;
+  for (const auto& [r, m] : g.members) {
+    const Op* op = m.collective(c);
+    if (op == nullptr) continue;
+    shifted = shifted || op->seq != c;
+    seqs += fmt::format("{}#{} on rank {}", seqs.empty() ? "" : ", ", op->seq, r);
+  }
+  if (!shifted) return fmt::format("sequence #{}", c);
+  return fmt::format("collective #{} (sequence {}; sequence numbers count send/recv too)", c, seqs);
+}
+
 json analyse(const Group& g) {
   json out{{"group_id", g.id},
            {"group_size", g.size},
            {"world_ranks", g.world_ranks},
            {"missing_ranks", json::array()},
            {"stuck", nullptr},
+           {"unfinished_p2p", json::array()},
            {"divergence", nullptr}};
   for (int r = 0; r < g.size; ++r) {
     if (!g.members.contains(r))
       out["missing_ranks"].push_back({{"group_rank", r}, {"world_rank", g.world_of(r)}});
   }
-  // The first unfinished operation of the group: the earliest sequence number some member has
-  // not completed (or not reached).
+  // The first unfinished collective of the group: the earliest collective some member has not
+  // completed (or not reached). Collectives are matched by their index among the collectives.
   std::uint64_t stuck = ~std::uint64_t{0};
   std::uint64_t most = 0;
   for (const auto& [r, m] : g.members) {
-    stuck = std::min(stuck, m.first_unfinished());
-    most = std::max(most, m.issued);
+    stuck = std::min(stuck, m.first_unfinished_collective());
+    most = std::max(most, m.collectives);
   }
   if (!g.members.empty() && stuck < most) {
     const Op* what = nullptr;
     json never_reached = json::array(), never_completed = json::array(), completed = json::array();
     for (const auto& [r, m] : g.members) {
       const json who{{"group_rank", r}, {"world_rank", g.world_of(r)}};
-      if (m.issued <= stuck) {
+      if (m.collectives <= stuck) {
         json w = who;
         w["last_issued"] = m.last_issued();
         never_reached.push_back(w);
         continue;
       }
-      auto it = m.ops.find(stuck);
-      if (it == m.ops.end()) continue;  // beyond this member's ring
-      if (what == nullptr) what = &it->second;
+      const Op* op = m.collective(stuck);
+      if (op == nullptr) continue;  // beyond this member's ring
+      if (what == nullptr) what = op;
       json w = who;
-      w["state"] = it->second.state;
-      (it->second.state == "completed" ? completed : never_completed).push_back(w);
+      w["state"] = op->state;
+      w["seq"] = op->seq;
+      (op->state == "completed" ? completed : never_completed).push_back(w);
     }
-    out["stuck"] = {{"seq", stuck},
+    out["stuck"] = {{"seq", what ? json(what->seq) : json(stuck)},
+                    {"collective", stuck},
+                    {"name", name_collective(g, stuck)},
                     {"op", what ? json(what->describe()) : json(nullptr)},
                     {"never_reached", never_reached},
                     {"never_completed", never_completed},
                     {"completed", completed}};
   }
-  // First divergence: a sequence number at which members recorded different collectives.
-  std::map<std::uint64_t, std::vector<std::pair<int, const Op*>>> by_seq;
+  // Send/recv that never completed: each involves one peer, so they are listed, not matched.
+  for (const auto& [r, m] : g.members) {
+    for (const auto& [seq, op] : m.ops) {
+      if (!op.p2p() || op.state == "completed") continue;
+      out["unfinished_p2p"].push_back({{"group_rank", r},
+                                       {"world_rank", g.world_of(r)},
+                                       {"seq", seq},
+                                       {"op", op.describe()},
+                                       {"state", op.state}});
+    }
+  }
+  // First divergence: a collective index at which members recorded different collectives.
+  std::map<std::uint64_t, std::vector<std::pair<int, const Op*>>> by_collective;
   for (const auto& [r, m] : g.members)
-    for (const auto& [seq, op] : m.ops)
-      by_seq[seq].emplace_back(r, &op);
-  for (const auto& [seq, ops] : by_seq) {
-    const bool any_p2p =
-        std::any_of(ops.begin(), ops.end(), [](const auto& p) { return p.second->p2p(); });
-    if (any_p2p) continue;
+    for (const auto& [c, seq] : m.seq_of_collective)
+      by_collective[c].emplace_back(r, &m.ops.at(seq));
+  for (const auto& [c, ops] : by_collective) {
     const bool differ = std::any_of(ops.begin(), ops.end(), [&](const auto& p) {
       return !p.second->same_call(*ops.front().second);
     });
     if (!differ) continue;
     json ranks = json::array();
-    for (const auto& [r, op] : ops)
-      ranks.push_back({{"group_rank", r}, {"world_rank", g.world_of(r)}, {"op", op->describe()}});
-    out["divergence"] = {{"seq", seq}, {"ranks", ranks}};
+    for (const auto& [r, op] : ops) {
+      ranks.push_back({{"group_rank", r},
+                       {"world_rank", g.world_of(r)},
+                       {"seq", op->seq},
+                       {"op", op->describe()}});
+    }
+    out["divergence"] = {{"seq", ops.front().second->seq},
+                         {"collective", c},
+                         {"name", name_collective(g, c)},
+                         {"ranks", ranks}};
     break;
   }
   return out;
@@ -249,8 +303,7 @@ std::string report_text(const Job& job, const json& report) {
     if (s.is_null()) {
       fmt::format_to(out_it, "  every recorded rank completed every operation it issued\n");
     } else {
-      fmt::format_to(out_it, "  first unfinished operation: sequence #{}{}\n",
-                     s["seq"].get<std::uint64_t>(),
+      fmt::format_to(out_it, "  first unfinished operation: {}{}\n", s["name"].get<std::string>(),
                      s["op"].is_null() ? "" : ": " + s["op"].get<std::string>());
       if (!s["never_reached"].empty()) {
         fmt::format_to(out_it, "    never reached by: {}\n",
@@ -264,13 +317,20 @@ std::string report_text(const Job& job, const json& report) {
         fmt::format_to(out_it, "    completed by: {}\n", rank_list(s["completed"], nullptr));
       }
     }
+    for (const auto& p : g["unfinished_p2p"]) {
+      fmt::format_to(
+          out_it, "  unfinished send/recv: rank {} (world rank {}): sequence #{} {} ({})\n",
+          p["group_rank"].get<int>(), p["world_rank"].get<int>(), p["seq"].get<std::uint64_t>(),
+          p["op"].get<std::string>(), p["state"].get<std::string>());
+    }
     const json& d = g["divergence"];
     if (d.is_null()) {
-      fmt::format_to(out_it,
-                     "  no divergence: at every recorded sequence number the ranks issued the same "
-                     "collective\n");
+      fmt::format_to(
+          out_it,
+          "  no divergence: at every recorded collective index the ranks issued the same "
+          "collective\n");
     } else {
-      fmt::format_to(out_it, "  ranks diverge at sequence #{}:\n", d["seq"].get<std::uint64_t>());
+      fmt::format_to(out_it, "  ranks diverge at {}:\n", d["name"].get<std::string>());
       for (const auto& r : d["ranks"]) {
         fmt::format_to(out_it, "    rank {} (world rank {}): {}\n", r["group_rank"].get<int>(),
                        r["world_rank"].get<int>(), r["op"].get<std::string>());

@@ -1,11 +1,13 @@
 // Progress through the rendezvous store, for timeouts that name the ranks that are behind.
 //
 // Key "mcr/progress/<group id>/<group rank>" holds how many operations that rank has issued on
-// that communicator. It is written by the watchdog thread once a second, and only while an
-// operation of that communicator has been outstanding for more than a second (then kept fresh
-// while it changes), and by a rank that times out. A peer that is stuck waiting has therefore
-// published by the time another rank's timeout reads the keys; a peer that never reached the
-// operation has published a smaller count, or nothing.
+// that communicator, and how many of them were collectives ("<operations> <collectives>"): ranks
+// meet in a collective by its index among the collectives, as send/recv shift sequence numbers. It
+// is written by the watchdog thread once a second, and only while an operation of that communicator
+// has been outstanding for more than a second (then kept fresh while it changes), and by a rank
+// that times out. A peer that is stuck waiting has therefore published by the time another rank's
+// timeout reads the keys; a peer that never reached the operation has published a smaller count, or
+// nothing.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -33,8 +35,22 @@ std::string progress_key(std::uint64_t group_id, int group_rank) {
   return fmt::format("mcr/progress/{}/{}", group_id, group_rank);
 }
 
-Bytes count_bytes(std::uint64_t v) {
-  return to_bytes(std::to_string(v));
+Bytes progress_bytes(const FlightRecorder& r) {
+  return to_bytes(fmt::format("{} {}", r.issued_count(), r.collectives_count()));
+}
+
+struct Progress {
+  std::uint64_t issued = 0;
+  std::uint64_t collectives = 0;
+};
+
+Progress parse_progress(const Bytes& v) {
+  const std::string text = from_bytes(v);
+  Progress p;
+  std::size_t used = 0;
+  p.issued = std::stoull(text, &used);
+  p.collectives = used < text.size() ? std::stoull(text.substr(used)) : p.issued;
+  return p;
 }
 
 Store* store_or_null() noexcept {
@@ -68,7 +84,7 @@ std::int64_t steady_ns() {
 }  // namespace
 
 void publish_stuck_progress() noexcept {
-  std::vector<std::pair<std::string, std::uint64_t>> updates;
+  std::vector<std::pair<std::string, Bytes>> updates;
   const std::int64_t now = steady_ns();
   {
     auto& reg = flight_registry();
@@ -82,7 +98,7 @@ void publish_stuck_progress() noexcept {
       }
       const bool stuck = r->in_flight() > 0 && now - r->watch_seen_since_ns >= kStuckNs;
       if ((stuck || r->watch_published != 0) && issued != r->watch_published) {
-        updates.emplace_back(progress_key(r->group_id(), r->group_rank()), issued);
+        updates.emplace_back(progress_key(r->group_id(), r->group_rank()), progress_bytes(*r));
         r->watch_published = issued;
       }
     }
@@ -100,7 +116,7 @@ void publish_stuck_progress() noexcept {
       return;
     }
     for (const auto& [key, value] : updates)
-      store->set(key, count_bytes(value));
+      store->set(key, value);
   } catch (const std::exception& e) {  // the store's host may be gone: nothing to publish to
     note_unpublished(e.what());
   }
@@ -123,11 +139,14 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
           throw Error(
               fmt::format("the rendezvous store did not answer within {} ms", kStoreProbe.count()));
         }
-        store->set(progress_key(rec.group_id(), rec.group_rank()), count_bytes(rec.issued_count()));
+        store->set(progress_key(rec.group_id(), rec.group_rank()), progress_bytes(rec));
         // Point-to-point involves one peer, and sequence numbers of a pair need not align: for
-        // send/recv only the peer's progress is reported, not judged.
+        // send/recv only the peer's progress is reported, not judged. A collective is judged by
+        // its index among the collectives, which send/recv do not shift.
         const FlightEntry* e = rec.find(sequence);
         const bool p2p = e != nullptr && (e->op == OpType::send || e->op == OpType::recv);
+        const std::uint64_t index = rec.collective_of(sequence);
+        const std::uint64_t collective = index != FlightEntry::kNotCollective ? index : sequence;
         std::size_t behind = 0;
         for (int r = 0; r < rec.group_size(); ++r) {
           if (r == rec.group_rank() || (p2p && r != e->root)) continue;
@@ -135,10 +154,14 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
           std::string state = "no progress published";
           bool reached = false;
           if (store->check({key})) {
-            const Bytes v = store->get(key, kReadTimeout);
-            const std::uint64_t issued = std::stoull(from_bytes(v));
-            reached = issued > sequence;
-            state = issued == 0 ? "issued nothing" : fmt::format("last issued #{}", issued - 1);
+            const Progress peer = parse_progress(store->get(key, kReadTimeout));
+            reached = peer.collectives > collective;
+            state = peer.issued == 0 ? "issued nothing"
+                                     : fmt::format("last issued #{}", peer.issued - 1);
+            if (peer.collectives != peer.issued) {
+              state += fmt::format(", {} collective{}", peer.collectives,
+                                   peer.collectives == 1 ? "" : "s");
+            }
           }
           if (p2p) {
             peers = fmt::format("; peer rank {} (world rank {}) has {}", r, rec.world_rank_of(r),
@@ -152,13 +175,22 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
           }
         }
         if (behind > kMaxNamed) peers += fmt::format(" and {} more", behind - kMaxNamed);
+        // Named by this rank's sequence number, with the collective's index where send/recv
+        // made them differ.
+        const std::string which =
+            collective == sequence
+                ? fmt::format("sequence #{}", sequence)
+                : fmt::format(
+                      "sequence #{} (collective #{} of the group; sequence numbers "
+                      "count send/recv too)",
+                      sequence, collective);
         out += p2p ? peers
                : behind == 0
                    ? fmt::format(
-                         "; every other rank has reached sequence #{} (a peer may "
-                         "be stuck inside it or issued a different operation)",
-                         sequence)
-                   : fmt::format("; ranks that have not reached sequence #{}: {}", sequence, peers);
+                         "; every other rank has reached {} (a peer may be stuck inside it or "
+                         "issued a different operation)",
+                         which)
+                   : fmt::format("; ranks that have not reached {}: {}", which, peers);
       } catch (const std::exception& e) {
         out += fmt::format("; peers' progress unavailable: {}", e.what());
       }

@@ -157,16 +157,43 @@ int FlightRecorder::world_rank_of(int group_rank) const noexcept {
   return world_ranks_[static_cast<std::size_t>(group_rank)];
 }
 
+std::uint64_t FlightRecorder::collective_of(std::uint64_t sequence) const noexcept {
+  const FlightEntry* e = find(sequence);
+  if (e == nullptr || e->op == OpType::send || e->op == OpType::recv) {
+    return FlightEntry::kNotCollective;
+  }
+  // The send/recv before it: all of them, less those from it on (all in the ring, as it is).
+  const std::uint64_t issued = issued_count();
+  std::uint64_t p2p_since = 0;
+  for (std::uint64_t s = sequence + 1; s < issued; ++s) {
+    const FlightEntry* later = find(s);
+    if (later != nullptr && (later->op == OpType::send || later->op == OpType::recv)) ++p2p_since;
+  }
+  const std::uint64_t p2p_before = p2p_.load(std::memory_order_relaxed) - p2p_since;
+  return sequence >= p2p_before ? sequence - p2p_before : FlightEntry::kNotCollective;
+}
+
 nlohmann::json FlightRecorder::to_json(std::int64_t now_ns, std::int64_t wall_minus_steady) const {
   const std::uint64_t issued = issued_count();
   nlohmann::json ops = nlohmann::json::array();
   const std::uint64_t first = issued > capacity() ? issued - capacity() : 0;
   for (std::uint64_t s = first; s < issued; ++s) {
-    if (const FlightEntry* e = find(s)) ops.push_back(entry_json(*e, now_ns, wall_minus_steady));
+    if (const FlightEntry* e = find(s)) {
+      ops.push_back(entry_json(*e, now_ns, wall_minus_steady));
+      if (const std::uint64_t c = collective_of(s); c != FlightEntry::kNotCollective) {
+        ops.back()["collective"] = c;
+      }
+    }
   }
-  return {{"group_id", group_id_},       {"group_rank", group_rank_}, {"group_size", group_size_},
-          {"world_ranks", world_ranks_}, {"issued", issued},          {"in_flight", in_flight()},
-          {"capacity", capacity()},      {"ops", std::move(ops)}};
+  return {{"group_id", group_id_},
+          {"group_rank", group_rank_},
+          {"group_size", group_size_},
+          {"world_ranks", world_ranks_},
+          {"issued", issued},
+          {"in_flight", in_flight()},
+          {"collectives", collectives_count()},
+          {"capacity", capacity()},
+          {"ops", std::move(ops)}};
 }
 
 std::string flight_record_json(std::string_view reason, std::size_t* communicators) {

@@ -8,7 +8,8 @@
 // finalize(), on SIGUSR1 (by the watchdog thread) and on demand (mcr::dump_flight_record()).
 //
 // Progress publication: while an operation has been outstanding for more than a second, the
-// watchdog thread publishes the communicator's issued count to the rendezvous store, so that a
+// watchdog thread publishes the communicator's issued counts (operations, collectives) to the
+// rendezvous store, so that a
 // rank that times out can name the peers that never reached its operation. The hot path never
 // touches the store.
 #pragma once
@@ -40,6 +41,7 @@ void advance_flight_clock() noexcept;
 /// One operation. Plain fields; only the state is atomic, as it is the one field a reader from
 /// another thread must not see torn while its operation is in flight.
 struct FlightEntry {
+  static constexpr std::uint64_t kNotCollective = ~std::uint64_t{0};
   std::uint64_t sequence = ~std::uint64_t{0};  // ~0: the slot was never used
   std::int64_t issued_ns = 0;                  // g_flight_clock_ns at issue
   std::int64_t ended_ns = 0;                   // 0 until completed, failed or timed out
@@ -70,6 +72,11 @@ class FlightRecorder {
   void issued(std::uint64_t sequence, OpType op, DType dtype, std::size_t count, int root,
               bool async, std::string_view backend, std::size_t bytes) noexcept {
     FlightEntry& e = ring_[sequence & mask_];
+    // Counted for collective_of(); only send/recv pay for it (a sequence number recorded again,
+    // verified first and then issued, is a collective).
+    if (op == OpType::send || op == OpType::recv) {
+      p2p_.store(p2p_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
     e.sequence = sequence;
     e.issued_ns = g_flight_clock_ns.load(std::memory_order_relaxed);
     e.ended_ns = 0;
@@ -104,6 +111,16 @@ class FlightRecorder {
   int world_rank_of(int group_rank) const noexcept;
   /// Operations issued so far (the next sequence number).
   std::uint64_t issued_count() const noexcept { return issued_.load(std::memory_order_relaxed); }
+  /// Collectives issued so far (the next collective index, collective_of()).
+  std::uint64_t collectives_count() const noexcept {
+    return issued_count() - p2p_.load(std::memory_order_relaxed);
+  }
+  /// The index among this communicator's collectives of the collective at `sequence` (in the
+  /// ring), or FlightEntry::kNotCollective for send/recv. Sequence numbers count send/recv too,
+  /// which involve one peer: after two sends on rank 0 alone, rank 0's sequence #3 is rank 1's #1.
+  /// Ranks meet in a collective by this index. Reads the ring (a dump's or a timeout's cost,
+  /// never the hot path's).
+  std::uint64_t collective_of(std::uint64_t sequence) const noexcept;
   std::int64_t in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
   std::size_t capacity() const noexcept { return mask_ + 1; }
   /// The entry of `sequence`, or nullptr when the ring no longer holds it.
@@ -123,6 +140,7 @@ class FlightRecorder {
   std::unique_ptr<FlightEntry[]> ring_;
   std::uint64_t mask_;  // capacity - 1; the capacity is a power of two
   std::atomic<std::uint64_t> issued_{0};
+  std::atomic<std::uint64_t> p2p_{0};  // send/recv issued
   std::atomic<std::int64_t> in_flight_{0};
   std::uint64_t group_id_ = 0;
   int group_rank_ = 0;

@@ -3,7 +3,10 @@
 # sequence #1 rank 0 issued an all_reduce and rank 1 a broadcast. The doctor must name sequence #1
 # and both calls. In BACKEND_DIR (divergence_backend/) both ranks issued the same all_reduce at #0,
 # rank 0 on mpi and rank 1 on gloo (MCR_VERIFY=0 and a backend forced on one rank): each waits in a
-# library the other never enters, which the doctor must name too. -DMCR -DDIR -DBACKEND_DIR
+# library the other never enters, which the doctor must name too. In P2P_DIR (p2p_shift/) rank 0
+# sent to rank 2 first, so rank 0's and rank 2's sequence numbers are one ahead of rank 1's: the
+# broadcast is collective #1 everywhere, rank 2 never reached it (it waits in a recv), and no
+# divergence is seen where the numbers differ. -DMCR -DDIR -DBACKEND_DIR -DP2P_DIR
 execute_process(COMMAND ${MCR} doctor ${DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
 message(STATUS "mcr doctor:\n${doc}")
 if(NOT rc EQUAL 0)
@@ -27,4 +30,15 @@ execute_process(COMMAND ${MCR} doctor ${BACKEND_DIR} OUTPUT_VARIABLE doc RESULT_
 message(STATUS "mcr doctor (backends):\n${doc}")
 if(NOT rc EQUAL 0 OR NOT doc MATCHES "ranks diverge at sequence #0:\n    rank 0 \\(world rank 0\\): all_reduce fp32 x4 \\(16 B\\) on mpi, sync\n    rank 1 \\(world rank 1\\): all_reduce fp32 x4 \\(16 B\\) on gloo, sync")
   message(FATAL_ERROR "mcr doctor does not report the two backends of sequence #0 (rc ${rc})")
+endif()
+# Collectives are matched by their index among the collectives, not by sequence number.
+execute_process(COMMAND ${MCR} doctor ${P2P_DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
+message(STATUS "mcr doctor (send/recv):\n${doc}")
+if(NOT rc EQUAL 0
+   OR NOT doc MATCHES "first unfinished operation: collective #1 \\(sequence #2 on rank 0, #1 on rank 1;[^\n]*: broadcast fp32 x4"
+   OR NOT doc MATCHES "never reached by: rank 2 \\(world rank 2; last issued #2 recv \\(issued\\)\\)"
+   OR NOT doc MATCHES "unfinished send/recv: rank 2 \\(world rank 2\\): sequence #2 recv fp32 x4"
+   OR NOT doc MATCHES "no divergence"
+   OR NOT doc MATCHES "laggards [^\n]*: world rank\\(s\\) 2\n")
+  message(FATAL_ERROR "mcr doctor does not match collectives across send/recv (rc ${rc})")
 endif()

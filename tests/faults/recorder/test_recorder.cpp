@@ -110,6 +110,55 @@ TEST(Recorder, TimeoutNamesThisRankAndTheLaggard) {
   }
 }
 
+// Send/recv shift sequence numbers (rank 0 sends rank 1 two messages; rank 2 has none), so ranks
+// that reached a collective are told from those that did not by its index among the collectives:
+// rank 0 stops calling, and the TimeoutError of ranks 1 and 2 names rank 0 only, not the peer
+// whose sequence numbers are smaller.
+TEST(Recorder, TimeoutAfterSendRecvNamesOnlyTheLaggard) {
+  if (world().size() != 3) GTEST_SKIP() << "needs 3 ranks";
+  const std::string backend = world().backends().front();
+  Communicator comm = world().split(0, world().rank());
+  const int laggard = 0;
+  float x[4] = {1, 1, 1, 1};
+  const CallOptions on{.backend = backend};
+  if (comm.rank() == 0) {
+    comm.send(Tensor(x, 4, DType::f32), 1, on);  // #0
+    comm.send(Tensor(x, 4, DType::f32), 1, on);  // #1
+  } else if (comm.rank() == 1) {
+    comm.recv(Tensor(x, 4, DType::f32), 0, on);
+    comm.recv(Tensor(x, 4, DType::f32), 0, on);
+  }
+  comm.all_reduce(Tensor(x, 4, DType::f32), ReduceOp::sum, on);  // collective #0
+  if (comm.rank() != laggard) {
+    // Collective #1: sequence #3 on rank 1, #1 on rank 2.
+    const std::uint64_t seq = comm.rank() == 1 ? 3 : 1;
+    try {
+      comm.iall_reduce(Tensor(x, 4, DType::f32), ReduceOp::sum, {.backend = backend, .timeout = 3s})
+          .wait();
+      ADD_FAILURE() << fmt::format("[{}] all_reduce completed without rank 0", rank_tag());
+    } catch (const TimeoutError& e) {
+      const std::string m = e.what();
+      fmt::print("[{}] {}: TimeoutError: {}\n", rank_tag(), backend, m);
+      EXPECT_EQ(e.sequence(), seq) << m;
+      const std::string which =
+          seq == 1 ? "sequence #1"
+                   : "sequence #3 (collective #1 of the group; sequence numbers count send/recv "
+                     "too)";
+      const std::string named = fmt::format("ranks that have not reached {}: 0 (world rank {}, ",
+                                            which, comm.global_rank(laggard));
+      const auto at = m.find(named);
+      ASSERT_NE(at, std::string::npos) << "does not name rank 0 as the laggard: " << m;
+      const std::string list = m.substr(at, m.find("; flight record", at) - at);
+      EXPECT_EQ(list.find(fmt::format("{} (world rank", comm.rank() == 1 ? 2 : 1)),
+                std::string::npos)
+          << "names a peer that reached the collective: " << list;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << fmt::format("[{}] not a TimeoutError: {}", rank_tag(), e.what());
+    }
+  }
+  world().barrier();
+}
+
 // Polling Work::test() on an op that never completes raises TimeoutError once the op's timeout
 // has passed since it was issued.
 TEST(Recorder, TestLoopTimesOut) {
