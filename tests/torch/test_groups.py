@@ -135,6 +135,20 @@ def mcr_api(rank, ws):
         t = torch.ones(2)
         mt.all_reduce(t)
     same(t, torch.full((2,), float(ws)), "backend() context")
+    # Blocks that overlap (two threads) and end in the order they began: the later one's name
+    # stays in force until it ends, and nothing is left forced after both.
+    first, second = mt.backend(usable[-1]), mt.backend(usable[0])
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    check(mt._mcr_torch.backend_override() == usable[0],
+          f"after the first of two overlapping blocks ends: {mt._mcr_torch.backend_override()!r}")
+    second.__exit__(None, None, None)
+    check(mt._mcr_torch.backend_override() == "",
+          f"a forced backend outlives every block: {mt._mcr_torch.backend_override()!r}")
+    t = torch.ones(2)
+    mt.all_reduce(t)
+    same(t, torch.full((2,), float(ws)), "all_reduce after overlapping backend() blocks")
     check(mt.explain("all_reduce", 4, torch.float32)["backend"] == usable[0], "explain")
     forced = mt.explain("all_reduce", tensor=torch.ones(1))
     check(len(forced["steps"]) >= 1 and forced["source"], f"explain steps: {forced}")

@@ -50,6 +50,10 @@ def main():
         mcr.torch.init_processes("mcr", timeout=timedelta(seconds=120),
                                  init_method=f"file://{path}")
         rank, ws = dist.get_rank(), dist.get_world_size()
+    elif sys.argv[1:] == ["env"]:
+        # env://, torch's default, named: the same as no init_method under every launcher.
+        mcr.torch.init_processes("mcr", timeout=timedelta(seconds=120), init_method="env://")
+        rank, ws = dist.get_rank(), dist.get_world_size()
     else:
         rank, ws = setup()
     info = _C.rendezvous()

@@ -8,6 +8,7 @@ operations DDP issues inside it. Groups default to the world group; use ``new_gr
 
 import contextlib
 import os
+import threading
 from datetime import timedelta
 
 import torch
@@ -48,15 +49,31 @@ _REDUCE = {
 }
 
 
+# The blocks of backend() open now, in the order they were entered, and the override before the
+# first of them. The override in force is the last-entered open block's: blocks of two threads may
+# end in either order, and each must take only its own name away (restoring "the value before me"
+# would, when the earlier block ends first, leave the later block's name forced for good).
+_override_lock = threading.Lock()
+_open_overrides = []  # [(token, name)]
+_override_before = ""
+
+
 @contextlib.contextmanager
 def backend(name):
     """Runs every mcr operation issued inside the block on backend `name` (None: automatic)."""
-    previous = _C.backend_override()
-    _C.set_backend_override(name or "")
+    global _override_before
+    token = object()
+    with _override_lock:
+        if not _open_overrides:
+            _override_before = _C.backend_override()
+        _open_overrides.append((token, name or ""))
+        _C.set_backend_override(name or "")
     try:
         yield
     finally:
-        _C.set_backend_override(previous)
+        with _override_lock:
+            _open_overrides[:] = [o for o in _open_overrides if o[0] is not token]
+            _C.set_backend_override(_open_overrides[-1][1] if _open_overrides else _override_before)
 
 
 def _run(name, fn):
@@ -97,7 +114,7 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
     MASTER_PORT, unless set, derived from the step: _backend.launch_info) or by hand with the
     same variables. `dist_backend` may be "gloo" to run torch's own backend for comparison.
     `init_method` (tcp://, file://) is passed to torch with the rank and world size the launcher
-    gives, unless its URL names them.
+    gives, unless its URL names them; env:// is the same as None.
     """
     if dist.is_initialized():
         return
@@ -105,9 +122,12 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
     # srun, a RANK already set would make both this check and mcr's own launch detection take the
     # job for a torchrun-style one.
     global _agreed_master
+    # env:// is torch's default: named or not, torch reads MASTER_ADDR & co., which the launcher
+    # branches below provide.
+    env_init = init_method is None or init_method.startswith("env://")
     ours = _agreed_master is not None and _agreed_master == (
         os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
-    if init_method is None and _backend.launched_by_mpi() and (
+    if env_init and _backend.launched_by_mpi() and (
             ours or "MASTER_PORT" not in os.environ):
         world = _backend.ensure_runtime()
         port = _C.broadcast_string(world, str(_backend._free_port()) if world.rank == 0 else "")
@@ -117,7 +137,7 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
         os.environ["MASTER_ADDR"] = _C.rendezvous()["store_host"]
         os.environ["MASTER_PORT"] = port
         _agreed_master = (os.environ["MASTER_ADDR"], port)
-    elif init_method is None and _backend.launched_by_srun_without_mpi():
+    elif env_init and _backend.launched_by_srun_without_mpi():
         # No MPI to agree on a port with: every task derives torch's store address from the step
         # (MASTER_ADDR/MASTER_PORT when set), as the runtime derives its own store's.
         info = _backend.launch_info()

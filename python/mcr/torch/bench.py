@@ -87,6 +87,10 @@ def wrong_elements(variants, fn, gloo, op, inp, out):
     wrong = 0
     for v in variants:
         expected = fill_and_expect(op, inp, out, rank, ws)
+        if out is not inp:
+            # A value no element may hold after the op (they are below ws * ws): a variant that
+            # leaves elements unwritten must not pass on what the previous variant wrote there.
+            out.fill_(ws * ws + 7)
         if v == "c++":
             _C.time_native(_backend.backend_of(), op, inp, out, 1)
         else:
@@ -129,16 +133,18 @@ def warm(variants, fn, gloo, iters, op, inp, out):
                 fn(gloo if v == "torch-gloo" else None)
 
 
-def usable_variants(names):
+def usable_variants(names, op, dtype, ws):
     """The mcr variants that run here: a backend this build or launch lacks (MPI under torchrun, a
-    build without Gloo, NCCL without a GPU) refuses a first call on every rank alike, before
-    anything is sent, and is left out with the reason."""
+    build without Gloo, NCCL without a GPU), or that cannot run `op` on `dtype` (hier has no
+    all_to_all), refuses a first call on every rank alike, before anything is sent, and is left
+    out with the reason. The probe is the measured op itself, at its smallest size."""
     keep = []
+    fn = make_op(op, 1, dtype, ws)[2]
     for name in names:
         if name != "auto":
             try:
                 with mt.backend(name):
-                    dist.all_reduce(torch.zeros(1))
+                    fn(None)
             except RuntimeError as e:
                 if dist.get_rank() == 0:
                     print(f"# mcr-{name} left out: {str(e).splitlines()[0]}", flush=True)
@@ -176,7 +182,7 @@ def main():
     ws = dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
     dtype = getattr(torch, a.dtype)
-    mcr_variants = usable_variants(a.backends.split(","))
+    mcr_variants = usable_variants(a.backends.split(","), a.op, dtype, ws)
     if not mcr_variants:  # every rank refused alike (usable_variants): every rank says so
         raise SystemExit(f"mcr.torch.bench: no variant of --backends {a.backends} can run here "
                          "(see the reasons above)")
