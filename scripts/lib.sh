@@ -66,8 +66,10 @@ mcr_step() {
   fi
   ((limit > left)) && limit=$left
   t0=$(date +%s)
+  # pipefail in the step's own shell too: a new bash does not inherit it, and a step that pipes
+  # a launcher into a filter (torchrun | grep) must fail with the launcher.
   # shellcheck disable=SC2016  # expanded by the inner shell
-  timeout --kill-after=10 "$limit" bash -c "$(declare -f); "'"$@"' mcr-step "$@" \
+  timeout --kill-after=10 "$limit" bash -o pipefail -c "$(declare -f); "'"$@"' mcr-step "$@" \
     >"$OUT_DIR/$name.log" 2>&1
   rc=$?
   dt=$(($(date +%s) - t0))
