@@ -29,6 +29,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -77,6 +78,9 @@ def parser(description=__doc__):
                    help="take turns step by step with another run using the same DIR (A/B timing)")
     p.add_argument("--json", metavar="FILE", help="rank 0 writes the result here")
     p.add_argument("--dump", metavar="DIR", help="each rank writes its losses and parameters here")
+    # DeepSpeed's own launcher (`deepspeed train.py ...`) appends --local_rank=N; LOCAL_RANK, which
+    # it also sets, is what the run reads.
+    p.add_argument("--local_rank", type=int, help=argparse.SUPPRESS)
     return p
 
 
@@ -93,6 +97,11 @@ def finish_args(args):
         sys.exit("deepspeed.pipe supports ZeRO stage 0 or 1 only")
     if args.moe and args.zero == 3:
         sys.exit("DeepSpeed-MoE does not support ZeRO stage 3")
+    if args.moe and args.pipe:
+        # The pipeline's blocks pass activations only: the MoE layers' load-balancing loss would
+        # be dropped, and the run would train another objective than the MoE variant's.
+        sys.exit("--moe with --pipe: the pipeline variant cannot carry the MoE auxiliary loss; "
+                 "run them separately")
     if args.warmup < 0 or args.steps <= args.warmup:
         sys.exit(f"--steps {args.steps} with --warmup {args.warmup}: at least one timed step is "
                  "needed after the warm-up (and --warmup >= 0)")
@@ -113,6 +122,9 @@ class CommClock:
 
     def __init__(self):
         self.seconds = 0.0
+        # How deep this thread is in timed calls: torch's own send calls isend and waits, recv
+        # irecv, _all_gather_base all_gather_into_tensor; only the outermost call counts.
+        self._depth = threading.local()
 
     def install(self):
         c10d = dist.distributed_c10d
@@ -129,9 +141,16 @@ class CommClock:
         clock = self
 
         def timed(*args, **kwargs):
+            depth = getattr(clock._depth, "n", 0)
+            if depth > 0:  # inside another timed call, which counts this one's time
+                return fn(*args, **kwargs)
+            clock._depth.n = depth + 1
             t = time.perf_counter()
-            work = fn(*args, **kwargs)
-            clock.seconds += time.perf_counter() - t
+            try:
+                work = fn(*args, **kwargs)
+            finally:
+                clock._depth.n = depth
+                clock.seconds += time.perf_counter() - t
             return work if work is None or not hasattr(work, "wait") else _TimedWork(work, clock)
 
         timed._timed = True

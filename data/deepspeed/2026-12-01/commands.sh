@@ -99,6 +99,8 @@ run_one() {  # onehost|torchrun out round model np policy table hier
   local kind=$1 out=$2 round=$3 model=$4 np=$5 policy=$6 table=$7 hier=$8
   local base=$out/r$round-$model-np$np-$policy env=()
   mapfile -t env < <(policy_env "$policy" "$table" "$hier")
+  # A result is written on success only: one left from an earlier run must not stand in for it.
+  rm -f "$base.json"
   echo "$(date -Is) r$round $model np$np $policy load $(cut -d' ' -f1-3 /proc/loadavg)" \
     >>"$out/conditions.txt"
   # shellcheck disable=SC2046
@@ -244,6 +246,7 @@ pair() {  # kind np base role model policy table hier steps trace
   local common=(${MODEL[$model]} $SHAPE $steps)
   : >"$base-torch-gloo.txt"
   : >"$base.txt"
+  rm -f "$base-torch-gloo.json" "$base.json"  # written on success only (as in run_one)
   launch "$kind" "$np" "$base-torch-gloo.txt" -- "$PY" -W ignore::UserWarning "$TRAIN" \
     --dist torch-gloo "${common[@]}" --turns "$dir:$role" \
     --json "$PWD/$base-torch-gloo.json" &
