@@ -23,7 +23,8 @@ def expected_launch(env):
     if "OMPI_COMM_WORLD_SIZE" in env:
         return ("mpirun", int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"]),
                 int(env["OMPI_COMM_WORLD_LOCAL_RANK"]))
-    if "SLURM_PROCID" in env and "RANK" not in env:
+    if "SLURM_PROCID" in env and "RANK" not in env and (
+            "SLURM_STEP_ID" in env or "SLURM_STEPID" in env):
         return ("srun", int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]),
                 int(env["SLURM_LOCALID"]))
     return ("torchrun", int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)))

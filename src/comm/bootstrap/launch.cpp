@@ -192,7 +192,11 @@ LaunchInfo launch_info(bool store_given) {
     info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, 0);
     info.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1);
   } else if (env("SLURM_PROCID") != nullptr && env("SLURM_NTASKS") != nullptr &&
+             (env("SLURM_STEP_ID") != nullptr || env("SLURM_STEPID") != nullptr) &&
              env("RANK") == nullptr) {  // srun
+    // A task of a step. An sbatch script (the batch step) or an salloc shell has SLURM_PROCID=0
+    // and the job's SLURM_NTASKS too, but no step id: a process started there without srun is
+    // alone, not rank 0 of a world whose other ranks never come.
     info.launcher = Launcher::slurm;
     // With an MPI plugin (srun --mpi=pmix or pmi2) MPI_Init forms the world through PMI/PMIx.
     // Without one (MpiDefault=none, srun --mpi=none) srun still exports SLURM_MPI_TYPE=none on

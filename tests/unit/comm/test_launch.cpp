@@ -77,6 +77,7 @@ TEST(Launch, SlurmWithPmix) {
   setenv("SLURM_LOCALID", "1", 1);
   setenv("SLURM_NTASKS_PER_NODE", "4", 1);
   setenv("PMIX_RANK", "5", 1);
+  setenv("SLURM_STEP_ID", "0", 1);
   auto l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::slurm);
   EXPECT_TRUE(l.mpi_world);
@@ -173,6 +174,26 @@ TEST(Launch, SlurmWithoutPmiFormsTheWorldThroughTheStore) {
   EXPECT_EQ(l.master_port, slurm_default_port(7, 1));
 }
 
+// A process started in an sbatch script (or an salloc shell) without srun: Slurm's job variables
+// say 4 tasks and procid 0, but no step runs it. It is alone; read as srun's rank 0 of 4, it would
+// wait for 3 ranks that never come.
+TEST(Launch, BatchScriptWithoutSrunIsASingleProcess) {
+  CleanEnv clean;
+  setenv("SLURM_PROCID", "0", 1);  // what the batch step of `sbatch -n 4` exports
+  setenv("SLURM_NTASKS", "4", 1);
+  setenv("SLURM_LOCALID", "0", 1);
+  setenv("SLURM_JOB_ID", "1030", 1);
+  setenv("SLURM_NNODES", "1", 1);
+  setenv("SLURM_TASKS_PER_NODE", "4", 1);
+  auto l = mcr::launch_info();
+  EXPECT_EQ(l.launcher, Launcher::single);
+  EXPECT_EQ(l.size, 1);
+  setenv("SLURM_STEP_ID", "0", 1);  // the same job's srun step
+  l = mcr::launch_info();
+  EXPECT_EQ(l.launcher, Launcher::slurm);
+  EXPECT_EQ(l.size, 4);
+}
+
 // WORLD_SIZE without RANK: every process would have taken rank 0 and the world never formed.
 TEST(Launch, WorldSizeWithoutRankIsAnError) {
   CleanEnv clean;
@@ -198,6 +219,7 @@ TEST(Launch, SlurmReservedPortOutOfRangeNamesItsVariable) {
   setenv("SLURM_STEP_NUM_NODES", "1", 1);
   setenv("SLURM_MPI_TYPE", "none", 1);
   setenv("SLURM_STEP_RESV_PORTS", "70000-70003", 1);
+  setenv("SLURM_STEP_ID", "0", 1);
   try {
     mcr::launch_info();
     FAIL() << "port 70000 accepted";
@@ -219,6 +241,7 @@ TEST(Launch, SlurmStoreAddressOnSeveralNodes) {
   setenv("SLURM_STEP_NODELIST", "gpu[07-09],cpu1", 1);
   setenv("SLURM_JOB_ID", "1234", 1);
   setenv("SLURM_STEP_RESV_PORTS", "12010-12013", 1);
+  setenv("SLURM_STEPID", "0", 1);  // the older name
   auto l = mcr::launch_info();
   EXPECT_EQ(l.local_size, 1);
   EXPECT_EQ(l.master_addr, "gpu07");
