@@ -146,8 +146,10 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
     std::size_t n = 0;
     for (OpType op : ops) {
       if (skip_single_rank_p2p(ranks, op)) continue;
-      n += (is_reduction(op) ? o.dtypes.size() : 1) *
-           distinct_sizes(op, o.sizes, o.dtypes.front(), ranks).size() * form_count;
+      // As the sweep below: each reduction's dtypes, each with its own distinct sizes (a size
+      // rounds to whole elements, so narrower types may keep sizes that a wider one merges).
+      for (DType dtype : is_reduction(op) ? o.dtypes : std::vector<DType>{o.dtypes.front()})
+        n += distinct_sizes(op, o.sizes, dtype, ranks).size() * form_count;
     }
     return n;
   };

@@ -156,6 +156,27 @@ TEST(Library, TuneBuildsATableFromItsSamples) {
   EXPECT_GT(result.wall_seconds, 0);
 }
 
+// The progress total counts what the sweep runs: 2 and 4 bytes are one fp32 element each (one
+// point) but two sizes in bf16 (two points).
+TEST(Library, TuneProgressTotalCountsEachDtypesSizes) {
+  bench::TuneOptions o;
+  o.ops = {OpType::all_reduce};
+  o.dtypes = {DType::f32, DType::bf16};
+  o.sizes = {2, 4};
+  o.repetitions = 1;
+  o.budget_ms = 1;
+  std::vector<std::size_t> indices;
+  std::vector<std::size_t> totals;
+  bench::TuneCallbacks cb;
+  cb.on_point = [&](const bench::TunePoint& p) {
+    indices.push_back(p.index);
+    totals.push_back(p.total);
+  };
+  bench::run_tune(g_world, o, cb);
+  EXPECT_EQ(indices, (std::vector<std::size_t>{1, 2, 3}));
+  EXPECT_EQ(totals, (std::vector<std::size_t>{3, 3, 3}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
