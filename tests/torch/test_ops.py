@@ -392,9 +392,12 @@ def main():
     b = torch.tensor([rank % 2 == 0, True, False])
     dist.all_reduce(b, op=R.MAX)
     same(b, torch.tensor([True, True, False]) if ws > 1 else b, "all_reduce MAX bool")
+    # Each rank's own pattern, so that a slot holding another rank's tensor is seen.
+    mine = lambda r: torch.tensor([r % 2 == 0, r == 0, r % 3 == 1])  # noqa: E731
     bl = [torch.zeros(3, dtype=torch.bool) for _ in range(ws)]
-    dist.all_gather(bl, b)
-    same(bl[ws - 1], b, "all_gather bool")
+    dist.all_gather(bl, mine(rank))
+    for r in range(ws):
+        same(bl[r], mine(r), f"all_gather bool slot {r}")
     if rank == 0:
         print(f"{count} (size, dtype, layout) cases at {ws} ranks", flush=True)
     finish("test_ops")

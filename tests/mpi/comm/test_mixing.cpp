@@ -235,7 +235,9 @@ class SequenceRunner {
     std::vector<Work> works;
     try {
       works = issue(comm, *op, op->host());
-    } catch (const UnsupportedError&) {
+    } catch (const UnsupportedError& e) {
+      // A host library forced for host memory runs every case here: a refusal is an error.
+      if (c.backend == "mpi" || c.backend == "gloo") fail(index, c, e.what());
       ++stats_.unsupported;  // rank-invariant: every rank skips it
       return;
     } catch (const std::exception& e) {
@@ -269,7 +271,8 @@ class SequenceRunner {
             w.wait();
           }
         }
-      } catch (const UnsupportedError&) {
+      } catch (const UnsupportedError& e) {
+        if (c.backend == "mpi" || c.backend == "gloo") fail(item.index, c, e.what());
         ++stats_.unsupported;
         continue;
       } catch (const std::exception& e) {
