@@ -109,6 +109,11 @@ class CblasRunner final : public GemmRunner {
 
   Timing time(const Gemm& gemm, const MeasureOptions& options) override {
     gemm.validate();
+#ifdef OPENBLAS_VERSION
+    // OpenBLAS's thread count is the process's: another runner (the local device's peak probe)
+    // may have set its own since this one was made.
+    openblas_set_num_threads(threads_);
+#endif
     if (!supports(gemm.dtype)) {
       throw UnsupportedError(fmt::format(
           "dtype {} is not supported by the cblas backend ({}); it runs fp32 and fp64{}",
@@ -208,6 +213,7 @@ class CblasRunner final : public GemmRunner {
     auto timing = run_samples(run_calls, options, 1e-3);
     timing.buffer_sets = sets;
     timing.working_set_bytes = set_bytes * static_cast<std::size_t>(sets);
+    timing.call_bytes = set_bytes;  // C at Out's width (fp32 for bf16 inputs)
     return timing;
   }
 

@@ -134,6 +134,17 @@ DeviceSpec gpu_device_spec(const GpuInfo& gpu) {
   }
   DeviceSpec d = device_from_catalog(name);
   if (gpu.sm_count > 0) {
+    // A part of the chip (a MIG slice, a cut-down SKU under the same name) has the catalog's
+    // per-SM rate, not its whole-chip peak: the peaks scale with the SMs present.
+    if (d.compute_units > 0 && gpu.sm_count != d.compute_units) {
+      const double share = static_cast<double>(gpu.sm_count) / d.compute_units;
+      for (auto& [dtype, peak] : d.peak_tflops) {
+        peak *= share;
+        d.sources["peak_tflops." + std::string(to_string(dtype))] =
+            fmt::format("catalog '{}' x {} of its {} SMs (cudaDeviceProp.multiProcessorCount)",
+                        name, gpu.sm_count, d.compute_units);
+      }
+    }
     d.compute_units = gpu.sm_count;
     d.sources["compute_units"] = "cudaDeviceProp.multiProcessorCount";
   }

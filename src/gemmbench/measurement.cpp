@@ -14,7 +14,9 @@ double GemmMeasurement::tflops() const {
 }
 
 double GemmMeasurement::gbs() const {
-  return timing.median_s > 0 ? gemm.bytes() / timing.median_s / 1e9 : 0.0;
+  const double bytes =
+      timing.call_bytes > 0 ? static_cast<double>(timing.call_bytes) : gemm.bytes();
+  return timing.median_s > 0 ? bytes / timing.median_s / 1e9 : 0.0;
 }
 
 bool operator==(const GemmMeasurement& a, const GemmMeasurement& b) {
@@ -22,7 +24,8 @@ bool operator==(const GemmMeasurement& a, const GemmMeasurement& b) {
   const auto& y = b.timing;
   return a.gemm == b.gemm && x.median_s == y.median_s && x.min_s == y.min_s && x.max_s == y.max_s &&
          x.samples == y.samples && x.calls_per_sample == y.calls_per_sample &&
-         x.buffer_sets == y.buffer_sets && x.working_set_bytes == y.working_set_bytes;
+         x.buffer_sets == y.buffer_sets && x.working_set_bytes == y.working_set_bytes &&
+         x.call_bytes == y.call_bytes;
 }
 
 void to_json(nlohmann::json& j, const GemmMeasurement& m) {
@@ -43,6 +46,7 @@ void to_json(nlohmann::json& j, const GemmMeasurement& m) {
        {"calls_per_sample", m.timing.calls_per_sample},
        {"buffer_sets", m.timing.buffer_sets},
        {"working_set_bytes", m.timing.working_set_bytes},
+       {"call_bytes", m.timing.call_bytes},
        {"tflops", m.tflops()}};
 }
 
@@ -65,6 +69,7 @@ void from_json(const nlohmann::json& j, GemmMeasurement& m) {
   m.timing.calls_per_sample = j.value("calls_per_sample", 1);
   m.timing.buffer_sets = j.value("buffer_sets", 1);
   m.timing.working_set_bytes = j.value("working_set_bytes", std::size_t{0});
+  m.timing.call_bytes = j.value("call_bytes", std::size_t{0});
 }
 
 void to_json(nlohmann::json& j, const MeasurementSet& s) {

@@ -63,18 +63,57 @@ std::vector<DType> parse_dtype_lists(const std::vector<std::string>& lists) {
 }
 
 std::vector<Gemm> requested_gemms(const GemmRequest& r) {
+  const bool grid_given = !r.m.empty() || !r.n.empty() || !r.k.empty();
+  const bool models_given = !r.presets.empty() || !r.models.empty();
+  // A setting of one kind of GEMM given without it would be dropped without a word.
+  if (!grid_given && r.batch != "1") {
+    throw InvalidArgument(fmt::format(
+        "request.batch '{}' applies to the m/n/k grid only (a model's batched GEMMs follow from "
+        "its shape): give request.m/n/k or drop it",
+        r.batch));
+  }
+  if (!models_given) {
+    const std::pair<const char*, std::int64_t> model_only[] = {
+        {"request.seq", r.seq}, {"request.micro_batch", r.micro_batch}, {"request.tp", r.tp}};
+    for (const auto& [name, value] : model_only) {
+      if (value > 0) {
+        throw InvalidArgument(fmt::format(
+            "{} {} applies to the models' GEMMs only: give request.presets or request.models, or "
+            "drop it",
+            name, value));
+      }
+    }
+    if (r.training) {
+      throw InvalidArgument(
+          "request.training applies to the models' GEMMs only (their backward GEMMs): give "
+          "request.presets or request.models, or drop it");
+    }
+  }
   const auto dtypes = parse_dtype_lists(r.dtypes);
   auto gemms = model_gemms(r, dtypes);
-  if (!r.m.empty() || !r.n.empty() || !r.k.empty()) {
+  if (grid_given) {
     if (r.m.empty() || r.n.empty() || r.k.empty()) {
       throw InvalidArgument(
           "request.m, request.n and request.k must be given together (each a list or "
           "start:end:step)");
     }
-    const auto grid =
-        grid_gemms(parse_dim_values(r.m, "request.m"), parse_dim_values(r.n, "request.n"),
-                   parse_dim_values(r.k, "request.k"), parse_dim_values(r.batch, "request.batch"),
-                   dtypes.empty() ? std::vector<DType>{DType::fp32} : dtypes);
+    const auto m = parse_dim_values(r.m, "request.m");
+    const auto n = parse_dim_values(r.n, "request.n");
+    const auto k = parse_dim_values(r.k, "request.k");
+    const auto batch = parse_dim_values(r.batch, "request.batch");
+    const auto grid_dtypes = dtypes.empty() ? std::vector<DType>{DType::fp32} : dtypes;
+    // Each dimension is bounded (kMaxDimValues); their product is the number of GEMMs, which is
+    // bounded too, before any is made (10^10 of them would exhaust memory first).
+    double count = static_cast<double>(grid_dtypes.size());
+    for (const auto* values : {&m, &n, &k, &batch})
+      count *= static_cast<double>(values->size());
+    if (count > static_cast<double>(kMaxGridGemms)) {
+      throw InvalidArgument(fmt::format(
+          "request.m/n/k/batch: the grid is {} m x {} n x {} k x {} batch x {} dtype(s) = {:.0f} "
+          "GEMMs, more than {}: give fewer values",
+          m.size(), n.size(), k.size(), batch.size(), grid_dtypes.size(), count, kMaxGridGemms));
+    }
+    const auto grid = grid_gemms(m, n, k, batch, grid_dtypes);
     gemms.insert(gemms.end(), grid.begin(), grid.end());
   }
   if (gemms.empty()) {
@@ -107,15 +146,44 @@ std::optional<DeviceSpec> prediction_device(const GemmRequest& r, const GemmRunn
   }
 }
 
+void check_measure_options(const MeasureOptions& m) {
+  if (m.min_samples < 1 || m.max_samples < m.min_samples) {
+    throw InvalidArgument(fmt::format(
+        "request.measure.min_samples {} and request.measure.max_samples {}: need 1 <= the first "
+        "<= the second",
+        m.min_samples, m.max_samples));
+  }
+  if (m.min_seconds < 0 || m.max_seconds < m.min_seconds) {
+    throw InvalidArgument(fmt::format(
+        "request.measure.min_seconds {} and request.measure.max_seconds {}: need 0 <= the first "
+        "<= the second",
+        m.min_seconds, m.max_seconds));
+  }
+  if (m.warmup_iterations < 0 || m.warmup_seconds < 0) {
+    throw InvalidArgument(fmt::format(
+        "request.measure.warmup_iterations {} and request.measure.warmup_seconds {}: must not be "
+        "negative",
+        m.warmup_iterations, m.warmup_seconds));
+  }
+}
+
 PreparedSweep prepare_sweep(const GemmRequest& r) {
   PreparedSweep p;
   p.gemms = requested_gemms(r);
+  check_measure_options(r.measure);
   if (r.measure.clock == Clock::process_cpu && (r.backend == "gpu" || r.threads != 1)) {
     throw InvalidArgument(
         "request.measure.clock cpu: process CPU time measures a GEMM only on the CPU backend with "
         "request.threads 1");
   }
   p.runner = make_runner(r);
+  if (r.measure.clock == Clock::process_cpu && p.runner->backend() != "cblas") {
+    // request.backend auto chose the GPU.
+    throw InvalidArgument(fmt::format(
+        "request.measure.clock cpu: process CPU time measures a GEMM only on the CPU backend, and "
+        "request.backend {} chose {}: give request.backend cpu",
+        r.backend, p.runner->description()));
+  }
   for (const auto& g : p.gemms) {
     if (!p.runner->supports(g.dtype)) {
       throw UnsupportedError(fmt::format("request.dtypes: {} cannot run on the {} backend ({})",

@@ -80,6 +80,17 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     {"request.device", "--device"},
     {"request.compare", "--compare"},
     {"request.measure.clock", "--clock"},
+    {"request.measure.min_samples", "--min-samples"},
+    {"request.measure.max_samples", "--max-samples"},
+    {"request.measure.min_seconds", "--min-time"},
+    {"request.measure.max_seconds", "--max-time"},
+    {"request.measure.warmup_iterations", "--warmup"},
+    {"request.measure.warmup_seconds", "--warmup-time"},
+    {"request.seq", "--seq"},
+    {"request.micro_batch", "--micro-batch"},
+    {"request.tp", "--tp"},
+    {"request.training", "--training"},
+    {"request.backend", "--backend"},
     // mcr::bench: options.* for the fields the sweep (mcr bench), the comparison (--compare-auto)
     // and tuning (mcr tune) share; sweep.*, compare.*, tune.*, replay.* for their own.
     {"options.ops", "--op"},

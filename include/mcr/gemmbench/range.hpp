@@ -10,6 +10,8 @@ namespace mcr::codesign::bench {
 
 /// Largest number of values one dimension may expand to; guards against typos like "1:1e9".
 inline constexpr std::size_t kMaxDimValues = 100000;
+/// Most GEMMs a grid (m x n x k x batch values x dtypes) may hold: checked before any is made.
+inline constexpr std::size_t kMaxGridGemms = 100000;
 
 /// Expands `text` into positive values, in the order written (duplicates kept). Throws
 /// mcr::InvalidArgument naming `argument`, the offending text and the rule it breaks.

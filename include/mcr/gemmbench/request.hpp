@@ -42,7 +42,9 @@ std::vector<DType> parse_dtype_lists(const std::vector<std::string>& lists);
 
 /// The models' GEMMs (layer and logits, with their overrides; roles prefixed by the model's name)
 /// for each requested dtype, then the grid's. Throws InvalidArgument naming the field when m, n, k
-/// are not given together, a dimension does not parse, or nothing is requested.
+/// are not given together, a dimension does not parse, the grid would hold more than
+/// kMaxGridGemms GEMMs, a setting is given without the GEMMs it applies to (batch without the
+/// grid; seq, micro_batch, tp or training without a model), or nothing is requested.
 std::vector<Gemm> requested_gemms(const GemmRequest& request);
 
 /// The runner of request.backend; auto takes the GPU when cuBLASLt and request.gpu are present.
@@ -60,7 +62,12 @@ struct PreparedSweep {
   std::optional<DeviceSpec> device;  ///< set when request.compare (else when describable)
 };
 
-/// requested_gemms(), then the checks: the process CPU clock needs the CPU backend with one
+/// The sampler's options hold together: 1 <= min_samples <= max_samples, 0 <= min_seconds <=
+/// max_seconds, no negative warmup. Throws InvalidArgument naming the fields and their flags.
+void check_measure_options(const MeasureOptions& options);
+
+/// requested_gemms(), then the checks: the measure options (check_measure_options); the process
+/// CPU clock needs the CPU backend (also where request.backend auto chose the GPU) with one
 /// thread; the runner must run every GEMM's dtype (UnsupportedError); with request.compare the
 /// device must have a peak for every dtype. Then the runner and the device.
 PreparedSweep prepare_sweep(const GemmRequest& request);

@@ -48,6 +48,10 @@ struct Timing {
   int calls_per_sample = 1;  ///< tiny GEMMs are timed in groups to rise above timer resolution
   int buffer_sets = 1;       ///< rotated copies of A, B and C
   std::size_t working_set_bytes = 0;  ///< buffer_sets x (A + B + C) bytes
+  /// A, B and C of one call at the widths the library reads and writes them (OpenBLAS's bf16
+  /// GEMM writes fp32 C, where Gemm::bytes() counts bf16); 0 where not recorded (older files):
+  /// Gemm::bytes() stands in.
+  std::size_t call_bytes = 0;
 };
 
 /// One backend (CBLAS on the host, cuBLASLt on a GPU).

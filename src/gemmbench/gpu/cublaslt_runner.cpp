@@ -205,10 +205,16 @@ class CublasLtRunner final : public GemmRunner {
         pref.handle, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     cublasLtMatmulHeuristicResult_t heuristic{};
     int found = 0;
-    MCR_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_.handle, op.handle, la.handle, lb.handle,
-                                                    lc.handle, lc.handle, pref.handle, 1,
-                                                    &heuristic, &found));
-    if (found == 0) {
+    const cublasStatus_t lookup =
+        cublasLtMatmulAlgoGetHeuristic(lt_.handle, op.handle, la.handle, lb.handle, lc.handle,
+                                       lc.handle, pref.handle, 1, &heuristic, &found);
+    // No algorithm for the shape is said either way: no result, or (fp8 dims that are not
+    // multiples of 16, on current cuBLASLt) CUBLAS_STATUS_NOT_SUPPORTED. Both skip the shape;
+    // any other status is an error.
+    if (lookup != CUBLAS_STATUS_NOT_SUPPORTED) {
+      check_cublas(lookup, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+    }
+    if (lookup == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
       throw UnsupportedError(fmt::format(
           "cuBLASLt has no algorithm for {} m={} n={} k={} batch={} on {} (fp8 needs dims that are "
           "multiples of 16)",
@@ -245,6 +251,7 @@ class CublasLtRunner final : public GemmRunner {
     auto timing = run_samples(run_calls, options, 2e-3);
     timing.buffer_sets = sets;
     timing.working_set_bytes = set_bytes * static_cast<std::size_t>(sets);
+    timing.call_bytes = static_cast<std::size_t>(g.bytes());  // C at dtype_output_bytes' width
     return timing;
   }
 

@@ -127,5 +127,29 @@ TEST(GpuInfo, CatalogNames) {
   EXPECT_EQ(catalog_name_for_gpu("NVIDIA GeForce RTX 4090"), "");
 }
 
+// A part of a chip (a MIG 1g slice of an H100: 16 of its 132 SMs) has the whole chip's per-SM
+// rate: its peaks, and so its predictions, scale with the SMs the driver reports.
+TEST(GpuInfo, ASliceOfAChipHasItsShareOfThePeak) {
+  GpuInfo slice;
+  slice.name = "NVIDIA H100 80GB HBM3 MIG 1g.10gb";
+  slice.sm_count = 16;
+  const DeviceSpec whole = device_from_catalog("h100-sxm");
+  ASSERT_EQ(whole.compute_units, 132);
+  const DeviceSpec part = gpu_device_spec(slice);
+  EXPECT_EQ(part.compute_units, 16);
+  EXPECT_NEAR(part.peak_for(DType::bf16), whole.peak_for(DType::bf16) * 16 / 132, 1e-9);
+  EXPECT_NE(part.sources.at("peak_tflops.bf16").find("16 of its 132 SMs"), std::string::npos)
+      << part.sources.at("peak_tflops.bf16");
+  Gemm g;
+  g.m = g.n = g.k = 8192;
+  g.dtype = DType::bf16;
+  EXPECT_LT(predict(g, part).tflops, 0.2 * predict(g, whole).tflops);
+  // The whole chip as the catalog has it: nothing changes.
+  GpuInfo full;
+  full.name = "NVIDIA H100 80GB HBM3";
+  full.sm_count = 132;
+  EXPECT_EQ(gpu_device_spec(full).peak_for(DType::bf16), whole.peak_for(DType::bf16));
+}
+
 }  // namespace
 }  // namespace mcr::codesign::bench

@@ -76,6 +76,78 @@ TEST(GemmRequest, ErrorsNameTheFields) {
   EXPECT_EQ(message_of(r).rfind("request.batch", 0), 0u) << message_of(r);
 }
 
+// The grid's size is its dimensions' product: bounded before any GEMM is made (10^6 of them here
+// would take long to build and far longer to run).
+TEST(GemmRequest, AGridTooLargeIsRefusedBeforeItIsMade) {
+  GemmRequest r;
+  r.m = "1:1000";
+  r.n = "1:1000";
+  r.k = "1";
+  const std::string message = message_of(r);
+  EXPECT_NE(message.find("1000 m x 1000 n x 1 k x 1 batch x 1 dtype(s) = 1000000 GEMMs, more "
+                         "than 100000"),
+            std::string::npos)
+      << message;
+  r.n = "1:100";  // 100 000: at the limit
+  EXPECT_EQ(requested_gemms(r).size(), 100000u);
+}
+
+// Settings of one kind of GEMM given without it are refused, not dropped.
+TEST(GemmRequest, SettingsWithoutTheGemmsTheyApplyToAreRefused) {
+  GemmRequest model;
+  model.presets = {"pythia-410m"};
+  model.batch = "8";
+  EXPECT_EQ(message_of(model).rfind("request.batch '8' applies to the m/n/k grid only", 0), 0u)
+      << message_of(model);
+  GemmRequest grid;
+  grid.m = grid.n = grid.k = "64";
+  grid.seq = 4096;
+  EXPECT_EQ(message_of(grid).rfind("request.seq 4096 applies to the models' GEMMs only", 0), 0u)
+      << message_of(grid);
+  grid.seq = 0;
+  grid.tp = 2;
+  EXPECT_EQ(message_of(grid).rfind("request.tp 2 applies", 0), 0u) << message_of(grid);
+  grid.tp = 0;
+  grid.training = true;
+  EXPECT_EQ(message_of(grid).rfind("request.training applies", 0), 0u) << message_of(grid);
+  // Both kinds at once: each setting reaches its own.
+  grid.training = false;
+  grid.presets = {"pythia-410m"};
+  grid.seq = 512;
+  grid.batch = "2";
+  EXPECT_NO_THROW((void)requested_gemms(grid));
+}
+
+// The sampler's options are checked with the request, before anything runs (a dry run included),
+// naming the fields (mcr gemm names their flags).
+TEST(GemmRequest, InconsistentSamplingIsRefusedFirst) {
+  GemmRequest r;
+  r.m = r.n = r.k = "8";
+  r.backend = "cpu";
+  r.measure.min_samples = 5;
+  r.measure.max_samples = 2;
+  try {
+    (void)prepare_sweep(r);
+    FAIL() << "min_samples 5 with max_samples 2 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "request.measure.max_samples 2: need 1 <= the first <= the second"),
+              std::string::npos)
+        << e.what();
+  }
+  r.measure.max_samples = 10;
+  r.measure.min_seconds = 10;
+  r.measure.max_seconds = 1;
+  try {
+    (void)prepare_sweep(r);
+    FAIL() << "min_seconds 10 with max_seconds 1 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("request.measure.max_seconds 1: need 0 <= the first"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(GemmRequest, TheProcessClockNeedsOneCpuThread) {
   GemmRequest r;
   r.m = r.n = r.k = "8";

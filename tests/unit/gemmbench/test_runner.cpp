@@ -8,6 +8,11 @@
 #include "mcr/gemmbench/sampler.hpp"
 #include "mcr/gemmbench/sweep.hpp"
 
+// OpenBLAS's cblas.h (where the build has it) declares openblas_get_num_threads().
+#if __has_include(<cblas.h>)
+#include <cblas.h>
+#endif
+
 namespace mcr::codesign::bench {
 namespace {
 
@@ -150,6 +155,45 @@ TEST(CblasRunner, UnsupportedDtypeNamesItAndTheBackend) {
     const std::string message = e.what();
     EXPECT_NE(message.find("fp8"), std::string::npos) << message;
     EXPECT_NE(message.find("cblas"), std::string::npos) << message;
+  }
+}
+
+// OpenBLAS's thread count belongs to the process: a runner made after this one (the local
+// device's peak probe) must not change the threads this one times with.
+TEST(CblasRunner, TimesWithItsOwnThreadCount) {
+  if (!cblas_available()) GTEST_SKIP() << "this build has no CBLAS";
+#ifndef OPENBLAS_VERSION
+  GTEST_SKIP() << "the BLAS is not OpenBLAS: no process-wide thread count to check";
+#else
+  auto mine = make_cblas_runner(3);
+  auto later = make_cblas_runner(1);
+  Gemm g;
+  g.m = g.n = g.k = 32;
+  g.dtype = DType::fp32;
+  (void)mine->time(g, quick());
+  EXPECT_EQ(openblas_get_num_threads(), 3);
+  (void)later->time(g, quick());
+  EXPECT_EQ(openblas_get_num_threads(), 1);
+#endif
+}
+
+// One call's bytes at the widths the library uses; the GB/s column reads them.
+TEST(CblasRunner, RecordsTheBytesOfOneCall) {
+  if (!cblas_available()) GTEST_SKIP() << "this build has no CBLAS";
+  auto runner = make_cblas_runner(1);
+  Gemm g;
+  g.m = 64;
+  g.n = 127;
+  g.k = 255;
+  g.dtype = DType::fp32;
+  const auto t = runner->time(g, quick());
+  EXPECT_EQ(t.call_bytes, static_cast<std::size_t>(g.bytes()));  // fp32 in and out
+  if (runner->supports(DType::bf16)) {
+    g.dtype = DType::bf16;
+    const auto b = runner->time(g, quick());
+    // bf16 A and B, fp32 C (cblas_sbgemm): 2 x (64*255 + 255*127) + 4 x 64*127.
+    EXPECT_EQ(b.call_bytes, 2u * (64 * 255 + 255 * 127) + 4u * 64 * 127);
+    EXPECT_EQ(b.working_set_bytes, b.call_bytes * static_cast<std::size_t>(b.buffer_sets));
   }
 }
 
