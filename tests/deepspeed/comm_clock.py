@@ -36,7 +36,9 @@ def main():
     if rank == 1:
         print(f"rank 1 counted {counted} for a send {LATE_S} s late", flush=True)
         for how, s in counted.items():
-            if not 0.8 * LATE_S <= s <= 1.5 * LATE_S:
+            # The upper bound is the check (counted twice, it is 2 x LATE_S); the lower one allows
+            # for the ranks leaving the barrier apart on loaded cores.
+            if not 0.5 * LATE_S <= s <= 1.5 * LATE_S:
                 sys.exit(f"FAIL: {how} recv counted {s:.3f} s of communication, expected about "
                          f"{LATE_S} s")
     dist.destroy_process_group()

@@ -12,18 +12,21 @@ from mcr.torch import bench
 def main():
     rank, ws = setup()
     gloo = dist.new_group(backend="gloo")
-    for op in ("all_reduce", "all_gather", "all_to_all"):
-        count, _, fn, inp, out = bench.make_op(op, 64, torch.float32, ws)
+    cases = [(op, torch.float32) for op in ("all_reduce", "all_gather", "all_to_all")]
+    cases += [("all_gather", torch.int8), ("all_gather", torch.bool)]  # narrow types too
+    for op, dtype in cases:
+        count, _, fn, inp, out = bench.make_op(op, 64, dtype, ws)
         right = bench.wrong_elements(["torch-gloo", "auto", "gloo"], fn, gloo, op, inp, out)
-        check(right == 0, f"{op}: {right} wrong elements from variants that compute it")
+        check(right == 0, f"{op} {dtype}: {right} wrong elements from variants that compute it")
         # "auto" does nothing: for all_reduce (in place) its input stays, which is wrong; for the
         # others the output keeps what torch-gloo wrote unless the check clears it.
         idle = lambda group: fn(group) if group is not None else None  # noqa: E731
         missed = bench.wrong_elements(["torch-gloo", "auto"], idle, gloo, op, inp, out)
-        check(missed == count, f"{op}: a variant that writes nothing gave {missed} wrong elements, "
-                               f"expected all {count}")
+        check(missed == count, f"{op} {dtype}: a variant that writes nothing gave {missed} wrong "
+                               f"elements, expected all {count}")
         if rank == 0:
-            print(f"{op}: {count} elements; an idle variant is counted {missed} wrong", flush=True)
+            print(f"{op} {dtype}: {count} elements; an idle variant is counted {missed} wrong",
+                  flush=True)
     # The probe is the measured op: a variant is kept when it runs that op.
     kept = bench.usable_variants(["auto", "gloo"], "all_to_all", torch.float32, ws)
     check(kept == ["auto", "gloo"], f"usable_variants: {kept}")

@@ -44,23 +44,6 @@ def backends(txt):
     return out
 
 
-def failed_runs(folder):
-    """Base names of the runs commands.sh marked "FAILED: <base>" in conditions.txt: a result file
-    of that name can only be left from an earlier run, and is not counted."""
-    path = os.path.join(folder, "conditions.txt")
-    if not os.path.exists(path):
-        return set()
-    return {os.path.basename(line.split("FAILED:", 1)[1].strip())
-            for line in open(path) if line.startswith("FAILED:")}
-
-
-def results(folder, pattern):
-    """The result files of `folder` matching `pattern`, less those of failed runs."""
-    failed = failed_runs(folder)
-    return [p for p in sorted(glob.glob(os.path.join(folder, pattern)))
-            if os.path.basename(p)[:-5] not in failed]
-
-
 PAIR = re.compile(r"p(\d+)-([\w-]+?)-np(\d+)-(mcr-[\w-]+)\.json$")
 
 
@@ -68,7 +51,7 @@ def paired(folder):
     """A/B pairs (commands.sh paired): each mcr policy against torch's gloo in the same interleaved
     period; the ratio of their tokens/s is the pair's."""
     pairs = collections.defaultdict(lambda: collections.defaultdict(list))
-    for path in results(folder, "p*-*.json"):
+    for path in sorted(glob.glob(os.path.join(folder, "p*-*.json"))):
         m = PAIR.search(os.path.basename(path))
         if not m:
             continue
@@ -116,7 +99,7 @@ def main():
         paired(folder)
         return
     runs = collections.defaultdict(dict)  # (model, np) -> {(round, policy): result}
-    for path in results(folder, "r*-*.json"):
+    for path in sorted(glob.glob(os.path.join(folder, "r*-*.json"))):
         m = NAME.search(os.path.basename(path))
         if not m:
             continue

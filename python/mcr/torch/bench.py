@@ -80,6 +80,15 @@ def fill_and_expect(op, inp, out, rank, ws):
     return torch.cat([torch.full_like(chunks[0], i * ws + rank) for i in range(ws)])
 
 
+def unlike(expected):
+    """A tensor that differs from `expected` in every element, in its dtype."""
+    if expected.dtype == torch.bool:
+        return expected.logical_not()
+    if expected.is_floating_point() or expected.is_complex():
+        return -expected - 1  # the values are small non-negative integers
+    return torch.bitwise_not(expected)
+
+
 def wrong_elements(variants, fn, gloo, op, inp, out):
     """Elements that differ from the expected result, one checked call per variant (nccl-tests'
     #wrong), summed over the variants; the largest count of any rank."""
@@ -88,9 +97,9 @@ def wrong_elements(variants, fn, gloo, op, inp, out):
     for v in variants:
         expected = fill_and_expect(op, inp, out, rank, ws)
         if out is not inp:
-            # A value no element may hold after the op (they are below ws * ws): a variant that
-            # leaves elements unwritten must not pass on what the previous variant wrote there.
-            out.fill_(ws * ws + 7)
+            # Every element unlike what it must become: a variant that leaves elements unwritten
+            # must not pass on what the previous variant wrote there. (Any dtype, any rank count.)
+            out.copy_(unlike(expected))
         if v == "c++":
             _C.time_native(_backend.backend_of(), op, inp, out, 1)
         else:

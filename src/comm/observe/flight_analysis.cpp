@@ -99,20 +99,44 @@ Job load(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) {
     throw InvalidArgument(fmt::format("DIR '{}' is not a directory", dir));
   }
-  std::vector<fs::path> files;
+  // Per rank, flight-rank<N>.json: a process's later dumps (flight-rank<N>.later-<k>.json)
+  // follow the record that explains its failure, and would stand in for it. Where that file is
+  // missing (its writer was killed before renaming it into place, while a signal's dump went
+  // beside it), the earliest later dump stands in.
+  const auto digits = [](std::string_view t) {
+    return !t.empty() && t.size() < 10 &&
+           std::all_of(t.begin(), t.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  };
+  std::map<int, fs::path> records;
+  std::map<int, std::pair<int, fs::path>> earliest_later;  // rank -> (k, path)
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    // flight-rank<N>.json only: a process's later dumps (flight-rank<N>.later-<k>.json) follow
-    // the record that explains its failure, and would stand in for it.
-    const std::string_view rank = std::string_view(name).substr(
-        std::min(name.size(), std::string_view("flight-rank").size()));
-    const bool record =
-        e.is_regular_file() && name.starts_with("flight-rank") && name.ends_with(".json") &&
-        rank.size() > 5 &&
-        std::all_of(rank.begin(), rank.end() - 5, [](char ch) { return ch >= '0' && ch <= '9'; });
-    if (record) files.push_back(e.path());
+    if (!e.is_regular_file() || !name.starts_with("flight-rank") || !name.ends_with(".json")) {
+      continue;
+    }
+    std::string_view rest(name);
+    rest.remove_prefix(std::string_view("flight-rank").size());
+    rest.remove_suffix(std::string_view(".json").size());
+    const std::size_t dot = rest.find(".later-");
+    const std::string_view rank = rest.substr(0, dot);
+    if (!digits(rank)) continue;
+    const int r = std::stoi(std::string(rank));
+    if (dot == std::string_view::npos) {
+      records[r] = e.path();
+      continue;
+    }
+    const std::string_view k = rest.substr(dot + std::string_view(".later-").size());
+    if (!digits(k)) continue;
+    const int later = std::stoi(std::string(k));
+    auto it = earliest_later.find(r);
+    if (it == earliest_later.end() || later < it->second.first)
+      earliest_later[r] = {later, e.path()};
   }
-  std::sort(files.begin(), files.end());
+  for (const auto& [r, later] : earliest_later)
+    records.emplace(r, later.second);  // only where the record itself is missing
+  std::vector<fs::path> files;
+  for (const auto& [r, path] : records)
+    files.push_back(path);
   if (files.empty()) {
     throw InvalidArgument(fmt::format(
         "DIR '{}' holds no flight records (flight-rank<N>.json, written into MCR_FLIGHT_DIR)",
@@ -158,8 +182,10 @@ Job load(const std::string& dir) {
                 o.at("count").get<std::size_t>(),
                 o.at("bytes").get<std::size_t>(),
                 o.value("root", -1)};
+          // A collective without an index in an indexed record (dumped while its issue was being
+          // recorded) cannot be matched, and is left out of the matching.
           if (!op.p2p()) {
-            op.collective = indexed ? o.at("collective").get<std::uint64_t>() : op.seq;
+            op.collective = !indexed ? op.seq : o.value("collective", kNotCollective);
           }
           m.ops[op.seq] = op;
         }
@@ -301,7 +327,7 @@ std::string report_text(const Job& job, const json& report) {
     }
     const json& s = g["stuck"];
     if (s.is_null()) {
-      fmt::format_to(out_it, "  every recorded rank completed every operation it issued\n");
+      fmt::format_to(out_it, "  every recorded rank completed every collective it issued\n");
     } else {
       fmt::format_to(out_it, "  first unfinished operation: {}{}\n", s["name"].get<std::string>(),
                      s["op"].is_null() ? "" : ": " + s["op"].get<std::string>());

@@ -175,14 +175,25 @@ std::uint64_t FlightRecorder::collective_of(std::uint64_t sequence) const noexce
 
 nlohmann::json FlightRecorder::to_json(std::int64_t now_ns, std::int64_t wall_minus_steady) const {
   const std::uint64_t issued = issued_count();
+  const std::uint64_t p2p_total = p2p_.load(std::memory_order_relaxed);
   nlohmann::json ops = nlohmann::json::array();
   const std::uint64_t first = issued > capacity() ? issued - capacity() : 0;
+  // Collective indices in one pass: the send/recv before the ring's first entry are all of them
+  // less those the ring holds.
+  std::uint64_t p2p_in_ring = 0;
   for (std::uint64_t s = first; s < issued; ++s) {
-    if (const FlightEntry* e = find(s)) {
-      ops.push_back(entry_json(*e, now_ns, wall_minus_steady));
-      if (const std::uint64_t c = collective_of(s); c != FlightEntry::kNotCollective) {
-        ops.back()["collective"] = c;
-      }
+    const FlightEntry* e = find(s);
+    if (e != nullptr && (e->op == OpType::send || e->op == OpType::recv)) ++p2p_in_ring;
+  }
+  std::uint64_t p2p_before = p2p_total >= p2p_in_ring ? p2p_total - p2p_in_ring : 0;
+  for (std::uint64_t s = first; s < issued; ++s) {
+    const FlightEntry* e = find(s);
+    if (e == nullptr) continue;
+    ops.push_back(entry_json(*e, now_ns, wall_minus_steady));
+    if (e->op == OpType::send || e->op == OpType::recv) {
+      ++p2p_before;
+    } else if (s >= p2p_before) {
+      ops.back()["collective"] = s - p2p_before;
     }
   }
   return {{"group_id", group_id_},
@@ -191,7 +202,7 @@ nlohmann::json FlightRecorder::to_json(std::int64_t now_ns, std::int64_t wall_mi
           {"world_ranks", world_ranks_},
           {"issued", issued},
           {"in_flight", in_flight()},
-          {"collectives", collectives_count()},
+          {"collectives", issued >= p2p_total ? issued - p2p_total : 0},
           {"capacity", capacity()},
           {"ops", std::move(ops)}};
 }

@@ -72,11 +72,6 @@ class FlightRecorder {
   void issued(std::uint64_t sequence, OpType op, DType dtype, std::size_t count, int root,
               bool async, std::string_view backend, std::size_t bytes) noexcept {
     FlightEntry& e = ring_[sequence & mask_];
-    // Counted for collective_of(); only send/recv pay for it (a sequence number recorded again,
-    // verified first and then issued, is a collective).
-    if (op == OpType::send || op == OpType::recv) {
-      p2p_.store(p2p_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    }
     e.sequence = sequence;
     e.issued_ns = g_flight_clock_ns.load(std::memory_order_relaxed);
     e.ended_ns = 0;
@@ -90,6 +85,12 @@ class FlightRecorder {
     e.state.store(FlightState::issued, std::memory_order_relaxed);
     // One writer: loads and stores, no read-modify-write.
     issued_.store(sequence + 1, std::memory_order_relaxed);
+    // Counted for collective indices; only send/recv pay for it (a sequence number recorded
+    // again, verified first and then issued, is a collective). After issued_: a reader that sees
+    // this count sees the entry as issued too.
+    if (op == OpType::send || op == OpType::recv) {
+      p2p_.store(p2p_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
     in_flight_.store(in_flight_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   void started(std::uint64_t sequence) noexcept {

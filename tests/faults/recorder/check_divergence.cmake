@@ -6,7 +6,9 @@
 # library the other never enters, which the doctor must name too. In P2P_DIR (p2p_shift/) rank 0
 # sent to rank 2 first, so rank 0's and rank 2's sequence numbers are one ahead of rank 1's: the
 # broadcast is collective #1 everywhere, rank 2 never reached it (it waits in a recv), and no
-# divergence is seen where the numbers differ. -DMCR -DDIR -DBACKEND_DIR -DP2P_DIR
+# divergence is seen where the numbers differ. In LATER_DIR (later_only/) rank 1's record file is
+# missing (its writer was killed before renaming it into place) and its earliest later dump
+# (later-1) stands in; later-2 is not read. -DMCR -DDIR -DBACKEND_DIR -DP2P_DIR -DLATER_DIR
 execute_process(COMMAND ${MCR} doctor ${DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
 message(STATUS "mcr doctor:\n${doc}")
 if(NOT rc EQUAL 0)
@@ -41,4 +43,13 @@ if(NOT rc EQUAL 0
    OR NOT doc MATCHES "no divergence"
    OR NOT doc MATCHES "laggards [^\n]*: world rank\\(s\\) 2\n")
   message(FATAL_ERROR "mcr doctor does not match collectives across send/recv (rc ${rc})")
+endif()
+# A rank whose record file is missing is read from its earliest later dump.
+execute_process(COMMAND ${MCR} doctor ${LATER_DIR} OUTPUT_VARIABLE doc ERROR_VARIABLE err
+                RESULT_VARIABLE rc)
+message(STATUS "mcr doctor (later dumps):\n${doc}${err}")
+if(NOT rc EQUAL 0 OR NOT doc MATCHES "2 flight record\\(s\\)"
+   OR NOT doc MATCHES "world rank 1 on [^\n]*: SIGTERM"
+   OR NOT doc MATCHES "ranks diverge at sequence #0:")
+  message(FATAL_ERROR "mcr doctor does not read rank 1's earliest later dump (rc ${rc})")
 endif()
