@@ -91,6 +91,11 @@ inline constexpr OpType kAllOpTypes[] = {
     OpType::barrier};
 std::string_view to_string(OpType op) noexcept;
 std::optional<OpType> parse_op(std::string_view name) noexcept;
+/// send and recv: operations between two ranks, which the other members of a communicator do not
+/// take part in (their sequence numbers are not the group's).
+constexpr bool is_point_to_point(OpType op) noexcept {
+  return op == OpType::send || op == OpType::recv;
+}
 /// Whether the operation combines values with a ReduceOp.
 constexpr bool is_reduction(OpType op) noexcept {
   return op == OpType::reduce || op == OpType::all_reduce || op == OpType::reduce_scatter;

@@ -22,10 +22,6 @@ double micros(const LogRecord& r) {
   return static_cast<double>(r.end_ns - r.start_ns) * 1e-3;
 }
 
-bool is_p2p(OpType op) {
-  return op == OpType::send || op == OpType::recv;
-}
-
 }  // namespace
 
 LogSummary summarize(const GatheredLog& log) {
@@ -63,7 +59,7 @@ LogSummary summarize(const GatheredLog& log) {
       ++s.ops;
       s.comm_us += micros(r);
     }
-    if (is_p2p(r.op) || r.group_size <= 1) {
+    if (is_point_to_point(r.op) || r.group_size <= 1) {
       latencies[row].push_back(micros(r));
       continue;
     }

@@ -144,7 +144,7 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
         // send/recv only the peer's progress is reported, not judged. A collective is judged by
         // its index among the collectives, which send/recv do not shift.
         const FlightEntry* e = rec.find(sequence);
-        const bool p2p = e != nullptr && (e->op == OpType::send || e->op == OpType::recv);
+        const bool p2p = e != nullptr && is_point_to_point(e->op);
         const std::uint64_t index = rec.collective_of(sequence);
         const std::uint64_t collective = index != FlightEntry::kNotCollective ? index : sequence;
         std::size_t behind = 0;

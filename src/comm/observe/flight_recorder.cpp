@@ -159,7 +159,7 @@ int FlightRecorder::world_rank_of(int group_rank) const noexcept {
 
 std::uint64_t FlightRecorder::collective_of(std::uint64_t sequence) const noexcept {
   const FlightEntry* e = find(sequence);
-  if (e == nullptr || e->op == OpType::send || e->op == OpType::recv) {
+  if (e == nullptr || is_point_to_point(e->op)) {
     return FlightEntry::kNotCollective;
   }
   // The send/recv before it: all of them, less those from it on (all in the ring, as it is).
@@ -167,7 +167,7 @@ std::uint64_t FlightRecorder::collective_of(std::uint64_t sequence) const noexce
   std::uint64_t p2p_since = 0;
   for (std::uint64_t s = sequence + 1; s < issued; ++s) {
     const FlightEntry* later = find(s);
-    if (later != nullptr && (later->op == OpType::send || later->op == OpType::recv)) ++p2p_since;
+    if (later != nullptr && is_point_to_point(later->op)) ++p2p_since;
   }
   const std::uint64_t p2p_before = p2p_.load(std::memory_order_relaxed) - p2p_since;
   return sequence >= p2p_before ? sequence - p2p_before : FlightEntry::kNotCollective;
@@ -183,14 +183,14 @@ nlohmann::json FlightRecorder::to_json(std::int64_t now_ns, std::int64_t wall_mi
   std::uint64_t p2p_in_ring = 0;
   for (std::uint64_t s = first; s < issued; ++s) {
     const FlightEntry* e = find(s);
-    if (e != nullptr && (e->op == OpType::send || e->op == OpType::recv)) ++p2p_in_ring;
+    if (e != nullptr && is_point_to_point(e->op)) ++p2p_in_ring;
   }
   std::uint64_t p2p_before = p2p_total >= p2p_in_ring ? p2p_total - p2p_in_ring : 0;
   for (std::uint64_t s = first; s < issued; ++s) {
     const FlightEntry* e = find(s);
     if (e == nullptr) continue;
     ops.push_back(entry_json(*e, now_ns, wall_minus_steady));
-    if (e->op == OpType::send || e->op == OpType::recv) {
+    if (is_point_to_point(e->op)) {
       ++p2p_before;
     } else if (s >= p2p_before) {
       ops.back()["collective"] = s - p2p_before;

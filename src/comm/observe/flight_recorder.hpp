@@ -88,7 +88,7 @@ class FlightRecorder {
     // Counted for collective indices; only send/recv pay for it (a sequence number recorded
     // again, verified first and then issued, is a collective). After issued_: a reader that sees
     // this count sees the entry as issued too.
-    if (op == OpType::send || op == OpType::recv) {
+    if (is_point_to_point(op)) {
       p2p_.store(p2p_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
     in_flight_.store(in_flight_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
