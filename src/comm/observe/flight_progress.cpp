@@ -3,11 +3,11 @@
 // Key "mcr/progress/<group id>/<group rank>" holds how many operations that rank has issued on
 // that communicator, and how many of them were collectives ("<operations> <collectives>"): ranks
 // meet in a collective by its index among the collectives, as send/recv shift sequence numbers. It
-// is written by the watchdog thread once a second, and only while an operation of that communicator
-// has been outstanding for more than a second (then kept fresh while it changes), and by a rank
-// that times out. A peer that is stuck waiting has therefore published by the time another rank's
-// timeout reads the keys; a peer that never reached the operation has published a smaller count, or
-// nothing.
+// is written by the watchdog thread every 250 ms, and only while an operation of that communicator
+// has been outstanding for more than a second (then kept fresh while it changes; a write the store
+// did not take is tried again), and by a rank that times out. A peer that is stuck waiting has
+// therefore published by the time another rank's timeout reads the keys; a peer that never reached
+// the operation has published a smaller count, or nothing.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -84,7 +84,26 @@ std::int64_t steady_ns() {
 }  // namespace
 
 void publish_stuck_progress() noexcept {
-  std::vector<std::pair<std::string, Bytes>> updates;
+  Store* store = nullptr;
+  try {
+    store = store_or_null();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): no runtime, nothing to publish to
+  }
+  publish_stuck_progress(store);
+}
+
+void publish_stuck_progress(Store* store) noexcept {
+  // What each update replaces, so that a publication that fails is tried again at the next
+  // period: a value marked published but never written would leave this rank unpublished for the
+  // rest of the operation, and a peer's timeout would name it as not having reached it.
+  struct Update {
+    FlightRecorder* recorder;
+    std::uint64_t before;
+    std::uint64_t after;
+    std::string key;
+    Bytes value;
+  };
+  std::vector<Update> updates;
   const std::int64_t now = steady_ns();
   {
     auto& reg = flight_registry();
@@ -98,27 +117,39 @@ void publish_stuck_progress() noexcept {
       }
       const bool stuck = r->in_flight() > 0 && now - r->watch_seen_since_ns >= kStuckNs;
       if ((stuck || r->watch_published != 0) && issued != r->watch_published) {
-        updates.emplace_back(progress_key(r->group_id(), r->group_rank()), progress_bytes(*r));
+        updates.push_back({r, r->watch_published, issued,
+                           progress_key(r->group_id(), r->group_rank()), progress_bytes(*r)});
         r->watch_published = issued;
       }
     }
   }
   if (updates.empty()) return;
-  try {
-    Store* store = store_or_null();
-    if (store == nullptr) return;
-    // A store that does not answer (its host frozen or cut off) must not hold the store's lock
-    // for a whole reply timeout: the timeout message of a rank's operation needs it next.
-    if (!store->responds_within(kWatchdogProbe)) {
-      note_unpublished(
-          fmt::format("the rendezvous store did not answer within {} ms", kWatchdogProbe.count())
-              .c_str());
+  std::size_t written = 0;
+  // No store (no runtime yet, or any more): nothing to say, and tried again next time.
+  if (store != nullptr) {
+    try {
+      // A store that does not answer (its host frozen or cut off) must not hold the store's lock
+      // for a whole reply timeout: the timeout message of a rank's operation needs it next.
+      if (!store->responds_within(kWatchdogProbe)) {
+        throw Error(fmt::format("the rendezvous store did not answer within {} ms",
+                                kWatchdogProbe.count()));
+      }
+      for (; written < updates.size(); ++written)
+        store->set(updates[written].key, updates[written].value);
       return;
+    } catch (const std::exception& e) {  // the store's host may be gone or busy
+      note_unpublished(e.what());
     }
-    for (const auto& [key, value] : updates)
-      store->set(key, value);
-  } catch (const std::exception& e) {  // the store's host may be gone: nothing to publish to
-    note_unpublished(e.what());
+  }
+  // Unmark what was not written. A recorder destroyed meanwhile is no longer live; one created at
+  // its address starts unpublished (0), which no `after` equals (it counts an issued operation).
+  auto& reg = flight_registry();
+  std::lock_guard lock(reg.mu);
+  for (std::size_t i = written; i < updates.size(); ++i) {
+    const Update& u = updates[i];
+    for (FlightRecorder* r : reg.live) {
+      if (r == u.recorder && r->watch_published == u.after) r->watch_published = u.before;
+    }
   }
 }
 

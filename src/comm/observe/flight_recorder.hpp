@@ -29,6 +29,8 @@
 
 namespace mcr::detail {
 
+class Store;
+
 enum class FlightState : std::uint8_t { issued, started, completed, failed, timed_out };
 std::string_view to_string(FlightState s) noexcept;
 
@@ -154,9 +156,12 @@ class FlightRecorder {
 /// directory is configured or writing failed (reported on standard error). Never throws.
 std::string dump_flight_record_to_dir(std::string_view reason) noexcept;
 
-/// The watchdog's once-a-second duty: publishes the progress of every communicator with an
-/// operation outstanding for more than a second, and refreshes values published before.
+/// The watchdog's duty every 250 ms: publishes the progress of every communicator with an
+/// operation outstanding for more than a second, and refreshes values published before. A
+/// publication the store did not take is tried again at the next call.
 void publish_stuck_progress() noexcept;
+/// The same, to `store` (nullptr: none, which counts as a failed publication).
+void publish_stuck_progress(Store* store) noexcept;
 
 /// Context for a timeout of `sequence` on `rec`: names this rank (group and world) and, from the
 /// peers' published progress, the group members that have not reached `sequence`. Publishes this

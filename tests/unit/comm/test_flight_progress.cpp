@@ -1,0 +1,114 @@
+// The watchdog's progress publication (observe/flight_progress.cpp): a publication that the store
+// did not take is tried again at the next period. Marked published but never written, a rank
+// waiting in a collective stayed unpublished for the rest of it, and a peer's timeout named it
+// among the ranks that had not reached the collective.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "mcr/errors.hpp"
+#include "observe/flight_recorder.hpp"
+
+namespace mcr::detail {
+namespace {
+
+// An in-memory store that can be told to be slow (the probe fails) or to refuse writes.
+class FlakyStore final : public Store {
+ public:
+  bool answers = true;
+  bool takes_writes = true;
+  std::map<std::string, std::string> kv;
+
+  void set(const std::string& key, const Bytes& value) override {
+    if (!takes_writes) throw Error("store: connection reset");
+    kv[key] = std::string(value.begin(), value.end());
+  }
+  Bytes get(const std::string& key, std::chrono::milliseconds) override {
+    const std::string& v = kv.at(key);
+    return Bytes(v.begin(), v.end());
+  }
+  std::int64_t add(const std::string&, std::int64_t) override {
+    throw std::logic_error("not used");
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    for (const auto& k : keys)
+      if (kv.count(k) == 0) return false;
+    return true;
+  }
+  bool responds_within(std::chrono::milliseconds) override { return answers; }
+};
+
+// Rank 1 of a 3-rank group 7, with one all_reduce outstanding that the watchdog has seen for long
+// enough to count as stuck.
+struct StuckRank {
+  FlightRecorder recorder;
+  StuckRank() {
+    recorder.attach(7, 1, 3, {0, 1, 2});
+    recorder.issued(0, OpType::all_reduce, DType::f32, 4, -1, true, "mpi", 16);
+    recorder.watch_seen_issued = 1;
+    recorder.watch_seen_since_ns = 1;  // long ago
+  }
+};
+
+constexpr const char* kKey = "mcr/progress/7/1";
+
+TEST(FlightProgress, PublishesAStuckOperation) {
+  StuckRank rank;
+  FlakyStore store;
+  publish_stuck_progress(&store);
+  ASSERT_EQ(store.kv.count(kKey), 1u);
+  EXPECT_EQ(store.kv.at(kKey), "1 1");  // one operation issued, one collective
+}
+
+TEST(FlightProgress, RetriesWhenTheStoreDidNotAnswer) {
+  StuckRank rank;
+  FlakyStore store;
+  store.answers = false;
+  publish_stuck_progress(&store);
+  EXPECT_EQ(store.kv.count(kKey), 0u);
+  store.answers = true;
+  publish_stuck_progress(&store);
+  ASSERT_EQ(store.kv.count(kKey), 1u) << "not published again once the store answered";
+  EXPECT_EQ(store.kv.at(kKey), "1 1");
+}
+
+TEST(FlightProgress, RetriesWhenAWriteFailed) {
+  StuckRank rank;
+  FlakyStore store;
+  store.takes_writes = false;
+  publish_stuck_progress(&store);
+  store.takes_writes = true;
+  publish_stuck_progress(&store);
+  ASSERT_EQ(store.kv.count(kKey), 1u) << "not published again once the store took writes";
+}
+
+TEST(FlightProgress, RetriesWithoutAStore) {
+  StuckRank rank;
+  publish_stuck_progress(nullptr);
+  FlakyStore store;
+  publish_stuck_progress(&store);
+  ASSERT_EQ(store.kv.count(kKey), 1u) << "not published once a store was there";
+}
+
+TEST(FlightProgress, RefreshesAPublishedValueOnlyWhenItChanged) {
+  StuckRank rank;
+  FlakyStore store;
+  publish_stuck_progress(&store);
+  store.kv.clear();
+  publish_stuck_progress(&store);
+  EXPECT_EQ(store.kv.count(kKey), 0u) << "the same value written again";
+  rank.recorder.ended(0, FlightState::completed);
+  rank.recorder.issued(1, OpType::send, DType::f32, 4, 0, true, "mpi", 16);
+  publish_stuck_progress(&store);
+  ASSERT_EQ(store.kv.count(kKey), 1u) << "a published value was not kept fresh";
+  EXPECT_EQ(store.kv.at(kKey), "2 1");  // two operations, one of them a collective
+}
+
+}  // namespace
+}  // namespace mcr::detail
