@@ -49,8 +49,9 @@ program=$(readlink -f "$program")
 iso_bound_ms=${iso_bound_ms:-$bound_ms} iso_expect=${iso_expect:-$expect}
 ranks=$((hosts * rph))
 
-export MCR_CLUSTER="cf$$"
-MCR_CLUSTER=${MCR_CLUSTER:0:8}
+# Distinct for every process (the pid in hex), within the 8 characters a name may have.
+MCR_CLUSTER=$(printf 'cf%06x' "$$")
+export MCR_CLUSTER
 "$cluster" up --hosts "$hosts" --ranks-per-host "$rph"
 rc=$?
 if ((rc == 77)); then

@@ -6,13 +6,13 @@
 if(TARGET mcr_mpi_hier_test AND TARGET mcr_mpi_mixing_test)
   add_test(NAME cluster.hier.2x2
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_on_cluster.sh --hosts 2 --ranks-per-host 2
-                   --backends auto -- -x MCR_RULES=reduce_scatter:64K-=hier
+                   --backends auto --limit 75 -- -x MCR_RULES=reduce_scatter:64K-=hier
                    $<TARGET_FILE:mcr_mpi_hier_test>)
   set_tests_properties(cluster.hier.2x2 PROPERTIES TIMEOUT 90 LABELS cluster SKIP_RETURN_CODE 77
                                                    RESOURCE_LOCK mcr_cluster PROCESSORS 2)
   add_test(NAME cluster.hier.mixing
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_on_cluster.sh --hosts 2 --ranks-per-host 2
-                   --backends auto -- $<TARGET_FILE:mcr_mpi_mixing_test> --seeds=51-54 --ops=300)
+                   --backends auto --limit 75 -- $<TARGET_FILE:mcr_mpi_mixing_test> --seeds=51-54 --ops=300)
   set_tests_properties(cluster.hier.mixing PROPERTIES TIMEOUT 90 LABELS cluster
                                                       SKIP_RETURN_CODE 77
                                                       RESOURCE_LOCK mcr_cluster PROCESSORS 2)

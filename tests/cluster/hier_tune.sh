@@ -8,9 +8,18 @@
 set -euo pipefail
 mcr=$1 out=$2
 cluster="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster"
-export MCR_CLUSTER="ht$$"
-MCR_CLUSTER=${MCR_CLUSTER:0:8}
+# Distinct for every process (the pid in hex), within the 8 characters a name may have.
+MCR_CLUSTER=$(printf 'ht%06x' "$$")
+export MCR_CLUSTER
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# Every run ends before the test's TIMEOUT (100 s): ctest's kill there would skip the EXIT trap
+# and leave the cluster up for good.
+deadline=$((SECONDS + 100))
+bounded() {
+  local left=$((deadline - SECONDS))
+  ((left > 0)) || fail "out of time before: $*"
+  timeout --kill-after=5 "$left" "$@"
+}
 mkdir -p "$out"
 
 set +e
@@ -22,7 +31,7 @@ set -e
 trap '"$cluster" down' EXIT
 
 t="$out/tuned.json"
-"$cluster" mpirun -np 4 "$mcr" tune --op all_reduce -b 4 -e 4M -f 32 --reps 1 --budget-ms 1 \
+bounded "$cluster" mpirun -np 4 "$mcr" tune --op all_reduce -b 4 -e 4M -f 32 --reps 1 --budget-ms 1 \
   -o "$t" -q
 # Entries per (op, group size, topology, form), checked on the compact JSON.
 summary=$(python3 - "$t" <<'PY'
@@ -48,7 +57,7 @@ grep -q '^provenance: hier within hosts' <<<"$summary" || fail "the provenance d
 explain() {  # explain [VAR=VALUE...]: mcr explain's JSON for a 16 MiB all_reduce sent to hier
   local env=()
   for v in "$@"; do env+=(-x "$v"); done
-  "$cluster" mpirun -np 4 -x MCR_RULES=all_reduce:1M-=hier "${env[@]}" "$mcr" explain all_reduce \
+  bounded "$cluster" mpirun -np 4 -x MCR_RULES=all_reduce:1M-=hier "${env[@]}" "$mcr" explain all_reduce \
     --bytes 16M --json
 }
 got=$(explain MCR_TUNING="$t")
@@ -68,7 +77,7 @@ grep -q '"source": "preset"' <<<"$got" || fail "without a table the step between
 # e.g. DeepSpeed's expert groups): all_to_all, which hier never runs, gets entries for 1x2 and 2x1,
 # and all_reduce one within a host (hier runs it between hosts only).
 a="$out/all-ops.json"
-"$cluster" mpirun -np 4 "$mcr" tune --op all_reduce,all_to_all --subgroup-ops all -b 4 -e 4K -f 32 \
+bounded "$cluster" mpirun -np 4 "$mcr" tune --op all_reduce,all_to_all --subgroup-ops all -b 4 -e 4K -f 32 \
   --reps 1 --budget-ms 1 -o "$a" -q
 groups=$(python3 - "$a" <<'PY'
 import json, sys

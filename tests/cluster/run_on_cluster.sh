@@ -4,7 +4,7 @@
 # happens. Exit 77 (a ctest skip) when this machine cannot make namespaces.
 #
 #   run_on_cluster.sh --hosts N --ranks-per-host R --backends "mpi gloo auto" [--env VAR=VALUE]...
-#                     [--auto-env VAR=VALUE]... [--limit SECONDS] -- PROGRAM ARGS...
+#                     [--auto-env VAR=VALUE]... --limit SECONDS -- PROGRAM ARGS...
 #
 # "auto" leaves MCR_BACKENDS unset: every compiled backend comes up and selection chooses.
 # --env passes a variable to the ranks of every run, --auto-env to those of the "auto" run only.
@@ -15,7 +15,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cluster="$here/../../scripts/cluster"
 hosts=2 rph=1 backends="mpi gloo auto" rate=1gbit
-extra=() auto_extra=() limit=0
+extra=() auto_extra=() limit=""
 while (($#)); do
   case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -30,6 +30,9 @@ while (($#)); do
   esac
 done
 (($#)) || { echo "run_on_cluster.sh: no program given" >&2; exit 2; }
+# A run that ctest ends at its TIMEOUT skips the EXIT trap and leaves the cluster up for good.
+[[ $limit =~ ^[1-9][0-9]*$ ]] ||
+  { echo "run_on_cluster.sh: --limit '$limit': must be a positive number of seconds, below the test's TIMEOUT" >&2; exit 2; }
 
 # The pid in 6 hex digits (pids stay below 2^22): 8 characters, the most a name may have, and
 # distinct for every process, so that concurrent tests never share a cluster.

@@ -36,7 +36,7 @@ routes=$("$cluster" exec h1 ip -4 route show)
 "$cluster" exec h1 tc qdisc show dev eth0 | grep -q "tbf.*rate 100Mbit" || fail "h1 is not shaped"
 ip netns exec "$MCR_CLUSTER-sw" tc qdisc show dev p1 | grep -q "tbf.*rate 100Mbit" ||
   fail "the switch side of h1's link is not shaped"
-[[ $("$cluster" mpirun -np 3 hostname | sort | tr '\n' ' ') == "h0 h1 h2 " ]] ||
+[[ $(timeout --kill-after=5 30 "$cluster" mpirun -np 3 hostname | sort | tr '\n' ' ') == "h0 h1 h2 " ]] ||
   fail "mpirun did not start one rank per host"
 expect_error "link: 'sideways': must be 'down' or 'up'" "$cluster" link h1 sideways
 "$cluster" link h1 down
@@ -54,6 +54,17 @@ trap - EXIT
 left=$(ip netns list | awk '{print $1}' | grep -c "^$MCR_CLUSTER-" || true)
 ((left == 0)) || fail "down left $left namespaces"
 [[ ! -e /etc/netns/$MCR_CLUSTER-h0 ]] || fail "down left /etc/netns/$MCR_CLUSTER-h0"
+
+# Namespaces gone without `down` (deleted by hand, a reboot: /run/netns is memory, /etc is not):
+# `down` still removes the hosts' /etc/netns folders.
+trap '"$cluster" down' EXIT
+"$cluster" up --hosts 2 --rate none
+for ns in $(ip netns list | awk '{print $1}' | grep "^$MCR_CLUSTER-"); do ip netns delete "$ns"; done
+"$cluster" down
+trap - EXIT
+for h in h0 h1; do
+  [[ ! -e /etc/netns/$MCR_CLUSTER-$h ]] || fail "down left /etc/netns/$MCR_CLUSTER-$h of a namespace deleted by hand"
+done
 
 # A failure part-way (here: h1's /etc/netns entry cannot be made) removes what was already made.
 mkdir -p /etc/netns

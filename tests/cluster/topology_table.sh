@@ -7,9 +7,18 @@
 set -euo pipefail
 mcr=$1 out=$2
 cluster="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster"
-export MCR_CLUSTER="tp$$"
-MCR_CLUSTER=${MCR_CLUSTER:0:8}
+# Distinct for every process (the pid in hex), within the 8 characters a name may have.
+MCR_CLUSTER=$(printf 'tp%06x' "$$")
+export MCR_CLUSTER
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# Every run ends before the test's TIMEOUT (70 s): ctest's kill there would skip the EXIT trap
+# and leave the cluster up for good.
+deadline=$((SECONDS + 70))
+bounded() {
+  local left=$((deadline - SECONDS))
+  ((left > 0)) || fail "out of time before: $*"
+  timeout --kill-after=5 "$left" "$@"
+}
 mkdir -p "$out"
 
 table() {  # table FILE HOSTS RPH: all_reduce of any size on mpi, measured on HOSTS x RPH
@@ -18,7 +27,7 @@ table() {  # table FILE HOSTS RPH: all_reduce of any size on mpi, measured on HO
     "$2" "$3" >"$1"
 }
 explain() {  # explain TABLE: mcr explain's JSON for all_reduce of 64 B on the cluster
-  "$cluster" mpirun -np 2 -x MCR_TUNING="$1" "$mcr" explain all_reduce --bytes 64 --json
+  bounded "$cluster" mpirun -np 2 -x MCR_TUNING="$1" "$mcr" explain all_reduce --bytes 64 --json
 }
 
 set +e
@@ -42,7 +51,7 @@ got=$(explain "$out/table_2x1.json")
 echo "$got"
 [[ $got == *'"source": "tuning"'* ]] || fail "a 2x1 table was not applied on 2x1"
 
-"$cluster" mpirun -np 2 "$mcr" tune --op all_reduce -b 4 -e 64 -f 16 --reps 1 --budget-ms 1 \
+bounded "$cluster" mpirun -np 2 "$mcr" tune --op all_reduce -b 4 -e 64 -f 16 --reps 1 --budget-ms 1 \
   -o "$out/tuned.json" -q
 # Pretty-printed JSON, one key a line: every entry and sample (one "op" each) says 2 and 1, and so
 # does the provenance (as strings).
