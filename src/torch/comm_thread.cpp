@@ -134,25 +134,42 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
       std::move(work),   std::move(op.issue), std::move(op.complete), Clock::now() + op.timeout,
       op.timeout,        op.caller_waits,     op.caller_poll,         op.waiter,
       op.park_for_waiter};
-  if (alone && f.caller_waits &&
+  if (alone && f.caller_waits && !f.work.signals_completion() &&
       std::this_thread::get_id() == inline_waiter_.load(std::memory_order_relaxed)) {
-    // The thread that brought the runtime up, which waits anyway, waits here, as Work::wait does:
-    // polling with every backend progressed where one needs this thread, else running a Gloo
-    // collective itself or asleep in the library's own wait, which leaves the cores to the peers
-    // and the library's threads. It raises at the op's timeout. It holds own_ meanwhile, so what
-    // other threads post waits behind this operation; that cannot deadlock across ranks, as only
-    // this thread waits so and it calls in the same order on every rank (set_inline_waiter).
+    // The thread that brought the runtime up, whose synchronous calls are the hot path, polls its
+    // operation alone, as Work::wait does (every backend progressed, spinning, then yielding,
+    // then sleeping), without the waiter's rounds over everything in flight. It holds own_
+    // meanwhile, so it stops as soon as another thread's post is queued and goes on as a waiter
+    // below, which issues that post: an operation of this thread may need a peer to get past a
+    // call that another thread of this rank has posted (rank 1 receives what a helper thread of
+    // rank 0 sends, then joins rank 0's all_reduce). A library that signals its completions
+    // (Gloo) is waited for as a waiter does from the start: its wait would block inside the
+    // library, where no post can be seen.
     std::exception_ptr error;
-    try {
-      f.work.wait();
-    } catch (...) {
-      error = std::current_exception();
+    bool finished = false;
+    const auto began = Clock::now();
+    for (std::uint64_t spins = 1;; ++spins) {
+      try {
+        finished = f.work.test();  // raises at the operation's timeout
+      } catch (...) {
+        error = std::current_exception();
+        finished = true;
+      }
+      if (finished || queued_.load(std::memory_order_acquire)) break;
+      if (spins < 256) continue;
+      if (Clock::now() - began < std::chrono::milliseconds(5)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     }
-    own.unlock();
-    completed_by_caller_.fetch_add(1, std::memory_order_relaxed);
-    f.complete(error);  // f.issue, which owns the buffers, outlives the copy-back
-    if (error) keep_until_exit(std::move(f.issue));
-    return;
+    if (finished) {
+      own.unlock();
+      completed_by_caller_.fetch_add(1, std::memory_order_relaxed);
+      f.complete(error);  // f.issue, which owns the buffers, outlives the copy-back
+      if (error) keep_until_exit(std::move(f.issue));
+      return;
+    }
   }
   if (alone && f.caller_waits) {
     // Any other thread that waits anyway does the thread's work here until its operation

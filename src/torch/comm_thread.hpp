@@ -112,11 +112,11 @@ class CommThread {
   /// Allows the shortcut above. Off until the runtime is up, and wherever the thread that calls mcr
   /// must not change (mcr::any_thread_may_call()) or MCR_TORCH_INLINE=0 asks for it off.
   void set_caller_issue(bool on) noexcept { caller_issue_.store(on, std::memory_order_relaxed); }
-  /// The one thread whose synchronous calls, issued by the shortcut, wait for their operation
-  /// alone, holding the right to call mcr (a Gloo collective then runs on that thread itself):
-  /// the thread that brought the runtime up, which calls in the same order on every rank. Other
-  /// threads' synchronous calls do the communication thread's work while they wait, so that
-  /// another thread's post is issued meanwhile (issue_here).
+  /// The one thread whose synchronous calls, issued by the shortcut, poll their operation alone,
+  /// holding the right to call mcr, until it completes or another thread posts (then they go on
+  /// as waiters, which issue that post): the thread that brought the runtime up, whose calls are
+  /// the hot path. Other threads' synchronous calls, and calls on a library that signals its
+  /// completions (Gloo), do the communication thread's work from the start (issue_here).
   void set_inline_waiter(std::thread::id id) noexcept {
     inline_waiter_.store(id, std::memory_order_relaxed);
   }

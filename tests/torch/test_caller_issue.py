@@ -30,8 +30,8 @@ def sync_calls_on_two_threads(rank, ws):
     each rank would then wait for a peer whose call is queued behind its own, both until the
     groups' timeout (20 s here)."""
     groups = [dist.new_group(list(range(ws)), timeout=timedelta(seconds=20)) for _ in range(2)]
-    # Two threads of their own; then this thread (which brought mcr up: its synchronous calls wait
-    # for their operation alone) and one other.
+    # Two threads of their own; then this thread (which brought mcr up: its synchronous calls poll
+    # their operation alone until another thread posts) and one other.
     for name, main_calls in (("mpi", False), ("gloo", False), ("mpi", True), ("gloo", True)):
         with mt.backend(name):
             # The same calls once in one order first: the first call of a signature is verified
@@ -63,6 +63,47 @@ def sync_calls_on_two_threads(rank, ws):
                      f"{name}, {how}: group {k}'s all_reduce from its own thread")
     for g in groups:
         dist.destroy_process_group(g)
+
+
+def helper_send_beside_main_collective(rank, ws):
+    """This thread (which brought mcr up: its synchronous calls are issued and polled by itself)
+    calls an all_reduce on rank 0 while a helper thread of rank 0 sends rank 1 what rank 1 must
+    receive before it joins that all_reduce. The helper's send, posted while this thread waits,
+    must be issued meanwhile: waiting for the all_reduce alone held it back, and both ranks
+    waited until the group's timeout (20 s here)."""
+    g = dist.new_group(list(range(ws)), timeout=timedelta(seconds=20))
+    for name in ("mpi", "gloo"):
+        with mt.backend(name):
+            dist.all_reduce(torch.ones(4), group=g)  # verified once across the ranks (MCR_VERIFY)
+            t = torch.full((4,), float(rank + 1))
+            start = time.monotonic()
+            if rank == 0:
+                errors = []
+
+                def helper():
+                    time.sleep(0.3)  # after this thread is waiting in its all_reduce
+                    try:
+                        dist.send(torch.arange(8, dtype=torch.int64) + 5, dst=1, group=g)
+                    except Exception as e:  # noqa: BLE001 - reported below
+                        errors.append(str(e))
+
+                th = threading.Thread(target=helper)
+                th.start()
+                dist.all_reduce(t, group=g)
+                th.join()
+                check(not errors, f"{name}: the helper's send failed: {errors}")
+            elif rank == 1:
+                got = torch.zeros(8, dtype=torch.int64)
+                dist.recv(got, src=0, group=g)
+                same(got, torch.arange(8, dtype=torch.int64) + 5, f"{name}: the helper's message")
+                dist.all_reduce(t, group=g)
+            else:
+                dist.all_reduce(t, group=g)
+            took = time.monotonic() - start
+            same(t, torch.full((4,), float(sum(r + 1 for r in range(ws)))),
+                 f"{name}: all_reduce beside a helper thread's send")
+            check(took < 10, f"{name}: the all_reduce beside a helper's send took {took:.1f} s")
+    dist.destroy_process_group(g)
 
 
 def main():
@@ -165,6 +206,7 @@ def main():
             dist.barrier()
 
     sync_calls_on_two_threads(rank, ws)
+    helper_send_beside_main_collective(rank, ws)
 
     after = counts()
     posted = after["posted"] - before["posted"]
