@@ -166,6 +166,13 @@ std::string parallelism_error(const Layout& l, const codesign::ModelShape& m) {
     return fmt::format("layout.recompute_modules ({}) needs layout.recompute selective",
                        fmt::join(l.recompute_modules, ", "));
   }
+  if (l.tp_comm_overlap && l.tp > 1 && !l.sequence_parallel) {
+    return fmt::format(
+        "layout.tp_comm_overlap with layout.tp {} needs layout.sequence_parallel: the overlap "
+        "pipelines the all-gathers and reduce-scatters of sequence parallelism with their GEMMs "
+        "(Megatron refuses it without)",
+        l.tp);
+  }
   if (l.distributed_optimizer && l.zero != 0) {
     return fmt::format(
         "layout.distributed_optimizer and layout.zero {}: the distributed optimizer is "
@@ -255,7 +262,10 @@ std::string layout_error(const Layout& l, const codesign::ModelShape& m, const S
         "the same number of layers",
         m.L, l.pp, l.interleave, l.pp * l.interleave);
   }
-  if (l.global_batch < 1 || l.global_batch % (l.micro_batch * l.dp) != 0) {
+  if (l.global_batch < 1) {
+    return fmt::format("layout.global_batch {} must be >= 1 (sequences per step)", l.global_batch);
+  }
+  if (l.global_batch % (l.micro_batch * l.dp) != 0) {
     return fmt::format(
         "layout.global_batch {} is not divisible by layout.micro_batch {} x layout.dp {} = {}: "
         "every replica runs "
@@ -286,8 +296,16 @@ std::string layout_error(const Layout& l, const codesign::ModelShape& m, const S
 Layout resolve_layout(Layout l, const codesign::ModelShape& m, const SystemSpec& sys) {
   if (l.tp < 1) throw InvalidArgument(fmt::format("layout.tp {} must be >= 1", l.tp));
   if (l.pp < 1) throw InvalidArgument(fmt::format("layout.pp {} must be >= 1", l.pp));
-  if (l.gpus < 0) throw InvalidArgument(fmt::format("layout.gpus {} must be >= 1", l.gpus));
-  if (l.dp < 0) throw InvalidArgument(fmt::format("layout.dp {} must be >= 1", l.dp));
+  if (l.gpus < 0) {
+    throw InvalidArgument(fmt::format(
+        "layout.gpus {} must be >= 1, or 0 for tp x cp x pp x dp (every GPU of the system "
+        "without dp)",
+        l.gpus));
+  }
+  if (l.dp < 0) {
+    throw InvalidArgument(fmt::format(
+        "layout.dp {} must be >= 1, or 0 for what tp x cp x pp leave of the GPUs", l.dp));
+  }
   if (l.cp < 1) throw InvalidArgument(fmt::format("layout.cp {} must be >= 1", l.cp));
   const int model_parallel = l.tp * l.cp * l.pp;
   if (l.gpus == 0) l.gpus = l.dp > 0 ? model_parallel * l.dp : sys.total_gpus();

@@ -68,9 +68,11 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   std::vector<std::string> notes;
   // An FP8 model is trained as Transformer Engine does it: 16-bit weights and activations, the
   // linear layers' GEMMs in FP8.
+  bool fp8_implied = false;
   if (m.dtype == codesign::DType::fp8) {
     m.dtype = codesign::DType::bf16;
-    if (l.fp8 == Fp8::none) l.fp8 = Fp8::delayed;
+    fp8_implied = l.fp8 == Fp8::none;
+    if (fp8_implied) l.fp8 = Fp8::delayed;
     notes.push_back(fmt::format(
         "dtype fp8: trained as bf16 with FP8 linear layers (fp8 recipe '{}')", to_string(l.fp8)));
   }
@@ -84,8 +86,9 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   if (auto e = layout_error(l, m, sys); !e.empty()) throw InvalidArgument(e);
   if (l.fp8 != Fp8::none && !device.supports(codesign::DType::fp8)) {
     throw InvalidArgument(
-        fmt::format("layout field fp8 = {}: device '{}' has no FP8 peak (peak_tflops.fp8)",
-                    to_string(l.fp8), device.name));
+        fmt::format("layout.fp8 {}{}: device '{}' has no FP8 peak (peak_tflops.fp8 in its "
+                    "catalog entry): FP8 GEMMs cannot be priced on it",
+                    to_string(l.fp8), fp8_implied ? " (set by model.dtype fp8)" : "", device.name));
   }
   m.validate();
 

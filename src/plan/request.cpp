@@ -71,6 +71,7 @@ SearchSpace to_search_space(const PlanRequest& r, const SystemSpec& system) {
   if (r.micro_batch) s.micro_batch = {*r.micro_batch};
   if (r.interleave) s.interleave = {*r.interleave};
   if (r.recompute) s.recompute = {parse_recompute(*r.recompute)};
+  s.recompute_modules = r.recompute_modules;
   if (r.sequence_parallel) s.sequence_parallel = {true};
   if (r.zero) s.zero = {*r.zero};
   s.allow_tp_across_nodes = r.allow_tp_across_nodes;

@@ -1,6 +1,7 @@
 #include "mcr/plan/search.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <string_view>
@@ -103,6 +104,19 @@ SearchResult search_layouts(const codesign::ModelShape& model, const codesign::D
             if (!(dist && z != 0)) schedules.push_back({mb, il, rc, z, dist});
           }
 
+  if (schedules.empty()) {  // every schedule asked for pairs both forms of ZeRO-1
+    throw InvalidArgument(fmt::format(
+        "space.distributed_optimizer and space.zero {}: the distributed optimizer is Megatron's "
+        "form of ZeRO stage 1; give one of them",
+        zs.front()));
+  }
+  if (!space.recompute_modules.empty() &&
+      std::find(rcs.begin(), rcs.end(), Recompute::selective) == rcs.end()) {
+    throw InvalidArgument(fmt::format(
+        "space.recompute_modules ({}) needs selective recomputation among space.recompute",
+        fmt::join(space.recompute_modules, ", ")));
+  }
+
   SearchResult out;
   std::vector<PlanResult> fits, too_big;
   const auto reject = [&](std::string why) {
@@ -168,6 +182,11 @@ SearchResult search_layouts(const codesign::ModelShape& model, const codesign::D
               l.micro_batch = sc.micro_batch;
               l.interleave = sc.interleave;
               l.recompute = sc.recompute;
+              // The modules asked for are what selective recomputation recomputes; the other
+              // schedules keep (none) or recompute (full) everything.
+              l.recompute_modules = sc.recompute == Recompute::selective
+                                        ? space.recompute_modules
+                                        : std::vector<std::string>{};
               l.zero = sc.zero;
               l.distributed_optimizer = sc.distributed_optimizer;
               consider(l);

@@ -49,9 +49,9 @@ std::string format_plan(const plan::PlanResult& r) {
   const auto& b = r.breakdown;
   const double T = r.step_time_s;
   std::string s;
-  s += fmt::format("layout: {} on {} GPUs ({} microbatches per pipeline, bubble {:.1f} %)\n",
-                   plan::describe(r.layout), r.layout.gpus, r.layout.microbatches(),
-                   100 * r.bubble_fraction);
+  s += fmt::format(
+      "layout: {} on {} GPUs ({} microbatches per pipeline, bubble {:.1f} % of compute)\n",
+      plan::describe(r.layout), r.layout.gpus, r.layout.microbatches(), 100 * r.bubble_fraction);
   s += fmt::format("device: {}, system: {}, parameters: {:.3f} B\n\n", r.device, r.system,
                    r.params / 1e9);
   s += fmt::format("step time        {:.4f} s   ({:.0f} tokens/s, {:.0f} tokens/s/GPU)\n", T,

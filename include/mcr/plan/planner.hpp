@@ -114,7 +114,7 @@ struct PlanResult {
   /// Dense peak the utilisations divide by: the model dtype's, or FP8's when the linear layers run
   /// in FP8 (as NVIDIA's recipes state their MFU).
   double peak_tflops = 0;
-  double bubble_fraction = 0;  ///< (p - 1) / (m * v)
+  double bubble_fraction = 0;  ///< (p - 1) / (m * v): relative to compute (bubble_fraction())
   double params = 0;           ///< whole model
   Breakdown breakdown;
   /// The model's ends on the stage(s) that run them, per microbatch (parts of logits_embedding),
@@ -158,7 +158,9 @@ GradientBuckets gradient_buckets(double bytes, double bucket_bytes);
 CommCost bucketed_cost(const CommModel& comm, Collective op, double bytes, double bucket_bytes,
                        const Placement& where, DType dtype, CallForm form = CallForm::sync);
 
-/// Fraction of a 1F1B step the pipeline is idle: (p - 1) / (m * v).
+/// The pipeline bubble of a 1F1B step relative to its ideal (bubble-free) compute time:
+/// (p - 1) / (m * v) (Narayanan et al. 2021). Not a share of the step: it exceeds 1 with fewer
+/// microbatches than stages; the share of the step spent idle is b / (1 + b).
 double bubble_fraction(int pp, std::int64_t microbatches, int interleave);
 
 nlohmann::json to_json(const PlanResult& r);

@@ -30,6 +30,9 @@ struct SearchSpace {
   std::vector<int> ep;  ///< default: 1; for MoE models also the powers of two dividing experts
   /// default: without and with Megatron's distributed optimizer (only with zero 0)
   std::vector<bool> distributed_optimizer;
+  /// Modules recomputed by the schedules with selective recomputation (layout.recompute_modules;
+  /// empty: core attention only).
+  std::vector<std::string> recompute_modules;
   int etp = 0;
   double capacity_factor = 0;
   Dispatcher moe_dispatcher = Dispatcher::alltoall;

@@ -145,6 +145,44 @@ TEST(PlanLayout, MoreGpusThanTheSystemHas) {
       << e;
 }
 
+// Each message states the rule that was broken: a negative global batch is divisible by the
+// replicas' microbatches (it said it was not), and 0 is a valid GPU count or dp (automatic).
+TEST(PlanLayout, OutOfRangeValuesNameTheirRule) {
+  Layout l;
+  l.gpus = 8;
+  l.global_batch = -64;
+  auto e = error_of(l, gpt(), round_system());
+  EXPECT_NE(e.find("layout.global_batch -64 must be >= 1"), std::string::npos) << e;
+  l = {};
+  l.gpus = -1;
+  e = error_of(l, gpt(), round_system());
+  EXPECT_NE(e.find("layout.gpus -1 must be >= 1, or 0 for"), std::string::npos) << e;
+  l = {};
+  l.dp = -2;
+  e = error_of(l, gpt(), round_system());
+  EXPECT_NE(e.find("layout.dp -2 must be >= 1, or 0 for"), std::string::npos) << e;
+}
+
+// Megatron overlaps tensor-parallel communication with the GEMMs only under sequence parallelism
+// (the all-gathers and reduce-scatters it pipelines); without it the overlap was priced on plain
+// all-reduces for a layout that cannot run.
+TEST(PlanLayout, TpCommOverlapNeedsSequenceParallelism) {
+  Layout l;
+  l.gpus = 8;
+  l.tp = 2;
+  l.tp_comm_overlap = true;
+  const auto e = error_of(l, gpt(), round_system());
+  EXPECT_NE(e.find("layout.tp_comm_overlap with layout.tp 2 needs layout.sequence_parallel"),
+            std::string::npos)
+      << e;
+  l.sequence_parallel = true;
+  EXPECT_EQ(error_of(l, gpt(), round_system()), "");
+  l = {};
+  l.gpus = 8;
+  l.tp_comm_overlap = true;  // tp 1: nothing to overlap, nothing wrong
+  EXPECT_EQ(error_of(l, gpt(), round_system()), "");
+}
+
 TEST(PlanLayout, RecomputeNames) {
   EXPECT_EQ(parse_recompute("selective"), Recompute::selective);
   EXPECT_EQ(to_string(Recompute::full), "full");

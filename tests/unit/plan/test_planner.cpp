@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 
 #include "mcr/codesign/device.hpp"
 #include "mcr/errors.hpp"
@@ -211,6 +212,33 @@ TEST(PlanStep, RejectsAnInvalidLayout) {
   l.dp = 3;
   l.global_batch = 3;
   EXPECT_THROW(plan_step(m, a100(), CommModel(round_system()), l), InvalidArgument);
+}
+
+// FP8 on a device without an FP8 peak names the recipe's field, and where the recipe came from
+// when the model's dtype implied it (the message named "layout field fp8", which no flag matches).
+TEST(PlanStep, Fp8OnADeviceWithoutFp8NamesWhereTheRecipeCameFrom) {
+  Layout l;
+  l.gpus = 8;
+  auto m = gpt();
+  m.dtype = codesign::DType::fp8;
+  const auto message = [&](const codesign::ModelShape& model, const Layout& layout) {
+    try {
+      (void)plan_step(model, a100(), CommModel(round_system()),
+                      resolve_layout(layout, model, round_system()));
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  auto e = message(m, l);
+  EXPECT_NE(e.find("layout.fp8 delayed (set by model.dtype fp8): device 'a100-80gb' has no FP8 "
+                   "peak"),
+            std::string::npos)
+      << e;
+  l.fp8 = Fp8::current;
+  e = message(gpt(), l);
+  EXPECT_NE(e.find("layout.fp8 current: device 'a100-80gb' has no FP8 peak"), std::string::npos)
+      << e;
 }
 
 TEST(PlanStep, JsonHasTheDocumentedFields) {

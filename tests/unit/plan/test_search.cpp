@@ -2,6 +2,8 @@
 // that do not are kept apart, and a pinned dimension stays pinned.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "mcr/codesign/device.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/plan/search.hpp"
@@ -125,6 +127,57 @@ TEST(PlanSearch, PinnedDpStaysPinnedAndAnEmptySearchSaysWhy) {
   EXPECT_GT(n.rejected, 0);
   EXPECT_NE(n.first_rejection.find("does not divide the 32 GPUs"), std::string::npos)
       << n.first_rejection;
+}
+
+// The modules given for selective recomputation reach the layouts searched (they were dropped:
+// each selective layout recomputed the attention core only, and its memory was overstated).
+TEST(PlanSearch, SelectiveLayoutsRecomputeTheModulesAskedFor) {
+  SearchSpace space;
+  space.gpus = 8;
+  space.global_batch = 16;
+  space.recompute = {Recompute::selective, Recompute::none};
+  space.recompute_modules = {"core_attn", "layernorm"};
+  const auto r = search_layouts(gpt(), a100(), CommModel(round_system()), space, 500);
+  ASSERT_FALSE(r.ranked.empty());
+  int selective = 0;
+  for (const auto& p : r.ranked) {
+    if (p.layout.recompute == Recompute::selective) {
+      ++selective;
+      EXPECT_EQ(p.layout.recompute_modules, space.recompute_modules);
+    } else {
+      EXPECT_TRUE(p.layout.recompute_modules.empty());
+    }
+  }
+  EXPECT_GT(selective, 0);
+  SearchSpace full = space;
+  full.recompute = {Recompute::full};
+  try {
+    (void)search_layouts(gpt(), a100(), CommModel(round_system()), full, 5);
+    ADD_FAILURE() << "modules without selective recomputation accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("space.recompute_modules (core_attn, layernorm) needs "
+                                         "selective recomputation"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// ZeRO-1 asked for together with the distributed optimizer left no schedule: the search predicted
+// nothing and said that no layout fits in memory.
+TEST(PlanSearch, ZeroWithTheDistributedOptimizerIsRefused) {
+  SearchSpace space;
+  space.gpus = 8;
+  space.global_batch = 16;
+  space.zero = {1};
+  space.distributed_optimizer = {true};
+  try {
+    (void)search_layouts(gpt(), a100(), CommModel(round_system()), space, 5);
+    ADD_FAILURE() << "zero 1 with the distributed optimizer accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("space.distributed_optimizer and space.zero 1"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(PlanSearch, AdviseIncludesTheInputAndSortsPairs) {
