@@ -36,7 +36,10 @@ bool has_root(OpType op) noexcept {
 }
 
 bool has_in_place(OpType op) noexcept {
-  return op != OpType::send && op != OpType::recv && op != OpType::barrier;
+  // Broadcast has one buffer (the source on the root, the destination elsewhere): its one form
+  // would otherwise be timed twice, once labelled out of place.
+  return op != OpType::send && op != OpType::recv && op != OpType::barrier &&
+         op != OpType::broadcast;
 }
 
 bool skip_single_rank_p2p(int ranks, OpType op) noexcept {

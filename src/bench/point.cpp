@@ -60,8 +60,37 @@ double to_double(T v) {
   }
 }
 
-// A value the benchmark never produces, so an output the op did not write is counted as wrong.
-constexpr double kSentinel = 99;
+// A value the benchmark never produces, so an output the op did not write is counted as wrong:
+// every input and result is an integer within what pattern_value() keeps exact, so 0.5 for the
+// floating-point types, and the end of an integer type's range that no sum reaches. (A fixed 99
+// was the exact sum of 17 ranks' inputs, or 9 ranks' in u8.)
+template <class T>
+T sentinel() {
+  if constexpr (std::is_same_v<T, std::uint8_t>) {
+    return std::numeric_limits<T>::max();  // u8 sums stay at or below 254 (pattern_value)
+  } else if constexpr (std::is_integral_v<T>) {
+    return std::numeric_limits<T>::lowest();  // signed sums stay above -128
+  } else {
+    return from_double<T>(0.5);
+  }
+}
+
+// The largest magnitude a sum may reach in `dtype` and stay exact: the integer range of the 8-bit
+// types, the integers that bf16's and f16's significands hold.
+double exact_limit(DType dtype) {
+  switch (dtype) {
+    case DType::i8:
+      return 127;
+    case DType::u8:
+      return 255;
+    case DType::bf16:
+      return 256;
+    case DType::f16:
+      return 2048;
+    default:
+      return 1u << 24;  // f32's significand; wider types hold more
+  }
+}
 
 double combine(ReduceOp op, double a, double b) {
   switch (op) {
@@ -76,7 +105,8 @@ double combine(ReduceOp op, double a, double b) {
 
 }  // namespace
 
-double pattern_value(std::uint64_t seed, int rank, std::size_t index, DType dtype) noexcept {
+double pattern_value(std::uint64_t seed, int rank, std::size_t index, DType dtype,
+                     int ranks) noexcept {
   // splitmix64 of (seed, rank, index): cheap, and different on every rank and element.
   std::uint64_t z = seed * 0x9E3779B97F4A7C15ull +
                     static_cast<std::uint64_t>(rank) * 0xBF58476D1CE4E5B9ull +
@@ -84,8 +114,12 @@ double pattern_value(std::uint64_t seed, int rank, std::size_t index, DType dtyp
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
-  const auto v = static_cast<double>(z % 13);
-  return dtype == DType::u8 ? v : v - 6.0;
+  // [-k, k] (u8: [0, 2k]) with k = 6 while `ranks` such values sum exactly in the dtype (up to
+  // 21 ranks in every dtype), then smaller: k ranks' worth of the limit.
+  const double n = std::max(ranks, 1);
+  const double k = std::min(6.0, std::floor(exact_limit(dtype) / (dtype == DType::u8 ? 2 * n : n)));
+  const auto v = static_cast<double>(z % (2 * static_cast<std::uint64_t>(k) + 1));
+  return dtype == DType::u8 ? v : v - k;
 }
 
 Layout layout_for(OpType op, std::size_t nominal_bytes, DType dtype, int ranks) {
@@ -203,7 +237,7 @@ void Point::fill() {
   with_type(c.dtype, [&]<class T>(T*) {
     auto* in = reinterpret_cast<T*>(in_.data());
     auto* out = reinterpret_cast<T*>(out_.data());
-    std::fill(out, out + layout_.out_count, from_double<T>(kSentinel));
+    std::fill(out, out + layout_.out_count, sentinel<T>());
     // The input region: the whole input buffer, or, in place, where the op reads its input from.
     T* input = in;
     std::size_t count = layout_.in_count;
@@ -231,7 +265,7 @@ void Point::fill() {
       if (r != c.root) return;
     }
     for (std::size_t i = 0; i < count; ++i)
-      input[i] = from_double<T>(pattern_value(c.seed, r, i, c.dtype));
+      input[i] = from_double<T>(pattern_value(c.seed, r, i, c.dtype, comm_.size()));
     return;
   });
 }
@@ -387,7 +421,7 @@ std::size_t Point::count_wrong() const {
   const int r = comm_.rank();
   const int n = comm_.size();
   const auto chunk = layout_.chunk;
-  auto v = [&](int q, std::size_t j) { return pattern_value(c.seed, q, j, c.dtype); };
+  auto v = [&](int q, std::size_t j) { return pattern_value(c.seed, q, j, c.dtype, n); };
   auto reduced = [&](std::size_t j) {
     double acc = v(0, j);
     for (int q = 1; q < n; ++q)

@@ -25,7 +25,8 @@ std::vector<OpType> benchmark_ops();
 OpType parse_bench_op(std::string_view name, std::string_view argument = "--op");
 /// Whether the op has a root rank (broadcast, reduce, gather, scatter).
 bool has_root(OpType op) noexcept;
-/// Whether an in-place form exists (every op except send/recv and barrier).
+/// Whether an in-place form exists apart from the out-of-place one (every op except send/recv,
+/// barrier and broadcast, whose one form uses one buffer).
 bool has_in_place(OpType op) noexcept;
 /// Whether to leave out `op` on `ranks` ranks: send/recv needs a peer, so it is not run on 1 rank
 /// (a self-exchange is not a message, and NCCL rejects a self-receive posted on its own).
@@ -51,9 +52,12 @@ Layout layout_for(OpType op, std::size_t nominal_bytes, DType dtype, int ranks);
 std::vector<std::size_t> distinct_sizes(OpType op, const std::vector<std::size_t>& nominal,
                                         DType dtype, int ranks);
 
-/// The value at element `index` of rank `rank`'s input: a small integer (in [-6, 6], or [0, 12] for
-/// u8) so that sums over up to 21 ranks are exact in every dtype, f16/bf16/i8 included.
-double pattern_value(std::uint64_t seed, int rank, std::size_t index, DType dtype) noexcept;
+/// The value at element `index` of rank `rank`'s input among `ranks`: a small integer in [-6, 6]
+/// (u8: [0, 12]), so that sums over up to 21 ranks are exact in every dtype, f16/bf16/i8
+/// included; over more ranks a narrower range that keeps the sum exact in `dtype` (i8 beyond 127
+/// ranks: zeros).
+double pattern_value(std::uint64_t seed, int rank, std::size_t index, DType dtype,
+                     int ranks) noexcept;
 
 struct PointConfig {
   OpType op = OpType::all_reduce;

@@ -19,7 +19,7 @@ Communicator g_world;
 
 TEST(Library, SweepReportsEveryRowThroughItsCallback) {
   bench::SweepOptions o;
-  o.ops = {OpType::all_reduce, OpType::all_gather, OpType::barrier};
+  o.ops = {OpType::all_reduce, OpType::all_gather, OpType::broadcast, OpType::barrier};
   o.sizes = {64, 4096};
   o.place = bench::Placement::both;
   o.iterations = 2;
@@ -31,9 +31,10 @@ TEST(Library, SweepReportsEveryRowThroughItsCallback) {
   cb.on_group = [&](const bench::SweepGroup&) { ++groups; };
   cb.on_row = [&](const bench::SweepRow& r) { seen.push_back(r); };
   const auto result = bench::run_sweep(g_world, o, cb);
-  // all_reduce and all_gather in and out of place (2 sizes each), barrier out of place (1 row).
-  EXPECT_EQ(groups, 5u);
-  ASSERT_EQ(result.rows.size(), 9u);
+  // all_reduce and all_gather in and out of place (2 sizes each); broadcast, whose one form has
+  // one buffer, once (it was timed twice, once labelled out of place); barrier once (1 row).
+  EXPECT_EQ(groups, 6u);
+  ASSERT_EQ(result.rows.size(), 11u);
   ASSERT_EQ(seen.size(), result.rows.size());
   EXPECT_EQ(result.wrong, 0u);
   for (const auto& r : result.rows) {
@@ -47,6 +48,11 @@ TEST(Library, SweepReportsEveryRowThroughItsCallback) {
     }
   }
   EXPECT_EQ(result.rows.back().op, OpType::barrier);
+  for (const auto& r : result.rows) {
+    if (r.op == OpType::broadcast) {
+      EXPECT_FALSE(r.in_place);
+    }
+  }
 }
 
 // --place in: ops without an in-place form run out of place once instead of being dropped (before,

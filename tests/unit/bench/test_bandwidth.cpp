@@ -1,6 +1,8 @@
 // Bandwidth conventions (nccl-tests src/*.cu GetBw functions), layouts and size sweeps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -94,16 +96,48 @@ TEST(Ops, ParsingNamesTheArgument) {
 TEST(Pattern, SmallIntegersSoSumsAreExact) {
   for (int r = 0; r < 4; ++r) {
     for (std::size_t i = 0; i < 1000; ++i) {
-      const double v = pattern_value(7, r, i, DType::f16);
+      const double v = pattern_value(7, r, i, DType::f16, 4);
       EXPECT_EQ(v, static_cast<double>(static_cast<int>(v)));
       EXPECT_GE(v, -6);
       EXPECT_LE(v, 6);
-      EXPECT_GE(pattern_value(7, r, i, DType::u8), 0);
+      EXPECT_GE(pattern_value(7, r, i, DType::u8, 4), 0);
     }
   }
-  EXPECT_NE(pattern_value(1, 0, 5, DType::f32) + pattern_value(1, 0, 6, DType::f32) +
-                pattern_value(1, 0, 7, DType::f32),
-            3 * pattern_value(1, 1, 5, DType::f32) + 100);  // not constant
+  EXPECT_NE(pattern_value(1, 0, 5, DType::f32, 2) + pattern_value(1, 0, 6, DType::f32, 2) +
+                pattern_value(1, 0, 7, DType::f32, 2),
+            3 * pattern_value(1, 1, 5, DType::f32, 2) + 100);  // not constant
+}
+
+// Past 21 ranks the values narrow so that the sum over every rank stays exact in the dtype (and
+// clear of the sentinel an unwritten output keeps: the ends of the 8-bit ranges): an i8 sum over
+// 32 ranks of values in [-6, 6] overflowed, and a u8 one was converted from an out-of-range
+// double, which is undefined.
+TEST(Pattern, SumsOverManyRanksStayExact) {
+  const struct {
+    DType dtype;
+    double limit;  // the largest sum magnitude held exactly, short of the sentinel
+  } kinds[] = {{DType::i8, 127}, {DType::u8, 254}, {DType::bf16, 256}, {DType::f16, 2048}};
+  for (const auto& k : kinds) {
+    for (int n : {2, 21, 22, 32, 64, 100, 127, 200, 500}) {
+      double largest = 0;  // the worst sum is n times the largest magnitude drawn
+      for (int r = 0; r < std::min(n, 8); ++r) {
+        for (std::size_t i = 0; i < 500; ++i) {
+          const double v = pattern_value(3, r, i, k.dtype, n);
+          EXPECT_EQ(v, static_cast<double>(static_cast<long long>(v)));
+          if (k.dtype == DType::u8) {
+            EXPECT_GE(v, 0);
+          }
+          largest = std::max(largest, std::abs(v));
+        }
+      }
+      EXPECT_LE(largest * n, k.limit) << to_string(k.dtype) << " over " << n << " ranks";
+    }
+  }
+  // Up to 21 ranks every dtype keeps the whole range.
+  bool six = false;
+  for (std::size_t i = 0; i < 200; ++i)
+    six = six || pattern_value(5, 0, i, DType::i8, 21) == 6;
+  EXPECT_TRUE(six);
 }
 
 TEST(Stats, Median) {
