@@ -215,8 +215,9 @@ struct TuningTable {
   const TuningEntry* entry_for(OpType op, DType dtype, int group_size, HostShape shape,
                                CallForm form = CallForm::sync) const;
   /// Why no entry applies when the only entries for (op, dtype, group size) were measured on other
-  /// topologies, e.g. "measured on 4x1, this communicator is 2x2; not applied"; empty otherwise
-  /// (an entry fits, or none exists for the op).
+  /// topologies, e.g. "measured on 4x1, this communicator is 2x2; not applied", or the only
+  /// entries for (op, dtype) with other group sizes ("measured with 8 ranks, this communicator
+  /// has 2; not applied"); empty otherwise (an entry fits, or none exists for the op).
   std::string topology_mismatch(OpType op, DType dtype, int group_size, HostShape shape) const;
   /// Problems: gaps, overlaps, unsorted ranges, unknown backends (if `known_backends` non-empty),
   /// negative hosts or ranks per host, a group size other than hosts x ranks per host, an unknown

@@ -431,7 +431,20 @@ std::string TuningTable::topology_mismatch(OpType op, DType dtype, int group_siz
     if (std::find(measured.begin(), measured.end(), t) == measured.end())
       measured.push_back(std::move(t));
   }
-  if (measured.empty()) return {};
+  if (measured.empty()) {
+    // None for this group size: a table measured on a world of another size (or used for a
+    // subgroup it was not measured for) says so instead of leaving selection to its default.
+    std::vector<int> sizes;
+    for (const auto& e : entries) {
+      if (e.op != op || (e.dtype_class != "any" && e.dtype_class != cls)) continue;
+      if (std::find(sizes.begin(), sizes.end(), e.group_size) == sizes.end())
+        sizes.push_back(e.group_size);
+    }
+    if (sizes.empty()) return {};
+    std::sort(sizes.begin(), sizes.end());
+    return fmt::format("measured with {} ranks, this communicator has {}; not applied",
+                       fmt::join(sizes, ", "), group_size);
+  }
   return fmt::format("measured on {}, this communicator {}; not applied", join(measured, ", "),
                      shape.hosts <= 0 ? std::string("has an unknown topology")
                                       : fmt::format("is {}", describe(shape)));

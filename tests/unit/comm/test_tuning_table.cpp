@@ -300,6 +300,21 @@ TEST(TuningTableTopology, OtherTopologyIsNotAppliedAndSaysWhy) {
   EXPECT_EQ(t.topology_mismatch(OpType::broadcast, DType::f32, 4, HostShape{2, 2}), "");
 }
 
+// A table measured on a world of another size (mcr tune on 8 ranks, the job on 16, or a subgroup
+// the table has no entry for) says so: it was left to the default priority without a word.
+TEST(TuningTableTopology, OtherGroupSizeIsNotAppliedAndSaysWhy) {
+  TuningTable t;
+  t.entries.push_back(whole(OpType::all_reduce, "float", 8, 8, 1, "gloo"));
+  t.entries.push_back(whole(OpType::all_reduce, "any", 4, 4, 1, "gloo"));
+  t.entries.push_back(whole(OpType::all_reduce, "int", 2, 2, 1, "gloo"));  // another class
+  EXPECT_EQ(t.lookup(OpType::all_reduce, DType::f32, 16, HostShape{16, 1}, 64), nullptr);
+  EXPECT_EQ(t.topology_mismatch(OpType::all_reduce, DType::f32, 16, HostShape{16, 1}),
+            "measured with 4, 8 ranks, this communicator has 16; not applied");
+  EXPECT_EQ(t.topology_mismatch(OpType::all_reduce, DType::i32, 16, HostShape{16, 1}),
+            "measured with 2, 4 ranks, this communicator has 16; not applied");
+  EXPECT_EQ(t.topology_mismatch(OpType::all_to_all, DType::f32, 16, HostShape{16, 1}), "");
+}
+
 // ---- call form: sync (blocking) and async (i*) entries
 // -------------------------------------------
 
