@@ -12,6 +12,7 @@
 #include "mcr/comm/info.hpp"
 #include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
+#include "select/json_keys.hpp"
 
 namespace mcr {
 namespace {
@@ -218,11 +219,13 @@ RuleSet RuleSet::parse(std::string_view text) {
 
 RuleSet RuleSet::parse_json(std::string_view json_text) {
   nlohmann::json doc;
+  std::vector<std::string> repeated;
   try {
-    doc = nlohmann::json::parse(json_text);
+    doc = detail::parse_json_noting_repeated_keys(json_text, repeated);
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(fmt::format("rules file is not valid JSON: {}", e.what()));
   }
+  if (!repeated.empty()) throw InvalidArgument(fmt::format("rules file: {}", repeated.front()));
   if (!doc.is_object() || !doc.contains("rules")) {
     throw InvalidArgument("rules file: expected an object with a \"rules\" member");
   }

@@ -14,6 +14,7 @@
 #include "mcr/comm/info.hpp"
 #include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
+#include "select/json_keys.hpp"
 
 namespace mcr {
 namespace {
@@ -277,12 +278,12 @@ constexpr std::size_t kProblemsShown = 8;
 
 TuningTable parse_or_throw(std::string_view text, std::string_view path) {
   json doc;
+  std::vector<std::string> problems;
   try {
-    doc = json::parse(text);
+    doc = detail::parse_json_noting_repeated_keys(text, problems);
   } catch (const json::exception& e) {
     throw_invalid({fmt::format("not valid JSON: {}", e.what())}, path);
   }
-  std::vector<std::string> problems;
   StructureCheck(problems).document(doc);
   if (!problems.empty()) throw_invalid(problems, path);
   TuningTable t = parse_checked(doc);
@@ -295,12 +296,12 @@ TuningTable parse_or_throw(std::string_view text, std::string_view path) {
 
 std::vector<std::string> TuningTable::problems(std::string_view text) {
   json doc;
+  std::vector<std::string> found;
   try {
-    doc = json::parse(text);
+    doc = detail::parse_json_noting_repeated_keys(text, found);
   } catch (const json::exception& e) {
     return {fmt::format("not valid JSON: {}", e.what())};
   }
-  std::vector<std::string> found;
   StructureCheck(found).document(doc);
   if (!found.empty()) return found;
   // Structurally sound: now the semantic checks (gaps, overlaps, duplicates).

@@ -34,6 +34,23 @@ TEST(Validate, ReportsEveryUnknownOpBackendAndClass) {
   EXPECT_TRUE(mentions(p, "samples[0]: unknown op 'scan'")) << dump(p);
 }
 
+// A key given twice in one object is a problem: JSON keeps the last value without a word, so a
+// range's "max_bytes": 65535 followed by "max_bytes": null meant "unbounded".
+TEST(Validate, ReportsKeysGivenTwice) {
+  const char* text = R"({"format": "mcr-tuning", "version": 1, "entries": [
+    {"op": "all_reduce", "dtype_class": "float", "group_size": 2, "ranges": [
+       {"min_bytes": 0, "max_bytes": 65535, "max_bytes": null, "backend": "mpi"}]}]})";
+  const auto p = validate_table_text(text);
+  EXPECT_TRUE(mentions(p, "\"max_bytes\" given twice in one object")) << dump(p);
+  EXPECT_THROW(mcr::TuningTable::parse_json(text), mcr::InvalidArgument);
+  // The same key in two objects is no repetition.
+  const char* two = R"({"format": "mcr-tuning", "version": 1, "entries": [
+    {"op": "all_reduce", "dtype_class": "float", "group_size": 2, "ranges": [
+       {"min_bytes": 0, "max_bytes": 99, "backend": "mpi"},
+       {"min_bytes": 100, "max_bytes": null, "backend": "gloo"}]}]})";
+  EXPECT_TRUE(validate_table_text(two).empty()) << dump(validate_table_text(two));
+}
+
 TEST(Validate, ReportsGapsOverlapsAndDuplicates) {
   const char* text = R"({"format": "mcr-tuning", "version": 1, "entries": [
     {"op": "all_reduce", "dtype_class": "float", "group_size": 2, "ranges": [

@@ -65,6 +65,16 @@ TEST(Rules, JsonForms) {
   EXPECT_EQ(b.canonical(), "all_gather:*=gloo");
   EXPECT_THROW(RuleSet::parse_json("{"), InvalidArgument);
   EXPECT_THROW(RuleSet::parse_json(R"({"rules": [{"op": "all_reduce"}]})"), InvalidArgument);
+  // A key given twice: JSON would keep the second backend without a word.
+  try {
+    (void)RuleSet::parse_json(
+        R"({"rules": [{"op": "all_reduce", "backend": "mpi", "backend": "gloo"}]})");
+    ADD_FAILURE() << "a key given twice was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("\"backend\" given twice in one object"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Sizes, ParseAndFormat) {
