@@ -155,7 +155,10 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
         error = std::current_exception();
         finished = true;
       }
-      if (finished || queued_.load(std::memory_order_acquire)) break;
+      if (finished || queued_.load(std::memory_order_acquire) ||
+          abandoning_.load(std::memory_order_acquire)) {
+        break;
+      }
       if (spins < 256) continue;
       if (Clock::now() - began < std::chrono::milliseconds(5)) {
         std::this_thread::yield();
@@ -297,6 +300,10 @@ void CommThread::shutdown(std::function<void()> at_exit, bool abandon) {
     abandon_ = abandon;
     at_exit_ = std::move(at_exit);
   }
+  // A thread waiting for an operation that never completes (a daemon thread's collective that a
+  // peer, gone or raising, never joins) holds own_ until its timeout; told to abandon, it lets go
+  // within a round, and the communication thread stops at once.
+  if (abandon) abandoning_.store(true, std::memory_order_release);
   announce();
   thread_.join();
   // The reliefs wait for calls, idle: the thread stopped only once none ran completions.
@@ -557,7 +564,10 @@ CommThread::LibraryWait CommThread::wait_in_library(const void* waiter, Clock::t
 
 bool CommThread::drive_until(const std::function<bool()>& done, Clock::time_point until,
                              const void* waiter) {
-  if (!caller_issue_.load(std::memory_order_relaxed) || t_comm || t_driving) return false;
+  if (!caller_issue_.load(std::memory_order_relaxed) || t_comm || t_driving ||
+      abandoning_.load(std::memory_order_acquire)) {
+    return false;
+  }
   std::unique_lock own(own_, std::try_to_lock);
   if (!own.owns_lock()) return false;
   return drive(std::move(own), done, until, waiter);
@@ -576,6 +586,13 @@ bool CommThread::drive(std::unique_lock<std::mutex> own, const std::function<boo
   auto idle_since = Clock::now();
   bool finished = done();
   while (!finished && Clock::now() < until) {
+    if (abandoning_.load(std::memory_order_acquire)) {  // shutdown(abandon): the thread stops
+      t_driving = false;
+      t_holds_own = false;
+      own.unlock();
+      announce();
+      return done();
+    }
     const LibraryWait waited = wait_in_library(waiter, until, own);
     if (waited == LibraryWait::lost_own) {
       t_driving = false;

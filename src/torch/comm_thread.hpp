@@ -309,6 +309,9 @@ class CommThread {
   bool shutdown_requested_ = false;
   std::function<void()> at_exit_;  // set with shutdown_requested_
   bool abandon_ = false;           // set with shutdown_requested_: stop without draining
+  // The same, read without the lock by threads that hold own_ while they wait (a waiter doing the
+  // thread's work, the initialising thread's poll): they let go of it for the thread to stop.
+  std::atomic<bool> abandoning_{false};
   std::exception_ptr exit_error_;  // what at_exit_ raised, for shutdown() to rethrow
   bool stopping_ = false;          // idle after the request: posts fail from here on
   bool stopped_ = false;

@@ -9,9 +9,14 @@ job ending within the test's limit, and by no rank printing FAIL.
 
 With `pending`, rank 0 first posts a receive that rank 1 never matches: its exit handler must not
 wait for it (destroying the groups waits for their operations in flight, here for the whole
-MCR_TIMEOUT), so the communication thread stops at once and finalize abandons the receive."""
+MCR_TIMEOUT), so the communication thread stops at once and finalize abandons the receive.
+
+With `waiting`, a daemon thread of rank 0 waits in an all_reduce on a group that rank 1 never
+joins: a waiting thread does the communication thread's work and holds the right to call mcr, and
+the exit handler must not wait for it to let go (it held it until the group's timeout)."""
 
 import sys
+import threading
 import time
 
 import torch
@@ -24,9 +29,17 @@ def main():
     rank, ws = setup()
     t = torch.ones(16)
     dist.all_reduce(t)
+    waiting = "waiting" in sys.argv[1:]
+    g = dist.new_group(list(range(ws))) if waiting else None
+    if waiting:  # once on every rank: the first call of a signature is verified across the ranks
+        dist.all_reduce(torch.ones(4), group=g)
     if rank == 0:
         if "pending" in sys.argv[1:]:
             dist.irecv(torch.empty(4), src=1)  # never matched: rank 1 sends nothing
+        if waiting:
+            threading.Thread(target=dist.all_reduce, args=(torch.ones(4),),
+                             kwargs={"group": g}, daemon=True).start()
+            time.sleep(1)  # the thread is waiting in it by now
         print(f"test_uncaught: rank 0 raises with {ws - 1} peers waiting", flush=True)
         raise RuntimeError("test_uncaught: raised on purpose")
     began = time.time()
