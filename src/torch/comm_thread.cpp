@@ -134,7 +134,7 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
       std::move(work),   std::move(op.issue), std::move(op.complete), Clock::now() + op.timeout,
       op.timeout,        op.caller_waits,     op.caller_poll,         op.waiter,
       op.park_for_waiter};
-  if (alone && f.caller_waits && !f.work.signals_completion() &&
+  if (alone && f.caller_waits && !f.work.library_wait() &&
       std::this_thread::get_id() == inline_waiter_.load(std::memory_order_relaxed)) {
     // The thread that brought the runtime up, whose synchronous calls are the hot path, polls its
     // operation alone, as Work::wait does (every backend progressed, spinning, then yielding,
@@ -142,9 +142,11 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
     // meanwhile, so it stops as soon as another thread's post is queued and goes on as a waiter
     // below, which issues that post: an operation of this thread may need a peer to get past a
     // call that another thread of this rank has posted (rank 1 receives what a helper thread of
-    // rank 0 sends, then joins rank 0's all_reduce). A library that signals its completions
-    // (Gloo) is waited for as a waiter does from the start: its wait would block inside the
-    // library, where no post can be seen.
+    // rank 0 sends, then joins rank 0's all_reduce). An operation with a wait of the library's
+    // own (a Gloo send or receive: drive() blocks in it without own_) or that signals its
+    // completion (a Gloo collective, after one look) is waited for as a waiter does: polling
+    // would take the core from the library's threads, and a wait inside the library could not
+    // see a post.
     std::exception_ptr error;
     bool finished = false;
     const auto began = Clock::now();
@@ -156,7 +158,7 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
         finished = true;
       }
       if (finished || queued_.load(std::memory_order_acquire) ||
-          abandoning_.load(std::memory_order_acquire)) {
+          abandoning_.load(std::memory_order_acquire) || f.work.signals_completion()) {
         break;
       }
       if (spins < 256) continue;
@@ -557,7 +559,11 @@ CommThread::LibraryWait CommThread::wait_in_library(const void* waiter, Clock::t
   t_holds_own = false;
   own.unlock();
   wait();
-  if (!own.try_lock()) return LibraryWait::lost_own;
+  // After shutdown(abandon) the communication thread may have stopped and finalized meanwhile:
+  // nothing may be issued or polled any more.
+  if (abandoning_.load(std::memory_order_acquire) || !own.try_lock()) {
+    return LibraryWait::lost_own;
+  }
   t_holds_own = true;
   return LibraryWait::waited;
 }

@@ -115,8 +115,8 @@ class CommThread {
   /// The one thread whose synchronous calls, issued by the shortcut, poll their operation alone,
   /// holding the right to call mcr, until it completes or another thread posts (then they go on
   /// as waiters, which issue that post): the thread that brought the runtime up, whose calls are
-  /// the hot path. Other threads' synchronous calls, and calls on a library that signals its
-  /// completions (Gloo), do the communication thread's work from the start (issue_here).
+  /// the hot path. Other threads' synchronous calls, and calls on a library with a wait of its own
+  /// or that signals its completions (Gloo), do the communication thread's work (issue_here).
   void set_inline_waiter(std::thread::id id) noexcept {
     inline_waiter_.store(id, std::memory_order_relaxed);
   }

@@ -79,9 +79,14 @@ def helper_send_beside_main_collective(rank, ws):
             start = time.monotonic()
             if rank == 0:
                 errors = []
+                posted = counts()["posted"]
 
                 def helper():
-                    time.sleep(0.3)  # after this thread is waiting in its all_reduce
+                    # After this thread has posted its all_reduce and is waiting in it.
+                    deadline = time.monotonic() + 10
+                    while counts()["posted"] == posted and time.monotonic() < deadline:
+                        time.sleep(0.001)
+                    time.sleep(0.2)
                     try:
                         dist.send(torch.arange(8, dtype=torch.int64) + 5, dst=1, group=g)
                     except Exception as e:  # noqa: BLE001 - reported below

@@ -22,6 +22,7 @@ import time
 import torch
 import torch.distributed as dist
 
+import mcr.torch as mt
 from common import setup
 
 
@@ -37,9 +38,14 @@ def main():
         if "pending" in sys.argv[1:]:
             dist.irecv(torch.empty(4), src=1)  # never matched: rank 1 sends nothing
         if waiting:
+            counts = mt._backend._C.comm_thread_counts
+            driven = counts()["driven_by_waiter"]
             threading.Thread(target=dist.all_reduce, args=(torch.ones(4),),
                              kwargs={"group": g}, daemon=True).start()
-            time.sleep(1)  # the thread is waiting in it by now
+            deadline = time.monotonic() + 10  # until the thread waits in it, doing the work
+            while counts()["driven_by_waiter"] == driven and time.monotonic() < deadline:
+                time.sleep(0.001)
+            time.sleep(0.2)
         print(f"test_uncaught: rank 0 raises with {ws - 1} peers waiting", flush=True)
         raise RuntimeError("test_uncaught: raised on purpose")
     began = time.time()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The thread that brought the runtime up now polls its synchronous operation itself and stops as
-# soon as another thread's post is queued (going on as a waiter, which issues it); an operation on
-# a library that signals its completions (Gloo) is waited for as a waiter does from the start.
+# soon as another thread's post is queued (going on as a waiter, which issues it); a Gloo operation
+# is waited for as a waiter does (a send or receive in Gloo's own wait, a collective after one
+# look).
 # Before, it waited for its operation alone inside Work::wait, holding back other threads' posts
 # (docs/torch.md, "Threads"). BEFORE is the binding built from the commit before the change, AFTER
 # this checkout's; both directories hold a built `mcr` Python package (build-ci/python). Runs
