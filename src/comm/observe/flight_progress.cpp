@@ -5,7 +5,8 @@
 // meet in a collective by its index among the collectives, as send/recv shift sequence numbers. It
 // is written by the watchdog thread every 250 ms, and only while an operation of that communicator
 // has been outstanding for more than a second (then kept fresh while it changes; a write the store
-// did not take is tried again), and by a rank that times out. A peer that is stuck waiting has
+// did not take is tried again, a second later where it did not answer), and by a rank that times
+// out. A peer that is stuck waiting has
 // therefore published by the time another rank's timeout reads the keys; a peer that never reached
 // the operation has published a smaller count, or nothing.
 #include <atomic>
@@ -26,6 +27,7 @@ namespace mcr::detail {
 namespace {
 
 constexpr std::int64_t kStuckNs = 1'000'000'000;
+constexpr std::int64_t kProbeBackoffNs = 1'000'000'000;  // after a probe the store did not answer
 constexpr auto kReadTimeout = std::chrono::milliseconds(200);
 constexpr auto kStoreProbe = std::chrono::milliseconds(1000);
 constexpr auto kWatchdogProbe = std::chrono::milliseconds(200);
@@ -89,10 +91,15 @@ void publish_stuck_progress() noexcept {
     store = store_or_null();
   } catch (...) {  // NOLINT(bugprone-empty-catch): no runtime, nothing to publish to
   }
-  publish_stuck_progress(store);
+  publish_stuck_progress(store, steady_ns());
 }
 
-void publish_stuck_progress(Store* store) noexcept {
+void publish_stuck_progress(Store* store, std::int64_t now) noexcept {
+  // After a store that did not answer, the next probe waits a second: each probe holds the store
+  // client (and this watchdog thread) for up to its bound, which every period would make a steady
+  // load on a link that is saturated already. A write that failed is retried at the next period.
+  static std::atomic<std::int64_t> probe_after{0};
+  if (now < probe_after.load(std::memory_order_relaxed)) return;
   // What each update replaces, so that a publication that fails is tried again at the next
   // period: a value marked published but never written would leave this rank unpublished for the
   // rest of the operation, and a peer's timeout would name it as not having reached it.
@@ -104,7 +111,6 @@ void publish_stuck_progress(Store* store) noexcept {
     Bytes value;
   };
   std::vector<Update> updates;
-  const std::int64_t now = steady_ns();
   {
     auto& reg = flight_registry();
     std::lock_guard lock(reg.mu);
@@ -131,6 +137,7 @@ void publish_stuck_progress(Store* store) noexcept {
       // A store that does not answer (its host frozen or cut off) must not hold the store's lock
       // for a whole reply timeout: the timeout message of a rank's operation needs it next.
       if (!store->responds_within(kWatchdogProbe)) {
+        probe_after.store(now + kProbeBackoffNs, std::memory_order_relaxed);
         throw Error(fmt::format("the rendezvous store did not answer within {} ms",
                                 kWatchdogProbe.count()));
       }

@@ -158,10 +158,12 @@ std::string dump_flight_record_to_dir(std::string_view reason) noexcept;
 
 /// The watchdog's duty every 250 ms: publishes the progress of every communicator with an
 /// operation outstanding for more than a second, and refreshes values published before. A
-/// publication the store did not take is tried again at the next call.
+/// publication the store did not take is tried again at the next call (a second later where the
+/// store did not answer its probe).
 void publish_stuck_progress() noexcept;
-/// The same, to `store` (nullptr: none, which counts as a failed publication).
-void publish_stuck_progress(Store* store) noexcept;
+/// The same, to `store` (nullptr: none, which counts as a failed publication), at steady-clock
+/// time `now_ns`.
+void publish_stuck_progress(Store* store, std::int64_t now_ns) noexcept;
 
 /// Context for a timeout of `sequence` on `rec`: names this rank (group and world) and, from the
 /// peers' published progress, the group members that have not reached `sequence`. Publishes this

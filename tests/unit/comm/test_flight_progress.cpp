@@ -58,10 +58,18 @@ struct StuckRank {
 
 constexpr const char* kKey = "mcr/progress/7/1";
 
+// A steady clock for the publications, `seconds` after the previous one: one clock for every test
+// of the process, as the publication's back-off after an unanswered probe is process-wide.
+std::int64_t later(double seconds = 0.25) {
+  static std::int64_t now = 100'000'000'000;  // 100 s: the StuckRank's operation is long stuck
+  now += static_cast<std::int64_t>(seconds * 1e9);
+  return now;
+}
+
 TEST(FlightProgress, PublishesAStuckOperation) {
   StuckRank rank;
   FlakyStore store;
-  publish_stuck_progress(&store);
+  publish_stuck_progress(&store, later());
   ASSERT_EQ(store.kv.count(kKey), 1u);
   EXPECT_EQ(store.kv.at(kKey), "1 1");  // one operation issued, one collective
 }
@@ -70,10 +78,13 @@ TEST(FlightProgress, RetriesWhenTheStoreDidNotAnswer) {
   StuckRank rank;
   FlakyStore store;
   store.answers = false;
-  publish_stuck_progress(&store);
+  publish_stuck_progress(&store, later());
   EXPECT_EQ(store.kv.count(kKey), 0u);
   store.answers = true;
-  publish_stuck_progress(&store);
+  // The next probe waits a second after one the store did not answer.
+  publish_stuck_progress(&store, later(0.25));
+  EXPECT_EQ(store.kv.count(kKey), 0u) << "probed again within the second";
+  publish_stuck_progress(&store, later(1.0));
   ASSERT_EQ(store.kv.count(kKey), 1u) << "not published again once the store answered";
   EXPECT_EQ(store.kv.at(kKey), "1 1");
 }
@@ -82,30 +93,30 @@ TEST(FlightProgress, RetriesWhenAWriteFailed) {
   StuckRank rank;
   FlakyStore store;
   store.takes_writes = false;
-  publish_stuck_progress(&store);
+  publish_stuck_progress(&store, later());
   store.takes_writes = true;
-  publish_stuck_progress(&store);
+  publish_stuck_progress(&store, later());
   ASSERT_EQ(store.kv.count(kKey), 1u) << "not published again once the store took writes";
 }
 
 TEST(FlightProgress, RetriesWithoutAStore) {
   StuckRank rank;
-  publish_stuck_progress(nullptr);
+  publish_stuck_progress(nullptr, later());
   FlakyStore store;
-  publish_stuck_progress(&store);
+  publish_stuck_progress(&store, later());
   ASSERT_EQ(store.kv.count(kKey), 1u) << "not published once a store was there";
 }
 
 TEST(FlightProgress, RefreshesAPublishedValueOnlyWhenItChanged) {
   StuckRank rank;
   FlakyStore store;
-  publish_stuck_progress(&store);
+  publish_stuck_progress(&store, later());
   store.kv.clear();
-  publish_stuck_progress(&store);
+  publish_stuck_progress(&store, later());
   EXPECT_EQ(store.kv.count(kKey), 0u) << "the same value written again";
   rank.recorder.ended(0, FlightState::completed);
   rank.recorder.issued(1, OpType::send, DType::f32, 4, 0, true, "mpi", 16);
-  publish_stuck_progress(&store);
+  publish_stuck_progress(&store, later());
   ASSERT_EQ(store.kv.count(kKey), 1u) << "a published value was not kept fresh";
   EXPECT_EQ(store.kv.at(kKey), "2 1");  // two operations, one of them a collective
 }
