@@ -12,8 +12,8 @@ cluster="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster"
 MCR_CLUSTER=$(printf 'ht%06x' "$$")
 export MCR_CLUSTER
 fail() { echo "FAIL: $*" >&2; exit 1; }
-# Every run ends before the test's TIMEOUT (100 s): ctest's kill there would skip the EXIT trap
-# and leave the cluster up for good.
+# Every run ends within 100 s of the start, before the test's TIMEOUT (120 s): ctest's
+# kill there would skip the EXIT trap and leave the cluster up for good.
 deadline=$((SECONDS + 100))
 bounded() {
   local left=$((deadline - SECONDS))

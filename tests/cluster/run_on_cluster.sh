@@ -8,7 +8,7 @@
 #
 # "auto" leaves MCR_BACKENDS unset: every compiled backend comes up and selection chooses.
 # --env passes a variable to the ranks of every run, --auto-env to those of the "auto" run only.
-# --limit bounds each run (SIGTERM, then SIGKILL 5 s later; the cluster's teardown ends whatever is
+# --limit bounds the runs together (SIGTERM, then SIGKILL 5 s later; the cluster's teardown ends whatever is
 # left in its namespaces): keep it below the test's TIMEOUT, so that this script, not ctest, ends a
 # hung run and the EXIT trap still takes the cluster down.
 set -euo pipefail
@@ -50,6 +50,7 @@ fi
 trap '"$cluster" down' EXIT
 
 ranks=$((hosts * rph))
+deadline=$((SECONDS + limit))
 for b in $backends; do
   env_args=(-x MCR_TEST_RANKS="$ranks" "${extra[@]}")
   if [[ $b == auto ]]; then
@@ -59,6 +60,8 @@ for b in $backends; do
   fi
   echo "=== $hosts hosts x $rph ranks, backends: $b ==="
   start=$SECONDS
-  timeout --kill-after=5 "$limit" "$cluster" mpirun -np "$ranks" "${env_args[@]}" "$@"
+  left=$((deadline - SECONDS))
+  ((left > 0)) || { echo "run_on_cluster.sh: --limit $limit s spent before backends $b" >&2; exit 124; }
+  timeout --kill-after=5 "$left" "$cluster" mpirun -np "$ranks" "${env_args[@]}" "$@"
   echo "=== $b: passed in $((SECONDS - start)) s"
 done

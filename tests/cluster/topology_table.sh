@@ -11,8 +11,8 @@ cluster="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster"
 MCR_CLUSTER=$(printf 'tp%06x' "$$")
 export MCR_CLUSTER
 fail() { echo "FAIL: $*" >&2; exit 1; }
-# Every run ends before the test's TIMEOUT (70 s): ctest's kill there would skip the EXIT trap
-# and leave the cluster up for good.
+# Every run ends within 70 s of the start, before the test's TIMEOUT (90 s): ctest's
+# kill there would skip the EXIT trap and leave the cluster up for good.
 deadline=$((SECONDS + 70))
 bounded() {
   local left=$((deadline - SECONDS))
