@@ -41,7 +41,8 @@ TEST(Validate, ReportsKeysGivenTwice) {
     {"op": "all_reduce", "dtype_class": "float", "group_size": 2, "ranges": [
        {"min_bytes": 0, "max_bytes": 65535, "max_bytes": null, "backend": "mpi"}]}]})";
   const auto p = validate_table_text(text);
-  EXPECT_TRUE(mentions(p, "\"max_bytes\" given twice in one object")) << dump(p);
+  EXPECT_TRUE(mentions(p, "entries[0].ranges[0]: \"max_bytes\" given twice in one object"))
+      << dump(p);
   EXPECT_THROW(mcr::TuningTable::parse_json(text), mcr::InvalidArgument);
   // The same key in two objects is no repetition.
   const char* two = R"({"format": "mcr-tuning", "version": 1, "entries": [

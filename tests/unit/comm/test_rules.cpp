@@ -71,7 +71,7 @@ TEST(Rules, JsonForms) {
         R"({"rules": [{"op": "all_reduce", "backend": "mpi", "backend": "gloo"}]})");
     ADD_FAILURE() << "a key given twice was accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("\"backend\" given twice in one object"),
+    EXPECT_NE(std::string(e.what()).find("rules[0]: \"backend\" given twice in one object"),
               std::string::npos)
         << e.what();
   }
