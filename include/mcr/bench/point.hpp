@@ -54,10 +54,10 @@ std::vector<std::size_t> distinct_sizes(OpType op, const std::vector<std::size_t
 
 /// The value at element `index` of rank `rank`'s input among `ranks`: a small integer in [-6, 6]
 /// (u8: [0, 12]), so that sums over up to 21 ranks are exact in every dtype, f16/bf16/i8
-/// included; over more ranks a narrower range that keeps the sum exact in `dtype` (i8 beyond 127
-/// ranks: zeros).
+/// included; over more ranks a narrower range that keeps the sum exact in `dtype` (i8 and u8
+/// beyond 127 ranks: zeros, which still tell written outputs from unwritten ones).
 double pattern_value(std::uint64_t seed, int rank, std::size_t index, DType dtype,
-                     int ranks) noexcept;
+                     int ranks = 1) noexcept;
 
 struct PointConfig {
   OpType op = OpType::all_reduce;
