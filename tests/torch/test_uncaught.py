@@ -13,7 +13,11 @@ MCR_TIMEOUT), so the communication thread stops at once and finalize abandons th
 
 With `waiting`, a daemon thread of rank 0 waits in an all_reduce on a group that rank 1 never
 joins: a waiting thread does the communication thread's work and holds the right to call mcr, and
-the exit handler must not wait for it to let go (it held it until the group's timeout)."""
+the exit handler must not wait for it to let go (it held it until the group's timeout). With
+`verifying`, the daemon thread's all_reduce is the first of its kind on that group, which the
+ranks verify together before it starts (MCR_VERIFY): the thread waits in that exchange instead, and
+the exit handler must not wait for it either. With `receiving`, the daemon thread waits in a
+blocking receive that rank 1 never matches (under torchrun, in Gloo's own wait)."""
 
 import sys
 import threading
@@ -30,7 +34,9 @@ def main():
     rank, ws = setup()
     t = torch.ones(16)
     dist.all_reduce(t)
-    waiting = "waiting" in sys.argv[1:]
+    verifying = "verifying" in sys.argv[1:]
+    receiving = "receiving" in sys.argv[1:]
+    waiting = "waiting" in sys.argv[1:] or verifying or receiving
     g = dist.new_group(list(range(ws))) if waiting else None
     if waiting:  # once on every rank: the first call of a signature is verified across the ranks
         dist.all_reduce(torch.ones(4), group=g)
@@ -39,12 +45,26 @@ def main():
             dist.irecv(torch.empty(4), src=1)  # never matched: rank 1 sends nothing
         if waiting:
             counts = mt._backend._C.comm_thread_counts
-            driven = counts()["driven_by_waiter"]
-            threading.Thread(target=dist.all_reduce, args=(torch.ones(4),),
-                             kwargs={"group": g}, daemon=True).start()
-            deadline = time.monotonic() + 10  # until the thread waits in it, doing the work
-            while counts()["driven_by_waiter"] == driven and time.monotonic() < deadline:
-                time.sleep(0.001)
+            posted, driven = counts()["posted"], counts()["driven_by_waiter"]
+            if receiving:  # never matched: rank 1 sends nothing
+                threading.Thread(target=dist.recv, args=(torch.empty(4),), kwargs={"src": 1},
+                                 daemon=True).start()
+            else:  # a count not seen before on g is verified across the ranks first; 4 was, above
+                threading.Thread(target=dist.all_reduce, args=(torch.ones(5 if verifying else 4),),
+                                 kwargs={"group": g}, daemon=True).start()
+
+            def wait_for(key, before, seconds):
+                deadline = time.monotonic() + seconds
+                while counts()[key] == before and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                return counts()[key] != before
+
+            if not wait_for("posted", posted, 10):
+                print("rank 0: FAIL: the thread did not post its operation", flush=True)
+            # Waiting, the thread usually goes on to do the work itself (a waiter); sometimes the
+            # communication thread polls the operation instead. Either must let go at exit.
+            if not verifying and not receiving:
+                wait_for("driven_by_waiter", driven, 2)
             time.sleep(0.2)
         print(f"test_uncaught: rank 0 raises with {ws - 1} peers waiting", flush=True)
         raise RuntimeError("test_uncaught: raised on purpose")

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/failure.hpp"
 #include "core/kept.hpp"
 #include "core/state.hpp"
 #include "core/v_counts.hpp"
@@ -327,6 +328,15 @@ std::vector<Bytes> exchange(Backend& channel, CommState& state, const OpArgs& ab
     state.abort(message);
     return TimeoutError(message, std::string(about.op_name), state.next_sequence, "verify");
   };
+  auto exiting = [&] {
+    state.flight.ended(state.next_sequence, FlightState::failed);
+    const auto message = fmt::format(
+        "verify: {} #{} on rank {}: cross-rank verification abandoned: this process is exiting "
+        "on an error ({}); the operation was not started",
+        about.op_name, state.next_sequence, state.rank, failure_reason());
+    state.abort(message);
+    return Error(message);
+  };
   try {
     auto pending = channel.start(x);
     const auto began = Clock::now();
@@ -339,6 +349,12 @@ std::vector<Bytes> exchange(Backend& channel, CommState& state, const OpArgs& ab
       if (waited > limit) {
         pending->abandon();
         throw timed_out();
+      }
+      // The process is exiting on its own error (mcr::exiting_on_error): its peers may never
+      // arrive, and its exit must not wait out the limit for them.
+      if (exiting_on_error()) {
+        pending->abandon();
+        throw exiting();
       }
       if (waited < std::chrono::milliseconds(5)) {
         std::this_thread::yield();
