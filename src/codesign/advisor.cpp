@@ -303,11 +303,7 @@ std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device,
       p.shape.d_ff = 4 * value;  // keep the GeLU 4h convention while h moves
     }
     try {
-      p.shape.validate();
-      if (p.shape.h % p.shape.a != 0) {
-        throw InvalidArgument(
-            fmt::format("h = {} is not divisible by a = {}", p.shape.h, p.shape.a));
-      }
+      p.shape.validate();  // h must divide by a unless the model gives its head dimension
       p.params = count_parameters(p.shape).total;
       p.totals = analyze(p.shape, device, training).totals;
     } catch (const InvalidArgument& e) {

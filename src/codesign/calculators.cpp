@@ -40,16 +40,28 @@ void validate_layout(const ModelShape& m, const ParallelLayout& p) {
 // intermediates (GeLU: up output and GeLU output, 2 x 2 d_ff/h; SwiGLU: gate, up, SiLU and product,
 // 4 x 2 d_ff/h); unfused attention adds the s x s scores, softmax and dropout mask (5 a s / h). At
 // MHA, GeLU, d_ff = 4h this is exactly the paper's sbh(10 + 24/t + 5as/(ht)).
+// An MoE layer keeps each token's top_k routed copies instead: the experts' inputs (2 k, whole on
+// every TP rank, as the experts of expert TP = t each receive them), the unpermute buffer (2 k,
+// split) and the experts' and shared experts' intermediates at their widths. The average over the
+// model's layers weighs the leading dense layers (DeepSeek's first_k_dense_replace) in.
 double layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
   const double t = dbl(m.t);
   const double r = dbl(m.kv_heads()) / dbl(m.a);
-  const double q = dbl(m.a * m.head_dim()) / dbl(m.h);  // 1 unless head_dim is given
-  const double ff_ratio = dbl(m.d_ff) / dbl(m.h);
-  const double mlp = (m.gated_mlp() ? 8.0 : 4.0) * ff_ratio;
+  const double q = dbl(m.a * m.head_dim()) / dbl(m.h);              // 1 unless head_dim is given
+  const double per_width = (m.gated_mlp() ? 8.0 : 4.0) / dbl(m.h);  // MLP intermediates per d_ff
+  double mlp = per_width * dbl(m.d_ff);
+  double routed = 0;
+  if (m.is_moe()) {
+    const double k = dbl(m.top_k);
+    const double moe_share = dbl(m.L - std::min(m.dense_layers, m.L)) / dbl(m.L);
+    const double moe_mlp = per_width * (k * dbl(m.expert_width()) + dbl(m.d_ff_shared)) + 2.0 * k;
+    mlp = (1 - moe_share) * mlp + moe_share * moe_mlp;
+    routed = moe_share * 2.0 * k;
+  }
   double split = 4.0 * q + 4.0 * r * q + mlp;
   if (m.attention == AttentionImpl::unfused) split += 5.0 * dbl(m.a) * dbl(m.s) / dbl(m.h);
   const double replicated = 10.0;  // two norm inputs (4), attention and MLP inputs (4), 2 masks
-  const double per_token = (sequence_parallel ? replicated / t : replicated) + split / t;
+  const double per_token = (sequence_parallel ? replicated / t : replicated) + routed + split / t;
   return dbl(m.s) * dbl(m.b) * dbl(m.h) * per_token;
 }
 

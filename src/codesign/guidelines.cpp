@@ -50,6 +50,15 @@ std::string head_suggestions(const ModelShape& m, std::int64_t a, std::int64_t a
   return s;
 }
 
+// The tensor-parallel size to suggest instead of a large one: at most 8 (one NVLink domain) and
+// h/1024, and one that splits the heads (and KV heads) evenly, as the model requires of t.
+std::int64_t smaller_tp(const ModelShape& m) {
+  std::int64_t t = std::max<std::int64_t>(1, std::min<std::int64_t>(8, m.h / 1024));
+  while (t > 1 && !tp_splits_heads(m.a, m.kv_heads(), t))
+    --t;
+  return t;
+}
+
 void add(std::vector<Finding>& out, const char* id, Severity sev, std::string message,
          std::string fix) {
   out.push_back({id, sev, std::move(message), std::move(fix)});
@@ -224,7 +233,7 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
                     m.t, m.h, m.h / m.t, analysis.training ? 4 : 2,
                     m.t > 8 ? "; t > 8 also crosses the usual NVLink domain" : ""),
         fmt::format("use t = {} and scale with pipeline or data parallelism instead",
-                    std::max<std::int64_t>(1, std::min<std::int64_t>(8, m.h / 1024))));
+                    smaller_tp(m)));
   }
   // s is M and N (or K) of the attention BMMs; b*s is M of every dense GEMM.
   const double tokens_factor =

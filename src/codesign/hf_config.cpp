@@ -103,26 +103,13 @@ class Reader {
   // The first present key among `keys`; a present key must hold a positive integer (null counts
   // as absent: GPT-2 writes n_inner = null for 4h).
   std::optional<std::int64_t> integer(std::initializer_list<const char*> keys) {
-    for (const char* key : keys) {
-      if (!c_.contains(key)) continue;
-      const json& v = c_.at(key);
-      if (v.is_null()) {
-        use(key);  // read, and null means "the default"
-        continue;
-      }
-      if (!v.is_number_integer()) {
-        throw InvalidArgument(
-            fmt::format("{}: {} = {} must be an integer", context(), key, v.dump()));
-      }
-      const auto value = v.get<std::int64_t>();
-      if (value <= 0) {
-        throw InvalidArgument(
-            fmt::format("{}: {} = {} must be a positive integer", context(), key, value));
-      }
-      use(key);
-      return value;
-    }
-    return std::nullopt;
+    return read(keys, 1);
+  }
+
+  // As integer(), for a count that may be 0 (public configs write sliding_window 0 with the
+  // window off, first_k_dense_replace 0, n_shared_experts 0, num_nextn_predict_layers 0).
+  std::optional<std::int64_t> count(std::initializer_list<const char*> keys) {
+    return read(keys, 0);
   }
 
   std::int64_t required(std::initializer_list<const char*> keys) {
@@ -171,6 +158,29 @@ class Reader {
   void set_type(std::string type) { type_ = std::move(type); }
 
  private:
+  std::optional<std::int64_t> read(std::initializer_list<const char*> keys, std::int64_t least) {
+    for (const char* key : keys) {
+      if (!c_.contains(key)) continue;
+      const json& v = c_.at(key);
+      if (v.is_null()) {
+        use(key);  // read, and null means "the default"
+        continue;
+      }
+      if (!v.is_number_integer()) {
+        throw InvalidArgument(
+            fmt::format("{}: {} = {} must be an integer", context(), key, v.dump()));
+      }
+      const auto value = v.get<std::int64_t>();
+      if (value < least) {
+        throw InvalidArgument(fmt::format("{}: {} = {} must be a {} integer", context(), key, value,
+                                          least > 0 ? "positive" : "non-negative"));
+      }
+      use(key);
+      return value;
+    }
+    return std::nullopt;
+  }
+
   const json& c_;
   HfImport& out_;
   std::set<std::string> used_;
@@ -189,15 +199,16 @@ bool default_tying(const std::string& type) {
 }
 
 // Layers with local attention and their window, from the forms configs use: a per-layer list
-// (gpt-oss `layer_types`), Gemma-3's pattern (every pattern-th layer global), or one window on
-// every layer (Mistral, Mixtral, Phi-3). Qwen2/3 switch it off with use_sliding_window.
+// (gpt-oss `layer_types`), Gemma-3's pattern (every pattern-th layer global), one window on every
+// layer (Mistral, Mixtral, Phi-3), or every other layer (Gemma 2). Qwen2/3 switch it off with
+// use_sliding_window.
 void read_sliding_window(const json& c, Reader& in, const std::string& type, ModelShape& m,
                          HfImport& r) {
   const bool allowed = c.value("use_sliding_window", true);
   if (c.contains("use_sliding_window")) in.use("use_sliding_window");
-  const auto window = in.integer({"sliding_window"});
+  const auto window = in.count({"sliding_window"});  // 0: no window
   if (c.contains("sliding_window")) in.use("sliding_window");
-  if (!window || !allowed) return;
+  if (!window || *window == 0 || !allowed) return;
   if (c.contains("layer_types") && c.at("layer_types").is_array()) {
     in.use("layer_types");
     std::int64_t sliding = 0;
@@ -212,6 +223,10 @@ void read_sliding_window(const json& c, Reader& in, const std::string& type, Mod
   } else if (is(type, {"mistral", "mixtral", "phi3"})) {
     m.sliding_window = *window;
     m.sliding_layers = m.L;
+  } else if (type == "gemma2") {
+    // Gemma 2 alternates in its model code, not its config: layers 0, 2, 4, ... slide.
+    m.sliding_window = *window;
+    m.sliding_layers = m.L - m.L / 2;
   } else {
     return;
   }
@@ -225,7 +240,7 @@ void read_latent_attention(Reader& in, const json& c, ModelShape& m) {
   if (!kv_lora) return;
   m.kv_lora_rank = *kv_lora;
   if (c.contains("q_lora_rank")) in.use("q_lora_rank");
-  m.q_lora_rank = in.integer({"q_lora_rank"}).value_or(0);
+  m.q_lora_rank = in.count({"q_lora_rank"}).value_or(0);
   m.qk_nope_dim = in.required({"qk_nope_head_dim"});
   m.qk_rope_dim = in.required({"qk_rope_head_dim"});
   m.v_head_dim = in.required({"v_head_dim"});
@@ -366,13 +381,12 @@ HfImport import_hf_config(const json& c) {
       }
     }
     if (const auto moe_ff = in.integer({"moe_intermediate_size"})) m.d_ff_expert = *moe_ff;
-    if (const auto shared = in.integer({"shared_expert_intermediate_size"})) {
+    if (const auto shared = in.count({"shared_expert_intermediate_size"})) {
       m.d_ff_shared = *shared;  // Qwen2-MoE: one shared expert of this width
-    } else if (const auto n_shared = in.integer({"n_shared_experts"})) {
+    } else if (const auto n_shared = in.count({"n_shared_experts"})) {
       m.d_ff_shared = *n_shared * m.expert_width();  // DeepSeek: n experts of the routed width
     }
-    if (const auto dense = in.integer({"first_k_dense_replace"})) m.dense_layers = *dense;
-    if (c.contains("first_k_dense_replace")) in.use("first_k_dense_replace");  // may be 0
+    if (const auto dense = in.count({"first_k_dense_replace"})) m.dense_layers = *dense;
     const auto step = in.integer({"decoder_sparse_step", "moe_layer_freq"});
     if (step && *step != 1) {
       r.warnings.push_back(
@@ -408,7 +422,7 @@ HfImport import_hf_config(const json& c) {
     }
   }
   if (is(type, {"deepseek_v2", "deepseek_v3"})) {
-    if (const auto mtp = in.integer({"num_nextn_predict_layers"})) {
+    if (const auto mtp = in.count({"num_nextn_predict_layers"}); mtp && *mtp > 0) {
       r.defaults.push_back(fmt::format(
           "num_nextn_predict_layers = {}: the multi-token-prediction module is not counted (it is "
           "not part of the published main-model total)",

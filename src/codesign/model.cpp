@@ -554,15 +554,18 @@ std::vector<Gemm> layer_gemms(const ModelShape& model, bool training, std::int64
     add_with_backward(out, make("mlp_down", tokens, x.h, ff, 1, dt), training);
   } else {
     // Router is replicated; each expert sees tokens * top_k / experts tokens on average (perfect
-    // balance), and the experts run as one grouped GEMM (batch = experts).
+    // balance), and the experts run as one grouped GEMM (batch = experts). With fewer routed
+    // copies than experts (decoding, small batches) only as many experts run, one token each.
     add_with_backward(out, make("moe_router", tokens, x.experts, x.h, 1, dt), training);
-    const std::int64_t per_expert = ceil_div(tokens * x.top_k, x.experts);
+    const std::int64_t copies = tokens * x.top_k;
+    const std::int64_t active = std::min(x.experts, copies);
+    const std::int64_t per_expert = ceil_div(copies, active);
     const std::int64_t eff = ceil_div(x.expert_width(), x.t);
     if (x.gated_mlp()) {
-      add_with_backward(out, make("moe_gate", per_expert, eff, x.h, x.experts, dt), training);
+      add_with_backward(out, make("moe_gate", per_expert, eff, x.h, active, dt), training);
     }
-    add_with_backward(out, make("moe_up", per_expert, eff, x.h, x.experts, dt), training);
-    add_with_backward(out, make("moe_down", per_expert, x.h, eff, x.experts, dt), training);
+    add_with_backward(out, make("moe_up", per_expert, eff, x.h, active, dt), training);
+    add_with_backward(out, make("moe_down", per_expert, x.h, eff, active, dt), training);
     // Shared experts see every token: one dense MLP of their summed width.
     if (x.d_ff_shared > 0) {
       const std::int64_t sff = ceil_div(x.d_ff_shared, x.t);

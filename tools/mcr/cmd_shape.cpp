@@ -62,7 +62,7 @@ void run_analysis(const ShapeOptions& o) {
     fmt::print("{}", format_advice(r.advice));
     if (!r.advice.candidates.empty()) {
       const Candidate& first = r.advice.candidates.front();
-      fmt::print("\nWhy #1 ({}) is faster, per GEMM:\n{}", first.changes,
+      fmt::print("\nWhy #1 ({}) runs at a higher TFLOP/s, per GEMM:\n{}", first.changes,
                  format_why_faster(r.analysis, first.analysis));
     }
   }

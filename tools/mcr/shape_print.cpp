@@ -119,17 +119,21 @@ std::string format_advice(const Advice& advice) {
     out += "  no faster shape found within the budget: this shape is already on a good tier.\n";
     return out;
   }
-  const auto row = [](int rank, const std::string& changes, double params, double delta,
-                      double layer, double model, double speedup, const std::string& note) {
-    return fmt::format("  {:>3} {:>8.3f}x {:>9.1f} {:>9.1f} {:>9} {:>+7.2f}%  {}{}\n",
+  // Ranked by throughput (model TFLOP/s): a candidate with more parameters does more work per
+  // step, so its step may take longer although it runs faster per FLOP; the step column says so.
+  const double input_step = advice.input_totals.step_time_s;
+  const auto row = [input_step](int rank, const std::string& changes, double params, double delta,
+                                double layer, double model, double speedup, double step,
+                                const std::string& note) {
+    return fmt::format("  {:>3} {:>8.3f}x {:>9.1f} {:>9.1f} {:>9} {:>+7.2f}% {:>+7.2f}%  {}{}\n",
                        rank > 0 ? fmt::format("#{}", rank) : "", speedup, model, layer,
-                       human_count(params), 100 * delta, changes,
+                       human_count(params), 100 * delta, 100 * (step / input_step - 1), changes,
                        note.empty() ? "" : fmt::format("  [{}]", note));
   };
-  out += fmt::format("  {:>3} {:>9} {:>9} {:>9} {:>9} {:>8}  {}\n", "", "speedup", "model TF",
-                     "layer TF", "params", "delta", "change  [what it fixes]");
+  out += fmt::format("  {:>3} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}  {}\n", "", "TFLOP/s", "model TF",
+                     "layer TF", "params", "delta", "step", "change  [what it fixes]");
   out += row(0, "(input)", advice.input_params, 0, advice.input_totals.tflops,
-             advice.input_totals.model_tflops, 1.0, "");
+             advice.input_totals.model_tflops, 1.0, input_step, "");
   int rank = 1;
   bool in_bundles = false;
   for (const auto& c : advice.candidates) {
@@ -147,7 +151,7 @@ std::string format_advice(const Advice& advice) {
                                  : fmt::format("{}; gain < {:.1f}%: within the model's error",
                                                fixes, 100 * advice.uncertainty);
     out += row(rank++, c.changes, c.params, c.param_delta, c.totals.tflops, c.totals.model_tflops,
-               c.model_speedup, note);
+               c.model_speedup, c.totals.step_time_s, note);
   }
   if (std::none_of(advice.candidates.begin(), advice.candidates.end(),
                    [](const Candidate& c) { return c.significant; })) {

@@ -171,6 +171,16 @@ TEST(Sweep, MarksInvalidPointsAndKeepsGelu4h) {
                InvalidArgument);
 }
 
+// A model that gives its head size (GPT-3 13B: h 5140, a 40, head_dim 128) is a valid shape at
+// every point of a sweep that keeps h and a; the sweep judged h % a as if it gave none.
+TEST(Sweep, AGivenHeadDimensionIsAValidShape) {
+  const auto points = sweep(load_preset("gpt3-13b"), device_from_catalog("a100-80gb"), false, "s",
+                            1024, 3072, 1024);
+  ASSERT_EQ(points.size(), 3u);
+  for (const auto& p : points)
+    EXPECT_TRUE(p.valid) << p.value << ": " << p.reason;
+}
+
 // Mistral's every layer slides (sliding_layers = L = 32); the advisor's L +- 2 candidates kept 32
 // sliding layers and failed validate() ("sliding_layers = 32 must not exceed L = 30"), ending
 // `mcr shape --config mistral-7b.json`.

@@ -88,6 +88,28 @@ TEST(Memory, KorthikantiActivations) {
                    s * b * h * L * (10 + 24.0 / 4 + 5 * a * s / (h * 4)));
 }
 
+// With fewer routed copies than experts (s = 1: decoding) only top_k experts run, one token each:
+// the forward FLOPs per token are 2 x the active parameters less the embedding lookup's.
+TEST(Flops, FewerTokensThanExpertsRunOnlyTheRoutedExperts) {
+  ModelShape m = load_preset("mixtral-8x7b");
+  m.s = 1;
+  const ParamCount p = count_parameters(m);
+  const double want = 2 * (p.active - static_cast<double>(m.v * m.h));
+  EXPECT_NEAR(count_flops(m).forward_per_token / want, 1.0, 0.02);
+}
+
+// An MoE layer keeps each token's top_k routed copies and the experts' intermediates at their
+// width, not the dense d_ff's: Mixtral 8x7B (top 2 of 8 experts of 14336, SwiGLU, GQA 8 of 32
+// heads), t = 1: per token and layer 10 + Q 2 + K and V 2 x 2 x 8/32 + projection input 2 +
+// experts 8 x 2 x 14336/4096 + routed inputs 2 x 2 + unpermute buffer 2 x 2 (in h bytes).
+TEST(Memory, MixtureOfExpertsActivationsFollowTheRouting) {
+  const ModelShape m = load_preset("mixtral-8x7b");
+  const double sbh = static_cast<double>(m.s) * static_cast<double>(m.b * m.h);
+  const double per_layer = 10 + 2 + 2 * 2 * 8.0 / 32 + 2 + 8 * 2 * 14336.0 / 4096 + 4 + 4;
+  EXPECT_DOUBLE_EQ(training_memory(m, ParallelLayout{}).activations,
+                   sbh * static_cast<double>(m.L) * per_layer);
+}
+
 TEST(Memory, KvCacheCountsKAndVAndGqa) {
   // Llama-2-70B: 80 layers, 8 KV heads of 128, bf16, b = 1, s = 4096:
   // 2 * 80 * 4096 * 8 * 128 * 2 bytes = 1,342,177,280 (the cookbook drops the 2 and ignores GQA).

@@ -1,6 +1,7 @@
 // The guideline checker on the published shapes the co-design paper criticises, and on a clean one.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,27 @@ TEST(Guidelines, TensorParallelChecks) {
   EXPECT_NE(find(check_guidelines(m, a100()), "tp_shard_alignment"), nullptr);
   m.t = 16;  // h/t = 160 and t > 8
   EXPECT_NE(find(check_guidelines(m, a100()), "tp_size"), nullptr);
+}
+
+// The t that tp_size suggests must be one the model can take: h 3072 with 24 heads and 8 KV heads
+// gave t = 3 (h/1024), which 8 KV heads cannot share; h 5120 with 32 heads gave t = 5.
+TEST(Guidelines, SuggestedTensorParallelSizeSplitsTheHeads) {
+  for (auto [h, a, kv, t] : {std::array<std::int64_t, 4>{3072, 24, 8, 8},
+                             std::array<std::int64_t, 4>{5120, 32, 32, 32}}) {
+    ModelShape m = load_preset("llama-3-8b");
+    m.h = h;
+    m.a = a;
+    m.a_kv = kv;
+    m.t = t;
+    const auto findings = check_guidelines(m, a100());
+    const Finding* f = find(findings, "tp_size");
+    ASSERT_NE(f, nullptr) << h;
+    const auto at = f->fix.find("t = ");
+    ASSERT_NE(at, std::string::npos) << f->fix;
+    const std::int64_t suggested = std::stoll(f->fix.substr(at + 4));
+    EXPECT_TRUE(tp_splits_heads(a, kv, suggested)) << h << ": " << f->fix;
+    EXPECT_GT(suggested, 1) << f->fix;
+  }
 }
 
 TEST(Guidelines, FlashHeadDimTooSmall) {

@@ -4,6 +4,7 @@
 // is published; the tolerance is the issue's 0.5% unless a comment says why not.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -212,6 +213,44 @@ TEST(HfConfig, MalformedValuesNameTheKeyAndValue) {
       "num_attention_heads": 32, "num_key_value_heads": 5, "num_hidden_layers": 32,
       "vocab_size": 32000})");
   EXPECT_NE(bad_kv.find("must divide a"), std::string::npos) << bad_kv;
+}
+
+// Public configs write 0 for counts that are absent in effect: Qwen2 sliding_window 0 with the
+// window off, DeepSeek first_k_dense_replace, n_shared_experts or num_nextn_predict_layers 0.
+TEST(HfConfig, ZeroCountsAreAccepted) {
+  json mistral = json::parse(std::ifstream(std::string(MCR_HF_FIXTURES) + "/mistral-7b.json"));
+  mistral["sliding_window"] = 0;
+  const ModelShape no_window = import_hf_config(mistral).shape;
+  EXPECT_EQ(no_window.sliding_layers, 0);
+
+  json v3 = json::parse(std::ifstream(std::string(MCR_HF_RECENT) + "/deepseek-v3.json"));
+  v3["first_k_dense_replace"] = 0;
+  v3["n_shared_experts"] = 0;
+  v3["num_nextn_predict_layers"] = 0;
+  const HfImport r = import_hf_config(v3);
+  EXPECT_EQ(r.shape.dense_layers, 0);
+  EXPECT_EQ(r.shape.d_ff_shared, 0);
+  for (const auto& d : r.defaults)
+    EXPECT_EQ(d.find("num_nextn_predict_layers"), std::string::npos) << d;
+
+  v3["n_shared_experts"] = -1;
+  try {
+    import_hf_config(v3);
+    ADD_FAILURE() << "n_shared_experts = -1 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("n_shared_experts = -1 must be a non-negative integer"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Gemma 2's config gives the window but not which layers use it: its model code slides on the
+// even-numbered layers, 21 of 42 for Gemma 2 9B (transformers' Gemma2 attention, layer_idx % 2).
+TEST(HfConfig, Gemma2SlidesEveryOtherLayer) {
+  const ModelShape m = load("gemma2-9b").shape;
+  EXPECT_EQ(m.L, 42);
+  EXPECT_EQ(m.sliding_window, 4096);
+  EXPECT_EQ(m.sliding_layers, 21);
 }
 
 }  // namespace
