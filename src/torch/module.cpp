@@ -1,5 +1,8 @@
 // The Python extension mcr.torch._mcr_torch: runtime bring-up on the communication thread,
 // communicator handles, the ProcessGroupMCR class, explain() and the backend override switch.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -94,11 +97,33 @@ std::size_t caller_poll_max_bytes_requested() {
   }
 }
 
+// The runtime's timeout for a world formed under torch's `timeout` (init_process_group's or the
+// first mcr group's): that timeout, as torch's own backends wait it to form their groups, capped by
+// MCR_TIMEOUT as every group's is (group_timeout) and by the runtime's longest (one week). 0 (no
+// timeout given, or MCR_TIMEOUT not a number of seconds) leaves the runtime to MCR_TIMEOUT or its
+// default, and init() to report a malformed MCR_TIMEOUT.
+std::chrono::milliseconds world_timeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) return std::chrono::milliseconds{0};
+  timeout = std::min(timeout, std::chrono::milliseconds{std::chrono::hours(24 * 7)});
+  const char* env = std::getenv("MCR_TIMEOUT");
+  if (env == nullptr || *env == '\0') return timeout;
+  char* end = nullptr;
+  const double seconds = std::strtod(env, &end);
+  if (end == env || *end != '\0' || !std::isfinite(seconds) || seconds <= 0) {
+    return std::chrono::milliseconds{0};
+  }
+  if (seconds * 1000 >= static_cast<double>(timeout.count())) return timeout;
+  return std::chrono::milliseconds{0};  // MCR_TIMEOUT is the shorter: the runtime takes it
+}
+
 // Brings the runtime up. With `store` (a c10d store, not None), the world is formed through it as
 // rank `rank` of `size` (InitOptions::store): the path of init_process_group("mcr") without an MPI
-// launcher, so that torch's store is the job's only rendezvous.
-CommHandle init_runtime(const py::object& store, int rank, int size) {
+// launcher, so that torch's store is the job's only rendezvous. `timeout`: torch's for the group
+// being created (world_timeout()).
+CommHandle init_runtime(const py::object& store, int rank, int size,
+                        std::chrono::milliseconds timeout) {
   mcr::InitOptions options;
+  options.timeout = world_timeout(timeout);
   if (!store.is_none()) {
     options.store = wrap_c10d_store(store.cast<c10::intrusive_ptr<c10d::Store>>());
     options.rank = rank;
@@ -266,7 +291,7 @@ PYBIND11_MODULE(_mcr_torch, m) {
       .def_readonly("global_ranks", &CommHandle::global_ranks);
 
   m.def("init_runtime", &init_runtime, py::arg("store") = py::none(), py::arg("rank") = -1,
-        py::arg("size") = 0);
+        py::arg("size") = 0, py::arg("timeout") = std::chrono::milliseconds{0});
   m.def("rendezvous", &rendezvous);
   m.def("launch_info", &launch_info, py::arg("store_given") = false);
   m.def("comm_thread_counts", [] {

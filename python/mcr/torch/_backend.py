@@ -87,13 +87,16 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def ensure_runtime(store=None, rank=None, size=None):
+def ensure_runtime(store=None, rank=None, size=None, timeout=None):
     """Initialises mcr unless it already is; returns the world communicator handle.
 
     Under an MPI launcher, or without a store, mcr forms the world from the launcher's environment.
     Otherwise it forms it through torch's `store` as `rank` of `size`: every rank must pass the same
     store (the creator's, or the default store for groups formed before the default group is mcr).
+    `timeout` (torch's for the group being created) bounds the formation, as torch's own backends'
+    (capped by MCR_TIMEOUT), and becomes the runtime's default.
     """
+    limit = _as_timedelta(timeout) if timeout is not None else timedelta(0)
     with _lock:
         if _C.is_initialized():
             return _C.world()
@@ -101,10 +104,10 @@ def ensure_runtime(store=None, rank=None, size=None):
         # reader, not launch_info()'s answer from before the fill, so that a launch the runtime
         # takes for a torchrun-style one (srun with PMI and MASTER_PORT set) gets torch's store.
         if _C.launch_info(True)["mpi_world"] or store is None:
-            return _C.init_runtime()
+            return _C.init_runtime(timeout=limit)
         if rank is None or size is None:
             rank, size = dist.get_rank(), dist.get_world_size()
-        return _C.init_runtime(store, rank, size)
+        return _C.init_runtime(store, rank, size, limit)
 
 
 # The longest timeout handed to the runtime: 100 years. A program may pass timedelta.max for
@@ -142,7 +145,7 @@ def _create(opts, pg_options=None):
     global _generation
     ranks = list(opts.global_ranks_in_group)
     _check_first_group(ranks)
-    world = ensure_runtime(opts.store, opts.group_rank, opts.group_size)
+    world = ensure_runtime(opts.store, opts.group_rank, opts.group_size, opts.timeout)
     if not ranks:  # the default group: the world communicator
         with _lock:
             _generation += 1
