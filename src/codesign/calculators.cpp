@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "mcr/codesign/analysis.hpp"
 #include "mcr/errors.hpp"
 
@@ -42,27 +44,46 @@ void validate_layout(const ModelShape& m, const ParallelLayout& p) {
 // MHA, GeLU, d_ff = 4h this is exactly the paper's sbh(10 + 24/t + 5as/(ht)).
 // An MoE layer keeps each token's top_k routed copies instead: the experts' inputs (2 k, whole on
 // every TP rank, as the experts of expert TP = t each receive them), the unpermute buffer (2 k,
-// split) and the experts' and shared experts' intermediates at their widths. The average over the
-// model's layers weighs the leading dense layers (DeepSeek's first_k_dense_replace) in.
-double layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
+// split) and the experts' and shared experts' intermediates at their widths.
+struct LayerActivations {
+  double dense = 0;  ///< a layer with the dense MLP
+  double moe = 0;    ///< an MoE layer (0 for a dense model)
+};
+
+LayerActivations layer_activations(const ModelShape& m, bool sequence_parallel) {
   const double t = dbl(m.t);
   const double r = dbl(m.kv_heads()) / dbl(m.a);
   const double q = dbl(m.a * m.head_dim()) / dbl(m.h);              // 1 unless head_dim is given
   const double per_width = (m.gated_mlp() ? 8.0 : 4.0) / dbl(m.h);  // MLP intermediates per d_ff
-  double mlp = per_width * dbl(m.d_ff);
-  double routed = 0;
+  double attention = 4.0 * q + 4.0 * r * q;
+  if (m.attention == AttentionImpl::unfused) attention += 5.0 * dbl(m.a) * dbl(m.s) / dbl(m.h);
+  const double replicated = 10.0;  // two norm inputs (4), attention and MLP inputs (4), 2 masks
+  const double base = sequence_parallel ? replicated / t : replicated;
+  const double sbh = dbl(m.s) * dbl(m.b) * dbl(m.h);
+  LayerActivations a;
+  a.dense = sbh * (base + (attention + per_width * dbl(m.d_ff)) / t);
   if (m.is_moe()) {
     const double k = dbl(m.top_k);
-    const double moe_share = dbl(m.L - std::min(m.dense_layers, m.L)) / dbl(m.L);
-    const double moe_mlp = per_width * (k * dbl(m.expert_width()) + dbl(m.d_ff_shared)) + 2.0 * k;
-    mlp = (1 - moe_share) * mlp + moe_share * moe_mlp;
-    routed = moe_share * 2.0 * k;
+    const double experts = per_width * (k * dbl(m.expert_width()) + dbl(m.d_ff_shared)) + 2.0 * k;
+    a.moe = sbh * (base + 2.0 * k + (attention + experts) / t);
   }
-  double split = 4.0 * q + 4.0 * r * q + mlp;
-  if (m.attention == AttentionImpl::unfused) split += 5.0 * dbl(m.a) * dbl(m.s) / dbl(m.h);
-  const double replicated = 10.0;  // two norm inputs (4), attention and MLP inputs (4), 2 masks
-  const double per_token = (sequence_parallel ? replicated / t : replicated) + routed + split / t;
-  return dbl(m.s) * dbl(m.b) * dbl(m.h) * per_token;
+  return a;
+}
+
+// One layer's activations averaged over the model's layers (the leading dense layers of an MoE
+// model, DeepSeek's first_k_dense_replace, weighed in): what L layers hold, divided by L.
+double mean_layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
+  const LayerActivations a = layer_activations(m, sequence_parallel);
+  if (!m.is_moe()) return a.dense;
+  const double dense_share = dbl(std::min(m.dense_layers, m.L)) / dbl(m.L);
+  return dense_share * a.dense + (1 - dense_share) * a.moe;
+}
+
+// The largest layer's: what one layer being recomputed, or run for inference, needs at once.
+double largest_layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
+  const LayerActivations a = layer_activations(m, sequence_parallel);
+  if (!m.is_moe()) return a.dense;
+  return m.dense_layers > 0 ? std::max(a.dense, a.moe) : a.moe;
 }
 
 // Multi-head latent attention (DeepSeek-V2 sec. 2.1): Q from h directly or through a q_lora_rank
@@ -164,13 +185,15 @@ MemoryEstimate training_memory(const ModelShape& model, const ParallelLayout& la
   e.weights = shard * layout.weight_bytes / (layout.zero_stage >= 3 ? dp : 1.0);
   e.gradients = shard * layout.grad_bytes / (layout.zero_stage >= 2 ? dp : 1.0);
   e.optimizer = shard * layout.optimizer_bytes / (layout.zero_stage >= 1 ? dp : 1.0);
-  const double per_layer = layer_activation_bytes(model, layout.sequence_parallel);
+  const double per_layer = mean_layer_activation_bytes(model, layout.sequence_parallel);
   // With 1F1B pipelining the first stage holds pp microbatches of its L/pp layers: about L layers.
   const double layers_held = dbl(ceil_div(model.L, layout.pp)) * dbl(layout.pp);
   if (layout.checkpoint_activations) {
     const double layer_input =
         2.0 * dbl(model.s * model.b * model.h) / (layout.sequence_parallel ? dbl(model.t) : 1.0);
-    e.activations = layers_held * layer_input + per_layer;  // + one layer being recomputed
+    // + one layer being recomputed, the largest
+    e.activations =
+        layers_held * layer_input + largest_layer_activation_bytes(model, layout.sequence_parallel);
   } else {
     e.activations = layers_held * per_layer;
   }
@@ -184,7 +207,7 @@ MemoryEstimate inference_memory(const ModelShape& model, const ParallelLayout& l
   const double params = count_parameters(model).total;
   MemoryEstimate e;
   e.weights = params / dbl(model.t * layout.pp) * layout.weight_bytes;
-  e.activations = layer_activation_bytes(model, layout.sequence_parallel);
+  e.activations = largest_layer_activation_bytes(model, layout.sequence_parallel);
   // Per token and layer: K and V of the rank's key/value heads (replicated when a_kv < t), or under
   // latent attention the compressed latent and the shared rotary key that inference engines cache
   // in its place (DeepSeek-V2 §2.1.2), whole on every tensor-parallel rank.

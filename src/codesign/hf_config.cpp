@@ -381,7 +381,8 @@ HfImport import_hf_config(const json& c) {
       }
     }
     if (const auto moe_ff = in.integer({"moe_intermediate_size"})) m.d_ff_expert = *moe_ff;
-    if (const auto shared = in.count({"shared_expert_intermediate_size"})) {
+    // A shared width of 0 says "none" only if no count of shared experts follows.
+    if (const auto shared = in.count({"shared_expert_intermediate_size"}); shared && *shared > 0) {
       m.d_ff_shared = *shared;  // Qwen2-MoE: one shared expert of this width
     } else if (const auto n_shared = in.count({"n_shared_experts"})) {
       m.d_ff_shared = *n_shared * m.expert_width();  // DeepSeek: n experts of the routed width

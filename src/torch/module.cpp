@@ -99,21 +99,14 @@ std::size_t caller_poll_max_bytes_requested() {
 
 // The runtime's timeout for a world formed under torch's `timeout` (init_process_group's or the
 // first mcr group's): that timeout, as torch's own backends wait it to form their groups, capped by
-// MCR_TIMEOUT as every group's is (group_timeout) and by the runtime's longest (one week). 0 (no
-// timeout given, or MCR_TIMEOUT not a number of seconds) leaves the runtime to MCR_TIMEOUT or its
-// default, and init() to report a malformed MCR_TIMEOUT.
+// MCR_TIMEOUT as every group's is (group_timeout) and by the runtime's longest (one week); a
+// malformed MCR_TIMEOUT raises here as init() would. 0 (no timeout given) leaves the runtime to
+// MCR_TIMEOUT or its default.
 std::chrono::milliseconds world_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) return std::chrono::milliseconds{0};
   timeout = std::min(timeout, std::chrono::milliseconds{std::chrono::hours(24 * 7)});
-  const char* env = std::getenv("MCR_TIMEOUT");
-  if (env == nullptr || *env == '\0') return timeout;
-  char* end = nullptr;
-  const double seconds = std::strtod(env, &end);
-  if (end == env || *end != '\0' || !std::isfinite(seconds) || seconds <= 0) {
-    return std::chrono::milliseconds{0};
-  }
-  if (seconds * 1000 >= static_cast<double>(timeout.count())) return timeout;
-  return std::chrono::milliseconds{0};  // MCR_TIMEOUT is the shorter: the runtime takes it
+  if (const auto cap = mcr::timeout_from_environment()) timeout = std::min(timeout, *cap);
+  return timeout;
 }
 
 // Brings the runtime up. With `store` (a c10d store, not None), the world is formed through it as
@@ -198,9 +191,8 @@ CommHandle world() {
 CommHandle member_group(const CommHandle& parent, std::vector<int> ranks, const std::string& key,
                         std::chrono::milliseconds timeout) {
   py::gil_scoped_release no_gil;
-  return CommThread::instance().call([&] {
-    return describe(parent.comm->member_group(ranks, key, group_timeout(timeout, *parent.comm)));
-  });
+  return CommThread::instance().call(
+      [&] { return describe(parent.comm->member_group(ranks, key, group_timeout(timeout))); });
 }
 
 // Rank 0's string on every rank of `h` (used to agree on a rendezvous address under mpirun).

@@ -109,19 +109,18 @@ std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
   return std::min(torch_timeout, mcr_timeout);
 }
 
-std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
-                                        const mcr::Communicator& comm) {
-  // MCR_TIMEOUT, when set, is the runtime's timeout (init() checked it) and caps the group's.
-  const char* mcr_timeout = std::getenv("MCR_TIMEOUT");
-  return group_timeout(torch_timeout, mcr_timeout != nullptr && *mcr_timeout != '\0',
-                       comm.timeout());
+std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout) {
+  // MCR_TIMEOUT itself, not the world's timeout: under torch that is the first group's
+  // (world_timeout), which must not cap a later group's longer one.
+  const auto cap = mcr::timeout_from_environment();
+  return group_timeout(torch_timeout, cap.has_value(), cap.value_or(std::chrono::milliseconds{0}));
 }
 
 ProcessGroupMCR::ProcessGroupMCR(mcr::Communicator comm, int rank, int size,
                                  std::chrono::milliseconds timeout, int local_ranks)
     : c10d::Backend(rank, size),
       comm_(std::move(comm)),
-      timeout_(group_timeout(timeout, comm_)),
+      timeout_(group_timeout(timeout)),
       spin_wait_(waiter_spins(local_ranks, std::thread::hardware_concurrency())) {}
 
 ProcessGroupMCR::~ProcessGroupMCR() {

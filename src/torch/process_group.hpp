@@ -99,10 +99,9 @@ inline std::chrono::milliseconds bounded_timeout(std::chrono::milliseconds t) no
 std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
                                         bool mcr_timeout_set,
                                         std::chrono::milliseconds mcr_timeout);
-/// group_timeout() with this process's MCR_TIMEOUT and `comm`'s timeout: what the group's
-/// operations and its formation from `comm` wait at most.
-std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
-                                        const mcr::Communicator& comm);
+/// group_timeout() with this process's MCR_TIMEOUT (mcr::timeout_from_environment): what the
+/// group's operations and its formation wait at most.
+std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout);
 
 class ProcessGroupMCR : public c10d::Backend {
  public:

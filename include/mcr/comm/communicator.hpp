@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -276,11 +277,18 @@ bool any_thread_may_call() noexcept;
 /// and backend, or BackendError). An error already raised to the caller is not raised again.
 void finalize();
 
+/// The timeout MCR_TIMEOUT sets, read and checked as init() reads it (InvalidArgument naming the
+/// variable, its text and the rule when malformed); nullopt when it is unset or empty. For callers
+/// that bound their own waits by it (the torch binding caps every group's timeout by it).
+std::optional<std::chrono::milliseconds> timeout_from_environment();
+
 /// This process is about to exit on an error of its own (an uncaught exception) while its peers
 /// may still wait for it: finalize() then waits for no peer (as after a communication failure:
 /// operations in flight are abandoned, Gloo connections closed, NCCL communicators aborted), and
 /// under an MPI launcher leaves MPI unfinalized, so that the launcher ends the whole job at once
 /// when this process exits, instead of every rank waiting out its timeout. `reason` is logged.
+/// From then on the cross-rank check of a signature's first call (MCR_VERIFY) gives up at once
+/// (Error, "cross-rank verification abandoned"), on any thread: its peers may never arrive.
 /// The torch backend calls it from Python's excepthook. Thread-safe; no effect before init().
 void exiting_on_error(std::string_view reason) noexcept;
 

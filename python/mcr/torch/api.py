@@ -129,7 +129,7 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
         os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
     if env_init and _backend.launched_by_mpi() and (
             ours or "MASTER_PORT" not in os.environ):
-        world = _backend.ensure_runtime()
+        world = _backend.ensure_runtime(timeout=timeout)
         port = _C.broadcast_string(world, str(_backend._free_port()) if world.rank == 0 else "")
         # torch's store runs on rank 0, where mcr's own store listens: at the address every rank
         # has already reached (loopback on one host; else MCR_STORE_HOST's interface address or

@@ -329,3 +329,13 @@ void check_config_agrees(Exchange& exchange, int rank, const ConfigDigest& mine)
 }
 
 }  // namespace mcr::detail
+
+namespace mcr {
+
+std::optional<std::chrono::milliseconds> timeout_from_environment() {
+  const char* t = std::getenv("MCR_TIMEOUT");
+  if (t == nullptr || *t == '\0') return std::nullopt;
+  return detail::parse_timeout_seconds(t, "MCR_TIMEOUT");
+}
+
+}  // namespace mcr

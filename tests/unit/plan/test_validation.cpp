@@ -55,9 +55,9 @@ TEST(PlanValidation, Narayanan2021TableOne) {
 // ("fit" in the name), among the dense and coarse-grained MoE models, the targets of
 // docs/performance/planner.md#recent-h100-b200 (mean <= 10 %, worst <= 20 %) hold with the
 // margins asserted here. The fine-grained MoE models (64 experts or more) are predicted too fast
-// by 18-38 % (docs/performance/planner.md#fine-grained-moe: GPU-side work of the MoE layers and
-// FP8's cost on small experts, not fully priced; host waits a smaller part); they are held to a
-// bound that guards against regressions, and to the sign.
+// by 18-38 % (docs/performance/planner.md#fine-grained-moe and #moe-profile: time inside the MoE
+// layers' kernels, waits included, and FP8 on narrow experts, not fully priced; the GPU's idle
+// time a smaller part); they are held to a bound that guards against regressions, and to the sign.
 TEST(PlanValidation, RecentRunsOnH100AndB200) {
   const auto rows = validate_runs(load_published_runs(MCR_PLAN_RUNS_RECENT));
   ASSERT_EQ(rows.size(), 28u);
