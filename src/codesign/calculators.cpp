@@ -45,45 +45,40 @@ void validate_layout(const ModelShape& m, const ParallelLayout& p) {
 // An MoE layer keeps each token's top_k routed copies instead: the experts' inputs (2 k, whole on
 // every TP rank, as the experts of expert TP = t each receive them), the unpermute buffer (2 k,
 // split) and the experts' and shared experts' intermediates at their widths.
-struct LayerActivations {
-  double dense = 0;  ///< a layer with the dense MLP
-  double moe = 0;    ///< an MoE layer (0 for a dense model)
-};
-
-LayerActivations layer_activations(const ModelShape& m, bool sequence_parallel) {
+double layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
   const double t = dbl(m.t);
   const double r = dbl(m.kv_heads()) / dbl(m.a);
   const double q = dbl(m.a * m.head_dim()) / dbl(m.h);              // 1 unless head_dim is given
   const double per_width = (m.gated_mlp() ? 8.0 : 4.0) / dbl(m.h);  // MLP intermediates per d_ff
-  double attention = 4.0 * q + 4.0 * r * q;
-  if (m.attention == AttentionImpl::unfused) attention += 5.0 * dbl(m.a) * dbl(m.s) / dbl(m.h);
+  double split = 4.0 * q + 4.0 * r * q;
+  if (m.attention == AttentionImpl::unfused) split += 5.0 * dbl(m.a) * dbl(m.s) / dbl(m.h);
   const double replicated = 10.0;  // two norm inputs (4), attention and MLP inputs (4), 2 masks
-  const double base = sequence_parallel ? replicated / t : replicated;
-  const double sbh = dbl(m.s) * dbl(m.b) * dbl(m.h);
-  LayerActivations a;
-  a.dense = sbh * (base + (attention + per_width * dbl(m.d_ff)) / t);
+  double whole = sequence_parallel ? replicated / t : replicated;
   if (m.is_moe()) {
     const double k = dbl(m.top_k);
-    const double experts = per_width * (k * dbl(m.expert_width()) + dbl(m.d_ff_shared)) + 2.0 * k;
-    a.moe = sbh * (base + 2.0 * k + (attention + experts) / t);
+    split += per_width * (k * dbl(m.expert_width()) + dbl(m.d_ff_shared)) + 2.0 * k;
+    whole += 2.0 * k;
+  } else {
+    split += per_width * dbl(m.d_ff);
   }
-  return a;
+  return dbl(m.s) * dbl(m.b) * dbl(m.h) * (whole + split / t);
 }
 
 // One layer's activations averaged over the model's layers (the leading dense layers of an MoE
 // model, DeepSeek's first_k_dense_replace, weighed in): what L layers hold, divided by L.
 double mean_layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
-  const LayerActivations a = layer_activations(m, sequence_parallel);
-  if (!m.is_moe()) return a.dense;
-  const double dense_share = dbl(std::min(m.dense_layers, m.L)) / dbl(m.L);
-  return dense_share * a.dense + (1 - dense_share) * a.moe;
+  const double moe = layer_activation_bytes(m, sequence_parallel);
+  if (m.dense_layers == 0) return moe;
+  const double dense_share = dbl(m.dense_layers) / dbl(m.L);
+  return dense_share * layer_activation_bytes(dense_layer_of(m), sequence_parallel) +
+         (1 - dense_share) * moe;
 }
 
 // The largest layer's: what one layer being recomputed, or run for inference, needs at once.
 double largest_layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
-  const LayerActivations a = layer_activations(m, sequence_parallel);
-  if (!m.is_moe()) return a.dense;
-  return m.dense_layers > 0 ? std::max(a.dense, a.moe) : a.moe;
+  const double moe = layer_activation_bytes(m, sequence_parallel);
+  if (m.dense_layers == 0) return moe;
+  return std::max(moe, layer_activation_bytes(dense_layer_of(m), sequence_parallel));
 }
 
 // Multi-head latent attention (DeepSeek-V2 sec. 2.1): Q from h directly or through a q_lora_rank
@@ -185,7 +180,6 @@ MemoryEstimate training_memory(const ModelShape& model, const ParallelLayout& la
   e.weights = shard * layout.weight_bytes / (layout.zero_stage >= 3 ? dp : 1.0);
   e.gradients = shard * layout.grad_bytes / (layout.zero_stage >= 2 ? dp : 1.0);
   e.optimizer = shard * layout.optimizer_bytes / (layout.zero_stage >= 1 ? dp : 1.0);
-  const double per_layer = mean_layer_activation_bytes(model, layout.sequence_parallel);
   // With 1F1B pipelining the first stage holds pp microbatches of its L/pp layers: about L layers.
   const double layers_held = dbl(ceil_div(model.L, layout.pp)) * dbl(layout.pp);
   if (layout.checkpoint_activations) {
@@ -195,7 +189,7 @@ MemoryEstimate training_memory(const ModelShape& model, const ParallelLayout& la
     e.activations =
         layers_held * layer_input + largest_layer_activation_bytes(model, layout.sequence_parallel);
   } else {
-    e.activations = layers_held * per_layer;
+    e.activations = layers_held * mean_layer_activation_bytes(model, layout.sequence_parallel);
   }
   e.total = e.weights + e.gradients + e.optimizer + e.activations;
   return e;

@@ -207,7 +207,6 @@ void read_sliding_window(const json& c, Reader& in, const std::string& type, Mod
   const bool allowed = c.value("use_sliding_window", true);
   if (c.contains("use_sliding_window")) in.use("use_sliding_window");
   const auto window = in.count({"sliding_window"});  // 0: no window
-  if (c.contains("sliding_window")) in.use("sliding_window");
   if (!window || *window == 0 || !allowed) return;
   if (c.contains("layer_types") && c.at("layer_types").is_array()) {
     in.use("layer_types");
@@ -235,11 +234,10 @@ void read_sliding_window(const json& c, Reader& in, const std::string& type, Mod
 }
 
 // Multi-head latent attention (DeepSeek-V2/V3). q_lora_rank null means a plain Q projection.
-void read_latent_attention(Reader& in, const json& c, ModelShape& m) {
+void read_latent_attention(Reader& in, ModelShape& m) {
   const auto kv_lora = in.integer({"kv_lora_rank"});
   if (!kv_lora) return;
   m.kv_lora_rank = *kv_lora;
-  if (c.contains("q_lora_rank")) in.use("q_lora_rank");
   m.q_lora_rank = in.count({"q_lora_rank"}).value_or(0);
   m.qk_nope_dim = in.required({"qk_nope_head_dim"});
   m.qk_rope_dim = in.required({"qk_rope_head_dim"});
@@ -330,7 +328,7 @@ HfImport import_hf_config(const json& c) {
   if (const auto d = in.integer({"head_dim"})) {
     if (*d * m.a != m.h) m.d_head = *d;
   }
-  read_latent_attention(in, c, m);
+  read_latent_attention(in, m);
 
   // Sequence length: the config's maximum, capped at the training length the presets use.
   const auto max_pos =

@@ -2,7 +2,6 @@
 // communicator handles, the ProcessGroupMCR class, explain() and the backend override switch.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -98,15 +97,13 @@ std::size_t caller_poll_max_bytes_requested() {
 }
 
 // The runtime's timeout for a world formed under torch's `timeout` (init_process_group's or the
-// first mcr group's): that timeout, as torch's own backends wait it to form their groups, capped by
-// MCR_TIMEOUT as every group's is (group_timeout) and by the runtime's longest (one week); a
-// malformed MCR_TIMEOUT raises here as init() would. 0 (no timeout given) leaves the runtime to
-// MCR_TIMEOUT or its default.
+// first mcr group's): that group's own (group_timeout), as torch's backends wait it to form their
+// groups, within the longest InitOptions::timeout takes (one week); a malformed MCR_TIMEOUT raises
+// here as init() would. 0 (no timeout given) leaves the runtime to MCR_TIMEOUT or its default.
 std::chrono::milliseconds world_timeout(std::chrono::milliseconds timeout) {
+  constexpr std::chrono::milliseconds kInitLongest = std::chrono::hours(24 * 7);
   if (timeout.count() <= 0) return std::chrono::milliseconds{0};
-  timeout = std::min(timeout, std::chrono::milliseconds{std::chrono::hours(24 * 7)});
-  if (const auto cap = mcr::timeout_from_environment()) timeout = std::min(timeout, *cap);
-  return timeout;
+  return std::min(group_timeout(timeout), kInitLongest);
 }
 
 // Brings the runtime up. With `store` (a c10d store, not None), the world is formed through it as

@@ -100,20 +100,14 @@ void WorkMCR::release_resources() {
   future_.reset();
 }
 
-std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
-                                        bool mcr_timeout_set,
-                                        std::chrono::milliseconds mcr_timeout) {
-  torch_timeout = bounded_timeout(torch_timeout);
-  if (!mcr_timeout_set) return torch_timeout;
-  if (torch_timeout.count() <= 0) return mcr_timeout;
-  return std::min(torch_timeout, mcr_timeout);
-}
-
 std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout) {
+  torch_timeout = bounded_timeout(torch_timeout);
   // MCR_TIMEOUT itself, not the world's timeout: under torch that is the first group's
   // (world_timeout), which must not cap a later group's longer one.
   const auto cap = mcr::timeout_from_environment();
-  return group_timeout(torch_timeout, cap.has_value(), cap.value_or(std::chrono::milliseconds{0}));
+  if (!cap) return torch_timeout;
+  if (torch_timeout.count() <= 0) return *cap;
+  return std::min(torch_timeout, *cap);
 }
 
 ProcessGroupMCR::ProcessGroupMCR(mcr::Communicator comm, int rank, int size,

@@ -91,16 +91,11 @@ inline std::chrono::milliseconds bounded_timeout(std::chrono::milliseconds t) no
   return std::min(t, kLongestTimeout);
 }
 
-/// The timeout of a group's operations (unless a call passes its own): torch's (`timeout=` of
-/// init_process_group/new_group, 30 min by default), capped by MCR_TIMEOUT when that is set, so
-/// that the variable bounds every mcr operation whatever the launch (docs/torch.md, "Errors and
-/// timeouts"), and by kLongestTimeout. `mcr_timeout`: the communicator's, which is MCR_TIMEOUT's
-/// when it is set.
-std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout,
-                                        bool mcr_timeout_set,
-                                        std::chrono::milliseconds mcr_timeout);
-/// group_timeout() with this process's MCR_TIMEOUT (mcr::timeout_from_environment): what the
-/// group's operations and its formation wait at most.
+/// The timeout of a group's operations and of its formation (unless a call passes its own):
+/// torch's (`timeout=` of init_process_group/new_group, 30 min by default; 0: none given), capped
+/// by MCR_TIMEOUT when that is set (mcr::timeout_from_environment), so that the variable bounds
+/// every mcr operation whatever the launch (docs/torch.md, "Errors and timeouts"), and by
+/// kLongestTimeout.
 std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout);
 
 class ProcessGroupMCR : public c10d::Backend {

@@ -7,6 +7,7 @@ any backend.
 
 import os
 import sys
+import time
 from datetime import timedelta
 
 import torch
@@ -38,6 +39,20 @@ def noncontiguous(t):
     view.copy_(t.reshape(-1))
     assert not view.is_contiguous() or t.numel() <= 1
     return view
+
+
+def comm_thread_counts():
+    """The communication thread's counters (posted, issued_by_caller, driven_by_waiter, ...)."""
+    return mcr.torch._backend._C.comm_thread_counts()
+
+
+def wait_for_count(key, before, seconds):
+    """Waits until comm_thread_counts()[key] differs from `before`, at most `seconds`; whether it
+    did (a thread has posted its operation, a waiter is driving)."""
+    deadline = time.monotonic() + seconds
+    while comm_thread_counts()[key] == before and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return comm_thread_counts()[key] != before
 
 
 def check(cond, what):

@@ -16,11 +16,7 @@ import torch
 import torch.distributed as dist
 
 import mcr.torch as mt
-from common import check, data, finish, same, setup
-
-
-def counts():
-    return mt._backend._C.comm_thread_counts()
+from common import check, comm_thread_counts as counts, data, finish, same, setup, wait_for_count
 
 
 def sync_calls_on_two_threads(rank, ws):
@@ -83,9 +79,7 @@ def helper_send_beside_main_collective(rank, ws):
 
                 def helper():
                     # After this thread has posted its all_reduce and is waiting in it.
-                    deadline = time.monotonic() + 10
-                    while counts()["posted"] == posted and time.monotonic() < deadline:
-                        time.sleep(0.001)
+                    wait_for_count("posted", posted, 10)
                     time.sleep(0.2)
                     try:
                         dist.send(torch.arange(8, dtype=torch.int64) + 5, dst=1, group=g)

@@ -26,8 +26,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import mcr.torch as mt
-from common import setup
+from common import comm_thread_counts as counts, setup, wait_for_count
 
 
 def main():
@@ -44,7 +43,6 @@ def main():
         if "pending" in sys.argv[1:]:
             dist.irecv(torch.empty(4), src=1)  # never matched: rank 1 sends nothing
         if waiting:
-            counts = mt._backend._C.comm_thread_counts
             posted, driven = counts()["posted"], counts()["driven_by_waiter"]
             if receiving:  # never matched: rank 1 sends nothing
                 threading.Thread(target=dist.recv, args=(torch.empty(4),), kwargs={"src": 1},
@@ -52,19 +50,12 @@ def main():
             else:  # a count not seen before on g is verified across the ranks first; 4 was, above
                 threading.Thread(target=dist.all_reduce, args=(torch.ones(5 if verifying else 4),),
                                  kwargs={"group": g}, daemon=True).start()
-
-            def wait_for(key, before, seconds):
-                deadline = time.monotonic() + seconds
-                while counts()[key] == before and time.monotonic() < deadline:
-                    time.sleep(0.001)
-                return counts()[key] != before
-
-            if not wait_for("posted", posted, 10):
+            if not wait_for_count("posted", posted, 10):
                 print("rank 0: FAIL: the thread did not post its operation", flush=True)
             # Waiting, the thread usually goes on to do the work itself (a waiter); sometimes the
             # communication thread polls the operation instead. Either must let go at exit.
             if not verifying and not receiving:
-                wait_for("driven_by_waiter", driven, 2)
+                wait_for_count("driven_by_waiter", driven, 2)
             time.sleep(0.2)
         print(f"test_uncaught: rank 0 raises with {ws - 1} peers waiting", flush=True)
         raise RuntimeError("test_uncaught: raised on purpose")

@@ -145,7 +145,8 @@ def _create(opts, pg_options=None):
     global _generation
     ranks = list(opts.global_ranks_in_group)
     _check_first_group(ranks)
-    world = ensure_runtime(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+    timeout = _as_timedelta(opts.timeout)
+    world = ensure_runtime(opts.store, opts.group_rank, opts.group_size, timeout)
     if not ranks:  # the default group: the world communicator
         with _lock:
             _generation += 1
@@ -161,8 +162,8 @@ def _create(opts, pg_options=None):
         # The ranks by their digest: every member reads every other member's key from the store.
         digest = hashlib.sha1("_".join(map(str, ranks)).encode(), usedforsecurity=False).hexdigest()
         key = f"torch/{_generation}/{len(ranks)}/{digest}/{made}"
-        handle = _C.member_group(world, ranks, key, _as_timedelta(opts.timeout))
-    return _C.ProcessGroupMCR(handle, opts.group_rank, opts.group_size, _as_timedelta(opts.timeout))
+        handle = _C.member_group(world, ranks, key, timeout)
+    return _C.ProcessGroupMCR(handle, opts.group_rank, opts.group_size, timeout)
 
 
 def _shutdown():

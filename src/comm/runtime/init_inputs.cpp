@@ -59,7 +59,7 @@ std::chrono::milliseconds resolve_timeout(const InitOptions& o) {
         o.timeout.count(), kMaxTimeout.count(), kDefaultTimeout.count() / 1000));
   }
   if (o.timeout.count() > 0) return o.timeout;
-  if (const char* t = env("MCR_TIMEOUT")) return parse_timeout_seconds(t, "MCR_TIMEOUT");
+  if (const auto t = timeout_from_environment()) return *t;
   return kDefaultTimeout;
 }
 
@@ -333,9 +333,10 @@ void check_config_agrees(Exchange& exchange, int rank, const ConfigDigest& mine)
 namespace mcr {
 
 std::optional<std::chrono::milliseconds> timeout_from_environment() {
-  const char* t = std::getenv("MCR_TIMEOUT");
-  if (t == nullptr || *t == '\0') return std::nullopt;
-  return detail::parse_timeout_seconds(t, "MCR_TIMEOUT");
+  if (const char* t = detail::env("MCR_TIMEOUT")) {
+    return detail::parse_timeout_seconds(t, "MCR_TIMEOUT");
+  }
+  return std::nullopt;
 }
 
 }  // namespace mcr
