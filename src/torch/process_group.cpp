@@ -136,7 +136,7 @@ std::string ProcessGroupMCR::backend_override() {
 
 std::chrono::milliseconds ProcessGroupMCR::pick_timeout(
     std::chrono::milliseconds op_timeout) const {
-  return op_timeout.count() > 0 ? bounded_timeout(op_timeout) : timeout_;
+  return op_timeout.count() > 0 ? bounded_timeout(op_timeout) : timeout();
 }
 
 void ProcessGroupMCR::check_open() {

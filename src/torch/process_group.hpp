@@ -108,8 +108,10 @@ class ProcessGroupMCR : public c10d::Backend {
   ~ProcessGroupMCR() override;
 
   const std::string getBackendName() const override { return "mcr"; }
+  /// torch's Backend.set_timeout (mcr.torch.set_timeout): later operations take `timeout`, capped
+  /// as the group's own (group_timeout); operations already posted keep theirs.
   void setTimeout(std::chrono::milliseconds timeout) override {
-    timeout_ = bounded_timeout(timeout);
+    timeout_.store(group_timeout(timeout), std::memory_order_relaxed);
   }
 
   // Coalescing (torch's _coalescing_manager, batch_isend_irecv): the operations issued between
@@ -183,7 +185,7 @@ class ProcessGroupMCR : public c10d::Backend {
   static std::string backend_override();
 
   const mcr::Communicator& communicator() const { return comm_; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  std::chrono::milliseconds timeout() const { return timeout_.load(std::memory_order_relaxed); }
 
  private:
   using Start = std::function<mcr::Work(mcr::Communicator&, const mcr::CallOptions&)>;
@@ -207,7 +209,8 @@ class ProcessGroupMCR : public c10d::Backend {
                                          std::vector<c10::intrusive_ptr<c10d::Work>> works);
 
   mcr::Communicator comm_;
-  std::chrono::milliseconds timeout_;
+  // Atomic: set_timeout may run on one thread while another posts (pick_timeout).
+  std::atomic<std::chrono::milliseconds> timeout_;
   bool spin_wait_;
   std::atomic<std::uint64_t> sequence_{0};
   bool closed_ = false;  // shutdown()/abort(): later posts fail; under outstanding_mu_

@@ -2,13 +2,15 @@
 backends: under torchrun rank 1 arrives 12 s late and init_process_group's timeout is 3 s, so rank 0
 raises within a few seconds (the runtime formed the world with its own default, 10 minutes, and
 then completed it when rank 1 came). Judged by rank 0's line; a rank printing FAIL fails the test.
-With `caps`, the timeouts the world and a later group take under MCR_TIMEOUT."""
+With `caps`, the timeouts the world and a later group take under MCR_TIMEOUT, and those that
+mcr.torch.set_timeout sets."""
 
 import os
 import sys
 import time
 from datetime import timedelta
 
+import torch
 import torch.distributed as dist
 
 import mcr.torch
@@ -27,7 +29,32 @@ def caps():
               f"2 h under MCR_TIMEOUT=3600, 3600 s expected)", flush=True)
     else:
         print(f"rank {rank}: timeouts {world} and {group}", flush=True)
+    set_timeout(rank, g)
     dist.destroy_process_group()
+
+
+def set_timeout(rank, g):
+    """mcr.torch.set_timeout: capped by MCR_TIMEOUT as new_group's timeout is (before, 2 h stayed 2
+    h), and the group's later operations wait the new timeout: rank 0's all_reduce on g, which rank
+    1 never joins, times out after 2 s, not after the group's 3600 s."""
+    mcr.torch.set_timeout(timedelta(hours=2), g)
+    capped = mcr.torch._backend.backend_of(g).timeout
+    if capped != timedelta(seconds=3600):
+        print(f"rank {rank}: FAIL: set_timeout(2 h) under MCR_TIMEOUT=3600 gave {capped}", flush=True)
+    mcr.torch.set_timeout(2, g)
+    if rank == 0:
+        began = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(4), group=g)
+            print("rank 0: FAIL: an all_reduce that rank 1 never joins completed", flush=True)
+        except Exception as e:  # noqa: BLE001 - the timeout is the expected outcome
+            took = time.monotonic() - began
+            if not (1.5 <= took <= 20 and "2000 ms" in str(e)):
+                print(f"rank 0: FAIL: the all_reduce raised after {took:.1f} s, not as the 2 s "
+                      f"timeout: {e}", flush=True)
+            else:
+                print(f"rank 0: the all_reduce timed out after {took:.1f} s", flush=True)
+    dist.barrier()  # on the world: rank 1 stays until rank 0's all_reduce has timed out
 
 
 def main():

@@ -21,7 +21,7 @@ from . import _mcr_torch as _C
 __all__ = [
     "ReduceOp", "backend", "init_processes", "is_initialized", "destroy_process_group", "get_rank",
     "get_world_size", "get_local_rank", "get_world_group", "get_global_rank",
-    "get_all_ranks_from_group", "new_group", "broadcast", "all_reduce", "all_reduce_coalesced",
+    "get_all_ranks_from_group", "new_group", "set_timeout", "broadcast", "all_reduce", "all_reduce_coalesced",
     "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
     "all_to_all_single", "all_to_all", "gather", "scatter", "send", "recv", "isend", "irecv",
     "barrier", "explain", "has_all_gather_into_tensor", "has_reduce_scatter_tensor",
@@ -187,6 +187,21 @@ def new_group(ranks=None, timeout=None, **kwargs):
     """A group of `ranks` (global ranks) on mcr; torch.distributed.new_group's other arguments
     (use_local_synchronization, group_desc, ...) pass through."""
     return dist.new_group(ranks, timeout=timeout, backend="mcr", **kwargs)
+
+
+def set_timeout(timeout, group=None):
+    """The timeout of `group`'s later operations (the default group's with None), capped by
+    MCR_TIMEOUT as `timeout=` of new_group is; operations already issued keep theirs. torch's
+    `_set_pg_timeout` does this for its own Gloo and NCCL groups only (it warns and leaves other
+    backends as they are). Local: set it alike on every member."""
+    b = _backend.backend_of(group)
+    if b is None:
+        raise ValueError(f"mcr.torch.set_timeout: the group {group!r} does not run on backend "
+                         f"'mcr' on the CPU")
+    t = _backend._as_timedelta(timeout)
+    if t <= timedelta(0):
+        raise ValueError(f"mcr.torch.set_timeout: timeout = {t} must be positive")
+    b.set_timeout(t)
 
 
 def broadcast(tensor, src, group=None, async_op=False, backend=None):
