@@ -106,6 +106,36 @@ std::chrono::milliseconds world_timeout(std::chrono::milliseconds timeout) {
   return std::min(group_timeout(timeout), kInitLongest);
 }
 
+// mcr::init(options), on the communication thread. A failed init leaves the runtime unformed, and
+// init raises until finalize. With torch's store and no MPI launcher (torchrun), that finalize
+// happens here, so that init_process_group may be tried again as with torch's own backends (all
+// ranks try again: each attempt meets its peers' under a new store generation). Under an MPI
+// launcher the world cannot be formed twice (MPI initialises once per process): a later attempt
+// says so and why the first failed.
+std::optional<mcr::Communicator> init_once_more_allowed(const mcr::InitOptions& options) {
+  static std::string failed_under_launcher;  // the first failure's message, under MPI
+  if (!failed_under_launcher.empty()) {
+    throw mcr::Error(
+        "mcr: forming the world failed earlier in this process, under an MPI launcher, where it "
+        "cannot be formed again (MPI initialises once per process): start the job again. The "
+        "failure: " +
+        failed_under_launcher);
+  }
+  try {
+    return mcr::init(options);
+  } catch (const std::exception& e) {
+    if (options.store && !mcr::launch_info(true).mpi_world) {
+      try {
+        mcr::finalize();  // waits for no peer: nothing is shared after a failed init
+      } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): init's error is the one
+      }                                  // to raise; with no world, nothing was in flight
+    } else {
+      failed_under_launcher = e.what();
+    }
+    throw;
+  }
+}
+
 // Brings the runtime up. With `store` (a c10d store, not None), the world is formed through it as
 // rank `rank` of `size` (InitOptions::store): the path of init_process_group("mcr") without an MPI
 // launcher, so that torch's store is the job's only rendezvous. `timeout`: torch's for the group
@@ -125,7 +155,7 @@ CommHandle init_runtime(const py::object& store, int rank, int size,
     if (!world_slot()) {
       const bool inline_wanted = caller_issue_requested();
       const std::size_t poll_bytes = caller_poll_max_bytes_requested();
-      world_slot() = mcr::init(options);
+      world_slot() = init_once_more_allowed(options);
       CommThread::instance().set_inline_waiter(caller);
       CommThread::instance().set_caller_issue(inline_wanted && mcr::any_thread_may_call());
       CommThread::instance().set_reliefs_allowed(mcr::any_thread_may_call());

@@ -3,7 +3,7 @@ backends: under torchrun rank 1 arrives 12 s late and init_process_group's timeo
 raises within a few seconds (the runtime formed the world with its own default, 10 minutes, and
 then completed it when rank 1 came). Judged by rank 0's line; a rank printing FAIL fails the test.
 With `caps`, the timeouts the world and a later group take under MCR_TIMEOUT, and those that
-mcr.torch.set_timeout sets."""
+mcr.torch.set_timeout sets. With `retry`, init_process_group tried again after a timeout."""
 
 import os
 import sys
@@ -57,9 +57,37 @@ def set_timeout(rank, g):
     dist.barrier()  # on the world: rank 1 stays until rank 0's all_reduce has timed out
 
 
+def retry():
+    """init_process_group tried again after it timed out, as with torch's own backends: rank 1
+    comes 6 s late, both ranks' first attempt (2 s) fails, the second (60 s) forms the world. Before,
+    a second attempt raised at once, saying to call mcr::finalize(), a C++ function."""
+    rank = int(os.environ["RANK"])
+    if rank == 1:
+        time.sleep(6)
+    for attempt, seconds in enumerate((2, 60)):
+        try:
+            dist.init_process_group("mcr", timeout=timedelta(seconds=seconds))
+            break
+        except Exception as e:  # noqa: BLE001 - the first attempt is meant to time out
+            print(f"rank {rank}: attempt {attempt} raised: {e}", flush=True)
+            if attempt == 1:
+                print(f"rank {rank}: FAIL: init_process_group failed again", flush=True)
+                return
+    t = torch.full((3,), float(rank + 1))
+    dist.all_reduce(t)
+    if t.tolist() != [3.0, 3.0, 3.0]:
+        print(f"rank {rank}: FAIL: all_reduce gave {t.tolist()}, not [3, 3, 3]", flush=True)
+    else:
+        print(f"rank {rank}: formed at attempt {attempt}; all_reduce {t.tolist()}", flush=True)
+    dist.destroy_process_group()
+
+
 def main():
     if "caps" in sys.argv[1:]:
         caps()
+        return
+    if "retry" in sys.argv[1:]:
+        retry()
         return
     rank = int(os.environ["RANK"])
     if rank == 1:

@@ -257,7 +257,8 @@ struct InitOptions {
 /// is set without a valid `rank` and `size`, or `rank`/`size` are set without a store.
 Communicator init(const InitOptions& options = {});
 /// Whether init() has run and succeeded, and finalize() has not. After an init() that raised, call
-/// finalize() before init() again (init() raises until then, and runtime_info() with it).
+/// finalize() before init() again (init() raises until then, and runtime_info() with it); with
+/// InitOptions::store and no launcher's world, that finalize() waits for no peer.
 bool is_initialized() noexcept;
 /// Whether the thread that calls the runtime may change from one call to the next (one thread at a
 /// time whatever the communicator, calls ordered by the caller, like MPI_THREAD_SERIALIZED; calls
