@@ -126,7 +126,7 @@ std::optional<mcr::Communicator> init_once_more_allowed(const mcr::InitOptions& 
   } catch (const std::exception& e) {
     if (options.store && !mcr::launch_info(true).mpi_world) {
       try {
-        mcr::finalize();  // waits for no peer: nothing is shared after a failed init
+        mcr::finalize();                 // waits for no peer: nothing is shared after a failed init
       } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): init's error is the one
       }                                  // to raise; with no world, nothing was in flight
     } else {

@@ -3,7 +3,8 @@ backends: under torchrun rank 1 arrives 12 s late and init_process_group's timeo
 raises within a few seconds (the runtime formed the world with its own default, 10 minutes, and
 then completed it when rank 1 came). Judged by rank 0's line; a rank printing FAIL fails the test.
 With `caps`, the timeouts the world and a later group take under MCR_TIMEOUT, and those that
-mcr.torch.set_timeout sets. With `retry`, init_process_group tried again after a timeout."""
+mcr.torch.set_timeout sets. With `retry`, init_process_group tried again after a timeout; with `reinit`, a new default
+group after one whose operation timed out."""
 
 import os
 import sys
@@ -82,7 +83,41 @@ def retry():
     dist.destroy_process_group()
 
 
+def reinit():
+    """init_process_group after destroy_process_group, once an operation timed out: rank 0's
+    all_reduce, which rank 1 never joins, times out (2 s) and aborts the world; the next default
+    group must work, as with torch's own backends (an in-process restart after a fault). Before, it
+    was the aborted world: rank 0 raised "communicator aborted", rank 1 a connection closed."""
+    rank = int(os.environ["RANK"])
+    dist.init_process_group("mcr", timeout=timedelta(seconds=30))
+    mcr.torch.set_timeout(2)
+    if rank == 0:
+        try:
+            dist.all_reduce(torch.ones(2))
+            print("rank 0: FAIL: an all_reduce that rank 1 never joins completed", flush=True)
+        except Exception as e:  # noqa: BLE001 - the timeout is the expected outcome
+            print(f"rank 0: timed out as meant: {str(e)[:80]}", flush=True)
+    else:
+        time.sleep(4)  # past rank 0's timeout; the barrier below would join its all_reduce
+    dist.destroy_process_group()
+    dist.init_process_group("mcr", timeout=timedelta(seconds=30))
+    t = torch.full((3,), float(rank + 1))
+    try:
+        dist.all_reduce(t)
+    except Exception as e:  # noqa: BLE001 - reported as the failure it is
+        print(f"rank {rank}: FAIL: the second world's all_reduce raised: {e}", flush=True)
+        return
+    if t.tolist() != [3.0, 3.0, 3.0]:
+        print(f"rank {rank}: FAIL: all_reduce gave {t.tolist()}, not [3, 3, 3]", flush=True)
+    else:
+        print(f"rank {rank}: the second world's all_reduce gave {t.tolist()}", flush=True)
+    dist.destroy_process_group()
+
+
 def main():
+    if "reinit" in sys.argv[1:]:
+        reinit()
+        return
     if "caps" in sys.argv[1:]:
         caps()
         return

@@ -147,10 +147,18 @@ def _create(opts, pg_options=None):
     _check_first_group(ranks)
     timeout = _as_timedelta(opts.timeout)
     world = ensure_runtime(opts.store, opts.group_rank, opts.group_size, timeout)
-    if not ranks:  # the default group: the world communicator
+    if not ranks:  # the default group: the world communicator, then one of its own
         with _lock:
             _generation += 1
-        handle = world
+            generation = _generation
+        # A later default group (init_process_group after destroy_process_group) gets fresh
+        # connections, as torch's own backends do: the world's may be aborted by an operation that
+        # timed out, or closed by a peer whose own did (an in-process restart after a fault).
+        if generation == 1:
+            handle = world
+        else:
+            handle = _C.member_group(world, list(range(opts.group_size)), f"torch/{generation}/world",
+                                     timeout)
     else:
         # Not torch's group name: a group made with use_local_synchronization is named from its
         # ranks and the number of groups this rank holds, which differs between members that were
