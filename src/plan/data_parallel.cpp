@@ -62,7 +62,7 @@ double interleaved_exposed(double reduce, double bwd, int chunks, double group) 
 }  // namespace
 
 DataParallel data_parallel(const Context& c, const StageParams& params, double fwd,
-                           double bwd_window, double bubble) {
+                           double bwd_window) {
   const codesign::ModelShape& m = c.model;
   const CommModel& comm = c.comm;
   const Layout& l = c.layout;
@@ -122,12 +122,13 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     }
   }
   if (groups.empty()) return out;
-  // The gradients are final once the last microbatch's backward pass has run through the stage;
-  // what is left of the step after that is this backward pass and the pipeline's drain, half of the
-  // bubble (the stage idles while later stages finish).
-  const double window = l.dp_overlap ? bwd_window + bubble / 2 : 0.0;
-  // The reduction's exposed part: against the last microbatch's backward pass and the drain, or,
-  // with an interleaved pipeline, chunk by chunk through the cool-down.
+  // The gradients are final once the last microbatch's backward pass has run through the stage.
+  // On the first pipeline stage nothing follows that pass: the stage ends the step (later stages
+  // finished theirs earlier and idle in the drain, which hides their reductions, not its own).
+  // Before, the window also counted half the bubble as drain, which only later stages have.
+  const double window = l.dp_overlap ? bwd_window : 0.0;
+  // The reduction's exposed part: against the last microbatch's backward pass, or, with an
+  // interleaved pipeline, chunk by chunk through the cool-down.
   const auto reduce_exposed = [&] {
     if (!l.dp_overlap) return reduce;
     if (l.pp > 1 && l.interleave > 1) {
@@ -141,9 +142,22 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     out.exposed = mb * std::max(0.0, zero3 - cover);
   } else if (l.distributed_optimizer) {
     // Megatron-Core overlaps each bucket's reduce-scatter with the rest of the backward pass and
-    // each bucket's parameter all-gather with the next step's first forward pass and the fill.
-    const double ahead = l.dp_overlap ? fwd + bubble / 2 : 0.0;
-    out.exposed = reduce_exposed() + std::max(0.0, gather - ahead);
+    // the parameter all-gathers with the next step's first forward pass; on the first stage no
+    // fill comes before that pass, and a delay there delays every later stage. With an interleaved
+    // pipeline (align_param_gather, as Megatron-Bridge's recipes set it) chunk k+1's gather is
+    // dispatched at chunk k's first forward pass and needed `group` forward passes of a chunk
+    // later; chunk 0's is exposed.
+    double gather_exposed = gather;
+    if (l.dp_overlap) {
+      if (l.pp > 1 && l.interleave > 1) {
+        const double v = l.interleave;
+        const double group = std::min<double>(l.pp, mb);
+        gather_exposed = gather / v + (v - 1) * std::max(0.0, (gather - group * fwd) / v);
+      } else {
+        gather_exposed = std::max(0.0, gather - fwd);
+      }
+    }
+    out.exposed = reduce_exposed() + gather_exposed;
   } else {
     // Bucketed reduction overlaps the backward pass of the last microbatch; the parameter
     // all-gather after the optimizer step (ZeRO 1, 2) waits for it.

@@ -165,7 +165,7 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   r.params = codesign::count_parameters(whole).total;
   const MemoryBreakdown mem = plan_memory(m, device, l, options);
   const auto params = detail::stage_params(m, l);
-  const auto dp = detail::data_parallel(ctx, params, fwd, bwd + rec, b.bubble);
+  const auto dp = detail::data_parallel(ctx, params, fwd, bwd + rec);
   r.dp_reductions = dp.reductions;
   for (const auto& red : dp.reductions)
     r.dp_buckets += red.buckets;

@@ -168,9 +168,10 @@ struct DataParallel {
   std::vector<DpReduction> reductions;  ///< one per group of gradients, with its buckets
 };
 /// `fwd` and `bwd_window` are one microbatch's forward pass and backward pass (with its
-/// recomputation) on the stage, `bubble` the step's pipeline bubble.
+/// recomputation) on the stage. The exposed part is the first pipeline stage's: it runs the step's
+/// first forward pass and its last backward pass, so no pipeline fill or drain covers it.
 DataParallel data_parallel(const Context& c, const StageParams& params, double fwd,
-                           double bwd_window, double bubble);
+                           double bwd_window);
 
 /// The plan's notes: sources of the collectives' times, the assumptions that applied, what the
 /// memory leaves out (src/plan/notes.cpp). `r` has its breakdown and memory already.

@@ -130,6 +130,55 @@ TEST(PlanStep, DataParallelAllReduceOfTheGradients) {
   EXPECT_LT(plan_step(m, a100(), CommModel(sys), l).breakdown.dp_comm, r.breakdown.dp_comm);
 }
 
+TEST(PlanStep, FirstStageHidesItsReductionBehindOneBackwardPassOnly) {
+  // pp 8, dp 4 over slow links (one GPU per node, 2 GB/s), not interleaved: the first stage runs
+  // the step's last backward pass, so overlap hides at most one microbatch's pass of its reduction;
+  // the drain (half of the bubble, 3.5 microbatches' passes here) belongs to the later stages.
+  // Before, it hid that too.
+  const auto m = gpt();
+  SystemSpec sys = round_system(32, 1);
+  sys.inter = {2, 0, 1.0, "test"};
+  Layout l = layout(32, 1, 8, 1, 32, Recompute::none, m, sys);
+  l.dp_overlap = false;
+  const auto whole = plan_step(m, a100(), CommModel(sys), l);
+  l.dp_overlap = true;
+  const auto r = plan_step(m, a100(), CommModel(sys), l);
+  const double microbatches = static_cast<double>(l.microbatches());
+  const double one_pass = (r.breakdown.forward_gemm + r.breakdown.backward_gemm +
+                           r.breakdown.memory_bound + r.breakdown.recompute) /
+                          microbatches;
+  ASSERT_GT(r.breakdown.bubble / 2, 2 * one_pass);
+  // The reduction outlasts the cover either way, so the cover is what the difference measures.
+  ASSERT_GT(whole.breakdown.dp_comm, r.breakdown.bubble / 2 + one_pass);
+  EXPECT_GT(r.breakdown.dp_comm, 0);
+  EXPECT_LE(whole.breakdown.dp_comm - r.breakdown.dp_comm, one_pass * (1 + 1e-9));
+}
+
+TEST(PlanStep, InterleavedChunksGatherTheirParametersOneAfterAnother) {
+  // The distributed optimizer, pp 4, 2 chunks per stage, 8 microbatches, slow links: chunk 0's
+  // all-gather is exposed, chunk 1's starts at chunk 0's first forward pass and hides behind
+  // min(pp, microbatches) = 4 chunk forward passes, 2 stage forward passes of a microbatch. ZeRO 1
+  // exposes the whole gather; what the distributed optimizer hides of it is at most that cover.
+  // Before, it hid a stage forward pass and half the bubble (3 more chunk passes here).
+  const auto m = gpt();
+  SystemSpec sys = round_system(32, 1);
+  sys.inter = {2, 0, 1.0, "test"};
+  Layout l = layout(32, 1, 4, 1, 64, Recompute::none, m, sys);
+  l.interleave = 2;
+  l.zero = 1;
+  const auto zero1 = plan_step(m, a100(), CommModel(sys), l);
+  l.zero = 0;
+  l.distributed_optimizer = true;
+  const auto dist = plan_step(m, a100(), CommModel(sys), l);
+  const double microbatches = static_cast<double>(l.microbatches());
+  ASSERT_EQ(microbatches, 8);
+  const double forward_pass = (dist.breakdown.forward_gemm + dist.breakdown.memory_bound) /
+                              microbatches;  // memory_bound: an upper bound of the forward's part
+  const double hidden = zero1.breakdown.dp_comm - dist.breakdown.dp_comm;
+  EXPECT_GT(hidden, 0);
+  EXPECT_LE(hidden, 2 * forward_pass * (1 + 1e-9));
+}
+
 TEST(PlanStep, InterleavedPipelineReducesEachChunkAfterItsLastBackwardPass) {
   // pp 2, dp 4, 4 microbatches, 3 model chunks per stage. Megatron-Core reduces a chunk's
   // gradients once its last backward pass is done: the chunk that finishes last has its third of
