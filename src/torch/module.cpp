@@ -124,13 +124,15 @@ std::optional<mcr::Communicator> init_once_more_allowed(const mcr::InitOptions& 
   try {
     return mcr::init(options);
   } catch (const std::exception& e) {
-    if (options.store && !mcr::launch_info(true).mpi_world) {
-      try {
-        mcr::finalize();                 // waits for no peer: nothing is shared after a failed init
-      } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): init's error is the one
-      }                                  // to raise; with no world, nothing was in flight
-    } else {
+    if (mcr::launch_info(options.store != nullptr).mpi_world) {
       failed_under_launcher = e.what();
+    } else if (options.store) {
+      // init's error is the one to raise; with no world, nothing was in flight for finalize to
+      // report.
+      try {
+        mcr::finalize();
+      } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): see above
+      }
     }
     throw;
   }

@@ -8,6 +8,7 @@ group after one whose operation timed out."""
 
 import os
 import sys
+import tempfile
 import time
 from datetime import timedelta
 
@@ -58,22 +59,42 @@ def set_timeout(rank, g):
     dist.barrier()  # on the world: rank 1 stays until rank 0's all_reduce has timed out
 
 
+def _marker():
+    """A file both ranks of this launch name alike: rank 0 creates it once its first attempt has
+    raised, and rank 1 starts only then, however long either took to import torch."""
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+    return os.path.join(tempfile.gettempdir(), f"mcr_init_retry_{run}_{os.environ['MASTER_PORT']}")
+
+
 def retry():
     """init_process_group tried again after it timed out, as with torch's own backends: rank 1
-    comes 6 s late, both ranks' first attempt (2 s) fails, the second (60 s) forms the world. Before,
-    a second attempt raised at once, saying to call mcr::finalize(), a C++ function."""
+    starts after rank 0's first attempt (2 s) has raised, its own first attempt fails too, and both
+    second attempts (60 s) form the world. Before, a second attempt raised at once, saying to call
+    mcr::finalize(), a C++ function. Rank 0's first attempt raises after its 2 s."""
     rank = int(os.environ["RANK"])
+    marker = _marker()
     if rank == 1:
-        time.sleep(6)
+        deadline = time.monotonic() + 40
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.unlink(marker)
     for attempt, seconds in enumerate((2, 60)):
+        began = time.monotonic()
         try:
             dist.init_process_group("mcr", timeout=timedelta(seconds=seconds))
             break
         except Exception as e:  # noqa: BLE001 - the first attempt is meant to time out
-            print(f"rank {rank}: attempt {attempt} raised: {e}", flush=True)
+            took = time.monotonic() - began
+            print(f"rank {rank}: attempt {attempt} raised after {took:.1f} s: {e}", flush=True)
             if attempt == 1:
                 print(f"rank {rank}: FAIL: init_process_group failed again", flush=True)
                 return
+            if rank == 0:
+                if took > 3.9:
+                    print(f"rank 0: FAIL: the first attempt raised after {took:.1f} s, not after "
+                          f"its 2 s", flush=True)
+                with open(marker, "w"):
+                    pass
     t = torch.full((3,), float(rank + 1))
     dist.all_reduce(t)
     if t.tolist() != [3.0, 3.0, 3.0]:
@@ -84,34 +105,43 @@ def retry():
 
 
 def reinit():
-    """init_process_group after destroy_process_group, once an operation timed out: rank 0's
-    all_reduce, which rank 1 never joins, times out (2 s) and aborts the world; the next default
-    group must work, as with torch's own backends (an in-process restart after a fault). Before, it
-    was the aborted world: rank 0 raised "communicator aborted", rank 1 a connection closed."""
+    """init_process_group after destroy_process_group, once an operation timed out, three times
+    over: rank 0's all_reduce, which rank 1 never joins, times out (2 s) and aborts the default
+    group (the world the first time, a group of its own later), while rank 1 goes on to the next
+    init_process_group; each next default group must work, as with torch's own backends (an
+    in-process restart after a fault). Before, the second default group was the aborted world:
+    rank 0 raised "communicator aborted", rank 1 a connection closed."""
     rank = int(os.environ["RANK"])
+    for cycle in range(3):
+        dist.init_process_group("mcr", timeout=timedelta(seconds=30))
+        if cycle > 0:
+            check_all_reduce(rank, f"default group #{cycle}")
+        mcr.torch.set_timeout(2)
+        if rank == 0:
+            try:
+                dist.all_reduce(torch.ones(2))
+                print("rank 0: FAIL: an all_reduce that rank 1 never joins completed", flush=True)
+            except Exception as e:  # noqa: BLE001 - the timeout is the expected outcome
+                print(f"rank 0: cycle {cycle} failed as meant: {str(e)[:80]}", flush=True)
+        dist.destroy_process_group()
     dist.init_process_group("mcr", timeout=timedelta(seconds=30))
-    mcr.torch.set_timeout(2)
-    if rank == 0:
-        try:
-            dist.all_reduce(torch.ones(2))
-            print("rank 0: FAIL: an all_reduce that rank 1 never joins completed", flush=True)
-        except Exception as e:  # noqa: BLE001 - the timeout is the expected outcome
-            print(f"rank 0: timed out as meant: {str(e)[:80]}", flush=True)
-    else:
-        time.sleep(4)  # past rank 0's timeout; the barrier below would join its all_reduce
+    if check_all_reduce(rank, "default group #3"):
+        print(f"rank {rank}: every default group after a timeout worked", flush=True)
     dist.destroy_process_group()
-    dist.init_process_group("mcr", timeout=timedelta(seconds=30))
+
+
+def check_all_reduce(rank, what):
     t = torch.full((3,), float(rank + 1))
     try:
         dist.all_reduce(t)
     except Exception as e:  # noqa: BLE001 - reported as the failure it is
-        print(f"rank {rank}: FAIL: the second world's all_reduce raised: {e}", flush=True)
-        return
+        print(f"rank {rank}: FAIL: all_reduce on {what} raised: {e}", flush=True)
+        return False
     if t.tolist() != [3.0, 3.0, 3.0]:
-        print(f"rank {rank}: FAIL: all_reduce gave {t.tolist()}, not [3, 3, 3]", flush=True)
-    else:
-        print(f"rank {rank}: the second world's all_reduce gave {t.tolist()}", flush=True)
-    dist.destroy_process_group()
+        print(f"rank {rank}: FAIL: all_reduce on {what} gave {t.tolist()}, not [3, 3, 3]",
+              flush=True)
+        return False
+    return True
 
 
 def main():

@@ -215,7 +215,11 @@ class Communicator {
   /// `ranks`, or `ranks` is empty, out of range or repeats a rank; when `timeout` is negative,
   /// InvalidArgument on every member (the others naming this one), once the members met;
   /// MismatchError on every member when the members passed different keys (compared through the
-  /// store before any library is called).
+  /// store before any library is called). This communicator may have been aborted by a timeout:
+  /// the members meet through the store and each library forms the group afresh (Gloo and NCCL
+  /// through the store, MPI from the communicator's MPI communicator, whose abandoned operations
+  /// do not take part), so a process can form new groups after a timeout, as torch's
+  /// init_process_group after destroy_process_group does (mcr.torch).
   Communicator member_group(std::span<const int> ranks, std::string_view key,
                             std::chrono::milliseconds timeout = std::chrono::milliseconds{0}) const;
 
@@ -257,8 +261,7 @@ struct InitOptions {
 /// is set without a valid `rank` and `size`, or `rank`/`size` are set without a store.
 Communicator init(const InitOptions& options = {});
 /// Whether init() has run and succeeded, and finalize() has not. After an init() that raised, call
-/// finalize() before init() again (init() raises until then, and runtime_info() with it); with
-/// InitOptions::store and no launcher's world, that finalize() waits for no peer.
+/// finalize() before init() again (init() raises until then, and runtime_info() with it).
 bool is_initialized() noexcept;
 /// Whether the thread that calls the runtime may change from one call to the next (one thread at a
 /// time whatever the communicator, calls ordered by the caller, like MPI_THREAD_SERIALIZED; calls

@@ -152,9 +152,10 @@ def _create(opts, pg_options=None):
             _generation += 1
             generation = _generation
         # A later default group (init_process_group after destroy_process_group) gets fresh
-        # connections, as torch's own backends do: the world's may be aborted by an operation that
-        # timed out, or closed by a peer whose own did (an in-process restart after a fault).
-        if generation == 1:
+        # connections, as torch's own backends do: the world may be aborted by an operation that
+        # timed out, or its connections closed by a peer whose own did (an in-process restart
+        # after a fault). member_group forms it from the world even then.
+        if generation == 0:
             handle = world
         else:
             handle = _C.member_group(world, list(range(opts.group_size)), f"torch/{generation}/world",

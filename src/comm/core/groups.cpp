@@ -207,7 +207,8 @@ void check_ranks(const detail::CommState& s, std::span<const int> ranks, const c
 std::string check_same_key(detail::CommState& s, const std::vector<int>& members,
                            std::string_view key, std::chrono::milliseconds timeout,
                            const std::string& refused) {
-  s.check_usable();
+  // Not s.check_usable(): a communicator aborted by a timeout still forms groups of its members
+  // (member_group's contract says why).
   const std::uint64_t n = s.member_groups[members]++;
   const std::string what =
       fmt::format("member_group of ranks [{}] (group #{} of these ranks on communicator {})",
@@ -252,7 +253,6 @@ std::string check_same_key(detail::CommState& s, const std::vector<int>& members
 // same on every member: the backend list is equal across ranks).
 Communicator form_from_members(detail::CommState& s, const std::vector<int>& members,
                                std::uint64_t group_id, const std::string& tag) {
-  s.check_usable();
   detail::engine()
       .finish_composed_ops();  // forming may block in a library (docs/design.md, rule 6)
   auto children =

@@ -405,11 +405,6 @@ void barrier_check_in(CommState& world, Backend& backend) {
 
 void wait_for_all_ranks(Runtime& r) noexcept {
   if (!r.bootstrap || r.launch.size <= 1) return;
-  // After an init() that failed with the application's store and no launcher's world, this
-  // process shares nothing its peers need: no world, no backend, no store server. They fail or
-  // try again on their own; waiting for their check-in would only add a timeout to the failure,
-  // and to init() again (mcr.torch's init_process_group tried again after a timeout).
-  if (!r.world && r.store_given && !r.launch.mpi_world) return;
   if (r.world) {
     for (const auto& b : r.world->backends) {
       if (!b->reports_peer_loss()) continue;

@@ -17,6 +17,12 @@
 //                                        times out on both ranks. The send completed, so
 //                                        finalize() after the failure must still finalize MPI:
 //                                        the job must end with status 0.
+//   finalize_test group_after_timeout --backend=B
+//                                        rank 0's all_reduce, which rank 1 never joins, times out
+//                                        and aborts the world; both ranks then form a group of
+//                                        both from it (member_group), whose all_reduce must give
+//                                        the right sum on B. Rank 0 prints "[mcr-test] all 2
+//                                        ranks passed" when both saw it (run by ends_job.sh).
 //
 // Exit status 0 when the rank saw what it must, 1 otherwise; each rank prints why.
 #include <chrono>
@@ -197,13 +203,62 @@ int sent_unwaited(mcr::Communicator world, std::string_view backend) {
   return 0;
 }
 
+// A timeout aborts the world, but a group formed from it afterwards works: member_group meets
+// through the store and every library forms the group afresh (MPI from the world's communicator,
+// with rank 0's timed-out MPI operation still abandoned on it).
+int group_after_timeout(mcr::Communicator world, std::string_view backend) {
+  const int rank = world.rank();
+  mcr::CallOptions o;
+  o.backend = backend;
+  if (rank == 0) {
+    std::vector<float> lonely(16, 1.0f);
+    try {
+      world.iall_reduce(mcr::Tensor(lonely), mcr::ReduceOp::sum, o).wait();
+      return fail(rank, "an all_reduce that rank 1 never joins completed");
+    } catch (const mcr::TimeoutError& e) {
+      fmt::print("finalize_test rank 0: timed out as meant: {:.80}\n", e.what());
+    }
+  }
+  const std::vector<int> both{0, 1};
+  mcr::Communicator group;
+  try {
+    group = world.member_group(both, "after the timeout", std::chrono::seconds(30));
+  } catch (const std::exception& e) {
+    return fail(rank, fmt::format("member_group after the timeout raised: {}", e.what()));
+  }
+  std::vector<std::int32_t> v(1024, rank + 1);
+  std::vector<std::int32_t> passed(1, 0);
+  try {
+    group.all_reduce(mcr::Tensor(v), mcr::ReduceOp::sum, o);
+    bool right = true;
+    for (std::int32_t x : v)
+      right = right && x == 3;
+    if (!right) fmt::print(stderr, "finalize_test rank {}: FAIL: a sum is not 3\n", rank);
+    passed[0] = right ? 1 : 0;
+    group.all_reduce(mcr::Tensor(passed), mcr::ReduceOp::sum, o);
+  } catch (const std::exception& e) {
+    return fail(rank, fmt::format("the new group's all_reduce raised: {}", e.what()));
+  }
+  if (rank == 0 && passed[0] == 2) fmt::print("[mcr-test] all 2 ranks passed\n");
+  std::fflush(stdout);
+  group = mcr::Communicator();
+  world = mcr::Communicator();
+  try {
+    mcr::finalize();
+  } catch (const std::exception& e) {
+    return fail(rank, fmt::format("finalize() raised: {}", e.what()));
+  }
+  return passed[0] == 2 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3 || !std::string_view(argv[2]).starts_with("--backend=")) {
-    std::fprintf(stderr,
-                 "usage: finalize_test waits|unmatched|sent_unwaited --backend=NAME\n"
-                 "       finalize_test after_timeout --backend=NAME [sync|async [SLOW_MS]]\n");
+    std::fprintf(
+        stderr,
+        "usage: finalize_test waits|unmatched|sent_unwaited|group_after_timeout --backend=NAME\n"
+        "       finalize_test after_timeout --backend=NAME [sync|async [SLOW_MS]]\n");
     return 2;
   }
   const std::string_view mode = argv[1];
@@ -220,6 +275,7 @@ int main(int argc, char** argv) {
   if (mode == "waits") return waits(std::move(world), backend);
   if (mode == "unmatched") return unmatched(std::move(world), backend, timeout_ms);
   if (mode == "sent_unwaited") return sent_unwaited(std::move(world), backend);
+  if (mode == "group_after_timeout") return group_after_timeout(std::move(world), backend);
   if (mode == "after_timeout") {
     const std::string_view form = argc > 3 ? std::string_view(argv[3]) : "async";
     const long slow_ms = argc > 4 ? std::stol(argv[4]) : 8000;
