@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <memory>
+#include <utility>
 
 #include "commands.hpp"
 #include "mcr/codesign/advisor.hpp"
@@ -60,13 +61,23 @@ void add_shape_sweep_command(CLI::App* shape) {
   sw->add_flag("--training", sopts->training, "include backward GEMMs");
   sw->add_option("--vary", sopts->field, "h, a, a_kv, L, v, s, b, d_ff, t, experts, top_k")
       ->capture_default_str();
-  sw->add_option("--from", sopts->from, "first value (default: the model's)");
-  sw->add_option("--to", sopts->to, "last value, inclusive");
+  auto* from = sw->add_option("--from", sopts->from, "first value (default: the model's)");
+  auto* to = sw->add_option("--to", sopts->to, "last value, inclusive (default: --from)");
   sw->add_option("--step", sopts->step, "step")->capture_default_str();
   sw->add_option("--out", sopts->out, "output prefix (default shape-sweep-<field>)");
   sw->add_option("--plot-format", sopts->plot_format, "png or svg (needs gnuplot on PATH)")
       ->capture_default_str();
-  sw->callback([sopts] { run_sweep(*sopts); });
+  sw->callback([sopts, from, to] {
+    // Positive when given: 0 or less used to fall back to the default silently.
+    for (const auto& [flag, value] : {std::pair{from, sopts->from}, std::pair{to, sopts->to}}) {
+      if (flag->count() > 0 && value <= 0) {
+        throw InvalidArgument(fmt::format("{} = {}: must be a positive {} (omit it for {})",
+                                          flag->get_name(), value, sopts->field,
+                                          flag == from ? "the model's value" : "--from's"));
+      }
+    }
+    run_sweep(*sopts);
+  });
 }
 
 }  // namespace mcr::cli
