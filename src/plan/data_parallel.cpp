@@ -144,9 +144,11 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     // Megatron-Core overlaps each bucket's reduce-scatter with the rest of the backward pass and
     // the parameter all-gathers with the next step's first forward pass; on the first stage no
     // fill comes before that pass, and a delay there delays every later stage. With an interleaved
-    // pipeline (align_param_gather, as Megatron-Bridge's recipes set it) chunk k+1's gather is
-    // dispatched at chunk k's first forward pass and needed `group` forward passes of a chunk
-    // later; chunk 0's is exposed.
+    // pipeline (align_param_gather, as Megatron-Bridge's recipes set it) Megatron-Core dispatches
+    // chunks 0 and 1 at the step's start and chunk k+1 at chunk k's first forward pass; on one
+    // data-parallel communicator they run one after another, so chunk 0's is exposed and each
+    // later one has `group` forward passes of a chunk (fwd / v) to hide behind. Chunks are priced
+    // equal: the first stage's chunk 0 also holds the embedding, which this leaves out.
     double gather_exposed = gather;
     if (l.dp_overlap) {
       if (l.pp > 1 && l.interleave > 1) {

@@ -124,7 +124,12 @@ std::optional<mcr::Communicator> init_once_more_allowed(const mcr::InitOptions& 
   try {
     return mcr::init(options);
   } catch (const std::exception& e) {
-    if (mcr::launch_info(options.store != nullptr).mpi_world) {
+    bool under_mpi = false;
+    try {
+      under_mpi = mcr::launch_info(true).mpi_world;  // true: MASTER_ADDR/PORT not required
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): a malformed launch, which
+    }                                  // init's own error (raised below) names
+    if (under_mpi) {
       failed_under_launcher = e.what();
     } else if (options.store) {
       // init's error is the one to raise; with no world, nothing was in flight for finalize to

@@ -77,6 +77,9 @@ def retry():
         deadline = time.monotonic() + 40
         while not os.path.exists(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
+        if not os.path.exists(marker):
+            print("rank 1: FAIL: rank 0's first attempt did not end within 40 s", flush=True)
+            return
         os.unlink(marker)
     for attempt, seconds in enumerate((2, 60)):
         began = time.monotonic()

@@ -73,7 +73,7 @@ void add_shape_sweep_command(CLI::App* shape) {
       if (flag->count() > 0 && value <= 0) {
         throw InvalidArgument(fmt::format("{} = {}: must be a positive {} (omit it for {})",
                                           flag->get_name(), value, sopts->field,
-                                          flag == from ? "the model's value" : "--from's"));
+                                          flag == from ? "the model's value" : "--from's value"));
       }
     }
     run_sweep(*sopts);

@@ -216,10 +216,12 @@ class Communicator {
   /// InvalidArgument on every member (the others naming this one), once the members met;
   /// MismatchError on every member when the members passed different keys (compared through the
   /// store before any library is called). This communicator may have been aborted by a timeout:
-  /// the members meet through the store and each library forms the group afresh (Gloo and NCCL
-  /// through the store, MPI from the communicator's MPI communicator, whose abandoned operations
-  /// do not take part), so a process can form new groups after a timeout, as torch's
-  /// init_process_group after destroy_process_group does (mcr.torch).
+  /// the members meet through the store and each library forms the group afresh (Gloo through the
+  /// store, MPI from the communicator's MPI communicator, whose abandoned operations do not take
+  /// part), so a process can form new groups after a timeout, as torch's init_process_group after
+  /// destroy_process_group does (mcr.torch). Not after an NCCL operation timed out: that aborted
+  /// the NCCL communicator (ncclCommAbort), and NCCL's part raises BackendError on every member.
+  /// Nor once finalize() abandoned this communicator after a failure: it raises.
   Communicator member_group(std::span<const int> ranks, std::string_view key,
                             std::chrono::milliseconds timeout = std::chrono::milliseconds{0}) const;
 

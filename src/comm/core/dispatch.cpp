@@ -119,6 +119,7 @@ void CommState::abort(std::string_view reason) {
 void CommState::abandon(std::string_view reason) noexcept {
   try {
     abort(reason);
+    abandoned = true;
     const auto error = std::make_exception_ptr(Error(fmt::format(
         "abandoned by mcr::finalize() after a failure of this process ({}); its buffers may still "
         "be written by the library until the process exits",

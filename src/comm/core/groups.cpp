@@ -207,8 +207,10 @@ void check_ranks(const detail::CommState& s, std::span<const int> ranks, const c
 std::string check_same_key(detail::CommState& s, const std::vector<int>& members,
                            std::string_view key, std::chrono::milliseconds timeout,
                            const std::string& refused) {
-  // Not s.check_usable(): a communicator aborted by a timeout still forms groups of its members
-  // (member_group's contract says why).
+  // Not s.check_usable() alone: a communicator aborted by a timeout still forms groups of its
+  // members (member_group's contract says why); one abandoned by finalize() does not, as its
+  // libraries' resources were aborted (and MPI may be finalized).
+  if (s.abandoned) s.check_usable();
   const std::uint64_t n = s.member_groups[members]++;
   const std::string what =
       fmt::format("member_group of ranks [{}] (group #{} of these ranks on communicator {})",
@@ -253,6 +255,7 @@ std::string check_same_key(detail::CommState& s, const std::vector<int>& members
 // same on every member: the backend list is equal across ranks).
 Communicator form_from_members(detail::CommState& s, const std::vector<int>& members,
                                std::uint64_t group_id, const std::string& tag) {
+  if (s.abandoned) s.check_usable();
   detail::engine()
       .finish_composed_ops();  // forming may block in a library (docs/design.md, rule 6)
   auto children =

@@ -138,7 +138,10 @@ class CommState : public std::enable_shared_from_this<CommState> {
   std::uint64_t next_sequence = 0;
   std::chrono::milliseconds timeout{0};
   std::shared_ptr<OpObserver> observer;
-  std::string aborted;       // non-empty once an operation timed out: later calls fail fast
+  std::string aborted;  // non-empty once an operation timed out: later calls fail fast
+  // abandon()ed by finalize() after a failure: its backends were told to abort too, so it forms
+  // no group either (an aborted one still does: member_group).
+  bool abandoned = false;
   std::uint64_t splits = 0;  // number of split()/new_group() calls, for rendezvous keys
   // member_group() calls so far per member list, for the members' rendezvous keys (groups.cpp).
   std::map<std::vector<int>, std::uint64_t> member_groups;

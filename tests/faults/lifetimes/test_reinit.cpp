@@ -3,6 +3,7 @@
 // its world of one without MPI (the MPI backend is listed unusable, saying why) and works. Before,
 // the second init() called MPI after MPI_Finalize, and Open MPI ended the process.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 
 #include "mcr/comm.hpp"
 #include "mcr/comm/info.hpp"
+#include "mcr/errors.hpp"
 
 namespace {
 
@@ -49,6 +51,36 @@ int main() {
       if (b.name != "mpi") continue;
       check(!b.usable && b.reason.find("finalized") != std::string::npos,
             fmt::format("runtime_info() says of mpi: usable {}, '{}'", b.usable, b.reason));
+    }
+  }
+  mcr::finalize();
+  // A communicator that finalize() abandoned after a failure forms no group once a new runtime is
+  // up: it raises, instead of calling the libraries it aborted (MPI may be finalized by then).
+  // (One aborted by a timeout alone still may: member_group.)
+  mcr::Communicator old;
+  {
+    mcr::Communicator world = mcr::init();
+    std::vector<int> never{0};
+    mcr::CallOptions o;
+    o.timeout = std::chrono::milliseconds(200);
+    try {
+      world.irecv(mcr::Tensor(never), 0, o).wait();
+      check(false, "a receive that nothing matches completed");
+    } catch (const mcr::TimeoutError&) {  // NOLINT(bugprone-empty-catch): the failure wanted
+    }
+    old = world;
+  }
+  mcr::finalize();  // after the failure: abandons `old`
+  {
+    mcr::Communicator world = mcr::init();
+    all_reduce_works(world, 2);
+    const std::vector<int> me{0};
+    try {
+      (void)old.member_group(me, "after finalize", std::chrono::seconds(5));
+      check(false, "an abandoned communicator formed a group");
+    } catch (const mcr::Error& e) {
+      check(std::string(e.what()).find("aborted") != std::string::npos,
+            fmt::format("member_group of an abandoned communicator raised '{}'", e.what()));
     }
   }
   mcr::finalize();
