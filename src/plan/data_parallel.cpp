@@ -126,16 +126,15 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
   // On the first pipeline stage nothing follows that pass: the stage ends the step (later stages
   // finished theirs earlier and idle in the drain, which hides their reductions, not its own).
   // Before, the window also counted half the bubble as drain, which only later stages have.
-  const double window = l.dp_overlap ? bwd_window : 0.0;
+  // With an interleaved pipeline, `group` chunk passes run between a chunk's passes.
+  const double group = std::min<double>(l.pp, mb);
   // The reduction's exposed part: against the last microbatch's backward pass, or, with an
   // interleaved pipeline, chunk by chunk through the cool-down.
   const auto reduce_exposed = [&] {
     if (!l.dp_overlap) return reduce;
-    if (l.pp > 1 && l.interleave > 1) {
-      const double group = std::min<double>(l.pp, mb);
+    if (l.pp > 1 && l.interleave > 1)
       return interleaved_exposed(reduce, bwd_window, l.interleave, group);
-    }
-    return std::max(0.0, reduce - window);
+    return std::max(0.0, reduce - bwd_window);
   };
   if (l.zero >= 3) {
     const double cover = l.dp_overlap ? fwd + bwd_window : 0.0;
@@ -153,7 +152,6 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     if (l.dp_overlap) {
       if (l.pp > 1 && l.interleave > 1) {
         const double v = l.interleave;
-        const double group = std::min<double>(l.pp, mb);
         gather_exposed = gather / v + (v - 1) * std::max(0.0, (gather - group * fwd) / v);
       } else {
         gather_exposed = std::max(0.0, gather - fwd);

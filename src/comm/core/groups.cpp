@@ -255,7 +255,6 @@ std::string check_same_key(detail::CommState& s, const std::vector<int>& members
 // same on every member: the backend list is equal across ranks).
 Communicator form_from_members(detail::CommState& s, const std::vector<int>& members,
                                std::uint64_t group_id, const std::string& tag) {
-  if (s.abandoned) s.check_usable();
   detail::engine()
       .finish_composed_ops();  // forming may block in a library (docs/design.md, rule 6)
   auto children =
