@@ -1,8 +1,6 @@
 // ProcessGroupMCR: work handles, the hand-off to the communication thread, the override switch.
 #include "process_group.hpp"
 
-#include <Python.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -14,6 +12,7 @@
 
 #include "comm_thread.hpp"
 #include "device_order.hpp"
+#include "release_gil.hpp"
 #include "tensors.hpp"
 
 namespace mcr::torch_ext {
@@ -114,6 +113,7 @@ ProcessGroupMCR::ProcessGroupMCR(mcr::Communicator comm, int rank, int size,
                                  std::chrono::milliseconds timeout, int local_ranks)
     : c10d::Backend(rank, size),
       comm_(std::move(comm)),
+      local_ranks_(local_ranks),
       timeout_(group_timeout(timeout)),
       spin_wait_(waiter_spins(local_ranks, std::thread::hardware_concurrency())) {}
 
@@ -215,12 +215,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
 void ProcessGroupMCR::shutdown() {
   // Called from Python (destroy_process_group) possibly holding the GIL, which the completion
   // callbacks of the operations waited for here may need.
-  struct ReleaseGil {
-    PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
-    ~ReleaseGil() {
-      if (saved != nullptr) PyEval_RestoreThread(saved);
-    }
-  } release;
+  const ReleaseGilIfHeld no_gil;
   // Operations posted on this group complete (or fail at their timeouts) first, and so do those
   // their completion callbacks post meanwhile; the group closes once none is left.
   for (;;) {

@@ -98,6 +98,13 @@ inline std::chrono::milliseconds bounded_timeout(std::chrono::milliseconds t) no
 /// kLongestTimeout.
 std::chrono::milliseconds group_timeout(std::chrono::milliseconds torch_timeout);
 
+/// The backend's options (ProcessGroupMCR::getBackendOptions): torch's own, in a type Python can
+/// copy (split_group deep-copies the parent's options when given none; torch's base type has no
+/// copy in Python).
+struct OptionsMCR : c10d::Backend::Options {
+  using Options::Options;
+};
+
 class ProcessGroupMCR : public c10d::Backend {
  public:
   /// `comm` must have been created on the communication thread; rank and size are torch's view of
@@ -125,6 +132,19 @@ class ProcessGroupMCR : public c10d::Backend {
   // posted on this group since the last reset.
   void setSequenceNumberForGroup() override { sequence_.store(0); }
   uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
+
+  /// torch's split_group (and DeviceMesh, which uses it once init_process_group bound a device):
+  /// a group of `ranks` (this group's ranks, sorted) formed by its members alone
+  /// (Communicator::member_group), with opts->timeout; nullptr on a rank outside `ranks`, which
+  /// takes no part. ProcessGroup::splitGroup calls this once per device type the backend serves
+  /// (CPU, then CUDA), so the second call of one split gets the group the first formed (split.cpp).
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  /// What split_group copies (copy.deepcopy) when given no options: the backend's name and this
+  /// group's timeout.
+  c10::intrusive_ptr<Options> getBackendOptions() override;
 
   /// destroy_process_group: operations already posted on this group complete (or time out), later
   /// ones fail at once. The runtime stays up for other groups and later init_process_group calls;
@@ -209,6 +229,12 @@ class ProcessGroupMCR : public c10d::Backend {
                                          std::vector<c10::intrusive_ptr<c10d::Work>> works);
 
   mcr::Communicator comm_;
+  int local_ranks_;  // for the groups split from this one (waiter_spins)
+  // The last group split from this one, for the same split's call for the next device type.
+  std::mutex split_mu_;
+  std::string split_name_;
+  std::vector<int> split_ranks_;
+  c10::weak_intrusive_ptr<c10d::Backend> split_made_{c10::intrusive_ptr<c10d::Backend>()};
   // Atomic: set_timeout may run on one thread while another posts (pick_timeout).
   std::atomic<std::chrono::milliseconds> timeout_;
   bool spin_wait_;

@@ -4,7 +4,9 @@ can run CUDA tensors on (its automatic choice, and MPI and Gloo through the devi
 all_reduce, broadcast, all_gather_into_tensor, reduce_scatter_tensor (with SUM and PREMUL_SUM),
 all_to_all_single and gather (on a side stream), checked against values computed on the host from every rank's input. The inputs are written by a kernel
 queued on the caller's current stream just before each call, without a synchronisation: the
-operation must be ordered after it. A DDP step on the GPU must match DDP on the CPU over gloo."""
+operation must be ordered after it. A DDP step on the GPU must match DDP on the CPU over gloo. The
+default group is bound to the rank's device (init_process_group's device_id), and groups made by
+split_group and new_group with that binding all_reduce right."""
 
 import os
 import sys
@@ -102,13 +104,33 @@ def ddp_step(rank, dev):
               f"DDP gradient {i} on the GPU differs from the CPU's (max {(a - b).abs().max()})")
 
 
+def split_on_device(rank, ws, dev):
+    """split_group (one group per rank, then one of every rank) and new_group of rank 0 alone,
+    with the default group bound to a device; all_reduce of a CUDA tensor on each."""
+    for split in ([[r] for r in range(ws)], [list(range(ws))]):
+        g = dist.split_group(split_ranks=split)
+        t = torch.full((4,), float(rank + 1), device=dev)
+        dist.all_reduce(t, group=g)
+        want = float(sum(r + 1 for r in dist.get_process_group_ranks(g)))
+        same(t.cpu(), torch.full((4,), want), f"all_reduce on split group {split}")
+    g = dist.new_group([0])
+    if rank == 0:
+        t = torch.full((4,), 5.0, device=dev)
+        dist.all_reduce(t, group=g)
+        same(t.cpu(), torch.full((4,), 5.0), "all_reduce on new_group([0])")
+    else:
+        check(g == dist.GroupMember.NON_GROUP_MEMBER, "a non-member got a group")
+
+
 def main():
     if not torch.cuda.is_available() or not mt._backend._C.cuda_tensors_supported():
         print("SKIP: no CUDA device (or a build without CUDA)", flush=True)
         sys.exit(0)
-    rank, ws = setup()
-    dev = device_for(rank)
+    # Bound to its device, as init_process_group(device_id=...) binds it: torch then forms
+    # DeviceMesh's groups with split_group and asks new_group's non-members to take part in splits.
+    dev = device_for(int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", 0))))
     torch.cuda.set_device(dev)
+    rank, ws = setup(device_id=dev)
     for backend in (None, "mpi", "gloo"):
         try:
             ops(rank, ws, dev, backend)
@@ -121,6 +143,7 @@ def main():
                 continue
             raise
     ddp_step(rank, dev)
+    split_on_device(rank, ws, dev)
     if rank == 0:
         print(f"CUDA tensors on {ws} ranks, {torch.cuda.device_count()} device(s): every op right",
               flush=True)

@@ -104,7 +104,8 @@ def _rank_and_size_for(init_method):
 _agreed_master = None
 
 
-def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_method=None):
+def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_method=None,
+                   device_id=None):
     """Forms the world once and initialises torch.distributed's default group on `dist_backend`.
 
     Launchers: mpirun, srun with PMI (mcr forms the world through MPI; torch's store then listens
@@ -114,7 +115,8 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
     MASTER_PORT, unless set, derived from the step: _backend.launch_info) or by hand with the
     same variables. `dist_backend` may be "gloo" to run torch's own backend for comparison.
     `init_method` (tcp://, file://) is passed to torch with the rank and world size the launcher
-    gives, unless its URL names them; env:// is the same as None.
+    gives, unless its URL names them; env:// is the same as None. `device_id` (a CUDA device) is
+    passed to torch as init_process_group's: torch then forms DeviceMesh's groups with split_group.
     """
     if dist.is_initialized():
         return
@@ -145,7 +147,7 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
         os.environ["MASTER_PORT"] = str(info["master_port"])
     _backend.fill_launcher_env()  # RANK & co. for torch, from mpirun or srun
     dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method,
-                            **_rank_and_size_for(init_method))
+                            device_id=device_id, **_rank_and_size_for(init_method))
 
 
 def is_initialized():
