@@ -378,17 +378,11 @@ PYBIND11_MODULE(_mcr_torch, m) {
            }),
            py::arg("comm"), py::arg("rank"), py::arg("size"), py::arg("timeout"))
       .def_property_readonly("timeout", &ProcessGroupMCR::timeout)
-      // split_group copies the parent backend's `options` when given none (torch binds them for
-      // NCCL only).
-      .def_property_readonly(
-          "options",
-          [](ProcessGroupMCR& pg) {
-            return c10::static_intrusive_pointer_cast<OptionsMCR>(pg.getBackendOptions());
-          })
-      // new_group calls this on the ranks outside the new group once init_process_group bound a
-      // device and the backend splits (NCCL's ncclCommSplit needs every rank of the parent). mcr
-      // forms a group from its members alone: nothing to do here.
-      .def("perform_nocolor_split", [](ProcessGroupMCR&, const py::object& /*device*/) {});
+      // split_group deep-copies the parent backend's `options` when given none; torch 2.11 binds
+      // them for its own backends only (on this one: AttributeError).
+      .def_property_readonly("options", [](ProcessGroupMCR& pg) {
+        return c10::static_intrusive_pointer_cast<OptionsMCR>(pg.getBackendOptions());
+      });
 
   py::class_<OptionsMCR, c10d::Backend::Options, c10::intrusive_ptr<OptionsMCR>>(m, "Options")
       .def("__copy__", [](const OptionsMCR& o) { return c10::make_intrusive<OptionsMCR>(o); })

@@ -136,8 +136,8 @@ class ProcessGroupMCR : public c10d::Backend {
   /// torch's split_group (and DeviceMesh, which uses it once init_process_group bound a device):
   /// a group of `ranks` (this group's ranks, sorted) formed by its members alone
   /// (Communicator::member_group), with opts->timeout; nullptr on a rank outside `ranks`, which
-  /// takes no part. ProcessGroup::splitGroup calls this once per device type the backend serves
-  /// (CPU, then CUDA), so the second call of one split gets the group the first formed (split.cpp).
+  /// takes no part. ProcessGroup::splitGroup calls this once per device type the backend serves,
+  /// with one store: a later call of the same split gets the group the first formed (split.cpp).
   bool supportsSplitting() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
@@ -230,10 +230,10 @@ class ProcessGroupMCR : public c10d::Backend {
 
   mcr::Communicator comm_;
   int local_ranks_;  // for the groups split from this one (waiter_spins)
-  // The last group split from this one, for the same split's call for the next device type.
+  // The last group split from this one and the store of its split, for that split's call for the
+  // next device type (split.cpp).
   std::mutex split_mu_;
-  std::string split_name_;
-  std::vector<int> split_ranks_;
+  c10::weak_intrusive_ptr<c10d::Store> split_store_{c10::intrusive_ptr<c10d::Store>()};
   c10::weak_intrusive_ptr<c10d::Backend> split_made_{c10::intrusive_ptr<c10d::Backend>()};
   // Atomic: set_timeout may run on one thread while another posts (pick_timeout).
   std::atomic<std::chrono::milliseconds> timeout_;

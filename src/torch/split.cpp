@@ -15,8 +15,8 @@
 namespace mcr::torch_ext {
 
 c10::intrusive_ptr<c10d::Backend> ProcessGroupMCR::split(
-    const c10::intrusive_ptr<c10d::Store>& /*store: members meet through mcr's own*/,
-    const std::vector<int>& ranks, const c10::intrusive_ptr<Options>& opts) {
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
   check_open();
   for (int r : ranks) {
     TORCH_CHECK(r >= 0 && r < size_, "mcr split: rank ", r, " is not a rank of this group of ",
@@ -25,34 +25,35 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupMCR::split(
   // torch passes the ranks of the split this rank belongs to, or the first split's on a rank in
   // none of them (split_group): such a rank forms nothing.
   if (std::find(ranks.begin(), ranks.end(), rank_) == ranks.end()) return {};
-  const std::string name = opts ? opts->group_name : std::string();
   {
+    // One splitGroup passes one store (a PrefixStore it makes for the split) to its call for each
+    // device type: the store tells the calls of one split from those of the next, whatever their
+    // ranks and group names (torch's names repeat once a group is destroyed).
     std::lock_guard lock(split_mu_);
-    if (!name.empty() && name == split_name_ && ranks == split_ranks_) {
-      // The split's call for its last device type: no reference is kept past it (a weak one
-      // would keep the group's object, and with it its communicator, after torch dropped it).
+    auto earlier = split_store_.lock();
+    if (earlier && earlier.get() == store.get()) {
       auto made = split_made_.lock();
+      // No reference is kept past the split's next call: a weak one keeps the group's object, and
+      // with it its communicator, after torch dropped the group.
       split_made_.reset();
-      split_name_.clear();
+      split_store_.reset();
       if (made) return made;
     }
   }
   const auto timeout = group_timeout(opts ? opts->timeout : this->timeout());
-  // Not torch's group name as the key: split_group makes it unique among the names this process
-  // holds, so two members that hold different groups can name one split differently. The members
-  // agree on the ranks, and member_group counts the groups of these ranks formed from this one.
-  std::string key = "torch/split/";
-  for (int r : ranks)
-    key += std::to_string(r) + ",";
+  // A key of constant size: member_group's meeting already tells splits apart by the member list
+  // (hashed) and by how many groups of it this rank formed from this group, and every member
+  // reads every member's key from the store. Not torch's group name: split_group makes it unique
+  // among the names this process holds, so members that hold different groups can name one split
+  // differently.
   const ReleaseGilIfHeld no_gil;
-  mcr::Communicator child =
-      CommThread::instance().call([&] { return comm_.member_group(ranks, key, timeout); });
+  mcr::Communicator child = CommThread::instance().call(
+      [&] { return comm_.member_group(ranks, "torch/split", timeout); });
   const int rank = child.rank(), size = child.size();
   auto made =
       c10::make_intrusive<ProcessGroupMCR>(std::move(child), rank, size, timeout, local_ranks_);
   std::lock_guard lock(split_mu_);
-  split_name_ = name;
-  split_ranks_ = ranks;
+  split_store_ = c10::weak_intrusive_ptr<c10d::Store>(store);
   split_made_ = c10::weak_intrusive_ptr<c10d::Backend>(c10::intrusive_ptr<c10d::Backend>(made));
   return made;
 }

@@ -8,21 +8,22 @@ operation must be ordered after it. A DDP step on the GPU must match DDP on the 
 default group is bound to the rank's device (init_process_group's device_id), and groups made by
 split_group and new_group with that binding all_reduce right."""
 
-import os
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from torch.distributed.device_mesh import init_device_mesh
 
 import mcr.torch as mt
 
 from common import check, data, finish, same, setup
 
 
-def device_for(rank):
-    local = int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", rank)))
-    return torch.device("cuda", local % torch.cuda.device_count())
+def device_for_this_process():
+    """The device mcr's NCCL uses: the launcher's local rank modulo the devices (read before the
+    world is formed, from the launcher's variables)."""
+    return torch.device("cuda", mt.get_local_rank() % torch.cuda.device_count())
 
 
 def ops(rank, ws, dev, backend):
@@ -120,6 +121,21 @@ def split_on_device(rank, ws, dev):
         same(t.cpu(), torch.full((4,), 5.0), "all_reduce on new_group([0])")
     else:
         check(g == dist.GroupMember.NON_GROUP_MEMBER, "a non-member got a group")
+    # A mesh with a dimension of size 1: DeviceMesh forms its groups with split_group here.
+    mesh = init_device_mesh("cuda", (ws, 1), mesh_dim_names=("dp", "tp"))
+    for name in ("dp", "tp"):
+        sub = mesh[name].get_group()
+        t = torch.full((4,), float(rank + 1), device=dev)
+        dist.all_reduce(t, group=sub)
+        want = float(sum(r + 1 for r in dist.get_process_group_ranks(sub)))
+        same(t.cpu(), torch.full((4,), want), f"all_reduce on mesh dim {name}")
+    # torch's NCCL beside mcr's default group: new_group must not hand it mcr to split from.
+    if dist.is_nccl_available():
+        g = dist.new_group(list(range(ws)), backend="nccl")
+        t = torch.full((4,), float(rank + 1), device=dev)
+        dist.all_reduce(t, group=g)
+        same(t.cpu(), torch.full((4,), float(sum(r + 1 for r in range(ws)))),
+             "all_reduce on an NCCL group beside mcr")
 
 
 def main():
@@ -128,7 +144,7 @@ def main():
         sys.exit(0)
     # Bound to its device, as init_process_group(device_id=...) binds it: torch then forms
     # DeviceMesh's groups with split_group and asks new_group's non-members to take part in splits.
-    dev = device_for(int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", 0))))
+    dev = device_for_this_process()
     torch.cuda.set_device(dev)
     rank, ws = setup(device_id=dev)
     for backend in (None, "mpi", "gloo"):

@@ -200,8 +200,27 @@ def register():
     if "MCR" in getattr(dist.Backend, "_plugins", {}):
         return
     dist.Backend.register_backend("mcr", _create, extended_api=True, devices=devices())
+    _keep_new_groups_from_splitting_mcr()
     atexit.register(_shutdown)
     _hook_uncaught_exceptions()
+
+
+def _keep_new_groups_from_splitting_mcr():
+    """mcr's backend splits (split_group, and DeviceMesh once init_process_group bound a device),
+    so torch's new_group would also take it as the group to split from: it would hand it to an
+    NCCL group as `split_from` (which takes only an NCCL backend: TypeError on every member) and
+    ask the non-members of every new group to split it with no color. Groups on mcr are formed by
+    their members alone, so new_group never needs one: torch's choice of a source skips mcr's."""
+    original = getattr(c10d, "_get_split_source", None)
+    if original is None or getattr(original, "_skips_mcr", False):
+        return
+
+    def get_split_source(pg):
+        source = original(pg)
+        return None if isinstance(source, _C.ProcessGroupMCR) else source
+
+    get_split_source._skips_mcr = True
+    c10d._get_split_source = get_split_source
 
 
 def _hook_uncaught_exceptions():

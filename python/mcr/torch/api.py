@@ -115,8 +115,9 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
     MASTER_PORT, unless set, derived from the step: _backend.launch_info) or by hand with the
     same variables. `dist_backend` may be "gloo" to run torch's own backend for comparison.
     `init_method` (tcp://, file://) is passed to torch with the rank and world size the launcher
-    gives, unless its URL names them; env:// is the same as None. `device_id` (a CUDA device) is
-    passed to torch as init_process_group's: torch then forms DeviceMesh's groups with split_group.
+    gives, unless its URL names them; env:// is the same as None. `device_id` (a CUDA device:
+    the one mcr's NCCL uses, the launcher's local rank modulo the devices) is passed to torch as
+    init_process_group's: torch then forms DeviceMesh's groups with split_group.
     """
     if dist.is_initialized():
         return
