@@ -20,8 +20,8 @@ DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
-def setup(backend="mcr", timeout=timedelta(seconds=120), device_id=None):
-    mcr.torch.init_processes(backend, timeout=timeout, device_id=device_id)
+def setup(backend="mcr", timeout=timedelta(seconds=120)):
+    mcr.torch.init_processes(backend, timeout=timeout)
     return dist.get_rank(), dist.get_world_size()
 
 

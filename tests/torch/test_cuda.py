@@ -9,6 +9,7 @@ default group is bound to the rank's device (init_process_group's device_id), an
 split_group and new_group with that binding all_reduce right."""
 
 import sys
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -17,7 +18,7 @@ from torch.distributed.device_mesh import init_device_mesh
 
 import mcr.torch as mt
 
-from common import check, data, finish, same, setup
+from common import check, data, finish, same
 
 
 def device_for_this_process():
@@ -146,7 +147,8 @@ def main():
     # DeviceMesh's groups with split_group and asks new_group's non-members to take part in splits.
     dev = device_for_this_process()
     torch.cuda.set_device(dev)
-    rank, ws = setup(device_id=dev)
+    mt.init_processes(timeout=timedelta(seconds=120), device_id=dev)
+    rank, ws = dist.get_rank(), dist.get_world_size()
     for backend in (None, "mpi", "gloo"):
         try:
             ops(rank, ws, dev, backend)
