@@ -94,6 +94,10 @@ void WorkMCR::complete(std::exception_ptr error) {
   finish(error);
 }
 
+bool WorkMCR::operation_over() {
+  return c10d::Work::isCompleted() || (future_ && future_->completed());
+}
+
 void WorkMCR::release_resources() {
   outputs_.clear();
   future_.reset();
@@ -217,14 +221,19 @@ void ProcessGroupMCR::shutdown() {
   // callbacks of the operations waited for here may need.
   const ReleaseGilIfHeld no_gil;
   // Operations posted on this group complete (or fail at their timeouts) first, and so do those
-  // their completion callbacks post meanwhile; the group closes once none is left.
+  // their completion callbacks post meanwhile; the group closes once none is left. An operation
+  // whose future is filled is over, though its Work completes only after the callbacks chained on
+  // it: one of them may be what calls this (destroy_process_group in a `.then()`), and waiting
+  // for its Work there would wait for itself, for ever.
   for (;;) {
     std::vector<c10::intrusive_ptr<c10d::Work>> left;
     {
       std::lock_guard lock(outstanding_mu_);
       if (closed_) return;
       for (auto& w : outstanding_) {
-        if (auto p = w.lock(); p && !p->isCompleted()) left.push_back(std::move(p));
+        // Every Work this group posts is a WorkMCR (enqueue).
+        if (auto p = w.lock(); p && !static_cast<WorkMCR*>(p.get())->operation_over())
+          left.push_back(std::move(p));
       }
       if (left.empty()) {
         outstanding_.clear();
