@@ -134,7 +134,10 @@ void CommThread::issue_here(PostedOp& op, std::unique_lock<std::mutex> own) {
       std::move(work),   std::move(op.issue), std::move(op.complete), Clock::now() + op.timeout,
       op.timeout,        op.caller_waits,     op.caller_poll,         op.waiter,
       op.park_for_waiter};
-  if (alone && f.caller_waits && !f.work.library_wait() &&
+  // Not with completions left to run (ready_, guarded by own_): spinning holds own_, so they would
+  // wait behind this operation, and another thread may wait for one of them before it posts what
+  // a peer needs to get to this operation. drive() below runs them.
+  if (alone && ready_.empty() && f.caller_waits && !f.work.library_wait() &&
       std::this_thread::get_id() == inline_waiter_.load(std::memory_order_relaxed)) {
     // The thread that brought the runtime up, whose synchronous calls are the hot path, polls its
     // operation alone, as Work::wait does (every backend progressed, spinning, then yielding,
