@@ -477,6 +477,10 @@ CommThread::Round CommThread::work_round(bool may_stop, std::unique_lock<std::mu
     queued_.store(false, std::memory_order_relaxed);
     handed_over_ = false;
     parked_.store(false, std::memory_order_relaxed);  // whatever was parked is this thread's now
+    // Stopped (by the communication thread, which then finalizes the runtime): a relief or a waiter
+    // that comes back to this afterwards must not issue or poll anything (after an abandoning
+    // stop, what was queued and in flight is left as it is).
+    if (stopping_) return Round::idle;
     if (may_stop && shutdown_requested_ && abandon_ && reliefs_in_callbacks_ == 0) {
       // Exiting on an error: nobody waits for what is queued or in flight, and a peer may never
       // match it. Left as it is (the thread's state is never destroyed); finalize abandons the

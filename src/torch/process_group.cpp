@@ -63,7 +63,14 @@ bool WorkMCR::wait(std::chrono::milliseconds timeout) {
     timeout = bounded_timeout(timeout);
     const bool bounded = timeout.count() > 0;
     const auto until = bounded ? steady_clock::now() + timeout : steady_clock::time_point::max();
-    CommThread::instance().drive_until([this] { return c10d::Work::isCompleted(); }, until, this);
+    if (!CommThread::instance().drive_until([this] { return c10d::Work::isCompleted(); }, until,
+                                            this) &&
+        !c10d::Work::isCompleted()) {
+      // This thread may not drive (it runs completion callbacks, or another holds the right to
+      // call mcr): an operation parked for its waiter goes to the communication thread, as when
+      // a handle is polled, else nobody would poll it.
+      CommThread::instance().take_over_parked();
+    }
     if (bounded) {  // what is left of it (at least 1 ms: 0 would mean no limit)
       timeout = std::max(
           std::chrono::duration_cast<std::chrono::milliseconds>(until - steady_clock::now()),
