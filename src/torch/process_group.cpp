@@ -91,8 +91,20 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkMCR::getFuture() {
   return future_;
 }
 
+namespace {
+
+// The Works whose future's callbacks this thread is running (WorkMCR::complete), innermost last.
+thread_local std::vector<const WorkMCR*> t_running_callbacks_of;
+
+}  // namespace
+
 void WorkMCR::complete(std::exception_ptr error) {
-  // The future first: a waiter woken by finish() may read the future at once.
+  // The future first: a waiter woken by finish() may read the future at once. Filling it runs the
+  // callbacks chained on it, here.
+  t_running_callbacks_of.push_back(this);
+  struct Done {
+    ~Done() { t_running_callbacks_of.pop_back(); }
+  } done;
   if (error) {
     future_->setError(error);
   } else {
@@ -101,8 +113,9 @@ void WorkMCR::complete(std::exception_ptr error) {
   finish(error);
 }
 
-bool WorkMCR::operation_over() {
-  return c10d::Work::isCompleted() || (future_ && future_->completed());
+bool WorkMCR::callbacks_running_here() const {
+  return std::find(t_running_callbacks_of.begin(), t_running_callbacks_of.end(), this) !=
+         t_running_callbacks_of.end();
 }
 
 void WorkMCR::release_resources() {
@@ -228,10 +241,11 @@ void ProcessGroupMCR::shutdown() {
   // callbacks of the operations waited for here may need.
   const ReleaseGilIfHeld no_gil;
   // Operations posted on this group complete (or fail at their timeouts) first, and so do those
-  // their completion callbacks post meanwhile; the group closes once none is left. An operation
-  // whose future is filled is over, though its Work completes only after the callbacks chained on
-  // it: one of them may be what calls this (destroy_process_group in a `.then()`), and waiting
-  // for its Work there would wait for itself, for ever.
+  // their completion callbacks post meanwhile; the group closes once none is left. A Work
+  // completes after the callbacks chained on its future: one of them may be what calls this
+  // (destroy_process_group in a `.then()`), and that Work is not waited for on its own
+  // callbacks' thread (it would wait for itself). Waited for from any other thread, it is: its
+  // callbacks may still post on this group.
   for (;;) {
     std::vector<c10::intrusive_ptr<c10d::Work>> left;
     {
@@ -239,7 +253,8 @@ void ProcessGroupMCR::shutdown() {
       if (closed_) return;
       for (auto& w : outstanding_) {
         // Every Work this group posts is a WorkMCR (enqueue).
-        if (auto p = w.lock(); p && !static_cast<WorkMCR*>(p.get())->operation_over())
+        auto p = w.lock();
+        if (p && !p->isCompleted() && !static_cast<WorkMCR*>(p.get())->callbacks_running_here())
           left.push_back(std::move(p));
       }
       if (left.empty()) {

@@ -53,9 +53,9 @@ class WorkMCR : public c10d::Work {
 
   /// Called once, on the communication thread: fills the future and wakes waiters.
   void complete(std::exception_ptr error);
-  /// Its operation is over: the future is filled, though the callbacks chained on it may still be
-  /// running (complete() marks the Work completed after them).
-  bool operation_over();
+  /// This thread is running the callbacks chained on this Work's future (in complete(), which
+  /// marks the Work completed after them).
+  bool callbacks_running_here() const;
 
   /// When the last strong reference goes. The group keeps a weak reference to every posted Work
   /// (outstanding_), and a weak reference to a c10 intrusive_ptr keeps the object itself: what it
