@@ -125,7 +125,8 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
   // The gradients are final once the last microbatch's backward pass has run through the stage.
   // On the first pipeline stage nothing follows that pass: the stage ends the step (later stages
   // finished theirs earlier and idle in the drain, which hides their reductions, not its own).
-  // Before, the window also counted half the bubble as drain, which only later stages have.
+  // So the window is the last backward pass alone (bwd_window), not part of the bubble's drain,
+  // which only later stages have.
   // With an interleaved pipeline, `group` chunk passes run between a chunk's passes.
   const double group = std::min<double>(l.pp, mb);
   // The reduction's exposed part: against the last microbatch's backward pass, or, with an

@@ -122,7 +122,8 @@ def split_on_device(rank, ws, dev):
         same(t.cpu(), torch.full((4,), 5.0), "all_reduce on new_group([0])")
     else:
         check(g == dist.GroupMember.NON_GROUP_MEMBER, "a non-member got a group")
-    # A mesh with a dimension of size 1: DeviceMesh forms its groups with split_group here.
+    # A mesh with a dimension of size 1: DeviceMesh forms that dimension's groups with split_group
+    # (the other, of every rank, is the default group).
     mesh = init_device_mesh("cuda", (ws, 1), mesh_dim_names=("dp", "tp"))
     for name in ("dp", "tp"):
         sub = mesh[name].get_group()

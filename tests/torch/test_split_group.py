@@ -11,7 +11,8 @@ Cases: split_group into halves; a split of a split group whose group ranks are n
 ranks; ranks in no split get None; the split's timeout kept; new_group with a bound device (and
 no group to split from on mcr); a 2-D DeviceMesh at 4 ranks; and members that pass different
 splits: the member that waits for a peer that never comes raises TimeoutError within the split's
-timeout, and the world still works after it."""
+timeout, and the world still works after it (a later group of the same ranks from the world would
+not: that member's count of such groups is ahead, so this case comes last)."""
 
 import sys
 import time
@@ -48,8 +49,9 @@ def halves(rank, ws):
 
 
 def nested(rank, ws):
-    # A parent whose group ranks are not its global ranks (ranks 1.. at 3 ranks or more): split_group
-    # takes the parent's group ranks, so its group ranks [0, last] are global ranks [1, ws - 1].
+    # A parent whose group ranks are not its global ranks (ranks 1.. at 3 ranks or more):
+    # split_group takes the parent's group ranks, so its group ranks [0, last] are global ranks
+    # [1, ws - 1].
     parent_ranks = list(range(1, ws)) if ws >= 3 else list(range(ws))
     parent = dist.split_group(split_ranks=[parent_ranks])
     if rank not in parent_ranks:
