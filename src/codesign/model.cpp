@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include "json_util.hpp"
@@ -33,6 +34,25 @@ std::string nearest_divisors(std::int64_t h, std::int64_t a) {
     ++above;
   if (below == above) return fmt::format("a = {}", below);
   return fmt::format("a = {} (h/a = {}) or a = {} (h/a = {})", below, h / below, above, h / above);
+}
+
+// The MLP width of a model that gives none: 4h, GPT's. An h whose 4h does not fit in 64 bits is
+// refused here, naming h: left to wrap, it would reach validate() as a d_ff of 0 or less and the
+// error would blame d_ff, which the user never set.
+std::int64_t default_d_ff(std::int64_t h) {
+  std::int64_t d_ff = 0;
+  if (__builtin_mul_overflow(h, 4, &d_ff)) {
+    throw InvalidArgument(fmt::format(
+        "model: h (model.hidden) = {} is too large: the default MLP width d_ff = 4h does not fit "
+        "in 64 bits",
+        h));
+  }
+  return d_ff;
+}
+
+// d_ff == 4h, without computing 4h (a model file's h may be too large for it).
+bool is_four_h(std::int64_t d_ff, std::int64_t h) {
+  return d_ff % 4 == 0 && d_ff / 4 == h;
 }
 
 }  // namespace
@@ -166,6 +186,19 @@ void ModelShape::validate() const {
   if (top_k > experts) {
     throw InvalidArgument(fmt::format("{}: top_k (model.top_k) = {} must not exceed experts = {}",
                                       ctx, top_k, experts));
+  }
+  // One microbatch's activations, b·s·h elements, must have a byte count that fits in 64 bits (8
+  // bytes each at most), like every GEMM operand; checked here so that the error names the model's
+  // fields rather than the first GEMM whose rows b·s wrapped.
+  static constexpr std::int64_t kMaxElements = std::numeric_limits<std::int64_t>::max() / 8;
+  std::int64_t activations = 0;
+  if (__builtin_mul_overflow(b, s, &activations) ||
+      __builtin_mul_overflow(activations, h, &activations) || activations > kMaxElements) {
+    throw InvalidArgument(fmt::format(
+        "{}: b (model.micro_batch) = {}, s (model.seq) = {} and h (model.hidden) = {}: one "
+        "microbatch's activations, b·s·h elements, must be at most {} (their bytes must fit in "
+        "64 bits)",
+        ctx, b, s, h, kMaxElements));
   }
   if (dense_layers > L) {
     throw InvalidArgument(
@@ -345,7 +378,7 @@ void from_json(const json& j, ModelShape& m) {
   if (j.contains("position")) {
     m.position = parse_position_embedding(required<std::string>(j, "position", ctx));
   }
-  if (m.d_ff == 0 && m.h > 0) m.d_ff = 4 * m.h;
+  if (m.d_ff == 0 && m.h > 0) m.d_ff = default_d_ff(m.h);
 }
 
 std::vector<std::string> preset_names() {
@@ -392,7 +425,7 @@ void apply_overrides(ModelShape& m, const ModelOverrides& o) {
   };
   const bool h_changed = o.h.has_value() && *o.h != m.h;
   const bool was_mha = m.a_kv == 0 || m.a_kv == m.a;
-  const bool gelu_4h = m.d_ff == 4 * m.h;
+  const bool gelu_4h = is_four_h(m.d_ff, m.h);
   set(m.h, o.h);
   set(m.a, o.a);
   set(m.a_kv, o.a_kv);
@@ -413,7 +446,7 @@ void apply_overrides(ModelShape& m, const ModelOverrides& o) {
   set(m.linear_bias, o.linear_bias);
   // A new h keeps a GeLU model's 4h MLP unless d_ff was given too.
   if (!o.d_ff && (m.d_ff == 0 || (h_changed && gelu_4h && m.mlp == MlpType::gelu))) {
-    m.d_ff = 4 * m.h;
+    m.d_ff = default_d_ff(m.h);
   }
   // A new head count keeps multi-head attention multi-head, and a GQA model's group size if it can.
   if (o.a && !o.a_kv) {

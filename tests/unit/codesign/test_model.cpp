@@ -1,6 +1,7 @@
 // Model shapes -> GEMM lists, presets and Hugging Face config.json parsing.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 
 #include "mcr/codesign/calculators.hpp"
@@ -168,6 +169,53 @@ TEST(Model, ValidationNamesField) {
   EXPECT_THROW(from_hf_config(nlohmann::json::parse(R"({"model_type": "llama"})")),
                InvalidArgument);
   EXPECT_THROW(nlohmann::json::parse(R"({"hidden": 5})").get<ModelShape>(), InvalidArgument);
+}
+
+// Sizes whose products do not fit in 64 bits are refused naming the fields the user set: h whose
+// default MLP width 4h wraps (the error blamed d_ff, never set), and b·s·h (the error blamed the
+// first GEMM, whose rows b·s had wrapped to 0).
+TEST(Model, OversizedDimensionsNameTheirFields) {
+  const auto message = [](auto&& make) {
+    try {
+      make();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const ModelShape gpt = load_preset("gpt3-2.7b");
+  const std::string wide_h = message([&] {
+    ModelShape m = gpt;
+    apply_overrides(m, {.h = std::int64_t{3} << 61, .a = 1});
+    m.validate();
+  });
+  EXPECT_NE(wide_h.find("h (model.hidden) = 6917529027641081856 is too large"), std::string::npos)
+      << wide_h;
+  EXPECT_EQ(wide_h.find("d_ff (MLP"), std::string::npos) << wide_h;
+  const std::string json_h = message(
+      [] { nlohmann::json::parse(R"({"h": 4611686018427387904, "a": 1})").get<ModelShape>(); });
+  EXPECT_NE(json_h.find("h (model.hidden) = 4611686018427387904 is too large"), std::string::npos)
+      << json_h;
+  const std::string tokens = message([&] {
+    ModelShape m = gpt;
+    apply_overrides(m, {.s = std::int64_t{1} << 32, .b = std::int64_t{1} << 32});
+    m.validate();
+  });
+  EXPECT_NE(tokens.find("b (model.micro_batch) = 4294967296, s (model.seq) = 4294967296 and h "
+                        "(model.hidden) = 2560"),
+            std::string::npos)
+      << tokens;
+  // The bound is exact: the largest b for this s and h validates, one more does not.
+  ModelShape big = gpt;
+  big.h = 1024;
+  big.d_ff = 4096;
+  big.a = 8;
+  big.a_kv = 8;
+  big.s = std::int64_t{1} << 25;
+  big.b = (std::numeric_limits<std::int64_t>::max() / 8) / (big.s * big.h);
+  EXPECT_NO_THROW(big.validate());
+  big.b += 1;
+  EXPECT_THROW(big.validate(), InvalidArgument);
 }
 
 TEST(Model, OverridesKeepTheShapesRules) {
