@@ -446,14 +446,28 @@ Trace load_trace(const std::string& path) {
 void scale_trace(Trace& trace, double factor) {
   if (!(factor > 0) || !std::isfinite(factor))
     throw InvalidArgument(fmt::format("replay.scale {}: must be a number > 0", factor));
-  for (auto& op : trace.ops) {
+  // Every op is scaled before any is changed: a refused factor leaves the trace as it was.
+  std::vector<std::size_t> scaled(trace.ops.size(), 0);
+  for (std::size_t i = 0; i < trace.ops.size(); ++i) {
+    const TraceOp& op = trace.ops[i];
     if (op.op == OpType::barrier) continue;
     const std::size_t e = dtype_size(op.dtype);
     const std::size_t count = op.bytes / e;
     // A count that divided evenly on 1..4 ranks (a multiple of 12) still does after scaling.
     const std::size_t unit = count % 12 == 0 ? 12 : 1;
-    const double units = std::round(static_cast<double>(count / unit) * factor);
-    op.bytes = std::max<std::size_t>(1, static_cast<std::size_t>(units)) * unit * e;
+    const double units = std::max(1.0, std::round(static_cast<double>(count / unit) * factor));
+    // Checked in double before any conversion: a scaled size past 2^64 would be undefined to
+    // convert, and one that wrapped would be replayed silently at a wrong, small size.
+    const double bytes = units * static_cast<double>(unit * e);
+    if (bytes > static_cast<double>(kMaxTraceBytes)) {
+      throw InvalidArgument(fmt::format(
+          "replay.scale {}: {} op {} would move {:.4g} bytes, above the trace's limit of 2^48",
+          factor, trace.path, op.source, bytes));
+    }
+    scaled[i] = static_cast<std::size_t>(units) * unit * e;
+  }
+  for (std::size_t i = 0; i < trace.ops.size(); ++i) {
+    if (trace.ops[i].op != OpType::barrier) trace.ops[i].bytes = scaled[i];
   }
 }
 

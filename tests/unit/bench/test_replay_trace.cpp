@@ -330,6 +330,30 @@ TEST(ReplayTrace, ScaleKeepsWholeElementsAndMultiplesOf12) {
   EXPECT_THROW(scale_trace(t, 0), InvalidArgument);
 }
 
+// A factor that takes an op past the trace's 2^48-byte limit is refused, naming the op, and
+// changes nothing. It was accepted: past 2^64 bytes the conversion was undefined (2^44 bytes x
+// 12 x 2^20 here), and a product of units, 12 and the element size could wrap to a small size
+// that was replayed silently.
+TEST(ReplayTrace, ScaleRefusesSizesPastTheLimit) {
+  Trace t = parse_trace(R"({"format": "mcr-trace", "version": 1, "ops": [
+      {"op": "all_reduce", "count": 12},
+      {"op": "all_gather", "count": 17592186044416, "dtype": "u8"}]})",
+                        "big.json");
+  try {
+    scale_trace(t, 1048576.0 * 12);
+    FAIL() << "a scaled size past 2^48 bytes was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("replay.scale 12582912: big.json op 1 would move"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(t.ops[0].bytes, 12u * 4);  // unchanged: the refusal came after op 0 was scaled
+  EXPECT_EQ(t.ops[1].bytes, std::size_t{1} << 44);
+  EXPECT_THROW(scale_trace(t, 1e30), InvalidArgument);  // past 2^64
+  scale_trace(t, 16.0);                                 // 2^48 exactly is allowed
+  EXPECT_EQ(t.ops[1].bytes, std::size_t{1} << 48);
+}
+
 TEST(ReplayTrace, NeedsEnoughRanks) {
   const Trace t = parse_trace(R"({"format": "mcr-trace", "version": 1, "world_size": 3,
                                   "ops": [{"op": "all_reduce", "count": 12}]})",
