@@ -1,13 +1,13 @@
 // Rendering of a tuning table's latency matrix through gnuplot.
 #include "bench_plot.hpp"
 
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "gnuplot.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::cli {
@@ -71,8 +71,8 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
       for (const auto& [bytes, us] : points)
         d << std::max<std::size_t>(bytes, 1) << ' ' << us << '\n';
       d << "\n\n";
-      plots.push_back(
-          fmt::format("'{}' index {} with linespoints title '{}'", dat, index++, backend));
+      plots.push_back(fmt::format("{} index {} with linespoints title {}", gnuplot_quoted(dat),
+                                  index++, gnuplot_quoted(backend)));
     }
     // The tuned choice: the chosen backend's latency at each measured size, per form measured.
     d << "# tuned\n";
@@ -98,21 +98,23 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
         }
       }
     }
-    plots.push_back(fmt::format(
-        "'{}' index {} with points pt 6 ps 2 lc rgb 'black' title 'tuned choice'", dat, index));
+    plots.push_back(
+        fmt::format("{} index {} with points pt 6 ps 2 lc rgb 'black' title 'tuned choice'",
+                    gnuplot_quoted(dat), index));
     const std::string image = fmt::format("{}.{}.{}", prefix, op, format);
-    gp << fmt::format("set output '{}'\nset title '{} ({})'\nplot {}\n", image, op, klass[op],
+    gp << fmt::format("set output {}\nset title {}\nplot {}\n", gnuplot_quoted(image),
+                      gnuplot_quoted(fmt::format("{} ({})", op, klass[op])),
                       fmt::join(plots, ", "));
     images.push_back(image);
   }
   gp.close();
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+  if (!gnuplot_on_path()) {
     throw Error(fmt::format(
         "--plot: gnuplot is not installed; the data and script are in {}.gp and {}.*.dat "
         "(install gnuplot, e.g. apt-get install gnuplot-nox, and run 'gnuplot {}.gp')",
         prefix, prefix, prefix));
   }
-  if (std::system(fmt::format("gnuplot '{}.gp'", prefix).c_str()) != 0) {
+  if (run_gnuplot(prefix + ".gp") != 0) {
     throw Error(fmt::format("--plot: gnuplot failed on {}.gp", prefix));
   }
   return images;

@@ -4,31 +4,13 @@
 
 #include <fmt/core.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "gnuplot.hpp"
 #include "mcr/errors.hpp"
 #include "shape_print.hpp"
 
 namespace mcr::cli {
-namespace {
-
-bool on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return false;
-  std::stringstream ss(path);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    std::error_code ec;
-    const auto candidate = std::filesystem::path(dir) / program;
-    if (std::filesystem::is_regular_file(candidate, ec)) return true;
-  }
-  return false;
-}
-
-}  // namespace
 
 void plot_sweep(const std::string& field, const std::vector<codesign::SweepPoint>& points,
                 const std::string& prefix, const std::string& format, const std::string& model_name,
@@ -38,7 +20,7 @@ void plot_sweep(const std::string& field, const std::vector<codesign::SweepPoint
     throw InvalidArgument(
         fmt::format("--plot-format '{}' is not supported: use png or svg", format));
   }
-  if (!on_path("gnuplot")) {
+  if (!gnuplot_on_path()) {
     fmt::print("{}gnuplot is not on PATH: text plot above; the CSV has the curve\n",
                ascii_plot(field, points));
     return;
@@ -47,16 +29,18 @@ void plot_sweep(const std::string& field, const std::vector<codesign::SweepPoint
   const std::string script_path = prefix + ".gp";
   {
     std::ofstream gp(script_path);
+    // Every string is quoted for gnuplot: the model's name comes from a user's file.
     gp << fmt::format(
-        "set terminal {} size 900,500\nset output '{}'\nset datafile separator ','\n"
-        "set key autotitle columnhead\nset xlabel '{}'\nset ylabel 'predicted TFLOP/s per GPU'\n"
-        "set title 'mcr shape sweep: {} on {}'\nset grid\n"
-        "plot '{}' using 1:($2==1?$5:1/0) with linespoints title 'layer', "
+        "set terminal {} size 900,500\nset output {}\nset datafile separator ','\n"
+        "set key autotitle columnhead\nset xlabel {}\nset ylabel 'predicted TFLOP/s per GPU'\n"
+        "set title {}\nset grid\n"
+        "plot {} using 1:($2==1?$5:1/0) with linespoints title 'layer', "
         "'' using 1:($2==1?$6:1/0) with linespoints title 'model'\n",
-        format == "png" ? "pngcairo" : "svg", plot_path, field, model_name, device_name, csv_path);
+        format == "png" ? "pngcairo" : "svg", gnuplot_quoted(plot_path), gnuplot_quoted(field),
+        gnuplot_quoted(fmt::format("mcr shape sweep: {} on {}", model_name, device_name)),
+        gnuplot_quoted(csv_path));
   }
-  const std::string command = fmt::format("gnuplot '{}'", script_path);
-  if (std::system(command.c_str()) != 0) {
+  if (run_gnuplot(script_path) != 0) {
     fmt::print("gnuplot failed: no plot rendered (script kept at {})\n", script_path);
     return;
   }
