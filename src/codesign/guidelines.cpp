@@ -115,8 +115,9 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
   }
   // G10: h is K or N of every dense GEMM.
   if (m.h % align != 0) {
-    // Without an explicit head_dim the heads split h: the suggestions stay multiples of a too.
-    const std::int64_t step = m.d_head > 0 || m.is_mla() ? align : std::lcm(align, m.a);
+    // Without an explicit head_dim the heads split h (validate() asks h % a = 0, latent attention
+    // too): the suggestions stay multiples of a as well.
+    const std::int64_t step = m.d_head > 0 ? align : std::lcm(align, m.a);
     const std::int64_t down = round_down(m.h, step);
     const std::int64_t up = round_up(m.h, step);
     add(out, "hidden_alignment", Severity::warning,
@@ -178,13 +179,18 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
     sharded.insert(sharded.end(), mlp_widths.begin(), mlp_widths.end());
     for (const auto& [label, dim] : sharded) {
       if (dim % m.t != 0 || (dim / m.t) % align != 0) {
+        // A suggested h stays a multiple of a when the heads split it (as for hidden_alignment).
+        const bool heads_split = dim == m.h && std::string_view(label) == "h" && m.d_head == 0;
+        const std::int64_t step = heads_split ? std::lcm(m.t * align, m.a) : m.t * align;
         add(out, "tp_shard_alignment", Severity::warning,
             fmt::format("{}/t = {}/{} = {:.2f} is not a multiple of {} ({}): every rank's GEMM is "
                         "misaligned",
                         label, dim, m.t, static_cast<double>(dim) / static_cast<double>(m.t), align,
                         rule),
-            fmt::format("make {} a multiple of t x {} = {} (e.g. {} = {})", label, align,
-                        m.t * align, label, round_up(dim, m.t * align)));
+            fmt::format(
+                "make {} a multiple of t x {} = {}{} (e.g. {} = {})", label, align, m.t * align,
+                step != m.t * align ? fmt::format(" and of a = {}: {}", m.a, step) : std::string(),
+                label, round_up(dim, step)));
       }
     }
   }

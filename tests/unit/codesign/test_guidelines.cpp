@@ -276,6 +276,46 @@ TEST(Guidelines, SuggestedShapesAreShapesTheModelCanTake) {
   EXPECT_NE(h->fix.find("h = 2560 or h = 2880"), std::string::npos) << h->fix;
 }
 
+// The hidden sizes the fixes suggest are ones validate() accepts: h = 960 over a = 10 heads at
+// t = 2 was told "h = 1024" (a multiple of t x 64, but not of 10, so refused); a multiple of
+// lcm(128, 10) = 640 is. A latent-attention model's h is split by its heads too (h % a is asked
+// of it as well), so its hidden_alignment fix keeps multiples of a.
+TEST(Guidelines, SuggestedHiddenSizesAreOnesTheHeadsDivide) {
+  ModelShape m = load_preset("gpt3-125m");
+  m.h = 960;
+  m.d_ff = 3840;
+  m.a = 10;
+  m.a_kv = 10;
+  m.t = 2;
+  ASSERT_NO_THROW(m.validate());
+  const auto fs = check_guidelines(m, a100());
+  const Finding* f = nullptr;
+  for (const auto& x : fs) {
+    if (x.id == "tp_shard_alignment" && x.message.rfind("h/t", 0) == 0) f = &x;
+  }
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->fix.find("and of a = 10: 640 (e.g. h = 1280)"), std::string::npos) << f->fix;
+  ModelShape fixed = m;
+  fixed.h = 1280;
+  fixed.d_ff = 5120;
+  EXPECT_NO_THROW(fixed.validate());
+  for (const auto& x : check_guidelines(fixed, a100()))
+    EXPECT_FALSE(x.id == "tp_shard_alignment" && x.message.rfind("h/t", 0) == 0) << x.message;
+
+  ModelShape mla = recent("deepseek-v3.json");
+  ASSERT_TRUE(mla.is_mla());
+  ASSERT_EQ(mla.d_head, 0);
+  mla.h = 7100;  // not a multiple of 64
+  mla.a = 100;
+  mla.a_kv = 100;
+  const auto mla_findings = check_guidelines(mla, a100());
+  const Finding* h = find(mla_findings, "hidden_alignment");
+  ASSERT_NE(h, nullptr);
+  EXPECT_NE(h->fix.find("h = 6400 or h = 8000 (multiples of 1600, which a = 100 divides)"),
+            std::string::npos)
+      << h->fix;
+}
+
 // A mixture of experts' GEMMs use each routed expert's width, not d_ff: Qwen3-30B-A3B's experts are
 // 768 wide, 96 per rank at t = 8 (32-byte aligned in bf16), while its unused d_ff = 6144 is
 // aligned. Before, only d_ff was checked and nothing was said.
