@@ -50,6 +50,12 @@ std::int64_t default_d_ff(std::int64_t h) {
   return d_ff;
 }
 
+// Whether the model's query heads form whole groups over its KV heads (a_kv divides a), as in a
+// validated model; a model read but not yet validated may not.
+bool groups_evenly(const ModelShape& m) {
+  return m.a > 0 && m.kv_heads() > 0 && m.kv_heads() <= m.a && m.a % m.kv_heads() == 0;
+}
+
 // d_ff == 4h, without computing 4h (a model file's h may be too large for it).
 bool is_four_h(std::int64_t d_ff, std::int64_t h) {
   return d_ff % 4 == 0 && d_ff / 4 == h;
@@ -425,6 +431,7 @@ void apply_overrides(ModelShape& m, const ModelOverrides& o) {
   };
   const bool h_changed = o.h.has_value() && *o.h != m.h;
   const bool was_mha = m.a_kv == 0 || m.a_kv == m.a;
+  const ModelShape before = m;
   const bool gelu_4h = is_four_h(m.d_ff, m.h);
   set(m.h, o.h);
   set(m.a, o.a);
@@ -448,9 +455,20 @@ void apply_overrides(ModelShape& m, const ModelOverrides& o) {
   if (!o.d_ff && (m.d_ff == 0 || (h_changed && gelu_4h && m.mlp == MlpType::gelu))) {
     m.d_ff = default_d_ff(m.h);
   }
-  // A new head count keeps multi-head attention multi-head, and a GQA model's group size if it can.
+  // A new head count keeps multi-head attention multi-head, multi-query attention multi-query, and
+  // a GQA model's group size a/a_kv where it divides the new count: the rule of the advisor, the
+  // sweep and the guidelines' head suggestions, so a suggested a given as --heads is that shape.
+  // Where the group does not divide it, a_kv stays (validate() names it if it does not divide a).
   if (o.a && !o.a_kv) {
-    if (was_mha || m.a_kv > m.a) m.a_kv = m.a;
+    if (was_mha) {
+      m.a_kv = m.a;
+    } else if (const std::int64_t kv =
+                   groups_evenly(before) ? kv_heads_keeping_group(before, m.a) : 0;
+               kv > 0) {
+      m.a_kv = kv;
+    } else if (m.a_kv > m.a) {
+      m.a_kv = m.a;
+    }
   }
 }
 

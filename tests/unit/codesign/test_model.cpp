@@ -228,16 +228,34 @@ TEST(Model, OverridesKeepTheShapesRules) {
   m = gpt;
   apply_overrides(m, {.h = 2048, .d_ff = 5000});
   EXPECT_EQ(m.d_ff, 5000);  // a given d_ff wins
-  // A GQA model keeps its key/value heads when they still fit under the new head count.
+  // A GQA model keeps its group size a/a_kv where it divides the new head count, as the advisor,
+  // the sweep and the guidelines' head suggestions do: their a = 36 for a = 32, a_kv = 8 was
+  // refused as --heads 36 (a_kv 8 kept, not dividing 36). Otherwise a_kv stays, at most a.
   ModelShape gqa = gpt;
   gqa.a = 32;
   gqa.a_kv = 8;
   m = gqa;
   apply_overrides(m, {.a = 16});
-  EXPECT_EQ(m.a_kv, 8);
+  EXPECT_EQ(m.a_kv, 4);
+  m = gqa;
+  apply_overrides(m, {.a = 36});
+  EXPECT_EQ(m.a_kv, 9);
+  EXPECT_EQ(m.a_kv, kv_heads_keeping_group(gqa, 36));
   m = gqa;
   apply_overrides(m, {.a = 4});
-  EXPECT_EQ(m.a_kv, 4);
+  EXPECT_EQ(m.a_kv, 1);
+  m = gqa;
+  apply_overrides(m, {.a = 6});  // groups of 4 do not divide 6
+  EXPECT_EQ(m.a_kv, 6);
+  m = gqa;
+  apply_overrides(m, {.a = 40, .a_kv = 8});  // a given a_kv wins
+  EXPECT_EQ(m.a_kv, 8);
+  ModelShape mqa = gpt;
+  mqa.a = 32;
+  mqa.a_kv = 1;
+  m = mqa;
+  apply_overrides(m, {.a = 16});
+  EXPECT_EQ(m.a_kv, 1);
   EXPECT_FALSE(ModelOverrides{.s = 4096}.changes_dimensions());
   EXPECT_TRUE(ModelOverrides{.L = 2}.changes_dimensions());
 }
