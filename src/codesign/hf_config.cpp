@@ -244,6 +244,37 @@ void read_latent_attention(Reader& in, ModelShape& m) {
   m.v_head_dim = in.required({"v_head_dim"});
 }
 
+// transformers' Gemma3TextConfig defaults. Gemma-3's multimodal configs (4B, 12B, 27B) write in
+// text_config only the fields that differ from them (4B: hidden_size, intermediate_size,
+// num_hidden_layers, sliding_window), so the importer applies them as transformers does.
+constexpr std::pair<const char*, std::int64_t> kGemma3TextDefaults[] = {
+    {"vocab_size", 262208},
+    {"num_attention_heads", 8},
+    {"num_key_value_heads", 4},
+    {"head_dim", 256},
+    {"max_position_embeddings", 131072},
+    {"sliding_window", 4096},
+    {"sliding_window_pattern", 6},
+};
+
+// The config with the class defaults of its model_type filled in where it leaves them out, each
+// said in r.defaults. A config whose layers are typed per layer (layer_types) keeps its own
+// sliding pattern.
+json with_class_defaults(const json& c, HfImport& r) {
+  if (c.value("model_type", std::string()) != "gemma3_text") return c;
+  json filled = c;
+  for (const auto& [key, value] : kGemma3TextDefaults) {
+    if (c.contains(key)) continue;
+    if (std::string_view(key) == "sliding_window_pattern" && c.contains("layer_types")) continue;
+    filled[key] = value;
+    r.defaults.push_back(
+        fmt::format("{} = {}: absent, transformers' Gemma3TextConfig default", key, value));
+  }
+  return filled;
+}
+
+HfImport import_flat_config(const json& c);
+
 }  // namespace
 
 HfImport import_hf_config(const json& c) {
@@ -251,16 +282,29 @@ HfImport import_hf_config(const json& c) {
   // Multimodal configs (Llama-4, Gemma-3 4B+, ...) nest the language model in text_config; the
   // vision encoder and its projector are left out and said to be.
   if (c.contains("text_config") && c.at("text_config").is_object() && !c.contains("hidden_size")) {
-    HfImport inner = import_hf_config(c.at("text_config"));
+    // The outer config's dtype and tying apply to the language model where text_config has none
+    // (Gemma-3 4B gives torch_dtype only outside).
+    json text = c.at("text_config");
+    std::vector<std::string> inherited;
+    for (const char* key : {"torch_dtype", "dtype", "tie_word_embeddings"}) {
+      if (c.contains(key) && !text.contains(key)) {
+        text[key] = c.at(key);
+        inherited.emplace_back(key);
+      }
+    }
+    HfImport inner = import_hf_config(text);
     const std::string outer = c.value("model_type", std::string("unknown"));
     inner.model_type = outer + "/" + inner.model_type;
     inner.defaults.insert(
         inner.defaults.begin(),
         fmt::format("text_config of the '{}' config: the language model only", outer));
-    for (auto& key : inner.used)
-      key = "text_config." + key;
+    for (auto& key : inner.used) {
+      const bool outer_key = std::find(inherited.begin(), inherited.end(), key) != inherited.end();
+      if (!outer_key) key = "text_config." + key;
+    }
     for (const auto& [key, value] : c.items()) {
       if (key == "text_config") continue;
+      if (std::find(inherited.begin(), inherited.end(), key) != inherited.end()) continue;
       inner.ignored.push_back(key);
     }
     if (c.contains("vision_config")) {
@@ -269,7 +313,14 @@ HfImport import_hf_config(const json& c) {
     }
     return inner;
   }
+  return import_flat_config(c);
+}
+
+namespace {
+
+HfImport import_flat_config(const json& config) {
   HfImport r;
+  const json c = with_class_defaults(config, r);
   Reader in(c, r);
   const auto type_text = in.text({"model_type"});
   r.model_type = type_text.value_or("llama");
@@ -532,9 +583,13 @@ HfImport import_hf_config(const json& c) {
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(fmt::format("{}: {}", in.context(), e.what()));
   }
+  // A class default set a field, not a key of the file (it is listed under defaults).
+  std::erase_if(r.used, [&config](const std::string& key) { return !config.contains(key); });
   r.shape = std::move(m);
   return r;
 }
+
+}  // namespace
 
 ModelShape from_hf_config(const json& config) {
   return import_hf_config(config).shape;

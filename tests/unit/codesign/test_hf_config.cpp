@@ -4,6 +4,7 @@
 // is published; the tolerance is the issue's 0.5% unless a comment says why not.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <string>
@@ -251,6 +252,42 @@ TEST(HfConfig, Gemma2SlidesEveryOtherLayer) {
   EXPECT_EQ(m.L, 42);
   EXPECT_EQ(m.sliding_window, 4096);
   EXPECT_EQ(m.sliding_layers, 21);
+}
+
+// Gemma-3 4B's published config.json nests a text_config that gives only what differs from
+// transformers' Gemma3TextConfig (hidden_size, intermediate_size, num_hidden_layers,
+// sliding_window): heads, KV heads, head_dim, vocabulary and the 5:1 sliding pattern are the
+// class's defaults, and torch_dtype is outside text_config. The import failed ("missing integer
+// field num_attention_heads"). Gemma 3 technical report (arXiv 2503.19786), Table 1, 4B: 3,209M
+// non-embedding parameters (the 675M embedding figure there is not v x h = 671M, so the total is
+// checked through the non-embedding part).
+TEST(HfConfig, Gemma3MultimodalTextConfigTakesTheClassDefaults) {
+  const HfImport r = load("gemma-3-4b-it");
+  const ModelShape& m = r.shape;
+  EXPECT_EQ(m.h, 2560);
+  EXPECT_EQ(m.a, 8);
+  EXPECT_EQ(m.kv_heads(), 4);
+  EXPECT_EQ(m.head_dim(), 256);
+  EXPECT_EQ(m.v, 262208);
+  EXPECT_EQ(m.L, 34);
+  EXPECT_EQ(m.sliding_window, 1024);
+  EXPECT_EQ(m.sliding_layers, 34 - 34 / 6);  // every 6th layer global: 29 slide
+  EXPECT_EQ(m.mlp, MlpType::geglu);
+  EXPECT_TRUE(m.tied_embeddings);
+  EXPECT_EQ(m.dtype, DType::bf16);
+  const ParamCount p = count_parameters(m);
+  EXPECT_LT(rel(p.non_embedding, 3209e6), 0.005) << p.non_embedding;
+  bool said = false;
+  for (const auto& d : r.defaults)
+    said = said || d == "num_attention_heads = 8: absent, transformers' Gemma3TextConfig default";
+  EXPECT_TRUE(said);
+  // Defaults are not keys of the file, and the outer dtype is read, not ignored.
+  EXPECT_EQ(std::count(r.used.begin(), r.used.end(), "text_config.vocab_size"), 0);
+  EXPECT_EQ(std::count(r.used.begin(), r.used.end(), "torch_dtype"), 1);
+  EXPECT_EQ(std::count(r.ignored.begin(), r.ignored.end(), "torch_dtype"), 0);
+  // Gemma-3-1B gives every field itself: nothing is filled in.
+  for (const auto& d : load("recent/gemma-3-1b-it").defaults)
+    EXPECT_EQ(d.find("Gemma3TextConfig default"), std::string::npos) << d;
 }
 
 }  // namespace
