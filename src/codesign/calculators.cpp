@@ -38,7 +38,8 @@ void validate_layout(const ModelShape& m, const ParallelLayout& p) {
 
 // Activation bytes of one layer for one microbatch, 16-bit activations (Korthikanti et al. 2022,
 // "Reducing Activation Recomputation in Large Transformer Models", eq. 2 and Table 2), generalized:
-// the split part counts Q (2), K and V (2r each), the projection input (2) and the MLP
+// the split part counts Q (2), K and V (2r each, r = a_kv/a), the projection input (2) (each at
+// its width where head_dim or latent attention sets it) and the MLP
 // intermediates (GeLU: up output and GeLU output, 2 x 2 d_ff/h; SwiGLU: gate, up, SiLU and product,
 // 4 x 2 d_ff/h); unfused attention adds the s x s scores, softmax and dropout mask (5 a s / h). At
 // MHA, GeLU, d_ff = 4h this is exactly the paper's sbh(10 + 24/t + 5as/(ht)).
@@ -47,10 +48,16 @@ void validate_layout(const ModelShape& m, const ParallelLayout& p) {
 // split) and the experts' and shared experts' intermediates at their widths.
 double layer_activation_bytes(const ModelShape& m, bool sequence_parallel) {
   const double t = dbl(m.t);
-  const double r = dbl(m.kv_heads()) / dbl(m.a);
-  const double q = dbl(m.a * m.head_dim()) / dbl(m.h);              // 1 unless head_dim is given
+  // Q, K, V and the projection input at their widths: a x qk_head_dim for Q, KV heads x
+  // (qk_head_dim + v_dim) for K and V, a x v_dim for the projection's input. Latent attention's
+  // per-head K and V come out of the up-projection for every head (its latents are not counted).
+  // Without head_dim or latents this is 4 + 4 a_kv/a.
+  const double kv_heads = m.is_mla() ? dbl(m.a) : dbl(m.kv_heads());
+  const double attention_width = dbl(m.a) * dbl(m.qk_head_dim()) +
+                                 kv_heads * dbl(m.qk_head_dim() + m.v_dim()) +
+                                 dbl(m.a) * dbl(m.v_dim());
   const double per_width = (m.gated_mlp() ? 8.0 : 4.0) / dbl(m.h);  // MLP intermediates per d_ff
-  double split = 4.0 * q + 4.0 * r * q;
+  double split = 2.0 * attention_width / dbl(m.h);
   if (m.attention == AttentionImpl::unfused) split += 5.0 * dbl(m.a) * dbl(m.s) / dbl(m.h);
   const double replicated = 10.0;  // two norm inputs (4), attention and MLP inputs (4), 2 masks
   double whole = sequence_parallel ? replicated / t : replicated;

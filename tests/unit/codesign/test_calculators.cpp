@@ -140,5 +140,25 @@ TEST(Memory, KvCacheOfLatentAttentionIsTheLatent) {
   EXPECT_DOUBLE_EQ(inference_memory(m, l).kv_cache, 27.0 * 4096 * 576 * 2);
 }
 
+// Latent attention's Q and K are a x (qk_nope + qk_rope) wide and V and the projection input
+// a x v_head_dim, not h: DeepSeek-V3 (h = 7168, 128 heads, 128 + 64 and 128), one dense layer at
+// t = 1 keeps per token 10 + 2 (128 x 192 + 128 x 320 + 128 x 128) / 7168 + the MLP's
+// 8 x 18432 / 7168 (in h bytes); before, h/a = 56 made its attention 8 (2 x 4 x 7168 / 7168)
+// instead of 22.9, and the layer 28% smaller than it is.
+TEST(Memory, LatentAttentionActivationsAtTheirHeadWidths) {
+  ModelShape m = import_hf_config_file(std::string(MCR_HF_RECENT) + "/deepseek-v3.json").shape;
+  ASSERT_TRUE(m.is_mla());
+  m.experts = 1;
+  m.top_k = 1;
+  m.dense_layers = 0;
+  m.b = 1;
+  m.attention = AttentionImpl::flash;
+  const double sbh = static_cast<double>(m.s) * static_cast<double>(m.h);
+  const double attention = 2.0 * (128 * 192 + 128 * (192 + 128) + 128 * 128) / 7168.0;
+  const double per_layer = 10 + attention + 8.0 * static_cast<double>(m.d_ff) / 7168.0;
+  EXPECT_DOUBLE_EQ(training_memory(m, ParallelLayout{}).activations,
+                   sbh * static_cast<double>(m.L) * per_layer);
+}
+
 }  // namespace
 }  // namespace mcr::codesign
