@@ -595,20 +595,20 @@ ModelShape from_hf_config(const json& config) {
   return import_hf_config(config).shape;
 }
 
-HfImport import_hf_config_file(const std::filesystem::path& path) {
+HfImport import_hf_config_file(const std::filesystem::path& path, std::string_view field) {
   std::ifstream in(path);
-  if (!in) throw InvalidArgument(fmt::format("model.config '{}' cannot be opened", path.string()));
+  if (!in) throw InvalidArgument(fmt::format("{} '{}' cannot be opened", field, path.string()));
   try {
     return import_hf_config(json::parse(in));
   } catch (const json::exception& e) {
-    throw InvalidArgument(fmt::format("model.config '{}': {}", path.string(), e.what()));
+    throw InvalidArgument(fmt::format("{} '{}': {}", field, path.string(), e.what()));
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(fmt::format("model.config '{}': {}", path.string(), e.what()));
+    throw InvalidArgument(fmt::format("{} '{}': {}", field, path.string(), e.what()));
   }
 }
 
-ModelShape load_hf_config(const std::filesystem::path& path) {
-  return import_hf_config_file(path).shape;
+ModelShape load_hf_config(const std::filesystem::path& path, std::string_view field) {
+  return import_hf_config_file(path, field).shape;
 }
 
 }  // namespace mcr::codesign

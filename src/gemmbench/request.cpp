@@ -22,7 +22,7 @@ std::vector<Gemm> model_gemms(const GemmRequest& r, const std::vector<DType>& dt
   for (const auto& p : r.presets)
     shapes.push_back(load_preset(p));
   for (const auto& path : r.models)
-    shapes.push_back(load_hf_config(path));
+    shapes.push_back(load_hf_config(path, "request.models"));
   std::vector<Gemm> out;
   for (auto& shape : shapes) {
     if (r.seq > 0) shape.s = r.seq;

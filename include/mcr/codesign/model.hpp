@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -164,8 +165,12 @@ inline constexpr std::int64_t kDefaultConfigSeq = 4096;
 HfImport import_hf_config(const nlohmann::json& config);
 /// import_hf_config(config).shape.
 ModelShape from_hf_config(const nlohmann::json& config);
-HfImport import_hf_config_file(const std::filesystem::path& path);
-ModelShape load_hf_config(const std::filesystem::path& path);
+/// `field` names the file in errors (`model.config`: mcr shape's and mcr plan's --config; mcr gemm
+/// reads configs as `request.models`, its --model).
+HfImport import_hf_config_file(const std::filesystem::path& path,
+                               std::string_view field = "model.config");
+ModelShape load_hf_config(const std::filesystem::path& path,
+                          std::string_view field = "model.config");
 
 /// The GEMMs of one transformer layer on one GPU, forward first; with `training` also the dgrad and
 /// wgrad GEMM of every forward GEMM that has a weight operand, and the backward BMMs of attention.
