@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "json_util.hpp"
@@ -16,24 +17,42 @@
 namespace mcr::codesign {
 namespace {
 
-// "1, 2, 4, 8, 16, 32": the divisors of x up to `limit` (0 = all), for error messages.
+// How far the error messages' divisor searches look: a message about a mistyped size must come
+// at once, and a size of 10^12 would otherwise take hours of trial division.
+constexpr std::int64_t kDivisorSearch = std::int64_t{1} << 20;
+
+// "1, 2, 4, 8, 16, 32": the divisors of x up to `limit` (0 = all), for error messages; past
+// kDivisorSearch the list ends in "...".
 std::string divisor_list(std::int64_t x, std::int64_t limit = 0) {
+  const std::int64_t last = std::min(limit == 0 ? x : std::min(limit, x), kDivisorSearch);
   std::string s;
-  for (std::int64_t d = 1; d <= x && (limit == 0 || d <= limit); ++d) {
+  for (std::int64_t d = 1; d <= last; ++d) {
     if (x % d == 0) s += fmt::format("{}{}", s.empty() ? "" : ", ", d);
   }
+  if (last == kDivisorSearch && last < x && (limit == 0 || limit > last)) s += ", ...";
   return s;
 }
 
-// The head counts dividing h closest to a (at most two, one each side).
+// The head counts dividing h closest to a (at most two, one each side, each within kDivisorSearch
+// of a).
 std::string nearest_divisors(std::int64_t h, std::int64_t a) {
-  std::int64_t below = a, above = a;
-  while (below > 1 && h % below != 0)
-    --below;
-  while (above < h && h % above != 0)
-    ++above;
-  if (below == above) return fmt::format("a = {}", below);
-  return fmt::format("a = {} (h/a = {}) or a = {} (h/a = {})", below, h / below, above, h / above);
+  std::optional<std::int64_t> below, above;
+  for (std::int64_t d = a; d >= 1 && a - d <= kDivisorSearch; --d) {
+    if (h % d == 0) {
+      below = d;
+      break;
+    }
+  }
+  for (std::int64_t d = a; d <= h && d - a <= kDivisorSearch; ++d) {
+    if (h % d == 0) {
+      above = d;
+      break;
+    }
+  }
+  const auto named = [h](std::int64_t d) { return fmt::format("a = {} (h/a = {})", d, h / d); };
+  if (below && above && *below != *above) return named(*below) + " or " + named(*above);
+  if (below || above) return named(below ? *below : *above);
+  return "none within " + std::to_string(kDivisorSearch) + " of a";
 }
 
 // The MLP width of a model that gives none: 4h, GPT's. An h whose 4h does not fit in 64 bits is

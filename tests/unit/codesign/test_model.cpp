@@ -218,6 +218,37 @@ TEST(Model, OversizedDimensionsNameTheirFields) {
   EXPECT_THROW(big.validate(), InvalidArgument);
 }
 
+// The divisors an error message lists are searched within 2^20 of where they start: a mistyped
+// head count of 10^12 took hours of trial division before the message came.
+TEST(Model, DivisorHintsOfHugeSizesComeAtOnce) {
+  const auto message = [](const ModelShape& m) {
+    try {
+      m.validate();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  ModelShape m = load_preset("gpt3-2.7b");
+  m.h = 64;
+  m.d_head = 64;
+  m.a = 1'000'000'000'000;
+  m.a_kv = 7;
+  const std::string kv = message(m);
+  EXPECT_NE(kv.find("divisors of 1000000000000: 1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 50"),
+            std::string::npos)
+      << kv.substr(0, 300);
+  EXPECT_EQ(kv.substr(kv.size() - 5), ", ...") << kv.substr(kv.size() - 100);
+  // A prime h: the nearest head counts dividing it are 1 and h itself, 10^12 away.
+  m = load_preset("gpt3-2.7b");
+  m.h = 1'000'000'000'039;  // prime
+  m.a = 2;
+  m.a_kv = 2;
+  m.t = 1;
+  const std::string heads = message(m);
+  EXPECT_NE(heads.find("(nearest: a = 1 (h/a = 1000000000039))"), std::string::npos) << heads;
+}
+
 TEST(Model, OverridesKeepTheShapesRules) {
   ModelShape gpt = load_preset("gpt3-2.7b");  // GeLU, d_ff = 4h, multi-head attention
   ASSERT_EQ(gpt.d_ff, 4 * gpt.h);
