@@ -63,16 +63,25 @@ std::vector<OpType> resolve_ops(const SweepFlags& f, const std::vector<OpType>& 
   return ops;
 }
 
+std::size_t parse_size_flag(std::string_view flag, const std::string& text) {
+  try {
+    return parse_size(text);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("{}: {}", flag, e.what()));
+  }
+}
+
 std::vector<std::size_t> resolve_sizes(const SweepFlags& f) {
   std::vector<std::size_t> sizes;
   if (!f.sizes.empty()) {
     for (const auto& s : f.sizes)
-      sizes.push_back(parse_size(s));
+      sizes.push_back(parse_size_flag("--sizes", s));
     std::sort(sizes.begin(), sizes.end());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
     return sizes;
   }
-  return bench::geometric_sizes(parse_size(f.begin), parse_size(f.end), f.factor);
+  return bench::geometric_sizes(parse_size_flag("-b/--minbytes", f.begin),
+                                parse_size_flag("-e/--maxbytes", f.end), f.factor);
 }
 
 std::vector<DType> resolve_dtypes(const SweepFlags& f) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mcr/bench/compare.hpp"
@@ -30,6 +31,8 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& flags);
 void add_compare_flags(CLI::App* cmd, bench::CompareOptions& options);
 /// "all" (or no --op) = every benchmarkable op; otherwise the named ops in order, without repeats.
 std::vector<OpType> resolve_ops(const SweepFlags& flags, const std::vector<OpType>& when_empty);
+// A message size as parse_size() reads it ("64K"); its errors name `flag`.
+std::size_t parse_size_flag(std::string_view flag, const std::string& text);
 std::vector<std::size_t> resolve_sizes(const SweepFlags& flags);
 std::vector<DType> resolve_dtypes(const SweepFlags& flags);
 

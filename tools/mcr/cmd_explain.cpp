@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench_cli.hpp"
 #include "commands.hpp"
 #include "mcr/comm.hpp"
 #include "mcr/comm/info.hpp"
@@ -29,7 +30,7 @@ void run_explain(const ExplainOptions& o) {
   if (!op)
     throw InvalidArgument(
         fmt::format("OP '{}': unknown operation (use an API name such as all_reduce)", o.op));
-  const std::size_t bytes = parse_size(o.bytes);
+  const std::size_t bytes = parse_size_flag("--bytes", o.bytes);
   auto dtype = parse_dtype(o.dtype);
   if (!dtype) throw InvalidArgument(fmt::format("--dtype '{}': unknown element type", o.dtype));
   auto reduce = parse_reduce_op(o.reduce);
