@@ -262,31 +262,23 @@ TEST(Model, OverridesKeepTheShapesRules) {
   // A GQA model keeps its group size a/a_kv where it divides the new head count, as the advisor,
   // the sweep and the guidelines' head suggestions do: their a = 36 for a = 32, a_kv = 8 was
   // refused as --heads 36 (a_kv 8 kept, not dividing 36). Otherwise a_kv stays, at most a.
+  const auto kv_after = [](ModelShape shape, const ModelOverrides& o) {
+    apply_overrides(shape, o);
+    return shape.a_kv;
+  };
   ModelShape gqa = gpt;
   gqa.a = 32;
   gqa.a_kv = 8;
-  m = gqa;
-  apply_overrides(m, {.a = 16});
-  EXPECT_EQ(m.a_kv, 4);
-  m = gqa;
-  apply_overrides(m, {.a = 36});
-  EXPECT_EQ(m.a_kv, 9);
-  EXPECT_EQ(m.a_kv, kv_heads_keeping_group(gqa, 36));
-  m = gqa;
-  apply_overrides(m, {.a = 4});
-  EXPECT_EQ(m.a_kv, 1);
-  m = gqa;
-  apply_overrides(m, {.a = 6});  // groups of 4 do not divide 6
-  EXPECT_EQ(m.a_kv, 6);
-  m = gqa;
-  apply_overrides(m, {.a = 40, .a_kv = 8});  // a given a_kv wins
-  EXPECT_EQ(m.a_kv, 8);
+  EXPECT_EQ(kv_after(gqa, {.a = 16}), 4);
+  EXPECT_EQ(kv_after(gqa, {.a = 36}), 9);
+  EXPECT_EQ(kv_heads_keeping_group(gqa, 36), 9);
+  EXPECT_EQ(kv_after(gqa, {.a = 4}), 1);
+  EXPECT_EQ(kv_after(gqa, {.a = 6}), 6);              // groups of 4 do not divide 6
+  EXPECT_EQ(kv_after(gqa, {.a = 40, .a_kv = 8}), 8);  // a given a_kv wins
   ModelShape mqa = gpt;
   mqa.a = 32;
   mqa.a_kv = 1;
-  m = mqa;
-  apply_overrides(m, {.a = 16});
-  EXPECT_EQ(m.a_kv, 1);
+  EXPECT_EQ(kv_after(mqa, {.a = 16}), 1);
   EXPECT_FALSE(ModelOverrides{.s = 4096}.changes_dimensions());
   EXPECT_TRUE(ModelOverrides{.L = 2}.changes_dimensions());
 }
