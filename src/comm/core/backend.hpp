@@ -236,6 +236,11 @@ struct BackendFactory {
   std::string (*library_version)();
   /// The library's launch support (static storage), or nullptr when it has none.
   LaunchSupport* (*launch_support)() = nullptr;
+  /// Reads and checks the backend's own inputs (its environment variables) before anything blocks,
+  /// throwing InvalidArgument naming the input; nullptr when it has none. init() calls it for
+  /// every selected backend with the runtime's inputs, so that a rank whose value is bad raises
+  /// with its peers instead of alone inside create_world while they wait there.
+  void (*check_config)() = nullptr;
 };
 
 /// Every backend compiled into this build, in default priority order (backends/registry.cpp).

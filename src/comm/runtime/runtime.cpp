@@ -270,6 +270,13 @@ Communicator init(const InitOptions& options) {
   try {
     retain_memory = malloc_retain_requested();
     in = read_init_inputs(options);
+    // The backends' own inputs too (MCR_GLOO_*), of those selected: read only inside a backend's
+    // bring-up, a value bad on one rank raised there alone while its peers waited in it.
+    for (const auto& f : compiled_backends()) {
+      const bool selected = in.backends.empty() || std::find(in.backends.begin(), in.backends.end(),
+                                                             f.name) != in.backends.end();
+      if (selected && f.check_config != nullptr) f.check_config();
+    }
     log_modes = requested_env_comm_log();
     rt->verify = verify_mode_requested(options);
     for (ComposedChoice& c : rt->composed)

@@ -135,6 +135,27 @@ std::map<std::string, Scenario> scenarios() {
         }
         return Expect{"InvalidArgument", {"rank 1", "rejected", "MCR_LOG='summary,trcae'"}};
       }};
+  // Gloo's own inputs (MCR_GLOO_THREADS, MCR_GLOO_IFACE) bad on one rank: read only inside Gloo's
+  // bring-up, they raised there on that rank alone while the other waited in the bring-up until
+  // its timeout; now they are rejected with the runtime's inputs, on every rank.
+  s["gloo_threads_on_one_rank"] = {
+      [](int rank, const std::string&) {
+        if (rank == 1) set("MCR_GLOO_THREADS", "0");
+      },
+      [](int rank) {
+        if (rank == 1) return Expect{"InvalidArgument", {"MCR_GLOO_THREADS='0'", "from 1 to 64"}};
+        return Expect{"InvalidArgument", {"rank 1", "rejected", "MCR_GLOO_THREADS='0'"}};
+      }};
+  s["gloo_iface_on_one_rank"] = {
+      [](int rank, const std::string&) {
+        if (rank == 1) set("MCR_GLOO_IFACE", "nosuchif0");
+      },
+      [](int rank) {
+        if (rank == 1) {
+          return Expect{"InvalidArgument", {"MCR_GLOO_IFACE='nosuchif0'", "no such interface"}};
+        }
+        return Expect{"InvalidArgument", {"rank 1", "rejected", "MCR_GLOO_IFACE='nosuchif0'"}};
+      }};
   return s;
 }
 

@@ -205,6 +205,17 @@ int gloo_collective_threads() {
   return static_cast<int>(n);
 }
 
+void check_gloo_config() {
+  gloo_runs_inline();
+  gloo_collective_threads();
+  // The interface must exist on this host; MCR_GLOO_HOSTNAME, when given, is used as it is.
+  const char* hostname = std::getenv("MCR_GLOO_HOSTNAME");
+  const char* iface = std::getenv("MCR_GLOO_IFACE");
+  if ((hostname == nullptr || *hostname == '\0') && iface != nullptr && *iface != '\0') {
+    interface_address(iface, "MCR_GLOO_IFACE");
+  }
+}
+
 std::unique_ptr<Backend> GlooBackend::create_world(Bootstrap& bootstrap) {
   install_gloo_io_guard(bootstrap.rank());
   auto shared = std::make_shared<GlooShared>();
@@ -322,6 +333,8 @@ BackendFactory gloo_backend_factory() {
         return fmt::format("Gloo {}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR,
                            GLOO_VERSION_PATCH);
       },
+      nullptr,
+      &check_gloo_config,
   };
 }
 

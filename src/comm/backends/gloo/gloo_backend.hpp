@@ -52,6 +52,11 @@ bool gloo_runs_inline();
 /// InvalidArgument naming MCR_GLOO_THREADS for other values.
 int gloo_collective_threads();
 
+/// Checks every MCR_GLOO_* input that can be checked before the bootstrap (MCR_GLOO_INLINE,
+/// MCR_GLOO_THREADS, MCR_GLOO_IFACE naming an interface of this host); throws InvalidArgument
+/// naming the variable. The factory's check_config.
+void check_gloo_config();
+
 /// The hostname gloo's device binds and advertises: MCR_GLOO_HOSTNAME when set; else the IPv4
 /// address of interface MCR_GLOO_IFACE when set; else 127.0.0.1 when every rank runs on this host
 /// (launch.single_host, from the bootstrap's host identities);
