@@ -4,6 +4,7 @@
 #include "core/validation.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -27,6 +28,13 @@ class Check {
   void tensor(const Tensor& t, std::string_view arg) const {
     if (t.data() == nullptr && t.count() > 0) {
       fail("{}: {} has null data with count {}", name(), arg, t.count());
+    }
+    // Its bytes must be a size_t: every byte count below (nbytes(), overlaps, selection) is.
+    // (One comparison on the passing path: no element is wider than 8 bytes.)
+    constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+    if (t.count() > kMax / 8 && t.count() > kMax / t.element_size()) {
+      fail("{}: {} has {} elements of {} B: more bytes than a size_t holds", name(), arg, t.count(),
+           t.element_size());
     }
     if (t.device().is_cpu() && t.stream() != nullptr) {
       fail("{}: {} is a CPU tensor but carries a stream", name(), arg);
@@ -64,6 +72,28 @@ class Check {
            s_.size);
     }
   }
+  // count x the communicator's size, refused where it wraps (it would be compared with the other
+  // buffer's count).
+  std::size_t times_ranks(const Tensor& t, std::string_view arg) const {
+    std::size_t total = 0;
+    if (__builtin_mul_overflow(t.count(), static_cast<std::size_t>(s_.size), &total)) {
+      fail("{}: {} has {} elements: {} ranks' worth overflows a size_t", name(), arg, t.count(),
+           s_.size);
+    }
+    return total;
+  }
+  // The sum of counts, refused where it wraps: a wrapped sum (an unsigned underflow in the caller,
+  // {1, SIZE_MAX}) could equal a small buffer's count and pass, and the backend would then read or
+  // write past it.
+  std::size_t sum(std::span<const std::size_t> c, std::string_view arg) const {
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (__builtin_add_overflow(total, c[i], &total)) {
+        fail("{}: the sum of {} overflows a size_t at {}[{}] = {}", name(), arg, arg, i, c[i]);
+      }
+    }
+    return total;
+  }
   // Input and output may share memory only in the in-place layout the op documents. Called once
   // same_type() has passed: both have one element size.
   void no_partial_overlap(const Tensor& in, const Tensor& out, bool in_place) const {
@@ -97,7 +127,8 @@ bool is_slot(const Tensor& part, const Tensor& whole, std::size_t element_offset
          bytes_of(part.data()) == bytes_of(whole.data()) + element_offset * whole.element_size();
 }
 
-std::size_t sum(std::span<const std::size_t> c) {
+// Of counts whose whole sum Check::sum() has checked: a prefix cannot wrap.
+std::size_t prefix_sum(std::span<const std::size_t> c) {
   return std::accumulate(c.begin(), c.end(), std::size_t{0});
 }
 
@@ -178,8 +209,7 @@ Prepared prepare_all_gather(const CommState& s, const Tensor& in, const Tensor& 
   c.tensor(in, "input");
   c.tensor(out, "output");
   c.same_type(in, out);
-  c.count(out, in.count() * static_cast<std::size_t>(s.size), "output",
-          "it must hold size() * input count");
+  c.count(out, c.times_ranks(in, "input"), "output", "it must hold size() * input count");
   Prepared p = prepared(OpType::all_gather, in);
   OpArgs& a = p.args;
   a.in = in.data();
@@ -199,8 +229,8 @@ Prepared prepare_all_gather_v(const CommState& s, const Tensor& in, const Tensor
   c.same_type(in, out);
   c.counts(counts, "counts");
   c.count(in, counts[static_cast<std::size_t>(s.rank)], "input", "counts[rank()] says");
-  c.count(out, sum(counts), "output", "the sum of counts is");
-  const std::size_t displ = sum(counts.first(static_cast<std::size_t>(s.rank)));
+  c.count(out, c.sum(counts, "counts"), "output", "the sum of counts is");
+  const std::size_t displ = prefix_sum(counts.first(static_cast<std::size_t>(s.rank)));
   Prepared p = prepared(OpType::all_gather_v, in);
   OpArgs& a = p.args;
   a.in = in.data();
@@ -225,7 +255,7 @@ Prepared prepare_gather(const CommState& s, const Tensor& in, const Tensor& out,
   if (s.rank == root) {
     c.tensor(out, "output");
     c.same_type(in, out);
-    c.count(out, in.count() * static_cast<std::size_t>(s.size), "output",
+    c.count(out, c.times_ranks(in, "input"), "output",
             "on the root it must hold size() * input count");
     a.out = out.data();
     a.in_place = in.count() > 0 && is_slot(in, out, static_cast<std::size_t>(root) * in.count());
@@ -247,7 +277,7 @@ Prepared prepare_scatter(const CommState& s, const Tensor& in, const Tensor& out
   if (s.rank == root) {
     c.tensor(in, "input");
     c.same_type(in, out);
-    c.count(in, out.count() * static_cast<std::size_t>(s.size), "input",
+    c.count(in, c.times_ranks(out, "output"), "input",
             "on the root it must hold size() * output count");
     a.in = in.data();
     a.in_place = out.count() > 0 && is_slot(out, in, static_cast<std::size_t>(root) * out.count());
@@ -264,8 +294,7 @@ Prepared prepare_reduce_scatter(const CommState& s, const Tensor& in, const Tens
   c.tensor(out, "output");
   c.same_type(in, out);
   c.reduce(r, in.dtype());
-  c.count(in, out.count() * static_cast<std::size_t>(s.size), "input",
-          "it must hold size() * output count");
+  c.count(in, c.times_ranks(out, "output"), "input", "it must hold size() * output count");
   Prepared p = prepared(OpType::reduce_scatter, in);
   OpArgs& a = p.args;
   a.reduce = r;
@@ -308,8 +337,8 @@ Prepared prepare_all_to_all_v(const CommState& s, const Tensor& in, std::span<co
   c.same_type(in, out);
   c.counts(sc, "send_counts");
   c.counts(rc, "recv_counts");
-  c.count(in, sum(sc), "input", "the sum of send_counts is");
-  c.count(out, sum(rc), "output", "the sum of recv_counts is");
+  c.count(in, c.sum(sc, "send_counts"), "input", "the sum of send_counts is");
+  c.count(out, c.sum(rc, "recv_counts"), "output", "the sum of recv_counts is");
   // What a rank sends itself is what it receives from itself: a backend copies send_counts[rank]
   // elements into a slot of recv_counts[rank] (past its end when larger). Known locally, so every
   // such rank raises before any blocks.

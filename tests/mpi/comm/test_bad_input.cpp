@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -216,6 +217,59 @@ TEST_F(BadInput, CountMismatches) {
                                      },
                                      {{"input"}, {str(2 * p + 1)}});
     }
+  }
+}
+
+// Counts whose sum or product wraps a size_t are refused, naming the entry: a wrapped sum could
+// equal a small buffer's count and pass (send_counts {SIZE_MAX, 2} sum to 1), and the backend then
+// read past the buffer. A tensor whose bytes exceed a size_t is refused too. All local: no rank
+// blocks.
+TEST_F(BadInput, CountsThatWrap) {
+  const auto p = static_cast<std::size_t>(comm_.size());
+  const std::size_t max = std::numeric_limits<std::size_t>::max();
+  std::vector<std::uint8_t> in(64, 1);
+  std::vector<std::uint8_t> out(256, 0);
+  for (const auto& o : variants_) {
+    const std::string v = via(o);
+    expect_raises<InvalidArgument>(
+        "all_reduce of more bytes than a size_t holds " + v,
+        [&] { comm_.all_reduce(Tensor(in.data(), max / 2, DType::f32), ReduceOp::sum, o); },
+        {{"all_reduce"}, {"input"}, {"more bytes than a size_t holds"}});
+    if (p < 2) continue;
+    // send_counts {SIZE_MAX, 2, 1, ...} sum to p - 1 + ... modulo 2^64: 1 + (p - 2) = p - 1.
+    std::vector<std::size_t> wraps(p, 1);
+    wraps[0] = max;
+    wraps[1] = 2;
+    const auto me = static_cast<std::size_t>(comm_.rank());
+    std::vector<std::size_t> recv(p, 1);
+    recv[me] = wraps[me];
+    expect_raises<InvalidArgument>(
+        "all_to_all_v send_counts whose sum wraps " + v,
+        [&] {
+          comm_.all_to_all_v(Tensor(in.data(), p - 1, DType::u8), wraps,
+                             Tensor(out.data(), p, DType::u8), recv, o);
+        },
+        {{"the sum of send_counts overflows a size_t at send_counts[1] = 2"}});
+    // all_gather_v: every rank's own count is 1 but the last, whose is SIZE_MAX (that rank is
+    // refused for its input's count instead).
+    std::vector<std::size_t> counts(p, 1);
+    counts[p - 1] = max;
+    const bool last = me == p - 1;
+    expect_raises<InvalidArgument>(
+        "all_gather_v counts whose sum wraps " + v,
+        [&] {
+          comm_.all_gather_v(Tensor(in.data(), 1, DType::u8), Tensor(out.data(), p - 2, DType::u8),
+                             counts, o);
+        },
+        {{last ? "counts[rank()] says" : "the sum of counts overflows a size_t"}});
+    // all_gather: p inputs' worth of elements wraps.
+    const std::size_t huge = max / p + 1;
+    expect_raises<InvalidArgument>("all_gather of an input whose p copies wrap " + v,
+                                   [&] {
+                                     comm_.all_gather(Tensor(in.data(), huge, DType::u8),
+                                                      Tensor(out.data(), 0, DType::u8), o);
+                                   },
+                                   {{"ranks' worth overflows a size_t"}});
   }
 }
 
