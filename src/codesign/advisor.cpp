@@ -299,10 +299,12 @@ std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device,
       const std::int64_t kv = kv_heads_keeping_group(model, value);
       p.shape.a_kv = kv > 0 ? kv : value;
     }
-    if (field == "h" && model.mlp == MlpType::gelu && model.d_ff == 4 * model.h) {
-      p.shape.d_ff = 4 * value;  // keep the GeLU 4h convention while h moves
-    }
     try {
+      // Keep the GeLU 4h convention while h moves (an h whose 4h overflows is named).
+      if (field == "h" && model.mlp == MlpType::gelu && model.d_ff % 4 == 0 &&
+          model.d_ff / 4 == model.h) {
+        p.shape.d_ff = default_mlp_width(value);
+      }
       p.shape.validate();  // h must divide by a unless the model gives its head dimension
       p.params = count_parameters(p.shape).total;
       p.totals = analyze(p.shape, device, training).totals;

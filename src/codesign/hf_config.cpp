@@ -248,20 +248,20 @@ void read_latent_attention(Reader& in, ModelShape& m) {
 // text_config only the fields that differ from them (4B: hidden_size, intermediate_size,
 // num_hidden_layers, sliding_window), so the importer applies them as transformers does.
 constexpr std::pair<const char*, std::int64_t> kGemma3TextDefaults[] = {
-    {"vocab_size", 262208},
-    {"num_attention_heads", 8},
-    {"num_key_value_heads", 4},
-    {"head_dim", 256},
-    {"max_position_embeddings", 131072},
-    {"sliding_window", 4096},
-    {"sliding_window_pattern", 6},
+    {"hidden_size", 2304},      {"intermediate_size", 9216},
+    {"num_hidden_layers", 26},  {"vocab_size", 262208},
+    {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+    {"head_dim", 256},          {"max_position_embeddings", 131072},
+    {"sliding_window", 4096},   {"sliding_window_pattern", 6},
 };
 
 // The config with the class defaults of its model_type filled in where it leaves them out, each
 // said in r.defaults. A config whose layers are typed per layer (layer_types) keeps its own
 // sliding pattern.
 json with_class_defaults(const json& c, HfImport& r) {
-  if (c.value("model_type", std::string()) != "gemma3_text") return c;
+  // (A model_type that is not a string is refused by the reader, naming it.)
+  const auto type = c.find("model_type");
+  if (type == c.end() || !type->is_string() || *type != "gemma3_text") return c;
   json filled = c;
   for (const auto& [key, value] : kGemma3TextDefaults) {
     if (c.contains(key)) continue;
@@ -286,13 +286,28 @@ HfImport import_hf_config(const json& c) {
     // (Gemma-3 4B gives torch_dtype only outside).
     json text = c.at("text_config");
     std::vector<std::string> inherited;
-    for (const char* key : {"torch_dtype", "dtype", "tie_word_embeddings"}) {
-      if (c.contains(key) && !text.contains(key)) {
+    const auto inherit = [&](std::initializer_list<const char*> keys) {
+      for (const char* key : keys)
+        if (text.contains(key)) return;  // the language model's own
+      for (const char* key : keys) {
+        if (!c.contains(key)) continue;
         text[key] = c.at(key);
         inherited.emplace_back(key);
+        return;
       }
-    }
+    };
+    inherit({"torch_dtype", "dtype"});
+    inherit({"tie_word_embeddings"});
+    // Gemma3Config reads any text_config as a Gemma3TextConfig.
+    const bool gemma3_type =
+        c.contains("model_type") && c.at("model_type") == "gemma3" && !text.contains("model_type");
+    if (gemma3_type) text["model_type"] = "gemma3_text";
     HfImport inner = import_hf_config(text);
+    if (gemma3_type) {
+      std::erase(inner.used, "model_type");
+      inner.defaults.insert(inner.defaults.begin(),
+                            "model_type = gemma3_text: absent in text_config, Gemma3Config's");
+    }
     const std::string outer = c.value("model_type", std::string("unknown"));
     inner.model_type = outer + "/" + inner.model_type;
     inner.defaults.insert(
@@ -393,7 +408,7 @@ HfImport import_flat_config(const json& config) {
   // MLP width and type.
   const auto expansion = in.integer({"expansion_ratio"});  // MPT
   const auto ff = in.integer({"intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"});
-  m.d_ff = ff.value_or(expansion.value_or(4) * m.h);
+  m.d_ff = ff ? *ff : default_mlp_width(m.h, expansion.value_or(4));
   if (!ff) r.defaults.push_back(fmt::format("d_ff = {} = {}h", m.d_ff, expansion.value_or(4)));
   const std::string act =
       in.text({"hidden_act", "hidden_activation", "activation_function"}).value_or("gelu");

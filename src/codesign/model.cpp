@@ -55,29 +55,15 @@ std::string nearest_divisors(std::int64_t h, std::int64_t a) {
   return "none within " + std::to_string(kDivisorSearch) + " of a";
 }
 
-// The MLP width of a model that gives none: 4h, GPT's. An h whose 4h does not fit in 64 bits is
-// refused here, naming h: left to wrap, it would reach validate() as a d_ff of 0 or less and the
-// error would blame d_ff, which the user never set.
-std::int64_t default_d_ff(std::int64_t h) {
-  std::int64_t d_ff = 0;
-  if (__builtin_mul_overflow(h, 4, &d_ff)) {
-    throw InvalidArgument(fmt::format(
-        "model: h (model.hidden) = {} is too large: the default MLP width d_ff = 4h does not fit "
-        "in 64 bits",
-        h));
-  }
-  return d_ff;
+// d_ff == 4h, without computing 4h (a model file's h may be too large for it).
+bool is_four_h(std::int64_t d_ff, std::int64_t h) {
+  return d_ff % 4 == 0 && d_ff / 4 == h;
 }
 
 // Whether the model's query heads form whole groups over its KV heads (a_kv divides a), as in a
 // validated model; a model read but not yet validated may not.
 bool groups_evenly(const ModelShape& m) {
   return m.a > 0 && m.kv_heads() > 0 && m.kv_heads() <= m.a && m.a % m.kv_heads() == 0;
-}
-
-// d_ff == 4h, without computing 4h (a model file's h may be too large for it).
-bool is_four_h(std::int64_t d_ff, std::int64_t h) {
-  return d_ff % 4 == 0 && d_ff / 4 == h;
 }
 
 }  // namespace
@@ -403,7 +389,7 @@ void from_json(const json& j, ModelShape& m) {
   if (j.contains("position")) {
     m.position = parse_position_embedding(required<std::string>(j, "position", ctx));
   }
-  if (m.d_ff == 0 && m.h > 0) m.d_ff = default_d_ff(m.h);
+  if (m.d_ff == 0 && m.h > 0) m.d_ff = default_mlp_width(m.h);
 }
 
 std::vector<std::string> preset_names() {
@@ -414,6 +400,19 @@ std::vector<std::string> preset_names() {
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+std::int64_t default_mlp_width(std::int64_t h, std::int64_t ratio) {
+  // Refused here, naming h: left to wrap, the width would reach validate() as a d_ff of 0 or less
+  // and the error would blame d_ff, which the user never set.
+  std::int64_t d_ff = 0;
+  if (__builtin_mul_overflow(h, ratio, &d_ff)) {
+    throw InvalidArgument(fmt::format(
+        "model: h (model.hidden) = {} is too large: the default MLP width d_ff = {}h does not fit "
+        "in 64 bits",
+        h, ratio));
+  }
+  return d_ff;
 }
 
 bool ModelOverrides::changes_dimensions() const noexcept {
@@ -472,7 +471,7 @@ void apply_overrides(ModelShape& m, const ModelOverrides& o) {
   set(m.linear_bias, o.linear_bias);
   // A new h keeps a GeLU model's 4h MLP unless d_ff was given too.
   if (!o.d_ff && (m.d_ff == 0 || (h_changed && gelu_4h && m.mlp == MlpType::gelu))) {
-    m.d_ff = default_d_ff(m.h);
+    m.d_ff = default_mlp_width(m.h);
   }
   // A new head count keeps multi-head attention multi-head, multi-query attention multi-query, and
   // a GQA model's group size a/a_kv where it divides the new count: the rule of the advisor, the

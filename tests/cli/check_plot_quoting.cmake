@@ -36,4 +36,18 @@ list(FIND script "set output '${doubled_prefix}.png'" at)
 if(at LESS 0)
   message(FATAL_ERROR "the script does not quote the output's path:\n${script}")
 endif()
+# An output prefix starting with '|' is a file here, not a pipe to a shell command: gnuplot reads
+# "set output '|...'" as a pipe even when quoted, so the script names it "./|...".
+execute_process(COMMAND ${CMAKE_COMMAND} -E env "PATH=${work}/bin:$ENV{PATH}" ${MCR} shape sweep
+                        --model "${work}/model.json" --vary h --from 768 --to 832 --out "|pipe"
+                WORKING_DIRECTORY "${work}"
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mcr shape sweep --out '|pipe' (${rc}): ${out}${err}")
+endif()
+file(STRINGS "${work}/|pipe.gp" script)
+list(FIND script "set output './|pipe.png'" at)
+if(at LESS 0)
+  message(FATAL_ERROR "an output name starting with '|' is not made a path:\n${script}")
+endif()
 file(REMOVE_RECURSE "${work}")

@@ -71,7 +71,7 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
       for (const auto& [bytes, us] : points)
         d << std::max<std::size_t>(bytes, 1) << ' ' << us << '\n';
       d << "\n\n";
-      plots.push_back(fmt::format("{} index {} with linespoints title {}", gnuplot_quoted(dat),
+      plots.push_back(fmt::format("{} index {} with linespoints title {}", gnuplot_file(dat),
                                   index++, gnuplot_quoted(backend)));
     }
     // The tuned choice: the chosen backend's latency at each measured size, per form measured.
@@ -100,9 +100,9 @@ std::vector<std::string> plot_table(const TuningTable& table, const std::string&
     }
     plots.push_back(
         fmt::format("{} index {} with points pt 6 ps 2 lc rgb 'black' title 'tuned choice'",
-                    gnuplot_quoted(dat), index));
+                    gnuplot_file(dat), index));
     const std::string image = fmt::format("{}.{}.{}", prefix, op, format);
-    gp << fmt::format("set output {}\nset title {}\nplot {}\n", gnuplot_quoted(image),
+    gp << fmt::format("set output {}\nset title {}\nplot {}\n", gnuplot_file(image),
                       gnuplot_quoted(fmt::format("{} ({})", op, klass[op])),
                       fmt::join(plots, ", "));
     images.push_back(image);

@@ -27,6 +27,14 @@ std::string gnuplot_quoted(std::string_view text) {
   return out + "'";
 }
 
+std::string gnuplot_file(std::string_view path) {
+  const auto first = path.find_first_not_of(" \t");
+  if (first != std::string_view::npos && (path[first] == '|' || path[first] == '<')) {
+    return gnuplot_quoted("./" + std::string(path));
+  }
+  return gnuplot_quoted(path);
+}
+
 bool gnuplot_on_path() {
   const char* path = std::getenv("PATH");
   if (path == nullptr) return false;

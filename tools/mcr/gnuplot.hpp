@@ -11,6 +11,11 @@ namespace mcr::cli {
 // add commands to the script (gnuplot's `system` runs shell commands).
 std::string gnuplot_quoted(std::string_view text);
 
+// A file name as one gnuplot string (gnuplot_quoted), made to start with "./" where it would
+// start with '|' or '<': gnuplot reads such an output or data file name as a shell pipe even
+// when quoted.
+std::string gnuplot_file(std::string_view path);
+
 // Whether an executable `gnuplot` is in a directory of PATH.
 bool gnuplot_on_path();
 

@@ -36,9 +36,9 @@ void plot_sweep(const std::string& field, const std::vector<codesign::SweepPoint
         "set title {}\nset grid\n"
         "plot {} using 1:($2==1?$5:1/0) with linespoints title 'layer', "
         "'' using 1:($2==1?$6:1/0) with linespoints title 'model'\n",
-        format == "png" ? "pngcairo" : "svg", gnuplot_quoted(plot_path), gnuplot_quoted(field),
+        format == "png" ? "pngcairo" : "svg", gnuplot_file(plot_path), gnuplot_quoted(field),
         gnuplot_quoted(fmt::format("mcr shape sweep: {} on {}", model_name, device_name)),
-        gnuplot_quoted(csv_path));
+        gnuplot_file(csv_path));
   }
   if (run_gnuplot(script_path) != 0) {
     fmt::print("gnuplot failed: no plot rendered (script kept at {})\n", script_path);

@@ -118,11 +118,15 @@ struct ModelOverrides {
   bool changes_dimensions() const noexcept;
 };
 
+/// The MLP width of a model that gives none: ratio x h (4h, GPT's). Throws InvalidArgument naming
+/// h where it does not fit in 64 bits.
+std::int64_t default_mlp_width(std::int64_t h, std::int64_t ratio = 4);
+
 /// Applies `o` to `m` with the rules a user expects of a nearby shape: a new h keeps a GeLU
-/// model's 4h MLP unless d_ff is given too (and a model without d_ff gets 4h); a new head count
-/// keeps multi-head attention multi-head unless a_kv is given, and a GQA model's key/value heads
-/// where they still fit; a new L goes through set_layers. Does not validate
-/// (ModelShape::validate).
+/// model's 4h MLP unless d_ff is given too (and a model without d_ff gets 4h); unless a_kv is
+/// given, a new head count keeps multi-head attention multi-head, multi-query multi-query, and a
+/// GQA model's group size a/a_kv where it divides the new count (else a_kv stays, at most a); a
+/// new L goes through set_layers. Does not validate (ModelShape::validate).
 void apply_overrides(ModelShape& m, const ModelOverrides& o);
 
 /// Whether t tensor-parallel ranks can split a heads with a_kv key/value heads: t divides a, and

@@ -222,5 +222,18 @@ TEST(Sweep, ARangeEndingNearTheLargestIntegerEnds) {
   EXPECT_EQ(points[0].value, INT64_MAX - 7);
 }
 
+// Sweeping h of a GeLU 4h model keeps d_ff = 4h; an h whose 4h does not fit in 64 bits is an
+// invalid point naming h (4 x h wrapped, and the point blamed d_ff).
+TEST(Sweep, AHiddenSizeWhose4hOverflowsIsNamed) {
+  const std::int64_t h = std::int64_t{1} << 61;
+  const auto points =
+      sweep(load_preset("gpt3-2.7b"), device_from_catalog("a100-80gb"), false, "h", h, h, 64);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_FALSE(points[0].valid);
+  EXPECT_NE(points[0].reason.find("h (model.hidden) = 2305843009213693952 is too large"),
+            std::string::npos)
+      << points[0].reason;
+}
+
 }  // namespace
 }  // namespace mcr::codesign

@@ -285,6 +285,31 @@ TEST(HfConfig, Gemma3MultimodalTextConfigTakesTheClassDefaults) {
   EXPECT_EQ(std::count(r.used.begin(), r.used.end(), "text_config.vocab_size"), 0);
   EXPECT_EQ(std::count(r.used.begin(), r.used.end(), "torch_dtype"), 1);
   EXPECT_EQ(std::count(r.ignored.begin(), r.ignored.end(), "torch_dtype"), 0);
+  // A gemma3 config whose text_config names no model_type is read as gemma3_text; the language
+  // model's own dtype wins over the outer one; a model_type that is no string is named.
+  json outer = json::parse(R"({"model_type": "gemma3", "torch_dtype": "bfloat16",
+      "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 34,
+                      "dtype": "float32"}})");
+  const HfImport untyped = import_hf_config(outer);
+  EXPECT_EQ(untyped.shape.a, 8);
+  EXPECT_EQ(untyped.shape.dtype, DType::fp32);
+  EXPECT_EQ(std::count(untyped.ignored.begin(), untyped.ignored.end(), "torch_dtype"), 1);
+  try {
+    import_hf_config(json::parse(R"({"model_type": 3, "hidden_size": 64})"));
+    ADD_FAILURE() << "a numeric model_type was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("model_type"), std::string::npos) << e.what();
+  }
+  // A config without an MLP width whose 4h does not fit in 64 bits names h, not d_ff.
+  try {
+    import_hf_config(json::parse(R"({"model_type": "gpt2", "n_embd": 2305843009213693952,
+                                     "n_head": 1, "n_layer": 1, "vocab_size": 1})"));
+    ADD_FAILURE() << "an h whose 4h overflows was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("h (model.hidden) = 2305843009213693952 is too large"),
+              std::string::npos)
+        << e.what();
+  }
   // Gemma-3-1B gives every field itself: nothing is filled in.
   for (const auto& d : load("recent/gemma-3-1b-it").defaults)
     EXPECT_EQ(d.find("Gemma3TextConfig default"), std::string::npos) << d;
