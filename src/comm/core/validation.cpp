@@ -4,7 +4,6 @@
 #include "core/validation.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -28,13 +27,6 @@ class Check {
   void tensor(const Tensor& t, std::string_view arg) const {
     if (t.data() == nullptr && t.count() > 0) {
       fail("{}: {} has null data with count {}", name(), arg, t.count());
-    }
-    // Its bytes must be a size_t: every byte count below (nbytes(), overlaps, selection) is.
-    // (One comparison on the passing path: no element is wider than 8 bytes.)
-    constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
-    if (t.count() > kMax / 8 && t.count() > kMax / t.element_size()) {
-      fail("{}: {} has {} elements of {} B: more bytes than a size_t holds", name(), arg, t.count(),
-           t.element_size());
     }
     if (t.device().is_cpu() && t.stream() != nullptr) {
       fail("{}: {} is a CPU tensor but carries a stream", name(), arg);
