@@ -301,8 +301,7 @@ std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device,
     }
     try {
       // Keep the GeLU 4h convention while h moves (an h whose 4h overflows is named).
-      if (field == "h" && model.mlp == MlpType::gelu && model.d_ff % 4 == 0 &&
-          model.d_ff / 4 == model.h) {
+      if (field == "h" && model.mlp == MlpType::gelu && is_default_mlp_width(model.d_ff, model.h)) {
         p.shape.d_ff = default_mlp_width(value);
       }
       p.shape.validate();  // h must divide by a unless the model gives its head dimension

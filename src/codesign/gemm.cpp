@@ -3,7 +3,6 @@
 #include <fmt/core.h>
 
 #include <cstdint>
-#include <limits>
 
 #include "mcr/errors.hpp"
 
@@ -57,17 +56,15 @@ void Gemm::validate() const {
   check("n", n);
   check("k", k);
   check("batch", batch);
-  // Each operand's bytes (at most 8 per element) must fit in 64 bits: the runners size their
-  // buffers with these products, and a wrapped product would allocate too little.
-  static constexpr std::int64_t kMaxElements = std::numeric_limits<std::int64_t>::max() / 8;
+  // A wrapped product would make a runner allocate too little.
   const auto operand = [this](const char* name, std::int64_t rows, std::int64_t cols) {
     std::int64_t elements = 0;
     if (__builtin_mul_overflow(rows, cols, &elements) ||
-        __builtin_mul_overflow(elements, batch, &elements) || elements > kMaxElements) {
+        __builtin_mul_overflow(elements, batch, &elements) || elements > kMaxOperandElements) {
       throw InvalidArgument(fmt::format(
           "GEMM '{}' m={} n={} k={} batch={}: operand {} has more than {} elements (its bytes "
           "would not fit in 64 bits)",
-          role, m, n, k, batch, name, kMaxElements));
+          role, m, n, k, batch, name, kMaxOperandElements));
     }
   };
   operand("A (m x k x batch)", m, k);

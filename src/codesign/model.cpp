@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <limits>
 #include <optional>
 #include <set>
 
@@ -53,11 +52,6 @@ std::string nearest_divisors(std::int64_t h, std::int64_t a) {
   if (below && above && *below != *above) return named(*below) + " or " + named(*above);
   if (below || above) return named(below ? *below : *above);
   return "none within " + std::to_string(kDivisorSearch) + " of a";
-}
-
-// d_ff == 4h, without computing 4h (a model file's h may be too large for it).
-bool is_four_h(std::int64_t d_ff, std::int64_t h) {
-  return d_ff % 4 == 0 && d_ff / 4 == h;
 }
 
 // Whether the model's query heads form whole groups over its KV heads (a_kv divides a), as in a
@@ -198,18 +192,16 @@ void ModelShape::validate() const {
     throw InvalidArgument(fmt::format("{}: top_k (model.top_k) = {} must not exceed experts = {}",
                                       ctx, top_k, experts));
   }
-  // One microbatch's activations, b·s·h elements, must have a byte count that fits in 64 bits (8
-  // bytes each at most), like every GEMM operand; checked here so that the error names the model's
-  // fields rather than the first GEMM whose rows b·s wrapped.
-  static constexpr std::int64_t kMaxElements = std::numeric_limits<std::int64_t>::max() / 8;
+  // One microbatch's activations, b·s·h elements, are bounded like every GEMM operand; checked
+  // here so that the error names the model's fields rather than the first GEMM whose rows wrapped.
   std::int64_t activations = 0;
   if (__builtin_mul_overflow(b, s, &activations) ||
-      __builtin_mul_overflow(activations, h, &activations) || activations > kMaxElements) {
+      __builtin_mul_overflow(activations, h, &activations) || activations > kMaxOperandElements) {
     throw InvalidArgument(fmt::format(
         "{}: b (model.micro_batch) = {}, s (model.seq) = {} and h (model.hidden) = {}: one "
         "microbatch's activations, b·s·h elements, must be at most {} (their bytes must fit in "
         "64 bits)",
-        ctx, b, s, h, kMaxElements));
+        ctx, b, s, h, kMaxOperandElements));
   }
   if (dense_layers > L) {
     throw InvalidArgument(
@@ -415,6 +407,11 @@ std::int64_t default_mlp_width(std::int64_t h, std::int64_t ratio) {
   return d_ff;
 }
 
+bool is_default_mlp_width(std::int64_t d_ff, std::int64_t h, std::int64_t ratio) {
+  // Without computing ratio·h, which may not fit 64 bits for a model file's h.
+  return ratio > 0 && d_ff % ratio == 0 && d_ff / ratio == h;
+}
+
 bool ModelOverrides::changes_dimensions() const noexcept {
   return h || a || a_kv || L || v || d_ff || experts || top_k;
 }
@@ -424,6 +421,7 @@ bool tp_splits_heads(std::int64_t a, std::int64_t a_kv, std::int64_t t) {
 }
 
 std::int64_t kv_heads_keeping_group(const ModelShape& m, std::int64_t a) {
+  if (!groups_evenly(m)) return 0;             // no group size to keep (a model not yet validated)
   if (m.kv_heads() == 1 && m.a > 1) return 1;  // multi-query
   const std::int64_t group = m.a / m.kv_heads();
   return a % group == 0 ? a / group : 0;
@@ -450,7 +448,7 @@ void apply_overrides(ModelShape& m, const ModelOverrides& o) {
   const bool h_changed = o.h.has_value() && *o.h != m.h;
   const bool was_mha = m.a_kv == 0 || m.a_kv == m.a;
   const ModelShape before = m;
-  const bool gelu_4h = is_four_h(m.d_ff, m.h);
+  const bool gelu_4h = is_default_mlp_width(m.d_ff, m.h);
   set(m.h, o.h);
   set(m.a, o.a);
   set(m.a_kv, o.a_kv);
@@ -480,9 +478,7 @@ void apply_overrides(ModelShape& m, const ModelOverrides& o) {
   if (o.a && !o.a_kv) {
     if (was_mha) {
       m.a_kv = m.a;
-    } else if (const std::int64_t kv =
-                   groups_evenly(before) ? kv_heads_keeping_group(before, m.a) : 0;
-               kv > 0) {
+    } else if (const std::int64_t kv = kv_heads_keeping_group(before, m.a); kv > 0) {
       m.a_kv = kv;
     } else if (m.a_kv > m.a) {
       m.a_kv = m.a;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "mcr/codesign/dtype.hpp"
@@ -14,6 +15,11 @@ enum class Pass { forward, dgrad, wgrad };
 
 std::string to_string(Pass pass);
 Pass parse_pass(const std::string& name);
+
+/// The most elements one GEMM operand, or one microbatch's activations, may have: their bytes (at
+/// most 8 per element) must fit in 64 bits, since the runners and memory counts size buffers with
+/// these products.
+inline constexpr std::int64_t kMaxOperandElements = std::numeric_limits<std::int64_t>::max() / 8;
 
 struct Gemm {
   std::string role;  ///< qkv, attn_score, attn_over_value, attn_proj, mlp_up, mlp_gate, mlp_down,

@@ -122,6 +122,9 @@ struct ModelOverrides {
 /// h where it does not fit in 64 bits.
 std::int64_t default_mlp_width(std::int64_t h, std::int64_t ratio = 4);
 
+/// Whether d_ff is the default width ratio x h (a GeLU model's 4h convention, kept when h moves).
+bool is_default_mlp_width(std::int64_t d_ff, std::int64_t h, std::int64_t ratio = 4);
+
 /// Applies `o` to `m` with the rules a user expects of a nearby shape: a new h keeps a GeLU
 /// model's 4h MLP unless d_ff is given too (and a model without d_ff gets 4h); unless a_kv is
 /// given, a new head count keeps multi-head attention multi-head, multi-query multi-query, and a
@@ -136,7 +139,7 @@ bool tp_splits_heads(std::int64_t a, std::int64_t a_kv, std::int64_t t);
 
 /// The key/value heads `m` has with `a` heads instead of m.a, keeping its GQA group size a/a_kv
 /// (multi-head stays multi-head, multi-query stays multi-query); 0 when `a` is not a multiple of
-/// the group size.
+/// the group size, or when m's heads do not form whole groups (a model not yet validated).
 std::int64_t kv_heads_keeping_group(const ModelShape& m, std::int64_t a);
 
 /// Sets the layer count L, keeping the layers' mix: a model whose every layer slides (Mistral)

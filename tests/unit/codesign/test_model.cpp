@@ -272,6 +272,9 @@ TEST(Model, OverridesKeepTheShapesRules) {
   EXPECT_EQ(kv_after(gqa, {.a = 16}), 4);
   EXPECT_EQ(kv_after(gqa, {.a = 36}), 9);
   EXPECT_EQ(kv_heads_keeping_group(gqa, 36), 9);
+  ModelShape uneven = gqa;  // read but not validated: 8 KV heads do not group 12 query heads
+  uneven.a = 12;
+  EXPECT_EQ(kv_heads_keeping_group(uneven, 24), 0);
   EXPECT_EQ(kv_after(gqa, {.a = 4}), 1);
   EXPECT_EQ(kv_after(gqa, {.a = 6}), 6);              // groups of 4 do not divide 6
   EXPECT_EQ(kv_after(gqa, {.a = 40, .a_kv = 8}), 8);  // a given a_kv wins
@@ -279,6 +282,11 @@ TEST(Model, OverridesKeepTheShapesRules) {
   mqa.a = 32;
   mqa.a_kv = 1;
   EXPECT_EQ(kv_after(mqa, {.a = 16}), 1);
+  EXPECT_TRUE(is_default_mlp_width(4 * 1024, 1024));
+  EXPECT_FALSE(is_default_mlp_width(4 * 1024 + 4, 1024));
+  EXPECT_FALSE(is_default_mlp_width(4 * 1024 + 2, 1024));
+  EXPECT_TRUE(is_default_mlp_width(8 * 1000, 1000, 8));
+  EXPECT_FALSE(is_default_mlp_width(8, 0, 0));  // no ratio: no default width
   EXPECT_FALSE(ModelOverrides{.s = 4096}.changes_dimensions());
   EXPECT_TRUE(ModelOverrides{.L = 2}.changes_dimensions());
 }
