@@ -27,9 +27,12 @@ nlohmann::json to_json(const PlanResult& r) {
                  {"sequence_parallel", l.sequence_parallel},
                  {"zero", l.zero},
                  {"dp_overlap", l.dp_overlap},
+                 {"allow_tp_across_nodes", l.allow_tp_across_nodes},
                  {"cp", l.cp},
                  {"ep", l.ep},
-                 {"etp", l.expert_tp()},
+                 // What layout_from_json reads back: a dense model has no expert TP (0; its
+                 // tp there was refused as "etp needs a mixture-of-experts model").
+                 {"etp", r.model.is_moe() ? l.expert_tp() : 0},
                  {"capacity_factor", l.capacity_factor},
                  {"moe_dispatcher", to_string(l.moe_dispatcher)},
                  {"fp8", to_string(l.fp8)},

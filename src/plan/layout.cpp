@@ -4,6 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <utility>
 
 #include "mcr/errors.hpp"
 
@@ -154,6 +157,16 @@ std::string parallelism_error(const Layout& l, const codesign::ModelShape& m) {
           l.tp);
     }
   }
+  // Sequence parallelism splits each sequence (each CP rank's share of it) into tp equal shards;
+  // Megatron asserts it (a fractional shard would be priced here as if it ran).
+  if (l.sequence_parallel && l.tp > 1 && (m.s / l.cp) % l.tp != 0) {
+    return fmt::format(
+        "layout.sequence_parallel with layout.tp {}: the sequence s = {}{} must split into tp "
+        "equal shards",
+        l.tp, m.s,
+        l.cp > 1 ? fmt::format(" over layout.cp {} ({} per CP rank)", l.cp, m.s / l.cp)
+                 : std::string());
+  }
   for (const auto& module : l.recompute_modules) {
     if (module != "core_attn" && module != "layernorm" && module != "moe_act") {
       return fmt::format(
@@ -179,9 +192,10 @@ std::string parallelism_error(const Layout& l, const codesign::ModelShape& m) {
         "Megatron's form of ZeRO stage 1; give one of them",
         l.zero);
   }
-  if (l.fp8_params && l.fp8 == Fp8::none) {
+  // A model of dtype fp8 implies the delayed recipe when the layout names none (plan_step).
+  if (l.fp8_params && l.fp8 == Fp8::none && m.dtype != codesign::DType::fp8) {
     return "layout.fp8_params needs an FP8 recipe (layout.fp8 delayed, current, blockwise or "
-           "mxfp8)";
+           "mxfp8, or model dtype fp8)";
   }
   return {};
 }
@@ -198,10 +212,24 @@ std::string layout_error(const Layout& l, const codesign::ModelShape& m, const S
   if (l.cp < 1) return fmt::format("layout.cp {} must be >= 1", l.cp);
   if (l.ep < 1) return fmt::format("layout.ep {} must be >= 1", l.ep);
   if (l.etp < 0) return fmt::format("layout.etp {} must be >= 0 (0: tp)", l.etp);
-  if (!(l.capacity_factor >= 0)) {
-    return fmt::format("layout.capacity_factor {} must be >= 0 (0: dropless)", l.capacity_factor);
+  if (!(l.capacity_factor >= 0 && std::isfinite(l.capacity_factor))) {
+    return fmt::format("layout.capacity_factor {} must be finite and >= 0 (0: dropless)",
+                       l.capacity_factor);
   }
-  const long long product = static_cast<long long>(l.tp) * l.cp * l.pp * l.dp;
+  if (l.gpus > sys.total_gpus()) {
+    return fmt::format("layout.gpus {} exceeds system '{}': {} nodes x {} GPUs = {}", l.gpus,
+                       sys.name, sys.nodes, sys.gpus_per_node, sys.total_gpus());
+  }
+  // Each factor is at least 1, so none exceeds the product; bounding each by the system first keeps
+  // the product within 64 bits (it wrapped to 0 for tp·cp·pp·dp = 2^64).
+  for (const auto& [name, value] :
+       {std::pair{"tp", l.tp}, {"cp", l.cp}, {"pp", l.pp}, {"dp", l.dp}}) {
+    if (value > sys.total_gpus()) {
+      return fmt::format("layout.{} {} exceeds system '{}': {} nodes x {} GPUs = {}", name, value,
+                         sys.name, sys.nodes, sys.gpus_per_node, sys.total_gpus());
+    }
+  }
+  const auto product = static_cast<long long>(l.tp) * l.cp * l.pp * l.dp;
   if (product != l.gpus) {
     if (l.cp == 1) {
       return fmt::format(
@@ -214,10 +242,6 @@ std::string layout_error(const Layout& l, const codesign::ModelShape& m, const S
         "{}: "
         "tp*cp*pp*dp must equal gpus",
         l.tp, l.cp, l.pp, l.dp, product, l.gpus);
-  }
-  if (l.gpus > sys.total_gpus()) {
-    return fmt::format("layout.gpus {} exceeds system '{}': {} nodes x {} GPUs = {}", l.gpus,
-                       sys.name, sys.nodes, sys.gpus_per_node, sys.total_gpus());
   }
   const int g = sys.gpus_per_node;
   if (l.tp > g && !l.allow_tp_across_nodes) {
@@ -265,6 +289,12 @@ std::string layout_error(const Layout& l, const codesign::ModelShape& m, const S
   if (l.global_batch < 1) {
     return fmt::format("layout.global_batch {} must be >= 1 (sequences per step)", l.global_batch);
   }
+  if (l.micro_batch > l.global_batch / l.dp) {  // also keeps micro_batch x dp within 64 bits
+    return fmt::format(
+        "layout.micro_batch {} x layout.dp {} exceeds layout.global_batch {}: every replica runs "
+        "at least one whole microbatch",
+        l.micro_batch, l.dp, l.global_batch);
+  }
   if (l.global_batch % (l.micro_batch * l.dp) != 0) {
     return fmt::format(
         "layout.global_batch {} is not divisible by layout.micro_batch {} x layout.dp {} = {}: "
@@ -307,8 +337,24 @@ Layout resolve_layout(Layout l, const codesign::ModelShape& m, const SystemSpec&
         "layout.dp {} must be >= 1, or 0 for what tp x cp x pp leave of the GPUs", l.dp));
   }
   if (l.cp < 1) throw InvalidArgument(fmt::format("layout.cp {} must be >= 1", l.cp));
-  const int model_parallel = l.tp * l.cp * l.pp;
-  if (l.gpus == 0) l.gpus = l.dp > 0 ? model_parallel * l.dp : sys.total_gpus();
+  if (l.micro_batch < 1) {
+    throw InvalidArgument(fmt::format("layout.micro_batch {} must be >= 1", l.micro_batch));
+  }
+  // In 64 bits, and bounded by the system before the next factor, so that no product wraps.
+  const long long total = sys.total_gpus();
+  long long model_parallel = 1;
+  for (const int factor : {l.tp, l.cp, l.pp, std::max(l.dp, 1)}) {
+    model_parallel *= factor;
+    if (model_parallel > total) {
+      throw InvalidArgument(fmt::format(
+          "layout.tp {} x layout.cp {} x layout.pp {}{} needs more than the {} GPUs of system "
+          "'{}'",
+          l.tp, l.cp, l.pp, l.dp > 0 ? fmt::format(" x layout.dp {}", l.dp) : std::string(), total,
+          sys.name));
+    }
+  }
+  if (l.dp > 0) model_parallel /= l.dp;
+  if (l.gpus == 0) l.gpus = static_cast<int>(l.dp > 0 ? model_parallel * l.dp : total);
   if (l.dp == 0) {
     if (l.gpus % model_parallel != 0) {
       if (l.cp == 1) {
@@ -324,9 +370,16 @@ Layout resolve_layout(Layout l, const codesign::ModelShape& m, const SystemSpec&
           "must be whole",
           l.gpus, l.tp, l.cp, l.pp, model_parallel));
     }
-    l.dp = l.gpus / model_parallel;
+    l.dp = static_cast<int>(l.gpus / model_parallel);
   }
-  if (l.global_batch == 0) l.global_batch = l.micro_batch * l.dp;
+  if (l.global_batch == 0) {
+    if (__builtin_mul_overflow(l.micro_batch, std::int64_t{l.dp}, &l.global_batch)) {
+      throw InvalidArgument(fmt::format(
+          "layout.micro_batch {} x layout.dp {}, the default global batch, does not fit in 64 "
+          "bits",
+          l.micro_batch, l.dp));
+    }
+  }
   if (auto e = layout_error(l, m, sys); !e.empty()) throw InvalidArgument(e);
   return l;
 }

@@ -64,6 +64,16 @@ Layout to_layout(const PlanRequest& r) {
 SearchSpace to_search_space(const PlanRequest& r, const SystemSpec& system) {
   SearchSpace s;
   s.gpus = r.gpus.value_or(system.total_gpus());
+  // Every factor pinned and no --gpus: the layout's own GPUs, as a single plan reads it (not the
+  // whole system, where dp would come out larger than the dp asked for).
+  if (!r.gpus && r.tp && r.pp && r.dp) {
+    long long pinned = 1;  // stops past the system's GPUs (the search then says why)
+    for (const int factor : {*r.tp, r.cp.value_or(1), *r.pp, *r.dp}) {
+      if (factor < 1 || pinned > system.total_gpus()) break;
+      pinned *= factor;
+    }
+    if (pinned <= system.total_gpus()) s.gpus = static_cast<int>(pinned);
+  }
   s.global_batch = r.global_batch.value_or(0);
   if (r.tp) s.tp = {*r.tp};
   if (r.pp) s.pp = {*r.pp};

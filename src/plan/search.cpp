@@ -156,12 +156,19 @@ SearchResult search_layouts(const codesign::ModelShape& model, const codesign::D
   for (int tp : tps)
     for (int cp : cps)
       for (int pp : pps) {
-        if (gpus % (tp * cp * pp) != 0) {
-          reject(fmt::format("tp {} x cp {} x pp {} = {} does not divide the {} GPUs", tp, cp, pp,
-                             tp * cp * pp, gpus));
+        // In 64 bits, stopping once past the GPUs, so that no product wraps (pinned values of
+        // 65536 wrapped the int product to 0).
+        long long model_parallel = 1;
+        for (const int factor : {tp, cp, pp}) {
+          model_parallel *= factor;
+          if (model_parallel > gpus) break;
+        }
+        if (model_parallel > gpus || gpus % model_parallel != 0) {
+          reject(
+              fmt::format("tp {} x cp {} x pp {} does not divide the {} GPUs", tp, cp, pp, gpus));
           continue;
         }
-        const int dp = gpus / (tp * cp * pp);
+        const int dp = static_cast<int>(gpus / model_parallel);
         if (!space.dp.empty() &&
             std::find(space.dp.begin(), space.dp.end(), dp) == space.dp.end()) {
           reject(fmt::format("tp {} x cp {} x pp {} on {} GPUs leaves dp {}, not the dp asked for",

@@ -1,55 +1,142 @@
 #include "mcr/plan/validation.hpp"
 
-#include <fmt/core.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
+#include <string_view>
 
+#include "codesign/json_util.hpp"
 #include "mcr/codesign/device.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/plan/system.hpp"
 
 namespace mcr::plan {
 
-Layout layout_from_json(const nlohmann::json& j) {
-  Layout l;
-  l.gpus = j.value("gpus", 0);
-  l.tp = j.value("tp", 1);
-  l.pp = j.value("pp", 1);
-  l.dp = j.value("dp", 0);
-  l.micro_batch = j.value("micro_batch", std::int64_t{1});
-  l.global_batch = j.value("global_batch", std::int64_t{0});
-  l.interleave = j.value("interleave", 1);
-  l.recompute = parse_recompute(j.value("recompute", std::string("none")));
-  if (j.contains("recompute_modules")) {
-    l.recompute_modules = j.at("recompute_modules").get<std::vector<std::string>>();
+namespace {
+
+using codesign::detail::optional;
+
+// A misspelt key ("microbatch") read loosely would plan the run with that field's default, and the
+// error would pass as the planner's: every key must be one the reader knows.
+void refuse_unknown_keys(const nlohmann::json& j, std::initializer_list<std::string_view> known,
+                         const char* context) {
+  if (!j.is_object()) {
+    throw InvalidArgument(fmt::format("{} must be an object, not {}", context, j.dump()));
   }
-  l.sequence_parallel = j.value("sequence_parallel", false);
-  l.zero = j.value("zero", 0);
-  l.allow_tp_across_nodes = j.value("allow_tp_across_nodes", false);
-  l.dp_overlap = j.value("dp_overlap", true);
-  l.cp = j.value("cp", 1);
-  l.ep = j.value("ep", 1);
-  l.etp = j.value("etp", 0);
-  l.capacity_factor = j.value("capacity_factor", 0.0);
-  l.moe_dispatcher = parse_dispatcher(j.value("moe_dispatcher", std::string("alltoall")));
-  l.fp8 = parse_fp8(j.value("fp8", std::string("none")));
-  l.fp8_params = j.value("fp8_params", false);
-  l.distributed_optimizer = j.value("distributed_optimizer", false);
-  l.tp_comm_overlap = j.value("tp_comm_overlap", false);
-  l.pp_comm_overlap = j.value("pp_comm_overlap", false);
-  l.uneven_pipeline = j.value("uneven_pipeline", false);
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      throw InvalidArgument(
+          fmt::format("{}: unknown field '{}' (known: {})", context, key, fmt::join(known, ", ")));
+    }
+  }
+}
+
+template <typename Enum>
+Enum read_name(const nlohmann::json& j, const char* field, const std::string& context,
+               const std::string& fallback, Enum (*parse)(const std::string&)) {
+  std::string name = fallback;
+  optional(j, field, context, name);
+  return parse(name);
+}
+
+}  // namespace
+
+Layout layout_from_json(const nlohmann::json& j) {
+  static const std::string ctx = "layout";
+  refuse_unknown_keys(j,
+                      {"gpus",
+                       "tp",
+                       "pp",
+                       "dp",
+                       "micro_batch",
+                       "global_batch",
+                       "interleave",
+                       "recompute",
+                       "recompute_modules",
+                       "sequence_parallel",
+                       "zero",
+                       "allow_tp_across_nodes",
+                       "dp_overlap",
+                       "cp",
+                       "ep",
+                       "etp",
+                       "capacity_factor",
+                       "moe_dispatcher",
+                       "fp8",
+                       "fp8_params",
+                       "distributed_optimizer",
+                       "tp_comm_overlap",
+                       "pp_comm_overlap",
+                       "uneven_pipeline",
+                       "microbatches"},  // derived, in a plan's output: not read
+                      "layout");
+  // Integers must be written as integers and fit: 8.5 GPUs or a tp of true are mistakes to name,
+  // not values to truncate.
+  Layout l;
+  optional(j, "gpus", ctx, l.gpus);
+  optional(j, "tp", ctx, l.tp);
+  optional(j, "pp", ctx, l.pp);
+  optional(j, "dp", ctx, l.dp);
+  optional(j, "micro_batch", ctx, l.micro_batch);
+  optional(j, "global_batch", ctx, l.global_batch);
+  optional(j, "interleave", ctx, l.interleave);
+  l.recompute = read_name(j, "recompute", ctx, "none", parse_recompute);
+  optional(j, "recompute_modules", ctx, l.recompute_modules);
+  optional(j, "sequence_parallel", ctx, l.sequence_parallel);
+  optional(j, "zero", ctx, l.zero);
+  optional(j, "allow_tp_across_nodes", ctx, l.allow_tp_across_nodes);
+  optional(j, "dp_overlap", ctx, l.dp_overlap);
+  optional(j, "cp", ctx, l.cp);
+  optional(j, "ep", ctx, l.ep);
+  optional(j, "etp", ctx, l.etp);
+  optional(j, "capacity_factor", ctx, l.capacity_factor);
+  l.moe_dispatcher = read_name(j, "moe_dispatcher", ctx, "alltoall", parse_dispatcher);
+  l.fp8 = read_name(j, "fp8", ctx, "none", parse_fp8);
+  optional(j, "fp8_params", ctx, l.fp8_params);
+  optional(j, "distributed_optimizer", ctx, l.distributed_optimizer);
+  optional(j, "tp_comm_overlap", ctx, l.tp_comm_overlap);
+  optional(j, "pp_comm_overlap", ctx, l.pp_comm_overlap);
+  optional(j, "uneven_pipeline", ctx, l.uneven_pipeline);
   return l;
 }
 
 PlanOptions options_from_json(const nlohmann::json& j) {
+  static const std::string ctx = "options";
+  refuse_unknown_keys(j,
+                      {"optimizer_bytes_per_param", "grad_bytes_per_param", "dp_bucket_mb",
+                       "causal", "moe_glu_clamp"},
+                      "options");
   PlanOptions o;
-  o.optimizer_bytes_per_param = j.value("optimizer_bytes_per_param", o.optimizer_bytes_per_param);
-  o.grad_bytes_per_param = j.value("grad_bytes_per_param", o.grad_bytes_per_param);
-  o.dp_bucket_bytes = j.value("dp_bucket_mb", o.dp_bucket_bytes / 1e6) * 1e6;
-  o.causal = j.value("causal", o.causal);
-  o.moe_glu_clamp = j.value("moe_glu_clamp", o.moe_glu_clamp);
+  optional(j, "optimizer_bytes_per_param", ctx, o.optimizer_bytes_per_param);
+  optional(j, "grad_bytes_per_param", ctx, o.grad_bytes_per_param);
+  double bucket_mb = o.dp_bucket_bytes / 1e6;
+  optional(j, "dp_bucket_mb", ctx, bucket_mb);
+  optional(j, "causal", ctx, o.causal);
+  optional(j, "moe_glu_clamp", ctx, o.moe_glu_clamp);
+  // The rules `mcr plan` applies to its flags (to_plan_options): a negative optimizer state or a
+  // bucket under a byte would surface as a strange time or memory, not as an error.
+  if (!(std::isfinite(o.optimizer_bytes_per_param) && o.optimizer_bytes_per_param >= 0)) {
+    throw InvalidArgument(fmt::format(
+        "options.optimizer_bytes_per_param {}: must be a finite number of bytes per parameter >= 0",
+        o.optimizer_bytes_per_param));
+  }
+  if (!(std::isfinite(o.grad_bytes_per_param) && o.grad_bytes_per_param >= 0)) {
+    throw InvalidArgument(fmt::format(
+        "options.grad_bytes_per_param {}: must be a finite number of bytes per parameter >= 0 (0: "
+        "the model's dtype)",
+        o.grad_bytes_per_param));
+  }
+  if (!(std::isfinite(bucket_mb) && bucket_mb >= 1e-6)) {
+    throw InvalidArgument(fmt::format(
+        "options.dp_bucket_mb {}: must be a positive, finite number of megabytes (10^6 bytes), at "
+        "least 1e-06 (one byte)",
+        bucket_mb));
+  }
+  o.dp_bucket_bytes = bucket_mb * 1e6;
   return o;
 }
 

@@ -106,7 +106,12 @@ void run(const PlanArgs& a) {
   if (a.json) {
     std::cout << plan::to_json(r, dev, model.dtype).dump(2) << "\n";
   } else {
-    fmt::print("{}\n{}{}", describe_model(model), peak_line(dev, model.dtype), format_plan(r));
+    // The header shows the model as planned: tp and micro-batch come from the layout (a model
+    // file's t and b are not the layout's, and its header showed them though the plan used 1).
+    codesign::ModelShape planned = model;
+    planned.t = r.layout.tp;
+    planned.b = r.layout.micro_batch;
+    fmt::print("{}\n{}{}", describe_model(planned), peak_line(dev, model.dtype), format_plan(r));
   }
   if (!r.memory.fits) exit_code() = 3;
 }

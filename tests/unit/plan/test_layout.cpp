@@ -145,6 +145,59 @@ TEST(PlanLayout, MoreGpusThanTheSystemHas) {
       << e;
 }
 
+// Products of the layout's factors are bounded before they are formed: cp = pp = 65536 wrapped
+// tp·cp·pp to 0 and the division by it ended the process, and micro_batch·dp wrapped to 0 likewise.
+TEST(PlanLayout, FactorsPastTheSystemAreRefusedNotWrapped) {
+  Layout l;
+  l.cp = 65536;
+  l.pp = 65536;
+  auto e = error_of(l, gpt(), round_system(4, 8));
+  EXPECT_NE(e.find("layout.tp 1 x layout.cp 65536 x layout.pp 65536 needs more than the 32 GPUs"),
+            std::string::npos)
+      << e;
+  l = {};
+  l.gpus = 32;
+  l.dp = 32;
+  l.micro_batch = std::int64_t{1} << 59;
+  l.global_batch = 64;
+  e = error_of(l, gpt(), round_system(4, 8));
+  EXPECT_NE(e.find("layout.micro_batch 576460752303423488 x layout.dp 32 exceeds "
+                   "layout.global_batch 64"),
+            std::string::npos)
+      << e;
+  l.global_batch = 0;  // the default, micro_batch x dp, does not fit
+  e = error_of(l, gpt(), round_system(4, 8));
+  EXPECT_NE(e.find("the default global batch, does not fit in 64 bits"), std::string::npos) << e;
+  l = {};
+  l.pp = 65536;  // layout_error alone, as the search calls it
+  l.gpus = 32;
+  l.dp = 1;
+  l.global_batch = 1;
+  EXPECT_NE(layout_error(l, gpt(), round_system(4, 8)).find("layout.pp 65536 exceeds system"),
+            std::string::npos);
+}
+
+// Megatron splits each sequence into tp shards under sequence parallelism and asserts the split
+// is even; the layout was accepted and priced with fractional shards.
+TEST(PlanLayout, SequenceParallelismNeedsTheSequenceToSplitOverTp) {
+  Layout l;
+  l.gpus = 8;
+  l.tp = 8;
+  l.sequence_parallel = true;
+  auto m = gpt();
+  m.s = 4100;
+  auto e = error_of(l, m, round_system());
+  EXPECT_NE(e.find("layout.sequence_parallel with layout.tp 8: the sequence s = 4100 must split "
+                   "into tp equal shards"),
+            std::string::npos)
+      << e;
+  m.s = 4096;
+  EXPECT_EQ(error_of(l, m, round_system()), "");
+  l.sequence_parallel = false;
+  m.s = 4100;
+  EXPECT_EQ(error_of(l, m, round_system()), "");  // without it, the sequence is not split
+}
+
 // Each message states the rule that was broken: a negative global batch is divisible by the
 // replicas' microbatches (it said it was not), and 0 is a valid GPU count or dp (automatic).
 TEST(PlanLayout, OutOfRangeValuesNameTheirRule) {

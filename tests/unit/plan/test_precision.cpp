@@ -91,6 +91,25 @@ TEST(PlanFp8, DtypeFp8MeansTransformerEngineStyle) {
   EXPECT_NE(r.notes.front().find("FP8 linear layers"), std::string::npos);
 }
 
+// dtype fp8 implies the delayed recipe, so FP8 weights need no recipe of their own (the layout
+// rules ran before the recipe was implied and refused every such layout).
+TEST(PlanFp8, DtypeFp8AcceptsFp8Params) {
+  auto m = bf16_gpt();
+  m.dtype = codesign::DType::fp8;
+  const SystemSpec sys = round_system();
+  Layout l = one_gpu();
+  l.fp8_params = true;
+  const auto r = plan_step(m, h100(), CommModel(sys), resolve_layout(l, m, sys));
+  EXPECT_EQ(r.layout.fp8, Fp8::delayed);
+  EXPECT_TRUE(r.layout.fp8_params);
+  m.dtype = codesign::DType::bf16;  // a bf16 model still needs a recipe
+  EXPECT_NE(layout_error(resolve_layout(one_gpu(), m, sys), m, sys), "x");
+  Layout bf16 = resolve_layout(one_gpu(), m, sys);
+  bf16.fp8_params = true;
+  EXPECT_NE(layout_error(bf16, m, sys).find("layout.fp8_params needs an FP8 recipe"),
+            std::string::npos);
+}
+
 TEST(PlanDistributedOptimizer, SixPlusTwelveOverDBytesPerParameter) {
   // Megatron-LM's distributed optimizer with bf16 parameters and fp32 gradients: 6 + 12/d bytes per
   // parameter (its docs' table), d the data-parallel size.

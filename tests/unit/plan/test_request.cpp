@@ -74,6 +74,17 @@ TEST(PlanRequest, GivenDimensionsPinTheSearch) {
   EXPECT_TRUE(s.sequence_parallel.empty());
   r.gpus = 16;
   EXPECT_EQ(to_search_space(r, round_system(4, 8)).gpus, 16);
+  // tp, pp and dp all pinned and no --gpus: the layout's own GPUs, as a single plan takes them
+  // (the search ran on the whole system and refused every layout for its dp).
+  PlanRequest pinned;
+  pinned.tp = 2;
+  pinned.pp = 2;
+  pinned.dp = 4;
+  EXPECT_EQ(to_search_space(pinned, round_system(4, 8)).gpus, 16);
+  pinned.cp = 2;
+  EXPECT_EQ(to_search_space(pinned, round_system(4, 8)).gpus, 32);
+  pinned.dp = 1 << 20;  // more than the system: the whole system, and the search says why
+  EXPECT_EQ(to_search_space(pinned, round_system(4, 8)).gpus, 32);
 }
 
 TEST(PlanRequest, CommModelLoadsTablesThenRules) {

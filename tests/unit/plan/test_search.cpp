@@ -127,6 +127,15 @@ TEST(PlanSearch, PinnedDpStaysPinnedAndAnEmptySearchSaysWhy) {
   EXPECT_GT(n.rejected, 0);
   EXPECT_NE(n.first_rejection.find("does not divide the 32 GPUs"), std::string::npos)
       << n.first_rejection;
+  // Pinned values whose product wraps an int (2^32 -> 0) are refused, not divided by.
+  SearchSpace huge = none;
+  huge.pp = {65536};
+  huge.cp = {65536};
+  const auto h = search_layouts(gpt(), a100(), CommModel(round_system()), huge, 5);
+  EXPECT_EQ(h.evaluated, 0);
+  EXPECT_NE(h.first_rejection.find("tp 1 x cp 65536 x pp 65536 does not divide the 32 GPUs"),
+            std::string::npos)
+      << h.first_rejection;
 }
 
 // The modules given for selective recomputation reach the layouts searched (they were dropped:

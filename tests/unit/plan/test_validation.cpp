@@ -7,7 +7,11 @@
 #include <map>
 #include <string>
 
+#include "mcr/codesign/device.hpp"
+#include "mcr/errors.hpp"
+#include "mcr/plan/planner.hpp"
 #include "mcr/plan/validation.hpp"
+#include "test_helpers.hpp"
 
 namespace mcr::plan {
 namespace {
@@ -120,6 +124,52 @@ TEST(PlanValidation, RunOptionsReachThePlan) {
   EXPECT_EQ(clamped, 2);
   EXPECT_TRUE(options_from_json({{"moe_glu_clamp", true}}).moe_glu_clamp);
   EXPECT_FALSE(options_from_json(nlohmann::json::object()).moe_glu_clamp);
+}
+
+// A run's layout and options are read as strictly as a model: a misspelt key, a fraction where a
+// count belongs or a value out of range is named (they were dropped, truncated or used).
+TEST(PlanValidation, LayoutAndOptionsAreReadStrictly) {
+  const auto error_of = [](const auto& read, const nlohmann::json& j) -> std::string {
+    try {
+      read(j);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const auto layout = [](const nlohmann::json& j) { return layout_from_json(j); };
+  const auto options = [](const nlohmann::json& j) { return options_from_json(j); };
+  EXPECT_NE(error_of(layout, {{"microbatch", 4}}).find("layout: unknown field 'microbatch'"),
+            std::string::npos);
+  EXPECT_NE(error_of(layout, {{"tp", 8.5}}).find("layout: field 'tp' = 8.5 must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of(layout, {{"tp", true}}).find("field 'tp' = true must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of(options, {{"optimizer_bytes_per_param", -12}})
+                .find("options.optimizer_bytes_per_param -12: must be a finite number"),
+            std::string::npos);
+  EXPECT_NE(error_of(options, {{"dp_bucket_mb", -1}}).find("options.dp_bucket_mb -1: must be"),
+            std::string::npos);
+  EXPECT_NE(error_of(options, {{"bucket_mb", 25}}).find("options: unknown field 'bucket_mb'"),
+            std::string::npos);
+  EXPECT_DOUBLE_EQ(options_from_json({{"dp_bucket_mb", 40}}).dp_bucket_bytes, 40e6);
+}
+
+// A plan's JSON layout reads back as the same layout: a dense model's etp is 0 (it was tp, which
+// the reader refused as expert TP without experts).
+TEST(PlanValidation, APlansLayoutReadsBack) {
+  const auto m = test::gpt();
+  const auto sys = test::round_system();
+  Layout l;
+  l.gpus = 8;
+  l.tp = 8;
+  l.sequence_parallel = true;
+  const auto resolved = resolve_layout(l, m, sys);
+  const auto plan =
+      plan_step(m, codesign::device_from_catalog("a100-80gb"), CommModel(sys), resolved);
+  const auto j = to_json(plan)["layout"];
+  EXPECT_EQ(j["etp"], 0);
+  EXPECT_EQ(resolve_layout(layout_from_json(j), m, sys), resolved);
 }
 
 TEST(PlanValidation, LayoutFieldsRoundTrip) {
