@@ -98,8 +98,14 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
     // issue them: full buckets from the end of the flat gradient, the remainder last.
     const auto buckets = gradient_buckets(bytes, options.dp_bucket_bytes);
     const bool scatter = l.zero >= 1 || l.distributed_optimizer;
-    out.reductions.push_back({grp.name, scatter ? "reduce_scatter" : "all_reduce", bytes,
-                              static_cast<std::size_t>(buckets.count()), buckets.last()});
+    // What is priced: ZeRO-3's exposed time comes from one reduce-scatter of the stage's gradients
+    // per microbatch (below), not from the buckets.
+    if (l.zero >= 3) {
+      out.reductions.push_back({grp.name, "reduce_scatter", bytes, 1, bytes});
+    } else {
+      out.reductions.push_back({grp.name, scatter ? "reduce_scatter" : "all_reduce", bytes,
+                                static_cast<std::size_t>(buckets.count()), buckets.last()});
+    }
     const auto red =
         bucketed_cost(comm, scatter ? Collective::reduce_scatter : Collective::all_reduce, bytes,
                       options.dp_bucket_bytes, grp.where, gdt, form);

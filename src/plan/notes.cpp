@@ -103,7 +103,8 @@ void add_notes(PlanResult& r, const Context& ctx, const std::string& dp_source,
         "dp reduction: {} ({}); {}{}{}", sizes, cap, dp_source,
         l.distributed_optimizer
             ? "; distributed optimizer: reduce-scatter and all-gather overlapped"
-            : "",
+        : l.zero >= 3 ? "; ZeRO-3: per microbatch, with two all-gathers of the weights"
+                      : "",
         l.dp_overlap && l.pp > 1 && l.interleave > 1
             ? "; interleaved: each model chunk's reduction starts after its last backward pass"
             : ""));

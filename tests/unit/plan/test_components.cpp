@@ -138,6 +138,19 @@ TEST(PlanBuckets, ResultSaysWhichBucketsWerePriced) {
   // Without data parallelism there is nothing to bucket.
   const auto single = plan_step(m, a100(), CommModel(sys), one_layout(1, m, sys), o);
   EXPECT_EQ(single.dp_buckets, 0u);
+  // ZeRO-3 is priced as one reduce-scatter of the gradients per microbatch, not in buckets: the
+  // result says so (it reported the buckets of the other stages).
+  Layout z3 = l;
+  z3.zero = 3;
+  const auto r3 = plan_step(m, a100(), CommModel(sys), z3, o);
+  ASSERT_EQ(r3.dp_reductions.size(), 1u);
+  EXPECT_EQ(r3.dp_reductions[0].collective, "reduce_scatter");
+  EXPECT_EQ(r3.dp_reductions[0].buckets, 1u);
+  EXPECT_NEAR(r3.dp_reductions[0].last_bucket_bytes, grad, 1e-3);
+  bool per_microbatch = false;
+  for (const auto& n : r3.notes)
+    per_microbatch = per_microbatch || n.find("ZeRO-3: per microbatch") != std::string::npos;
+  EXPECT_TRUE(per_microbatch);
 }
 
 // A mixture of experts reduces two groups of gradients, each on its own ranks and in its own

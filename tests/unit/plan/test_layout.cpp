@@ -2,6 +2,7 @@
 // (layout.<field>, model.<term>), their values and the rule; `mcr plan` shows them as its flags.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "mcr/errors.hpp"
@@ -214,6 +215,10 @@ TEST(PlanLayout, OutOfRangeValuesNameTheirRule) {
   l.dp = -2;
   e = error_of(l, gpt(), round_system());
   EXPECT_NE(e.find("layout.dp -2 must be >= 1, or 0 for"), std::string::npos) << e;
+  l = {};
+  l.capacity_factor = std::numeric_limits<double>::infinity();  // its token count overflowed
+  e = error_of(l, gpt(), round_system());
+  EXPECT_NE(e.find("layout.capacity_factor inf must be finite and >= 0"), std::string::npos) << e;
 }
 
 // Megatron overlaps tensor-parallel communication with the GEMMs only under sequence parallelism
