@@ -75,7 +75,9 @@ mcr_step() {
   dt=$(($(date +%s) - t0))
   if ((rc == 0)); then
     echo "PASS    $name (${dt}s)" | tee -a "$SUMMARY"
-  elif ((rc == 124 || rc == 137)); then
+  elif (((rc == 124 || rc == 137) && dt >= limit)); then
+    # timeout's own status; a step that exits 124 itself (mcr's watchdog) or is killed for memory
+    # (137) well inside its limit failed and is reported with its status.
     echo "TIMEOUT $name (${dt}s, limit ${limit}s) — see $name.log" | tee -a "$SUMMARY"
     FAILED=1
   else

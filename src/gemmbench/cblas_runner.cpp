@@ -107,8 +107,19 @@ class CblasRunner final : public GemmRunner {
     return static_cast<std::size_t>(cpu_.llc_bytes() > 0 ? cpu_.llc_bytes() : 32 << 20);
   }
 
-  Timing time(const Gemm& gemm, const MeasureOptions& options) override {
+  void check(const Gemm& gemm) const override {
     gemm.validate();
+    for (const auto dim : {gemm.m, gemm.n, gemm.k}) {
+      if (dim > std::numeric_limits<BlasInt>::max()) {
+        throw InvalidArgument(fmt::format(
+            "GEMM '{}' m={} n={} k={}: dimension {} exceeds the BLAS index range ({})", gemm.role,
+            gemm.m, gemm.n, gemm.k, dim, std::numeric_limits<BlasInt>::max()));
+      }
+    }
+  }
+
+  Timing time(const Gemm& gemm, const MeasureOptions& options) override {
+    check(gemm);
 #ifdef OPENBLAS_VERSION
     // OpenBLAS's thread count is the process's: another runner (the local device's peak probe)
     // may have set its own since this one was made.
@@ -127,14 +138,6 @@ class CblasRunner final : public GemmRunner {
       throw InvalidArgument(fmt::format(
           "clock 'cpu' needs exactly 1 BLAS thread, the runner uses {} (request.threads 1)",
           threads_));
-    }
-    for (const auto dim : {gemm.m, gemm.n, gemm.k}) {
-      if (dim > std::numeric_limits<BlasInt>::max()) {
-        throw InvalidArgument(
-            fmt::format("GEMM m={} n={} k={}: dimension {} exceeds the BLAS index "
-                        "range ({})",
-                        gemm.m, gemm.n, gemm.k, dim, std::numeric_limits<BlasInt>::max()));
-      }
     }
     try {
       try {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "mcr/errors.hpp"
 #include "mcr/gemmbench/local_device.hpp"
@@ -33,7 +34,7 @@ PeakProbe probe_fp32_peak(GemmRunner& runner, const PeakProbePlan& plan) {
   options.min_samples = plan.repetitions;
   options.max_samples = plan.repetitions;
   options.min_seconds = 0;
-  options.max_seconds = 0;
+  options.max_seconds = std::numeric_limits<double>::infinity();  // exactly the repetitions
   options.rotation_bytes = 1;  // one buffer set: the best rate, not a cold-cache one
   const Timing t = runner.time(g, options);
   PeakProbe probe;

@@ -185,6 +185,9 @@ PreparedSweep prepare_sweep(const GemmRequest& r) {
         r.backend, p.runner->description()));
   }
   for (const auto& g : p.gemms) {
+    // Refused before anything runs: past the first GEMM, the error would end the sweep and lose
+    // every measurement taken.
+    p.runner->check(g);
     if (!p.runner->supports(g.dtype)) {
       throw UnsupportedError(fmt::format("request.dtypes: {} cannot run on the {} backend ({})",
                                          to_string(g.dtype), p.runner->backend(),

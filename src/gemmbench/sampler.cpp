@@ -63,10 +63,16 @@ Timing run_samples(const TimedCalls& run_calls, const MeasureOptions& options,
   }
   std::vector<double> per_call;
   double measured = 0;
-  while (static_cast<int>(per_call.size()) < options.min_samples ||
-         (measured < options.min_seconds &&
-          static_cast<int>(per_call.size()) < options.max_samples &&
-          measured < options.max_seconds)) {
+  // Until both minimums are met, at most max_samples; max_seconds ends the sampling once one sample
+  // is taken, the minimum count included (so a slow GEMM is bounded in time; as max_seconds >=
+  // min_seconds, it could otherwise never take effect).
+  const auto done = [&] {
+    const auto n = static_cast<int>(per_call.size());
+    if (n >= options.max_samples) return true;
+    if (n >= 1 && measured >= options.max_seconds) return true;
+    return n >= options.min_samples && measured >= options.min_seconds;
+  };
+  while (!done()) {
     const double elapsed = run_calls(timing.calls_per_sample);
     measured += elapsed;
     per_call.push_back(elapsed / timing.calls_per_sample);

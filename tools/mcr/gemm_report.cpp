@@ -5,7 +5,10 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "mcr/errors.hpp"
@@ -193,17 +196,28 @@ void write_table(const std::string& path, const codesign::bench::MeasurementSet&
   } else {
     print_measurements_table(out, set);
   }
-  if (out != stdout) std::fclose(out);
+  // A full disk shows when the buffered rest is written: at the flush and close, checked here (a
+  // truncated table was left with exit status 0).
+  const bool written = std::fflush(out) == 0 && !std::ferror(out);
+  const bool closed = out == stdout || std::fclose(out) == 0;
+  if (!written || !closed) {
+    throw Error(fmt::format("-o: failed writing '{}': {}", path.empty() ? "-" : path,
+                            std::strerror(errno)));
+  }
 }
 
 void write_output(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() ||
+        std::fflush(stdout) != 0) {
+      throw Error(fmt::format("-o: failed writing to stdout: {}", std::strerror(errno)));
+    }
     return;
   }
   std::ofstream file(path);
   if (!file) throw Error(fmt::format("-o: cannot write '{}'", path));
   file << text;
+  file.close();  // the last buffered bytes are written here: a full disk shows now
   if (!file) throw Error(fmt::format("-o: failed writing '{}'", path));
 }
 

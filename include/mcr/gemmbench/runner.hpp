@@ -65,6 +65,10 @@ class GemmRunner {
   virtual bool supports(DType dtype) const = 0;
   /// Bytes of the last-level cache the rotation has to defeat (host LLC or GPU L2).
   virtual std::size_t cache_bytes() const = 0;
+  /// Throws mcr::InvalidArgument when `gemm` cannot be timed on this backend whatever the device
+  /// (a dimension not positive, operand bytes past 64 bits, a size past the library's index
+  /// range): called for every GEMM of a sweep before the first one runs, and by time().
+  virtual void check(const Gemm& gemm) const { gemm.validate(); }
   /// Times `gemm`. Throws mcr::UnsupportedError for a dtype the backend lacks, mcr::BackendError
   /// when the library fails.
   virtual Timing time(const Gemm& gemm, const MeasureOptions& options) = 0;

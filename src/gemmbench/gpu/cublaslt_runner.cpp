@@ -154,7 +154,7 @@ class CublasLtRunner final : public GemmRunner {
   std::size_t cache_bytes() const override { return static_cast<std::size_t>(gpu_.l2_bytes); }
 
   Timing time(const Gemm& g, const MeasureOptions& options) override {
-    g.validate();
+    check(g);
     if (!supports(g.dtype)) {
       throw UnsupportedError(fmt::format("dtype {} is not supported by the cublaslt backend on {}",
                                          to_string(g.dtype), gpu_.name));

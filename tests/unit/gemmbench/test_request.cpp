@@ -148,6 +148,24 @@ TEST(GemmRequest, InconsistentSamplingIsRefusedFirst) {
   }
 }
 
+// A GEMM that cannot run is refused with the request, before the first GEMM is timed: found when
+// its turn came, the error ended the sweep and every measurement taken was lost.
+TEST(GemmRequest, GemmsThatCannotRunAreRefusedFirst) {
+  GemmRequest r;
+  r.m = "64,2147483647";  // within the BLAS index range, but A has 2^62 elements
+  r.n = "1";
+  r.k = "2147483647";
+  r.backend = "cpu";
+  try {
+    (void)prepare_sweep(r);
+    FAIL() << "an operand of 2^62 elements accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("m=2147483647 n=1 k=2147483647 batch=1: operand A"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(GemmRequest, TheProcessClockNeedsOneCpuThread) {
   GemmRequest r;
   r.m = r.n = r.k = "8";

@@ -43,12 +43,29 @@ TEST(Sampler, MedianIgnoresOutliers) {
   o.warmup_seconds = 0;
   o.min_samples = 5;
   o.min_seconds = 0;
+  o.max_seconds = 100;
   const double times[] = {1.0 /*warmup*/, 2.0, 2.1, 50.0, 1.9, 2.0};
   const auto t = run_samples([&](int) { return times[sample++]; }, o, 1e-3);
   EXPECT_EQ(t.samples, 5);
   EXPECT_DOUBLE_EQ(t.median_s, 2.0);
   EXPECT_DOUBLE_EQ(t.min_s, 1.9);
   EXPECT_DOUBLE_EQ(t.max_s, 50.0);
+}
+
+// max_seconds bounds the sampling of a slow GEMM, the minimum count included, once one sample is
+// taken (it never took effect: sampling past min_samples stopped at min_seconds, which it is at
+// least).
+TEST(Sampler, MaxSecondsBoundsTheSampling) {
+  MeasureOptions o;
+  o.warmup_iterations = 1;
+  o.warmup_seconds = 0;
+  o.min_samples = 10;
+  o.min_seconds = 1;
+  o.max_seconds = 3;
+  const auto t = run_samples([](int) { return 1.0; }, o, 1e-3);  // 1 s per call
+  EXPECT_EQ(t.samples, 3);
+  o.max_seconds = 0;  // still one sample
+  EXPECT_EQ(run_samples([](int) { return 1.0; }, o, 1e-3).samples, 1);
 }
 
 TEST(Sampler, RejectsInconsistentOptions) {
