@@ -51,8 +51,10 @@ int allowed_cpu_count() {
   return static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 }
 
-// The thread_siblings_list of every CPU this process may run on; empty when any is unreadable.
-std::vector<std::string> allowed_sibling_lists() {
+// The file `relative` under /sys/devices/system/cpu/cpuN/ (a CPU list such as
+// topology/thread_siblings_list) of every CPU this process may run on; empty when any is
+// unreadable.
+std::vector<std::string> allowed_cpu_lists(const std::string& relative) {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
@@ -60,12 +62,18 @@ std::vector<std::string> allowed_sibling_lists() {
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (!CPU_ISSET(cpu, &set)) continue;
     const std::string text =
-        read_file(fmt::format("/sys/devices/system/cpu/cpu{}/topology/thread_siblings_list", cpu));
+        read_file(fmt::format("/sys/devices/system/cpu/cpu{}/{}", cpu, relative));
     const std::string_view list = trim(text);
     if (list.empty()) return {};
     lists.emplace_back(list);
   }
   return lists;
+}
+
+int count_distinct(std::vector<std::string> lists) {
+  std::sort(lists.begin(), lists.end());
+  lists.erase(std::unique(lists.begin(), lists.end()), lists.end());
+  return static_cast<int>(lists.size());
 }
 
 void read_sysfs_caches(CpuInfo& info) {
@@ -83,7 +91,14 @@ void read_sysfs_caches(CpuInfo& info) {
     cache.size_bytes = parse_cache_size(trim(read_file(entry.path() / "size")));
     if (cache.level == 1 && cache.type == "Data") info.l1d_bytes = cache.size_bytes;
     if (cache.level == 2) info.l2_bytes = cache.size_bytes;
-    if (cache.level == 3) info.l3_bytes = cache.size_bytes;
+    if (cache.level == 3) {
+      info.l3_bytes = cache.size_bytes;
+      // cpu0's L3 is one of several on a chiplet or multi-socket CPU (one per CCD on EPYC): the
+      // rotation must exceed them all, or operands stay cached in another one.
+      const int instances = count_cache_instances(
+          allowed_cpu_lists("cache/" + entry.path().filename().string() + "/shared_cpu_list"));
+      info.l3_instances = std::max(1, instances);
+    }
   }
 }
 
@@ -117,14 +132,15 @@ double CpuInfo::fp32_peak_tflops() const {
 }
 
 std::int64_t CpuInfo::llc_bytes() const {
-  return std::max({l1d_bytes, l2_bytes, l3_bytes});
+  return std::max({l1d_bytes, l2_bytes, l3_bytes * std::max(1, l3_instances)});
 }
 
 int count_physical_cores(const std::vector<std::string>& thread_siblings_lists) {
-  std::vector<std::string> distinct = thread_siblings_lists;
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  return static_cast<int>(distinct.size());
+  return count_distinct(thread_siblings_lists);
+}
+
+int count_cache_instances(const std::vector<std::string>& shared_cpu_lists) {
+  return count_distinct(shared_cpu_lists);
 }
 
 std::int64_t parse_cache_size(std::string_view text) {
@@ -217,7 +233,7 @@ double measure_core_clock_ghz() {
 CpuInfo detect_cpu() {
   CpuInfo info;
   info.logical_cpus = allowed_cpu_count();
-  const int physical = count_physical_cores(allowed_sibling_lists());
+  const int physical = count_physical_cores(allowed_cpu_lists("topology/thread_siblings_list"));
   info.cores = physical > 0 ? std::min(physical, info.logical_cpus) : info.logical_cpus;
   read_sysfs_frequency(info);
   parse_proc_cpuinfo(read_file("/proc/cpuinfo"), info);

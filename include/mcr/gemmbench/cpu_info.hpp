@@ -29,6 +29,9 @@ struct CpuInfo {
   double freq_ghz = 0.0;                                   ///< 0 when nothing readable
   std::string freq_source;                                 ///< where freq_ghz came from
   std::int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;  ///< per-instance sizes; 0 if unknown
+  /// L3 caches among the CPUs this process may run on (one per chiplet or socket; sysfs
+  /// shared_cpu_list), 1 when unreadable.
+  int l3_instances = 1;
 
   /// Width of the FMA data path in bits. AMD Zen 1-4 execute 512-bit instructions as two 256-bit
   /// halves, so their throughput equals AVX2 even when AVX-512 is advertised.
@@ -38,7 +41,8 @@ struct CpuInfo {
   double fp32_flop_per_cycle() const;
   /// Theoretical fp32 peak in TFLOP/s for all `cores`: cores x GHz x FLOP/cycle / 1000.
   double fp32_peak_tflops() const;
-  /// Largest cache (the last-level cache), in bytes; 0 if unknown.
+  /// The last-level cache, in bytes, over all its instances (l3_bytes x l3_instances; else the
+  /// largest cache); 0 if unknown.
   std::int64_t llc_bytes() const;
 };
 
@@ -49,6 +53,10 @@ void parse_proc_cpuinfo(std::string_view text, CpuInfo& info);
 /// Physical cores among CPUs given by their sysfs thread_siblings_list ("0,4", "0-1"): one per
 /// distinct list. Exposed for tests; detect_cpu() reads the lists of the CPUs it may run on.
 int count_physical_cores(const std::vector<std::string>& thread_siblings_lists);
+
+/// Instances of one cache level among CPUs given by their sysfs shared_cpu_list: one per distinct
+/// list. Exposed for tests; detect_cpu() reads the L3's lists of the CPUs it may run on.
+int count_cache_instances(const std::vector<std::string>& shared_cpu_lists);
 
 /// Parses a sysfs cache size such as "32K", "1024K" or "32M" into bytes (0 if unparsable).
 std::int64_t parse_cache_size(std::string_view text);

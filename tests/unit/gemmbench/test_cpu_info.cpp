@@ -84,6 +84,20 @@ TEST(CpuInfo, HyperthreadsShareTheirCore) {
   EXPECT_EQ(count_physical_cores({}), 0);
 }
 
+// A chiplet CPU has one L3 per chiplet: cpu0's alone understated the cache the rotation has to
+// exceed (32 MiB of 768 on a two-socket EPYC), so operands stayed cached.
+TEST(CpuInfo, LastLevelCacheCountsEveryInstance) {
+  EXPECT_EQ(count_cache_instances({"0-7", "0-7", "8-15", "8-15"}), 2);
+  EXPECT_EQ(count_cache_instances({"0-1", "0-1"}), 1);
+  CpuInfo info;
+  info.l2_bytes = 1 << 20;
+  info.l3_bytes = 32 << 20;
+  info.l3_instances = 24;
+  EXPECT_EQ(info.llc_bytes(), std::int64_t{768} << 20);
+  info.l3_instances = 0;  // unread: one
+  EXPECT_EQ(info.llc_bytes(), std::int64_t{32} << 20);
+}
+
 TEST(CpuInfo, DetectsSomethingPlausibleHere) {
   const auto info = detect_cpu();
   EXPECT_GE(info.cores, 1);
