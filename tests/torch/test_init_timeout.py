@@ -4,7 +4,8 @@ raises within a few seconds (the runtime formed the world with its own default, 
 then completed it when rank 1 came). Judged by rank 0's line; a rank printing FAIL fails the test.
 With `caps`, the timeouts the world and a later group take under MCR_TIMEOUT, and those that
 mcr.torch.set_timeout sets. With `retry`, init_process_group tried again after a timeout; with `reinit`, a new default
-group after one whose operation timed out."""
+group after one whose operation timed out (`reinit mpi`: made by mcr.torch.init_processes under
+mpirun)."""
 
 import os
 import sys
@@ -114,11 +115,13 @@ def reinit():
     init_process_group; each next default group must work, as with torch's own backends (an
     in-process restart after a fault). Before, the second default group was the aborted world:
     rank 0 raised "communicator aborted", rank 1 a connection closed."""
-    rank = int(os.environ["RANK"])
     for cycle in range(3):
-        dist.init_process_group("mcr", timeout=timedelta(seconds=30))
+        init()
+        rank = dist.get_rank()
         if cycle > 0:
             check_all_reduce(rank, f"default group #{cycle}")
+            check_all_reduce(rank, f"a gloo group of default group #{cycle}",
+                             dist.new_group(backend="gloo"))
         mcr.torch.set_timeout(2)
         if rank == 0:
             try:
@@ -127,16 +130,27 @@ def reinit():
             except Exception as e:  # noqa: BLE001 - the timeout is the expected outcome
                 print(f"rank 0: cycle {cycle} failed as meant: {str(e)[:80]}", flush=True)
         dist.destroy_process_group()
-    dist.init_process_group("mcr", timeout=timedelta(seconds=30))
+    init()
     if check_all_reduce(rank, "default group #3"):
         print(f"rank {rank}: every default group after a timeout worked", flush=True)
     dist.destroy_process_group()
 
 
-def check_all_reduce(rank, what):
+def init():
+    """The default group as the launch makes it: under mpirun (`mpi`), mcr.torch.init_processes,
+    which agrees on torch's store address over the world: after a timeout aborted it, over fresh
+    connections (before, rank 0 raised "communicator aborted" and rank 1 waited in the agreement
+    until its timeout)."""
+    if "mpi" in sys.argv[1:] or "srun" in sys.argv[1:]:
+        mcr.torch.init_processes(timeout=timedelta(seconds=30))
+    else:
+        dist.init_process_group("mcr", timeout=timedelta(seconds=30))
+
+
+def check_all_reduce(rank, what, group=None):
     t = torch.full((3,), float(rank + 1))
     try:
-        dist.all_reduce(t)
+        dist.all_reduce(t, group=group)
     except Exception as e:  # noqa: BLE001 - reported as the failure it is
         print(f"rank {rank}: FAIL: all_reduce on {what} raised: {e}", flush=True)
         return False

@@ -104,6 +104,23 @@ def _rank_and_size_for(init_method):
 _agreed_master = None
 
 
+_agreements = 0
+
+
+def _agree(world, value, timeout):
+    """Rank 0's `value` on every rank of `world`. Once torch has used the world (an earlier default
+    group), over fresh connections made from it: an operation that timed out there aborted it on
+    some ranks only, and a broadcast on it raised "communicator aborted" on those while the others
+    waited in it until their timeout."""
+    global _agreements
+    channel = world
+    if _backend._generation >= 0:
+        _agreements += 1
+        channel = _C.member_group(world, list(range(world.size)), f"torch/agree/{_agreements}",
+                                  _backend._as_timedelta(timeout))
+    return _C.broadcast_string(channel, value)
+
+
 def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_method=None,
                    device_id=None):
     """Forms the world once and initialises torch.distributed's default group on `dist_backend`.
@@ -133,7 +150,7 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
     if env_init and _backend.launched_by_mpi() and (
             ours or "MASTER_PORT" not in os.environ):
         world = _backend.ensure_runtime(timeout=timeout)
-        port = _C.broadcast_string(world, str(_backend._free_port()) if world.rank == 0 else "")
+        port = _agree(world, str(_backend._free_port()) if world.rank == 0 else "", timeout)
         # torch's store runs on rank 0, where mcr's own store listens: at the address every rank
         # has already reached (loopback on one host; else MCR_STORE_HOST's interface address or
         # the default route's, never MCR_STORE_HOST itself, which may name an interface).
