@@ -40,7 +40,7 @@ int slurm_tasks_on_node(std::string_view per_node, int node);
 /// The first host of a Slurm host list ("node[01-04],gpu5" -> "node01"); empty when malformed.
 std::string slurm_first_host(std::string_view list);
 /// The store port of an srun step without PMI when neither MASTER_PORT nor reserved ports are set.
-int slurm_default_port(int job_id, int step_id);
+int slurm_default_port(std::int64_t job_id, std::int64_t step_id);
 
 /// The store every part of the runtime talks to: the public contract (mcr/comm/store.hpp) plus a
 /// probe for diagnostics. Two kinds exist: the client of mcr's own TCP store (tcp_store.hpp), and

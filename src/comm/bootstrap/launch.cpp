@@ -1,6 +1,8 @@
 // Launcher detection (mcr/comm/launch.hpp): which engine started this process and where the rank
 // sits in the job.
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -32,6 +34,33 @@ int env_int(const char* name, int fallback, int min_value) {
         fmt::format("environment variable {}='{}' is not an integer >= {}", name, v, min_value));
   }
   return out;
+}
+
+// A Slurm id (job or step: 32-bit unsigned), or `fallback` if unset; malformed values are an error.
+std::int64_t env_slurm_id(const char* name, std::int64_t fallback) {
+  const char* v = env(name);
+  if (v == nullptr) return fallback;
+  std::uint32_t out = 0;
+  std::string_view s(v);
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  if (ec != std::errc() || ptr != s.data() + s.size()) {
+    throw InvalidArgument(
+        fmt::format("environment variable {}='{}' is not a Slurm id (0 to 4294967295)", name, v));
+  }
+  return out;
+}
+
+// The step id of this process, or -1 outside a step.
+std::int64_t slurm_step_id() {
+  return env_slurm_id("SLURM_STEP_ID", env_slurm_id("SLURM_STEPID", -1));
+}
+
+// Whether this process runs in a step srun started. Slurm's own steps have ids from 0xfffffff0 up
+// (the batch script's, an salloc shell's interactive step 0xfffffffa, the extern step): a process
+// there was not started by srun as a task of a step.
+bool in_srun_step() {
+  const std::int64_t step = slurm_step_id();
+  return step >= 0 && step < 0xfffffff0;
 }
 
 // Tasks on this node of the step: SLURM_STEP_TASKS_PER_NODE (srun's), else the job's
@@ -94,8 +123,8 @@ SlurmMaster slurm_master() {
           resv));
     }
   } else {
-    const int job = env_int("SLURM_JOB_ID", env_int("SLURM_JOBID", -1, 0), 0);
-    const int step = env_int("SLURM_STEP_ID", env_int("SLURM_STEPID", 0, 0), 0);
+    const std::int64_t job = env_slurm_id("SLURM_JOB_ID", env_slurm_id("SLURM_JOBID", -1));
+    const std::int64_t step = std::max<std::int64_t>(slurm_step_id(), 0);
     if (job < 0) {
       throw InvalidArgument(
           "srun without PMI: SLURM_JOB_ID is not set, so no store port can be derived; set "
@@ -156,10 +185,10 @@ std::string slurm_first_host(std::string_view list) {
   return host;
 }
 
-int slurm_default_port(int job_id, int step_id) {
+int slurm_default_port(std::int64_t job_id, std::int64_t step_id) {
   // 10000-29999: below Linux's ephemeral range (32768-60999), where srun's and slurmstepd's own
   // sockets are; consecutive jobs and the first ten steps of a job get distinct ports.
-  return 10000 + (job_id % 2000) * 10 + step_id % 10;
+  return static_cast<int>(10000 + (job_id % 2000) * 10 + step_id % 10);
 }
 
 }  // namespace mcr::detail
@@ -191,12 +220,25 @@ LaunchInfo launch_info(bool store_given) {
     info.size = env_int("OMPI_COMM_WORLD_SIZE", 1, 1);
     info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, 0);
     info.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1);
+    // torchrun started under mpirun (`mpirun -np 2 torchrun --nproc-per-node 4`) leaves each
+    // worker with its parent's MPI rank: four workers would claim one rank of a world of 2.
+    // mcr.torch.init_processes() sets RANK and WORLD_SIZE from mpirun's, which then agree.
+    const int rank = env_int("RANK", info.rank, 0);
+    const int size = env_int("WORLD_SIZE", info.size, 1);
+    if (rank != info.rank || size != info.size) {
+      throw InvalidArgument(fmt::format(
+          "launch: mpirun says rank {} of {} (OMPI_COMM_WORLD_RANK/SIZE) but RANK={} and "
+          "WORLD_SIZE={} say rank {} of {}: a launcher (torchrun?) started under mpirun; start "
+          "the processes with one launcher",
+          info.rank, info.size, env("RANK") ? env("RANK") : "(unset)",
+          env("WORLD_SIZE") ? env("WORLD_SIZE") : "(unset)", rank, size));
+    }
   } else if (env("SLURM_PROCID") != nullptr && env("SLURM_NTASKS") != nullptr &&
-             (env("SLURM_STEP_ID") != nullptr || env("SLURM_STEPID") != nullptr) &&
-             env("RANK") == nullptr) {  // srun
+             detail::in_srun_step() && env("RANK") == nullptr) {  // srun
     // A task of a step. An sbatch script (the batch step) or an salloc shell has SLURM_PROCID=0
-    // and the job's SLURM_NTASKS too, but no step id: a process started there without srun is
-    // alone, not rank 0 of a world whose other ranks never come.
+    // and the job's SLURM_NTASKS too, but no step id, or one of Slurm's own (an interactive
+    // step's): a process started there without srun is alone, not rank 0 of a world whose other
+    // ranks never come.
     info.launcher = Launcher::slurm;
     // With an MPI plugin (srun --mpi=pmix or pmi2) MPI_Init forms the world through PMI/PMIx.
     // Without one (MpiDefault=none, srun --mpi=none) srun still exports SLURM_MPI_TYPE=none on
@@ -205,7 +247,9 @@ LaunchInfo launch_info(bool store_given) {
     info.mpi_world = env("PMIX_RANK") != nullptr || env("PMI_RANK") != nullptr ||
                      (mpi_type != nullptr && std::string_view(mpi_type) != "none");
     info.rank = env_int("SLURM_PROCID", 0, 0);
-    info.size = env_int("SLURM_NTASKS", 1, 1);
+    // The step's tasks: SLURM_NTASKS is the job's where srun passes the job's environment on
+    // (--preserve-env), and a step of 2 in a job of 8 then waited for 6 ranks that never came.
+    info.size = env_int("SLURM_STEP_NUM_TASKS", env_int("SLURM_NTASKS", 1, 1), 1);
     info.local_rank = env_int("SLURM_LOCALID", 0, 0);
     info.local_size = detail::slurm_local_size(info.size);
     if (!info.mpi_world) {

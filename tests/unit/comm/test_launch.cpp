@@ -42,7 +42,8 @@ struct CleanEnv {
                           "SLURM_JOB_ID",
                           "SLURM_JOBID",
                           "SLURM_STEP_ID",
-                          "SLURM_STEPID"}) {
+                          "SLURM_STEPID",
+                          "SLURM_STEP_NUM_TASKS"}) {
       unsetenv(v);
     }
   }
@@ -192,6 +193,62 @@ TEST(Launch, BatchScriptWithoutSrunIsASingleProcess) {
   l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::slurm);
   EXPECT_EQ(l.size, 4);
+}
+
+// torchrun under mpirun: each worker inherits its parent's MPI rank; RANK and WORLD_SIZE that
+// disagree with mpirun's are refused, naming both (agreeing ones, as init_processes sets them,
+// are fine).
+TEST(Launch, TorchrunUnderMpirunIsRefused) {
+  CleanEnv clean;
+  setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  EXPECT_EQ(mcr::launch_info().launcher, Launcher::mpi);
+  setenv("RANK", "5", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  try {
+    (void)mcr::launch_info();
+    FAIL() << "RANK 5 of 8 under mpirun's rank 1 of 2 accepted";
+  } catch (const mcr::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("mpirun says rank 1 of 2 (OMPI_COMM_WORLD_RANK/SIZE) but "
+                                         "RANK=5 and WORLD_SIZE=8 say rank 5 of 8"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// srun --preserve-env passes the job's SLURM_NTASKS on: the step's size is SLURM_STEP_NUM_TASKS
+// (a step of 2 in a job of 8 formed a world of 8 and waited for 6 ranks that never came). Ids are
+// 32-bit unsigned: an salloc shell's interactive step (0xfffffffa) is Slurm's own, not srun's, and
+// a job id past INT_MAX is a job id (both were "not an integer >= 0").
+TEST(Launch, SlurmStepSizeAndIds) {
+  CleanEnv clean;
+  setenv("SLURM_PROCID", "1", 1);
+  setenv("SLURM_NTASKS", "8", 1);
+  setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+  setenv("SLURM_STEP_NUM_NODES", "1", 1);
+  setenv("SLURM_JOB_ID", "3000000000", 1);
+  setenv("SLURM_STEP_ID", "0", 1);
+  setenv("SLURM_MPI_TYPE", "none", 1);
+  auto l = mcr::launch_info();
+  EXPECT_EQ(l.launcher, Launcher::slurm);
+  EXPECT_EQ(l.size, 2);
+  EXPECT_EQ(l.master_port, slurm_default_port(3000000000LL, 0));
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_STEP_ID", "4294967290", 1);  // the interactive step of an salloc shell
+  l = mcr::launch_info();
+  EXPECT_EQ(l.launcher, Launcher::single);
+  EXPECT_EQ(l.size, 1);
+  setenv("SLURM_STEP_ID", "4294967296", 1);  // past 32 bits: malformed, named
+  try {
+    (void)mcr::launch_info();
+    FAIL() << "a step id past 32 bits accepted";
+  } catch (const mcr::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("SLURM_STEP_ID='4294967296' is not a Slurm id"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // WORLD_SIZE without RANK: every process would have taken rank 0 and the world never formed.
