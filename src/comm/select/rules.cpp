@@ -42,6 +42,21 @@ void require_known_backend(std::string_view backend) {
 }
 
 // One rule of the string form; errors give the reason only, RuleSet::parse adds which rule.
+// One dtype of a rule. Elsewhere "float" and "int" are C's names of f32 and i32, but a tuning
+// table writes its dtype classes so: a rule "all_reduce/float" read as f32 let bf16, f16 and f64
+// pass by unnoticed.
+std::optional<DType> parse_rule_dtype(std::string_view name) {
+  if (name == "float" || name == "int") {
+    const bool floating = name == "float";
+    throw InvalidArgument(fmt::format(
+        "dtype '{}' is ambiguous in a rule: it would name {} only, not the tuning table's class of "
+        "{} types; a rule matches one dtype: write {} (or one rule per dtype)",
+        name, floating ? "f32" : "i32", floating ? "floating-point" : "integer",
+        floating ? "f32" : "i32"));
+  }
+  return parse_dtype(name);
+}
+
 Rule parse_rule(std::string_view text) {
   const auto colon = text.find(':');
   const auto eq = text.rfind('=');
@@ -56,7 +71,7 @@ Rule parse_rule(std::string_view text) {
   require_known_backend(r.backend);
   if (auto slash = lhs.find('/'); slash != std::string_view::npos) {
     auto dt = trim(lhs.substr(slash + 1));
-    r.dtype = parse_dtype(dt);
+    r.dtype = parse_rule_dtype(dt);
     if (!r.dtype) throw InvalidArgument(fmt::format("unknown dtype '{}'", dt));
     lhs = trim(lhs.substr(0, slash));
   }
@@ -135,7 +150,7 @@ Rule rule_from_json(const nlohmann::json& j) {
     if (!r.op) throw InvalidArgument(fmt::format("unknown \"op\" '{}'", text("op")));
   }
   if (j.contains("dtype") && text("dtype") != "*") {
-    r.dtype = parse_dtype(text("dtype"));
+    r.dtype = parse_rule_dtype(text("dtype"));
     if (!r.dtype) throw InvalidArgument(fmt::format("unknown \"dtype\" '{}'", text("dtype")));
   }
   if (j.contains("min_bytes")) r.min_bytes = json_bytes(j["min_bytes"], "min_bytes");

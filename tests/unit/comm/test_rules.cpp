@@ -54,6 +54,10 @@ TEST(Rules, MalformedInputNamesTheToken) {
   EXPECT_NE(message("all_reduce:2M-1K=mpi").find("lower bound above"), std::string::npos);
   EXPECT_NE(message("all_reduce:*=").find("names no backend"), std::string::npos);
   EXPECT_NE(message("all_reduce/f7:*=mpi").find("unknown dtype 'f7'"), std::string::npos);
+  // "float" and "int" would read as f32 and i32 only, where the tuning table means classes.
+  EXPECT_NE(message("all_reduce/float:*=mpi").find("dtype 'float' is ambiguous in a rule"),
+            std::string::npos);
+  EXPECT_NE(message("all_reduce/int:*=mpi").find("write i32"), std::string::npos);
 }
 
 TEST(Rules, JsonForms) {
