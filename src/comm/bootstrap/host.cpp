@@ -57,21 +57,33 @@ bool is_loopback(const std::string& address) {
   return address.starts_with("127.") || address == "::1";
 }
 
-// The interface of the IPv4 default route, from /proc/net/route (destination 00000000).
-std::string default_route_interface() {
-  std::ifstream in("/proc/net/route");
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string iface;
-    std::string destination;
-    if (fields >> iface >> destination && destination == "00000000") return iface;
-  }
-  return {};
-}
-
 }  // namespace
+
+std::string default_route_interface(std::istream& route_table) {
+  std::string line;
+  std::getline(route_table, line);  // header
+  std::string best;
+  long best_metric = 0;
+  while (std::getline(route_table, line)) {
+    // Iface Destination Gateway Flags RefCnt Use Metric Mask ...: a default route is destination
+    // and mask 0 (a VPN's 0.0.0.0/1 halves have destination 0 too), up (flag 0x1); the lowest
+    // metric wins, as in the kernel's choice.
+    std::istringstream fields(line);
+    std::string iface, destination, gateway, mask;
+    unsigned flags = 0;
+    long refs = 0, use = 0, metric = 0;
+    if (!(fields >> iface >> destination >> gateway >> std::hex >> flags >> std::dec >> refs >>
+          use >> metric >> mask)) {
+      continue;
+    }
+    if (destination != "00000000" || mask != "00000000" || (flags & 0x1U) == 0) continue;
+    if (best.empty() || metric < best_metric) {
+      best = iface;
+      best_metric = metric;
+    }
+  }
+  return best;
+}
 
 std::string host_identity() {
   std::string netns = "?";
@@ -132,7 +144,8 @@ std::vector<std::string> resolve_numeric(const std::string& host, const std::str
 }
 
 std::string reachable_address() {
-  if (const std::string iface = default_route_interface(); !iface.empty()) {
+  std::ifstream routes("/proc/net/route");
+  if (const std::string iface = default_route_interface(routes); !iface.empty()) {
     for (const auto& a : interface_addresses(iface))
       if (a.find(':') == std::string::npos) return a;
   }

@@ -3,6 +3,7 @@
 // and a routable address.
 #pragma once
 
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ bool is_local_address(const std::string& address);
 /// The numeric addresses `host` resolves to (getaddrinfo, TCP), in resolver order. Throws
 /// InvalidArgument naming `what` and `host` when it does not resolve.
 std::vector<std::string> resolve_numeric(const std::string& host, const std::string& what);
+
+/// The interface of the IPv4 default route in `route_table` (the text of /proc/net/route): a route
+/// of destination and mask 0 that is up, the lowest metric first; empty when there is none.
+std::string default_route_interface(std::istream& route_table);
 
 /// The address peers on other hosts can reach this one at: the IPv4 address of the interface the
 /// default route leaves through (/proc/net/route), else the first non-loopback address the host

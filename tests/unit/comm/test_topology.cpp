@@ -1,6 +1,9 @@
 // Host maps and a communicator's view of them (topology.hpp).
 #include <gtest/gtest.h>
 
+#include <sstream>
+
+#include "bootstrap/host.hpp"
 #include "mcr/errors.hpp"
 #include "runtime/topology.hpp"
 
@@ -64,3 +67,20 @@ TEST(Topology, RankOutsideTheMapIsAnError) {
 
 }  // namespace
 }  // namespace mcr::detail
+
+// The store's address on several hosts is that of the default route's interface. A VPN that routes
+// everything through itself adds 0.0.0.0/1 and 128.0.0.0/1, and the first has destination 0 too:
+// read as the default route, its address (which peers cannot reach) was advertised. Only
+// destination and mask 0, up, lowest metric.
+TEST(Host, DefaultRouteIsDestinationAndMaskZero) {
+  std::istringstream table(
+      "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+      "tun0\t00000000\t0100080A\t0003\t0\t0\t0\t00000080\t0\t0\t0\n"
+      "eth1\t00000000\t010200C0\t0002\t0\t0\t0\t00000000\t0\t0\t0\n"  // not up
+      "eth0\t00000000\t010200C0\t0003\t0\t0\t200\t00000000\t0\t0\t0\n"
+      "wlan0\t00000000\t0101A8C0\t0003\t0\t0\t600\t00000000\t0\t0\t0\n"
+      "eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n");
+  EXPECT_EQ(mcr::detail::default_route_interface(table), "eth0");
+  std::istringstream none("Iface\tDestination\n");
+  EXPECT_EQ(mcr::detail::default_route_interface(none), "");
+}
