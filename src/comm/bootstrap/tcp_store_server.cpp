@@ -79,6 +79,10 @@ struct TcpStoreServer::Impl {
     bool closed = false;
     bool close_after_flush = false;  // refused: the reason is on its way, then the connection ends
     bool hello_done = false;
+    // A get of this connection is parked: its later requests wait (in `in`, or unread) until it
+    // is answered, as a client reads replies in the order of its requests. One answered first
+    // was taken by the client for the late reply it discards, and the get's for its own.
+    bool waiting = false;
     int rank = -1;
     Clock::time_point accepted_at;
     std::size_t pending_out() const { return out.size() - out_sent; }
@@ -116,6 +120,7 @@ struct TcpStoreServer::Impl {
   std::unordered_map<std::uint64_t, Client> clients;
   std::unordered_map<int, std::uint64_t> rank_client;  // rank -> its live connection
   std::vector<Waiter> waiters;
+  std::vector<std::uint64_t> resumed;  // connections whose parked get was just answered
   std::uint64_t next_client = 1;
 
   std::size_t max_connections() const {
@@ -136,6 +141,8 @@ struct TcpStoreServer::Impl {
   void store(const std::string& key, Bytes value);
   void serve_waiters(const std::string& key);
   void expire_waiters();
+  // Takes the requests the connections answered by serve_waiters or expire_waiters held back.
+  void resume_answered();
   void expire_hellos();
   void account();
   void say_goodbye();
@@ -359,9 +366,11 @@ void TcpStoreServer::Impl::say_goodbye() {
     auto c = clients.find(w.client);
     if (c != clients.end() && !c->second.closed) {
       reply(c->second, encode_reply(Status::error, kGoodbye));
+      resumed.push_back(w.client);
     }
   }
   waiters.clear();
+  resume_answered();
 }
 
 void TcpStoreServer::Impl::account() {
@@ -444,6 +453,12 @@ void TcpStoreServer::Impl::read_from(std::uint64_t id, Client& c) {
     ssize_t n = ::recv(c.fd.get(), chunk, sizeof chunk, 0);
     if (n > 0) {
       c.in.insert(c.in.end(), chunk, chunk + n);
+      // Read on while a get waits (so that a closed connection is seen), but a client sends one
+      // request after a get at most, that of a caller whose wait for the get's reply gave up.
+      if (c.waiting && c.in.size() > 2 * (4 + std::size_t{kMaxBodyBytes})) {
+        drop(c, "requests keep coming while a get waits: not the store's client");
+        return;
+      }
       account();
       if (!take_frames(id, c)) return;
       continue;
@@ -463,7 +478,7 @@ void TcpStoreServer::Impl::read_from(std::uint64_t id, Client& c) {
 // frame and a read chunk. Returns false once the connection is closed or being refused.
 bool TcpStoreServer::Impl::take_frames(std::uint64_t id, Client& c) {
   std::size_t pos = 0;
-  while (!c.closed && !c.close_after_flush && c.in.size() - pos >= 4) {
+  while (!c.closed && !c.close_after_flush && !c.waiting && c.in.size() - pos >= 4) {
     Reader header(c.in.data() + pos, 4);
     const std::uint32_t body_len = header.u32();
     const std::uint32_t cap = c.hello_done ? kMaxBodyBytes : kMaxHelloBytes;
@@ -608,6 +623,7 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Client& c, const std::uint8_
           reply(c, encode_reply(Status::error, kGoodbye));
         } else {
           waiters.push_back({id, std::move(key), Clock::now() + timeout});
+          c.waiting = true;
         }
         return;
       }
@@ -699,9 +715,11 @@ void TcpStoreServer::Impl::serve_waiters(const std::string& key) {
     auto c = clients.find(w->client);
     if (c != clients.end() && !c->second.closed) {
       reply(c->second, encode_reply(Status::ok, it->second.data(), it->second.size()));
+      resumed.push_back(w->client);
     }
     w = waiters.erase(w);
   }
+  resume_answered();
 }
 
 void TcpStoreServer::Impl::expire_waiters() {
@@ -712,8 +730,25 @@ void TcpStoreServer::Impl::expire_waiters() {
       continue;
     }
     auto c = clients.find(w->client);
-    if (c != clients.end() && !c->second.closed) reply(c->second, encode_reply(Status::timed_out));
+    if (c != clients.end() && !c->second.closed) {
+      reply(c->second, encode_reply(Status::timed_out));
+      resumed.push_back(w->client);
+    }
     w = waiters.erase(w);
+  }
+  resume_answered();
+}
+
+void TcpStoreServer::Impl::resume_answered() {
+  // After the loops over `waiters`: a resumed request may set a key, which serves (and erases)
+  // waiters again.
+  std::vector<std::uint64_t> ids;
+  ids.swap(resumed);
+  for (const std::uint64_t id : ids) {
+    auto c = clients.find(id);
+    if (c == clients.end()) continue;
+    c->second.waiting = false;
+    if (!c->second.closed) take_frames(id, c->second);
   }
 }
 

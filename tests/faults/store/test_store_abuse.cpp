@@ -454,6 +454,55 @@ TEST(StoreAbuse, ARankReturningWhileTheOthersLeaveIsNotLetIn) {
   EXPECT_TRUE(server.wait_for_ranks_to_leave(0, 2s));
 }
 
+// Reads one reply (<status><u64 length><payload>) within `limit`; its status, or -1.
+int read_reply_status(int fd, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  Bytes got;
+  std::uint8_t buf[256];
+  while (Clock::now() < deadline) {
+    if (got.size() >= 9) {
+      store_wire::Reader header(got.data() + 1, 8);
+      const std::uint64_t n = header.u64();
+      if (got.size() >= 9 + n) return got[0];
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) continue;
+    // One byte at a time: the next reply must stay unread for the next call.
+    const ssize_t k = ::recv(fd, buf, 1, 0);
+    if (k <= 0) return -1;
+    got.push_back(buf[0]);
+  }
+  return -1;
+}
+
+// A client reads replies in the order of its requests. A request sent while a get of the same
+// connection is parked (a caller's wait for the get gave up: the client then discards one late
+// reply) is answered after the get: it was answered first, and the client took the set's "ok" for
+// the late get's reply and the get's "timed out" for the set's.
+TEST(StoreAbuse, RepliesFollowTheOrderOfRequests) {
+  TcpStoreServer server("127.0.0.1", 0, job_a());
+  UniqueFd fd = raw_connect(server.port());
+  store_wire::Writer get;
+  get.u8(static_cast<std::uint8_t>(store_wire::Command::get));
+  get.str("job-a/never-set");
+  get.u64(300);  // ms
+  store_wire::Writer set;
+  set.u8(static_cast<std::uint8_t>(store_wire::Command::set));
+  set.str("job-a/x");
+  set.blob("v", 1);
+  Bytes all = frame(hello_body(job_a(), 1));
+  for (const Bytes& b : {frame(get.bytes()), frame(set.bytes())})
+    all.insert(all.end(), b.begin(), b.end());
+  ASSERT_EQ(send_some(fd.get(), all.data(), all.size()), all.size());
+  using store_wire::Status;
+  EXPECT_EQ(read_reply_status(fd.get(), 2s), static_cast<int>(Status::ok));         // hello
+  EXPECT_EQ(read_reply_status(fd.get(), 2s), static_cast<int>(Status::timed_out));  // get
+  EXPECT_EQ(read_reply_status(fd.get(), 2s), static_cast<int>(Status::ok));         // set
+  // The set was taken once the get was answered.
+  auto r0 = connect_tcp_store("127.0.0.1", server.port(), 5s, job_a(), 0);
+  EXPECT_EQ(r0->get("x", 2s), bytes_of("v"));
+}
+
 TEST(StoreAbuse, TheOwnerWaitsForRanksToLeave) {
   TcpStoreServer server("127.0.0.1", 0, job_a());
   auto r0 = connect_tcp_store("127.0.0.1", server.port(), 5s, job_a(), 0);
