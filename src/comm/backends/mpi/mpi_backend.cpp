@@ -56,17 +56,23 @@ class MpiBackend final : public Backend {
   int size() const noexcept override { return g_.size; }
   std::size_t max_count() const noexcept override { return INT_MAX; }
   bool needs_host_progress() const noexcept override { return true; }
-  bool blocks_device() const noexcept override { return cuda_aware_; }
+  bool blocks_device() const noexcept override { return false; }  // never given device memory
 
   Support supports(OpType op, DType dtype, ReduceOp reduce, Device::Kind device) const override {
-    if (device == Device::Kind::cuda && !cuda_aware_) {
-      return Support::no("this MPI library is not CUDA-aware (MPIX_Query_cuda_support() = 0)");
+    // Device memory is never handed to MPI, CUDA-aware or not: the staging layer copies it through
+    // pinned host memory on the caller's stream. Handed over directly, avg's division and the
+    // in-place reduce_scatter and all_to_all copies ran on the host over device pointers, Open
+    // MPI 4.1's nonblocking reductions apply the op on the host, and nothing ordered the call
+    // after the caller's stream (NCCL is the direct path on GPUs).
+    if (device == Device::Kind::cuda) {
+      return Support::no(cuda_aware_ ? "device tensors are staged through host memory (the "
+                                       "CUDA-aware path is not used)"
+                                     : "this MPI library is not CUDA-aware "
+                                       "(MPIX_Query_cuda_support() = 0)");
     }
     if (is_reduction(op) && !reduce_op_valid_for(reduce, dtype)) {
       return Support::no("reduce op not defined for this dtype");
     }
-    (void)op;
-    if (device == Device::Kind::cuda) return Support::yes("cuda-aware");
     if ((dtype == DType::f16 || dtype == DType::bf16) && is_reduction(op)) {
       return Support::yes("user-defined MPI op (widened to float)");
     }
