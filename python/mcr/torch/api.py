@@ -163,6 +163,13 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
         info = _backend.launch_info()
         os.environ["MASTER_ADDR"] = info["master_addr"]
         os.environ["MASTER_PORT"] = str(info["master_port"])
+        if _C.is_initialized():
+            # A re-init: the runtime keeps the torch store it formed the world through, with the
+            # previous groups' keys, which the new groups' names repeat (a Gloo group then
+            # connected to a closed address): agree on a fresh port over the world, rank 0's.
+            world = _C.world()
+            os.environ["MASTER_PORT"] = _agree(
+                world, str(_backend._free_port()) if world.rank == 0 else "", timeout)
     _backend.fill_launcher_env()  # RANK & co. for torch, from mpirun or srun
     dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method,
                             device_id=device_id, **_rank_and_size_for(init_method))
