@@ -9,6 +9,7 @@ spent in communication (explicit all_to_all calls plus DDP's gradient all_reduce
 
 import argparse
 import contextlib
+import threading
 import time
 
 import torch
@@ -65,6 +66,9 @@ class Run:
         self._override = mt.backend(forced) if forced else contextlib.nullcontext()
         self._override.__enter__()
         self.comm_s = 0.0
+        # DDP's completion callbacks add from the backend's thread while the main thread adds its
+        # own: `+=` on a float is a read and a write, and one thread's sum was lost between them.
+        self._comm_lock = threading.Lock()
         self.losses = []
         self.step_s = []
 
@@ -72,7 +76,11 @@ class Run:
     def comm(self):
         t = time.perf_counter()
         yield
-        self.comm_s += time.perf_counter() - t
+        self._add_comm(time.perf_counter() - t)
+
+    def _add_comm(self, seconds):
+        with self._comm_lock:
+            self.comm_s += seconds
 
     def ddp(self, module):
         """DDP over the default group, with a hook that times each bucket's all_reduce from issue
@@ -85,7 +93,7 @@ class Run:
             fut = dist.all_reduce(buf, async_op=True).get_future()
 
             def done(f):
-                self.comm_s += time.perf_counter() - began
+                self._add_comm(time.perf_counter() - began)
                 return f.value()[0]
 
             return fut.then(done)
@@ -95,7 +103,8 @@ class Run:
 
     def step(self, i, fn):
         if i == self.args.warmup:
-            self.comm_s = 0.0
+            with self._comm_lock:
+                self.comm_s = 0.0
         dist.barrier()
         t = time.perf_counter()
         loss = fn()

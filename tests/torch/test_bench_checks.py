@@ -27,6 +27,19 @@ def main():
         if rank == 0:
             print(f"{op} {dtype}: {count} elements; an idle variant is counted {missed} wrong",
                   flush=True)
+    # The C++ variant runs the backend it is given (the first variant's): it ran mcr's automatic
+    # choice, so that py-ovh could compare two backends.
+    asked = []
+    real = bench._C.time_native
+    bench._C.time_native = lambda *args: (asked.append(args[6]), real(*args))[1]
+    try:
+        count, _, fn, inp, out = bench.make_op("all_reduce", 64, torch.float32, ws)
+        bench.warm(["c++"], fn, gloo, 1, "all_reduce", inp, out, "gloo")
+        bench.time_block("c++", fn, gloo, 1, "all_reduce", inp, out, "gloo")
+        bench.wrong_elements(["c++"], fn, gloo, "all_reduce", inp, out, "gloo")
+    finally:
+        bench._C.time_native = real
+    check(asked == ["gloo"] * 3, f"time_native was asked for backends {asked}, not gloo each time")
     # The probe is the measured op: a variant is kept when it runs that op.
     kept = bench.usable_variants(["auto", "gloo"], "all_to_all", torch.float32, ws)
     check(kept == ["auto", "gloo"], f"usable_variants: {kept}")

@@ -89,7 +89,7 @@ def unlike(expected):
     return torch.bitwise_not(expected)
 
 
-def wrong_elements(variants, fn, gloo, op, inp, out):
+def wrong_elements(variants, fn, gloo, op, inp, out, native=""):
     """Elements that differ from the expected result, one checked call per variant (nccl-tests'
     #wrong), summed over the variants; the largest count of any rank."""
     rank, ws = dist.get_rank(), dist.get_world_size()
@@ -101,7 +101,7 @@ def wrong_elements(variants, fn, gloo, op, inp, out):
             # must not pass on what the previous variant wrote there. (Any dtype, any rank count.)
             out.copy_(unlike(expected))
         if v == "c++":
-            _C.time_native(_backend.backend_of(), op, inp, out, 1)
+            _C.time_native(_backend.backend_of(), op, inp, out, 1, 0, native)
         else:
             with mt.backend(None if v in ("torch-gloo", "auto") else v):
                 fn(gloo if v == "torch-gloo" else None)
@@ -118,11 +118,11 @@ def slowest(seconds):
     return t.item()
 
 
-def time_block(variant, fn, gloo, iters, op, inp, out):
-    """Seconds per operation of one block of `iters` calls, on the slowest rank."""
+def time_block(variant, fn, gloo, iters, op, inp, out, native=""):
+    """Seconds per operation of one block of `iters` calls, on the slowest rank. `native`: the
+    backend the "c++" variant forces ("" for mcr's automatic choice)."""
     if variant == "c++":  # the same op issued from C++ on the communication thread
-        return slowest(_C.time_native(_backend.backend_of(), op, inp, out,
-                                      iters))
+        return slowest(_C.time_native(_backend.backend_of(), op, inp, out, iters, 0, native))
     group = gloo if variant == "torch-gloo" else None
     with mt.backend(None if variant in ("torch-gloo", "auto") else variant):
         dist.barrier()
@@ -132,10 +132,10 @@ def time_block(variant, fn, gloo, iters, op, inp, out):
         return slowest((time.perf_counter() - start) / iters)
 
 
-def warm(variants, fn, gloo, iters, op, inp, out):
+def warm(variants, fn, gloo, iters, op, inp, out, native=""):
     for v in variants:
         if v == "c++":
-            _C.time_native(_backend.backend_of(), op, inp, out, iters)
+            _C.time_native(_backend.backend_of(), op, inp, out, iters, 0, native)
             continue
         with mt.backend(None if v in ("torch-gloo", "auto") else v):
             for _ in range(iters):
@@ -196,11 +196,14 @@ def main():
         raise SystemExit(f"mcr.torch.bench: no variant of --backends {a.backends} can run here "
                          "(see the reasons above)")
     variants = ["torch-gloo"] + mcr_variants + ["c++"]
+    # The C++ column runs the first variant's backend, so that py-ovh (their difference) is the
+    # binding's own cost, not that of another backend mcr's automatic choice took.
+    native = "" if mcr_variants[0] == "auto" else mcr_variants[0]
     if dist.get_rank() == 0:
         head = f"{'size':>8} {'count':>10} {'torch-gloo us':>14}"
         head += "".join(f" {'mcr-' + v + ' us':>12}" for v in mcr_variants)
         print(f"# {a.op}, {a.dtype}, {ws} ranks; time per op: median over {a.blocks} blocks of the slowest"
-              f" rank's mean; c++: mcr auto issued from C++ on the communication thread; py-ovh:"
+              f" rank's mean; c++: mcr-{mcr_variants[0]} issued from C++ on the communication thread; py-ovh:"
               f" mcr-{mcr_variants[0]} minus c++\n{head} {'mcr-c++ us':>12} {'py-ovh us':>10}"
               f" {'gloo busbw':>10} {'mcr busbw':>10} {'speedup':>8} {'#wrong':>7}", flush=True)
     size = minbytes
@@ -213,15 +216,16 @@ def main():
         iters = a.iters or max(5, min(2000, (64 << 20) // max(size, 1) // 8))
         per_block = max(1, iters // a.blocks)
         # The first point also pays for connections and caches: warm every variant far longer.
-        warm(variants, fn, gloo, max(2, iters // 10) * (10 if first else 1), a.op, inp, out)
+        warm(variants, fn, gloo, max(2, iters // 10) * (10 if first else 1), a.op, inp, out,
+             native)
         first = False
-        wrong = wrong_elements(variants, fn, gloo, a.op, inp, out)
+        wrong = wrong_elements(variants, fn, gloo, a.op, inp, out, native)
         total_wrong += wrong
         times = {v: [] for v in variants}
         for b in range(a.blocks):
             order = variants[b % len(variants):] + variants[:b % len(variants)]
             for v in order:
-                times[v].append(time_block(v, fn, gloo, per_block, a.op, inp, out))
+                times[v].append(time_block(v, fn, gloo, per_block, a.op, inp, out, native))
         us = {v: statistics.median(t) * 1e6 for v, t in times.items()}
         if dist.get_rank() == 0:
             bw = lambda t: moved * factor / t / 1e3  # noqa: E731 - bytes/us -> GB/s
