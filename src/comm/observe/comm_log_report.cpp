@@ -35,9 +35,21 @@ LogSummary summarize(const GatheredLog& log) {
   std::map<InstanceKey, std::vector<std::pair<int, double>>> instances;
   std::map<InstanceKey, int> instance_sizes;
   std::map<std::tuple<int, std::uint64_t, OpType, std::size_t, std::string_view>, std::size_t> seen;
-  std::vector<StragglerRow> per_rank(static_cast<std::size_t>(std::max(log.ranks, 0)));
-  for (std::size_t q = 0; q < per_rank.size(); ++q)
-    per_rank[q].rank = static_cast<int>(q);
+  // A row per global rank of the log: the gathered ones (a log collected over a sub-communicator
+  // holds world ranks beyond its size; rows 0 .. ranks - 1 showed other ranks, empty, and dropped
+  // the members' records), else 0 .. ranks - 1, and any rank a record names.
+  std::map<int, StragglerRow> per_rank;
+  const auto row_of = [&per_rank](int rank) -> StragglerRow& {
+    auto& row = per_rank[rank];
+    row.rank = rank;
+    return row;
+  };
+  bool gathered = false;
+  for (std::size_t g = 0; g < log.hosts.size(); ++g) {
+    if (log.hosts[g] >= 0) (void)row_of(static_cast<int>(g)), gathered = true;
+  }
+  for (int q = 0; !gathered && q < log.ranks; ++q)
+    (void)row_of(q);
 
   // Occurrences are counted in each rank's issue order (its communicator's sequence numbers), not
   // in the order completions were recorded: two same-sized async collectives waited for in opposite
@@ -54,8 +66,8 @@ LogSummary summarize(const GatheredLog& log) {
   for (const LogRecord* record : in_issue_order) {
     const LogRecord& r = *record;
     const RowKey row{r.op, r.bytes, r.backend, r.group_size};
-    if (r.global_rank >= 0 && static_cast<std::size_t>(r.global_rank) < per_rank.size()) {
-      auto& s = per_rank[static_cast<std::size_t>(r.global_rank)];
+    if (r.global_rank >= 0) {
+      auto& s = row_of(r.global_rank);
       ++s.ops;
       s.comm_us += micros(r);
     }
@@ -83,9 +95,7 @@ LogSummary summarize(const GatheredLog& log) {
       lo = std::min(lo, m.second), hi = std::max(hi, m.second);
     latencies[row].push_back(hi);
     for (const auto& [rank, us] : members) {
-      if (rank >= 0 && static_cast<std::size_t>(rank) < per_rank.size()) {
-        per_rank[static_cast<std::size_t>(rank)].straggler_us += us - lo;
-      }
+      if (rank >= 0) row_of(rank).straggler_us += us - lo;
     }
   }
   LogSummary out;
@@ -104,7 +114,8 @@ LogSummary summarize(const GatheredLog& log) {
     row.busbw_gbps = busbw_gbps(row.op, row.bytes, row.avg_us * 1e-6, row.group_size);
     out.rows.push_back(std::move(row));
   }
-  out.stragglers = std::move(per_rank);
+  for (auto& [rank, row] : per_rank)
+    out.stragglers.push_back(std::move(row));
   return out;
 }
 
@@ -164,9 +175,32 @@ void write_chrome_trace(const GatheredLog& log, std::ostream& out) {
     out << (first ? "" : ",\n") << ev.dump();
     first = false;
   };
-  std::map<std::pair<int, std::string_view>, bool> tracks;
-  for (const auto& r : log.records)
-    tracks[{r.global_rank, r.backend}] = true;
+  // Asynchronous operations of one backend overlap without nesting (DDP issues a bucket before the
+  // last one completes), which a track cannot show (Perfetto draws only nested slices): each goes
+  // to the first lane of its rank and backend that is free at its start. Lane k of a backend is the
+  // same tid on every rank.
+  const int lane_stride = static_cast<int>(tids.size()) + 1;
+  std::vector<int> lane_of(log.records.size(), 0);
+  std::map<std::pair<int, std::string_view>, std::vector<std::size_t>> by_track;
+  for (std::size_t i = 0; i < log.records.size(); ++i)
+    by_track[{log.records[i].global_rank, log.records[i].backend}].push_back(i);
+  std::map<std::pair<int, std::string_view>, int> tracks;  // -> lanes used
+  for (auto& [track, indices] : by_track) {
+    std::stable_sort(indices.begin(), indices.end(), [&](std::size_t a, std::size_t b) {
+      return log.records[a].start_ns < log.records[b].start_ns;
+    });
+    std::vector<std::int64_t> lane_end;  // the end of each lane's last slice
+    for (const std::size_t i : indices) {
+      const auto& r = log.records[i];
+      std::size_t lane = 0;
+      while (lane < lane_end.size() && lane_end[lane] > r.start_ns)
+        ++lane;
+      if (lane == lane_end.size()) lane_end.push_back(0);
+      lane_end[lane] = r.end_ns;
+      lane_of[i] = static_cast<int>(lane);
+    }
+    tracks[track] = static_cast<int>(lane_end.size());
+  }
   // Every rank 0 .. ranks - 1, and every global rank with a gathered host (a log collected over a
   // sub-communicator holds global ranks beyond its size). The host goes with the rank's name, so
   // that a reader (mcr tune --refine) can tell which groups span hosts; the label shows it.
@@ -195,19 +229,24 @@ void write_chrome_trace(const GatheredLog& log, std::ostream& out) {
           {"tid", 0},
           {"args", {{"sort_index", q}}}});
   }
-  for (const auto& [track, unused] : tracks) {
-    emit({{"ph", "M"},
-          {"name", "thread_name"},
-          {"pid", track.first},
-          {"tid", tids[track.second]},
-          {"args", {{"name", std::string(track.second)}}}});
+  for (const auto& [track, lanes] : tracks) {
+    for (int lane = 0; lane < lanes; ++lane) {
+      const std::string name =
+          lane == 0 ? std::string(track.second) : fmt::format("{} ({})", track.second, lane + 1);
+      emit({{"ph", "M"},
+            {"name", "thread_name"},
+            {"pid", track.first},
+            {"tid", tids[track.second] + lane * lane_stride},
+            {"args", {{"name", name}}}});
+    }
   }
-  for (const auto& r : log.records) {
+  for (std::size_t i = 0; i < log.records.size(); ++i) {
+    const auto& r = log.records[i];
     emit({{"ph", "X"},
           {"name", to_string(r.op)},
           {"cat", std::string(r.backend)},
           {"pid", r.global_rank},
-          {"tid", tids[r.backend]},
+          {"tid", tids[r.backend] + lane_of[i] * lane_stride},
           {"ts", static_cast<double>(r.start_ns - base) * 1e-3},
           {"dur", static_cast<double>(r.end_ns - r.start_ns) * 1e-3},
           {"args",

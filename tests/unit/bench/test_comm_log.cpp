@@ -231,6 +231,25 @@ TEST(CommLog, SummarySeparatesGroupsOfDifferentSizes) {
   EXPECT_NE(text.find("ranks"), std::string::npos) << text;
 }
 
+// A log collected over a sub-communicator of world ranks 2 and 3 (log.ranks 2, hosts gathered for
+// ranks 2 and 3): the straggler rows are those ranks' (rows 0 and 1 showed empty, other ranks, and
+// the members' records were dropped).
+TEST(CommLog, StragglersOfASubCommunicatorAreItsMembers) {
+  GatheredLog g;
+  g.ranks = 2;
+  g.dropped = {0, 0};
+  g.hosts = {-1, -1, 0, 0};
+  g.records = {pair_all_reduce(2, 0, 10), pair_all_reduce(3, 0, 30)};
+  for (auto& r : g.records)
+    r.group_rank = r.global_rank - 2;
+  const auto s = summarize(g);
+  ASSERT_EQ(s.stragglers.size(), 2u);
+  EXPECT_EQ(s.stragglers[0].rank, 2);
+  EXPECT_EQ(s.stragglers[0].ops, 1u);
+  EXPECT_EQ(s.stragglers[1].rank, 3);
+  EXPECT_DOUBLE_EQ(s.stragglers[1].straggler_us, 20.0);  // 30 - 10
+}
+
 TEST(CommLog, ChromeTraceParsesAndHoldsOneEventPerRecord) {
   GatheredLog g;
   g.ranks = 2;

@@ -2,7 +2,14 @@
 // communication log writes (instances, members, order), scaling, and the rank check.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "mcr/bench/replay.hpp"
 #include "mcr/comm/comm_log.hpp"
@@ -148,6 +155,46 @@ TEST(ReplayTrace, CommLogTraceBecomesInstancesInStartOrder) {
   EXPECT_EQ(t.ops[2].dtype, DType::f64);
   EXPECT_FALSE(t.ops[2].async);
   EXPECT_EQ(t.groups[static_cast<std::size_t>(t.ops[0].group)], (std::vector<int>{0, 1, 2}));
+}
+
+// Async operations of one backend overlap without nesting (DDP's buckets): each slice goes to a
+// lane of its rank and backend where it overlaps nothing, as a trace viewer draws only nested
+// slices (they shared one track). The trace still replays alike.
+TEST(ReplayTrace, CommLogOverlappingSlicesGetTheirOwnLanes) {
+  GatheredLog log;
+  log.ranks = 1;
+  log.dropped.assign(1, 0);
+  log.records.push_back(
+      LogRecord{0, 10000, 0, 0, 48, 12, "mpi", OpType::all_reduce, DType::f32, true, 0, 1, 0});
+  log.records.push_back(
+      LogRecord{5000, 15000, 1, 0, 48, 12, "mpi", OpType::all_reduce, DType::f32, true, 0, 1, 0});
+  log.records.push_back(
+      LogRecord{12000, 20000, 2, 0, 48, 12, "mpi", OpType::all_reduce, DType::f32, true, 0, 1, 0});
+  std::ostringstream text;
+  write_chrome_trace(log, text);
+  const auto j = nlohmann::json::parse(text.str());
+  std::map<int, std::vector<std::pair<double, double>>> slices;  // tid -> [ts, ts + dur)
+  std::map<int, std::string> names;
+  for (const auto& ev : j["traceEvents"]) {
+    if (ev["ph"] == "X") {
+      slices[ev["tid"].get<int>()].emplace_back(ev["ts"].get<double>(),
+                                                ev["ts"].get<double>() + ev["dur"].get<double>());
+    } else if (ev["name"] == "thread_name") {
+      names[ev["tid"].get<int>()] = ev["args"]["name"].get<std::string>();
+    }
+  }
+  ASSERT_EQ(slices.size(), 2u);  // the first and third on one lane, the second on another
+  for (const auto& [tid, list] : slices) {
+    for (std::size_t a = 0; a < list.size(); ++a)
+      for (std::size_t b = a + 1; b < list.size(); ++b)
+        EXPECT_TRUE(list[a].second <= list[b].first || list[b].second <= list[a].first)
+            << "tid " << tid << " has overlapping slices";
+  }
+  std::set<std::string> lane_names;
+  for (const auto& [tid, list] : slices)
+    lane_names.insert(names[tid]);
+  EXPECT_EQ(lane_names, (std::set<std::string>{"mpi", "mpi (2)"}));
+  EXPECT_EQ(parse_trace(text.str(), "lanes.json").ops.size(), 3u);
 }
 
 TEST(ReplayTrace, CommLogTraceKeepsEachGroupsSequenceOrder) {
