@@ -104,8 +104,9 @@ class Communicator {
   Selection explain(OpType op, DType dtype, std::size_t bytes, ReduceOp reduce = ReduceOp::sum,
                     Device device = Device::cpu(), CallForm form = CallForm::sync,
                     std::string_view backend = {}) const;
-  /// Attach an observer for completed operations (nullptr detaches). Sub-communicators created
-  /// afterwards inherit it.
+  /// Attach an observer for completed operations (nullptr detaches every observer). Sub-
+  /// communicators created afterwards inherit it. Where MCR_LOG's log observes this communicator,
+  /// `observer` is attached beside it, not in its place (else the log missed what followed).
   void set_observer(std::shared_ptr<OpObserver> observer);
   /// Pauses (false) or resumes (true) cross-rank verification of this communicator's collectives
   /// on the calling rank; peers must pause and resume at the same point. Only a communicator

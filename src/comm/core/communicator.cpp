@@ -9,6 +9,7 @@
 #include "core/state.hpp"
 #include "core/validation.hpp"
 #include "mcr/errors.hpp"
+#include "observe/comm_log_hooks.hpp"
 
 namespace mcr {
 
@@ -119,7 +120,7 @@ Selection Communicator::explain(OpType op, DType dtype, std::size_t bytes, Reduc
 }
 void Communicator::set_observer(std::shared_ptr<OpObserver> observer) {
   if (observer) detail::TickClock::prepare();
-  state().observer = std::move(observer);
+  state().observer = detail::beside_env_comm_log(state().observer, std::move(observer));
 }
 
 // ---- operations -------------------------------------------------------------------------------

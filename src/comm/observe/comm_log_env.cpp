@@ -32,6 +32,22 @@ EnvLog& env_log() {
   return state;
 }
 
+// MCR_LOG's log and an observer of the program's, each told of every operation.
+class BesideEnvLog final : public OpObserver {
+ public:
+  BesideEnvLog(std::shared_ptr<OpObserver> log, std::shared_ptr<OpObserver> other)
+      : log_(std::move(log)), other_(std::move(other)) {}
+  void on_complete(const OpRecord& record) noexcept override {
+    log_->on_complete(record);
+    other_->on_complete(record);
+  }
+  const std::shared_ptr<OpObserver>& log() const noexcept { return log_; }
+
+ private:
+  std::shared_ptr<OpObserver> log_;
+  std::shared_ptr<OpObserver> other_;
+};
+
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::string(v) : std::string(fallback);
@@ -106,6 +122,15 @@ EnvLogModes requested_env_comm_log() {
     pos = comma + 1;
   }
   return m;
+}
+
+std::shared_ptr<OpObserver> beside_env_comm_log(const std::shared_ptr<OpObserver>& current,
+                                                std::shared_ptr<OpObserver> next) {
+  const std::shared_ptr<OpObserver> log = env_log().log;
+  if (!next || !log || next == log || !current) return next;
+  const auto* pair = dynamic_cast<const BesideEnvLog*>(current.get());
+  if (current != log && (pair == nullptr || pair->log() != log)) return next;
+  return std::make_shared<BesideEnvLog>(log, std::move(next));
 }
 
 void attach_env_comm_log(Communicator& world, const EnvLogModes& modes) {

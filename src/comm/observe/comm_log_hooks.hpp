@@ -2,6 +2,7 @@
 // world communicator (inherited by sub-communicators); finalize() writes it (collective).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,12 @@ struct EnvLogModes {
 EnvLogModes requested_env_comm_log();
 /// Called by init() on the world communicator; attaches a log when `modes` asks for one.
 void attach_env_comm_log(Communicator& world, const EnvLogModes& modes);
+/// The observer a communicator gets when `next` is set where `current` was: `next`, except where
+/// `current` is MCR_LOG's log (alone, or beside an earlier observer of the user's): then the log
+/// and `next` together, so that a program's own observer does not silence MCR_LOG. nullptr
+/// detaches every observer, the log's included.
+std::shared_ptr<OpObserver> beside_env_comm_log(const std::shared_ptr<OpObserver>& current,
+                                                std::shared_ptr<OpObserver> next);
 /// Called by finalize() before teardown, on every rank: writes the summary / trace if one is
 /// attached. When the collective gather cannot run (the world was aborted by a timeout), each rank
 /// writes its own records instead, as write_local_env_comm_log() does.
