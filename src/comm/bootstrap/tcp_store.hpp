@@ -17,6 +17,8 @@
 // by `add` are stored as decimal text.
 #pragma once
 
+#include <netdb.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -85,5 +87,11 @@ class TcpStoreServer {
 std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
                                          std::chrono::milliseconds timeout,
                                          const StoreJob& job = {}, int rank = -1);
+
+/// connect_tcp_store over `addresses` (a list as getaddrinfo gives) instead of resolving a name;
+/// `where` names them in errors. For tests of how a list with unusable addresses is tried.
+std::unique_ptr<Store> connect_tcp_store_to(const addrinfo* addresses, const std::string& where,
+                                            std::chrono::milliseconds timeout,
+                                            const StoreJob& job = {}, int rank = -1);
 
 }  // namespace mcr::detail

@@ -415,64 +415,83 @@ void set_socket_timeout(int fd, int option, const char* name, std::chrono::milli
 
 }  // namespace
 
-std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
-                                         std::chrono::milliseconds timeout, const StoreJob& job,
-                                         int rank) {
-  if (host.empty()) throw InvalidArgument("connect_tcp_store: host is empty");
-  if (port <= 0 || port > 65535) {
-    throw InvalidArgument(fmt::format("connect_tcp_store: port {} is outside [1, 65535]", port));
+namespace {
+
+// One pass over the addresses a name resolved to: the connected client, or nullptr when none
+// answered yet in a way worth retrying (`last_error` says how). An address this host cannot use
+// (socket() refuses its family: IPv6 turned off; a connect error no retry helps) is passed over for
+// the next one (localhost's ::1 after 127.0.0.1, which refused while the server was not yet
+// listening, ended the connect at once); only when every address fails so is that an error.
+std::unique_ptr<Store> try_addresses(const addrinfo* list, const std::string& where,
+                                     Clock::time_point deadline, std::chrono::milliseconds timeout,
+                                     const StoreJob& job, int rank, std::string& last_error) {
+  bool worth_retrying = list == nullptr;
+  int fatal_errno = 0;
+  std::string fatal_call;
+  const auto unusable = [&](std::string call, int err) {
+    if (fatal_call.empty()) fatal_call = std::move(call), fatal_errno = err;
+  };
+  for (const addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+    if (fd.get() < 0) {
+      unusable(fmt::format("socket(family {})", ai->ai_family), errno);
+      continue;
+    }
+    // On Linux SO_SNDTIMEO bounds connect() too: a host that drops the SYNs would otherwise
+    // hold it for the kernel's retries (about two minutes), whatever is left of `timeout`.
+    set_socket_timeout(fd.get(), SO_SNDTIMEO, "setsockopt(SO_SNDTIMEO)",
+                       std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
+    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
+      worth_retrying = true;
+      if (connected_to_itself(fd.get())) {
+        // Retrying a loopback port nobody listens on yet can pick that very port as the source
+        // and "connect" to itself (TCP simultaneous open); that is not the server.
+        last_error = "connected to itself while the server was not yet listening";
+        continue;
+      }
+      set_nodelay(fd.get());
+      // The server answers every request within a get slice; a reply slower than the job's
+      // timeout means it is gone.
+      // A request that the server does not take in (its buffers full, its host frozen) fails
+      // after as long, rather than blocking its sender.
+      const auto reply_timeout = std::max(timeout, std::chrono::milliseconds(1000));
+      set_socket_timeout(fd.get(), SO_RCVTIMEO, "setsockopt(SO_RCVTIMEO)", reply_timeout);
+      set_socket_timeout(fd.get(), SO_SNDTIMEO, "setsockopt(SO_SNDTIMEO)", reply_timeout);
+      auto client =
+          std::make_unique<TcpStoreClient>(std::move(fd), where, job.job_id + "/", reply_timeout);
+      if (client->hello(job, rank)) return client;
+      last_error =
+          "the server closed the connection before answering the hello (full, or its owner "
+          "going away?)";
+      return nullptr;
+    }
+    const int err = errno;
+    if (!is_retryable_connect_error(err)) {
+      unusable(fmt::format("connect({})", where), err);
+      continue;
+    }
+    worth_retrying = true;
+    last_error = errno_text(err);
   }
-  const std::string where = fmt::format("{}:{}", host, port);
+  if (!worth_retrying) throw_socket_error(fatal_call, fatal_errno);
+  return nullptr;
+}
+
+// Connects over what `resolve` gives, pass after pass, until `timeout`.
+template <typename Resolve>
+std::unique_ptr<Store> connect_with_retries(Resolve resolve, const std::string& where,
+                                            std::chrono::milliseconds timeout, const StoreJob& job,
+                                            int rank) {
   const auto deadline = Clock::now() + timeout;
   auto backoff = std::chrono::milliseconds(5);
   std::string last_error = "no attempt made";
   for (;;) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    AddrInfoList list;
-    const std::string port_text = std::to_string(port);
-    int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &list.head);
-    if (rc != 0 && rc != EAI_AGAIN) {
-      throw BackendError(fmt::format("TCP store: getaddrinfo('{}') failed at {}:{}: {}", host,
-                                     file_name(std::source_location::current()), __LINE__,
-                                     ::gai_strerror(rc)));
-    }
-    if (rc == EAI_AGAIN) last_error = ::gai_strerror(rc);
-    for (addrinfo* ai = rc == 0 ? list.head : nullptr; ai != nullptr; ai = ai->ai_next) {
-      UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
-      if (fd.get() < 0) throw_socket_error("socket", errno);
-      // On Linux SO_SNDTIMEO bounds connect() too: a host that drops the SYNs would otherwise
-      // hold it for the kernel's retries (about two minutes), whatever is left of `timeout`.
-      set_socket_timeout(fd.get(), SO_SNDTIMEO, "setsockopt(SO_SNDTIMEO)",
-                         std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
-      if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
-        if (connected_to_itself(fd.get())) {
-          // Retrying a loopback port nobody listens on yet can pick that very port as the source
-          // and "connect" to itself (TCP simultaneous open); that is not the server.
-          last_error = "connected to itself while the server was not yet listening";
-          continue;
-        }
-        set_nodelay(fd.get());
-        // The server answers every request within a get slice; a reply slower than the job's
-        // timeout means it is gone.
-        // A request that the server does not take in (its buffers full, its host frozen) fails
-        // after as long, rather than blocking its sender.
-        const auto reply_timeout = std::max(timeout, std::chrono::milliseconds(1000));
-        set_socket_timeout(fd.get(), SO_RCVTIMEO, "setsockopt(SO_RCVTIMEO)", reply_timeout);
-        set_socket_timeout(fd.get(), SO_SNDTIMEO, "setsockopt(SO_SNDTIMEO)", reply_timeout);
-        auto client =
-            std::make_unique<TcpStoreClient>(std::move(fd), where, job.job_id + "/", reply_timeout);
-        if (client->hello(job, rank)) return client;
-        last_error =
-            "the server closed the connection before answering the hello (full, or its owner "
-            "going away?)";
-        break;
-      }
-      const int err = errno;
-      if (!is_retryable_connect_error(err))
-        throw_socket_error(fmt::format("connect({})", where), err);
-      last_error = errno_text(err);
+    if (auto client = resolve(
+            [&](const addrinfo* list) {
+              return try_addresses(list, where, deadline, timeout, job, rank, last_error);
+            },
+            last_error)) {
+      return client;
     }
     const auto now = Clock::now();
     if (now >= deadline) {
@@ -484,6 +503,45 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
+}
+
+}  // namespace
+
+std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
+                                         std::chrono::milliseconds timeout, const StoreJob& job,
+                                         int rank) {
+  if (host.empty()) throw InvalidArgument("connect_tcp_store: host is empty");
+  if (port <= 0 || port > 65535) {
+    throw InvalidArgument(fmt::format("connect_tcp_store: port {} is outside [1, 65535]", port));
+  }
+  const std::string port_text = std::to_string(port);
+  const auto resolve = [&](const auto& try_list, std::string& last_error) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    AddrInfoList list;
+    const int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &list.head);
+    if (rc != 0 && rc != EAI_AGAIN) {
+      throw BackendError(fmt::format("TCP store: getaddrinfo('{}') failed at {}:{}: {}", host,
+                                     file_name(std::source_location::current()), __LINE__,
+                                     ::gai_strerror(rc)));
+    }
+    if (rc == EAI_AGAIN) {
+      last_error = ::gai_strerror(rc);
+      return std::unique_ptr<Store>();
+    }
+    return try_list(list.head);
+  };
+  return connect_with_retries(resolve, fmt::format("{}:{}", host, port), timeout, job, rank);
+}
+
+std::unique_ptr<Store> connect_tcp_store_to(const addrinfo* addresses, const std::string& where,
+                                            std::chrono::milliseconds timeout, const StoreJob& job,
+                                            int rank) {
+  const auto fixed = [addresses](const auto& try_list, std::string&) {
+    return try_list(addresses);
+  };
+  return connect_with_retries(fixed, where, timeout, job, rank);
 }
 
 }  // namespace mcr::detail

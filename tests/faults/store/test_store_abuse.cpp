@@ -3,6 +3,7 @@
 // connections, and a server that goes away under a waiting rank. After each, the legitimate job
 // still works.
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -452,6 +453,38 @@ TEST(StoreAbuse, ARankReturningWhileTheOthersLeaveIsNotLetIn) {
   } catch (const TimeoutError&) {
   }
   EXPECT_TRUE(server.wait_for_ranks_to_leave(0, 2s));
+}
+
+// A name resolving to an address this host cannot use (localhost's ::1 with IPv6 turned off:
+// socket() refuses the family) and one it can: the connect goes on to the usable one (it ended at
+// the first at once, where 127.0.0.1 had only refused because the server was not yet listening).
+// Only a list of unusable addresses is an error, at once.
+TEST(StoreAbuse, AnUnusableAddressIsPassedOver) {
+  TcpStoreServer server("127.0.0.1", 0, job_a());
+  sockaddr_in v4{};
+  v4.sin_family = AF_INET;
+  v4.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+  ::inet_pton(AF_INET, "127.0.0.1", &v4.sin_addr);
+  addrinfo usable{};
+  usable.ai_family = AF_INET;
+  usable.ai_socktype = SOCK_STREAM;
+  usable.ai_addr = reinterpret_cast<sockaddr*>(&v4);
+  usable.ai_addrlen = sizeof v4;
+  addrinfo unusable = usable;
+  unusable.ai_family = 12345;  // no such address family: socket() fails with EAFNOSUPPORT
+  unusable.ai_next = &usable;
+  auto store = connect_tcp_store_to(&unusable, "test-list", 5s, job_a(), 0);
+  store->set("k", bytes_of("v"));
+  EXPECT_EQ(store->get("k", 1s), bytes_of("v"));
+  unusable.ai_next = nullptr;
+  const auto began = Clock::now();
+  try {
+    connect_tcp_store_to(&unusable, "test-list", 5s, job_a(), 1);
+    ADD_FAILURE() << "a list of unusable addresses connected";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("socket(family 12345)"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(Clock::now() - began, 2s) << "an address no retry helps must fail at once";
 }
 
 // Reads one reply (<status><u64 length><payload>) within `limit`; its status, or -1.
