@@ -104,7 +104,8 @@ class CblasRunner final : public GemmRunner {
   }
 
   std::size_t cache_bytes() const override {
-    return static_cast<std::size_t>(cpu_.llc_bytes() > 0 ? cpu_.llc_bytes() : 32 << 20);
+    const std::int64_t llc = cpu_.llc_bytes_for(threads_);
+    return static_cast<std::size_t>(llc > 0 ? llc : 32 << 20);
   }
 
   void check(const Gemm& gemm) const override {

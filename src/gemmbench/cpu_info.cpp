@@ -135,6 +135,11 @@ std::int64_t CpuInfo::llc_bytes() const {
   return std::max({l1d_bytes, l2_bytes, l3_bytes * std::max(1, l3_instances)});
 }
 
+std::int64_t CpuInfo::llc_bytes_for(int threads) const {
+  const int instances = std::clamp(threads, 1, std::max(1, l3_instances));
+  return std::max({l1d_bytes, l2_bytes, l3_bytes * instances});
+}
+
 int count_physical_cores(const std::vector<std::string>& thread_siblings_lists) {
   return count_distinct(thread_siblings_lists);
 }

@@ -91,7 +91,8 @@ DeviceSpec local_cpu_device(const LocalCpuOptions& options) {
   // More BLAS threads than cores add no compute units.
   const int threads = options.threads > 0 ? std::min(options.threads, cpu.cores) : cpu.cores;
   auto spec = cpu_device_spec(
-      cpu, measure_memory_bandwidth_gbs(static_cast<std::size_t>(cpu.llc_bytes()), threads));
+      cpu,
+      measure_memory_bandwidth_gbs(static_cast<std::size_t>(cpu.llc_bytes_for(threads)), threads));
   if (threads != cpu.cores) {
     // The BLAS runs on `threads` cores: the device is that share of the CPU.
     const double share = static_cast<double>(threads) / cpu.cores;

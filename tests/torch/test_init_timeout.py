@@ -115,25 +115,30 @@ def reinit():
     init_process_group; each next default group must work, as with torch's own backends (an
     in-process restart after a fault). Before, the second default group was the aborted world:
     rank 0 raised "communicator aborted", rank 1 a connection closed."""
+    ok = True
     for cycle in range(3):
         init()
         rank = dist.get_rank()
         if cycle > 0:
-            check_all_reduce(rank, f"default group #{cycle}")
-            check_all_reduce(rank, f"a gloo group of default group #{cycle}",
-                             dist.new_group(backend="gloo"))
+            ok &= check_all_reduce(rank, f"default group #{cycle}")
+            ok &= check_all_reduce(rank, f"a gloo group of default group #{cycle}",
+                                   dist.new_group(backend="gloo"))
         mcr.torch.set_timeout(2)
         if rank == 0:
             try:
                 dist.all_reduce(torch.ones(2))
                 print("rank 0: FAIL: an all_reduce that rank 1 never joins completed", flush=True)
+                ok = False
             except Exception as e:  # noqa: BLE001 - the timeout is the expected outcome
                 print(f"rank 0: cycle {cycle} failed as meant: {str(e)[:80]}", flush=True)
         dist.destroy_process_group()
     init()
-    if check_all_reduce(rank, "default group #3"):
+    ok &= check_all_reduce(rank, "default group #3")
+    if ok:
         print(f"rank {rank}: every default group after a timeout worked", flush=True)
     dist.destroy_process_group()
+    if not ok:  # judged by the exit status too: under srun the output is not matched
+        sys.exit(1)
 
 
 def init():

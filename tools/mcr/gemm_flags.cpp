@@ -12,7 +12,8 @@ void add_measure_flags(CLI::App* cmd, codesign::bench::MeasureOptions& m) {
   cmd->add_option("--warmup-time", m.warmup_seconds, "seconds of warmup (at least)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--min-samples", m.min_samples, "timed samples per GEMM (at least)")
+  cmd->add_option("--min-samples", m.min_samples,
+                  "timed samples per GEMM (at least, unless --max-time ends them)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-samples", m.max_samples, "timed samples per GEMM (at most)")
@@ -22,7 +23,8 @@ void add_measure_flags(CLI::App* cmd, codesign::bench::MeasureOptions& m) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-time", m.max_seconds,
-                  "stop sampling after this many seconds (past min-samples)")
+                  "stop sampling once this many seconds were timed, after one sample at least "
+                  "(even below --min-samples)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--rotate-bytes", m.rotation_bytes,

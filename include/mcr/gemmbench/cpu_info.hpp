@@ -44,6 +44,9 @@ struct CpuInfo {
   /// The last-level cache, in bytes, over all its instances (l3_bytes x l3_instances; else the
   /// largest cache); 0 if unknown.
   std::int64_t llc_bytes() const;
+  /// The last-level cache `threads` threads can fill: at most one L3 instance each (a single
+  /// thread fills its own chiplet's L3, not the others').
+  std::int64_t llc_bytes_for(int threads) const;
 };
 
 /// Fills the parts of `info` that /proc/cpuinfo text provides (vendor, model, family, flags,

@@ -28,10 +28,10 @@ Clock parse_clock(std::string_view name);
 struct MeasureOptions {
   int warmup_iterations = 1;     ///< untimed calls before the first sample (at least this many)
   double warmup_seconds = 0.02;  ///< ...and at least this long, so clocks and thread pools settle
-  int min_samples = 3;           ///< timed samples taken at least
+  int min_samples = 3;           ///< timed samples taken at least (unless max_seconds ends them)
   int max_samples = 1000;        ///< and at most
   double min_seconds = 0.1;      ///< keep sampling until this much time was measured
-  double max_seconds = 3.0;      ///< stop sampling (after min_samples) once this is exceeded
+  double max_seconds = 3.0;  ///< stop sampling once this much was timed, after one sample at least
   /// Total bytes of rotated A/B/C copies to cycle through; 0 means 2 x the last-level cache.
   std::size_t rotation_bytes = 0;
   /// Largest number of rotated buffer sets (bounds host/device memory for tiny GEMMs).

@@ -113,12 +113,15 @@ def _agree(world, value, timeout):
     some ranks only, and a broadcast on it raised "communicator aborted" on those while the others
     waited in it until their timeout."""
     global _agreements
-    channel = world
-    if _backend._generation >= 0:
-        _agreements += 1
-        channel = _C.member_group(world, list(range(world.size)), f"torch/agree/{_agreements}",
-                                  _backend._as_timedelta(timeout))
-    return _C.broadcast_string(channel, value)
+    if _backend._generation < 0:
+        return _C.broadcast_string(world, value)
+    # Counted once it worked: a rank whose agreement timed out (a peer late) and that calls
+    # init_processes again must meet the late peer under the same key.
+    channel = _C.member_group(world, list(range(world.size)), f"torch/agree/{_agreements + 1}",
+                              _backend._as_timedelta(timeout))
+    agreed = _C.broadcast_string(channel, value)
+    _agreements += 1
+    return agreed
 
 
 def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_method=None,
@@ -128,7 +131,8 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
     Launchers: mpirun, srun with PMI (mcr forms the world through MPI; torch's store then listens
     on rank 0 at the address of mcr's own store, on a port rank 0 picks), torchrun (RANK,
     WORLD_SIZE, MASTER_ADDR, MASTER_PORT; mcr forms its world through torch's store), srun without
-    PMI (the same, with RANK & co. from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and MASTER_ADDR/
+    PMI (the same, with RANK & co. from SLURM_PROCID, SLURM_STEP_NUM_TASKS (else SLURM_NTASKS),
+    SLURM_LOCALID and MASTER_ADDR/
     MASTER_PORT, unless set, derived from the step: _backend.launch_info) or by hand with the
     same variables. `dist_backend` may be "gloo" to run torch's own backend for comparison.
     `init_method` (tcp://, file://) is passed to torch with the rank and world size the launcher

@@ -473,9 +473,11 @@ void TcpStoreServer::Impl::read_from(std::uint64_t id, Client& c) {
   }
 }
 
-// Handles every complete frame in c.in. The length prefix is checked against the cap of the
-// connection's state before its body is waited for, so c.in never holds more than one capped
-// frame and a read chunk. Returns false once the connection is closed or being refused.
+// Handles every complete frame in c.in, up to a get that is parked (the rest waits for its
+// answer). The length prefix is checked against the cap of the connection's state before its body
+// is waited for, so c.in holds at most one capped frame and a read chunk, or, behind a parked get,
+// at most twice that (read_from drops the connection past it). Returns false once the connection is
+// closed or being refused.
 bool TcpStoreServer::Impl::take_frames(std::uint64_t id, Client& c) {
   std::size_t pos = 0;
   while (!c.closed && !c.close_after_flush && !c.waiting && c.in.size() - pos >= 4) {

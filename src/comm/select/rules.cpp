@@ -41,7 +41,6 @@ void require_known_backend(std::string_view backend) {
   }
 }
 
-// One rule of the string form; errors give the reason only, RuleSet::parse adds which rule.
 // One dtype of a rule. Elsewhere "float" and "int" are C's names of f32 and i32, but a tuning
 // table writes its dtype classes so: a rule "all_reduce/float" read as f32 let bf16, f16 and f64
 // pass by unnoticed.
@@ -57,6 +56,7 @@ std::optional<DType> parse_rule_dtype(std::string_view name) {
   return parse_dtype(name);
 }
 
+// One rule of the string form; errors give the reason only, RuleSet::parse adds which rule.
 Rule parse_rule(std::string_view text) {
   const auto colon = text.find(':');
   const auto eq = text.rfind('=');

@@ -94,6 +94,9 @@ TEST(CpuInfo, LastLevelCacheCountsEveryInstance) {
   info.l3_bytes = 32 << 20;
   info.l3_instances = 24;
   EXPECT_EQ(info.llc_bytes(), std::int64_t{768} << 20);
+  EXPECT_EQ(info.llc_bytes_for(1), std::int64_t{32} << 20);  // one thread fills one L3
+  EXPECT_EQ(info.llc_bytes_for(4), std::int64_t{128} << 20);
+  EXPECT_EQ(info.llc_bytes_for(64), std::int64_t{768} << 20);
   info.l3_instances = 0;  // unread: one
   EXPECT_EQ(info.llc_bytes(), std::int64_t{32} << 20);
 }

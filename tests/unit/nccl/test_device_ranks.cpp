@@ -1,6 +1,6 @@
 // Multi-rank device tests (label `gpu`), run under mpiexec: the conformance cases of
 // verify/conformance.hpp on device copies of their buffers through every backend of the world
-// (the staged MPI and Gloo paths, or CUDA-aware MPI when the library is; NCCL when it is usable),
+// (the staged MPI and Gloo paths; NCCL when it is usable),
 // a seeded random sequence mixing NCCL and MPI on device tensors that must finish without a hang,
 // and the order in which a staged operation and a CPU one called after it reach the library when
 // one rank's stream holds the staged input back. Skipped with the reason when no CUDA device is
