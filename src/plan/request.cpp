@@ -1,28 +1,14 @@
 #include "mcr/plan/request.hpp"
 
-#include <fmt/format.h>
-
-#include <cmath>
-
 #include "mcr/codesign/dtype.hpp"
-#include "mcr/errors.hpp"
+#include "option_rules.hpp"
 
 namespace mcr::plan {
 
 PlanOptions to_plan_options(const PlanRequest& r) {
   // Checked before anything is planned: a bad bucket would otherwise surface as a strange time.
-  // At least one byte: a bucket count stays within the gradients' bytes.
-  if (!(std::isfinite(r.dp_bucket_mb) && r.dp_bucket_mb >= 1e-6)) {
-    throw InvalidArgument(fmt::format(
-        "request.dp_bucket_mb {}: must be a positive, finite number of megabytes (10^6 bytes), "
-        "at least 1e-06 (one byte)",
-        r.dp_bucket_mb));
-  }
-  if (!(std::isfinite(r.optimizer_bytes) && r.optimizer_bytes >= 0)) {
-    throw InvalidArgument(fmt::format(
-        "request.optimizer_bytes {}: must be a finite number of bytes per parameter >= 0",
-        r.optimizer_bytes));
-  }
+  check_dp_bucket_mb("request.dp_bucket_mb", r.dp_bucket_mb);
+  check_bytes_per_param("request.optimizer_bytes", r.optimizer_bytes);
   PlanOptions o;
   o.dp_bucket_bytes = r.dp_bucket_mb * 1e6;
   o.optimizer_bytes_per_param = r.optimizer_bytes;

@@ -13,6 +13,7 @@
 #include "mcr/codesign/device.hpp"
 #include "mcr/errors.hpp"
 #include "mcr/plan/system.hpp"
+#include "option_rules.hpp"
 
 namespace mcr::plan {
 
@@ -117,25 +118,11 @@ PlanOptions options_from_json(const nlohmann::json& j) {
   optional(j, "dp_bucket_mb", ctx, bucket_mb);
   optional(j, "causal", ctx, o.causal);
   optional(j, "moe_glu_clamp", ctx, o.moe_glu_clamp);
-  // The rules `mcr plan` applies to its flags (to_plan_options): a negative optimizer state or a
-  // bucket under a byte would surface as a strange time or memory, not as an error.
-  if (!(std::isfinite(o.optimizer_bytes_per_param) && o.optimizer_bytes_per_param >= 0)) {
-    throw InvalidArgument(fmt::format(
-        "options.optimizer_bytes_per_param {}: must be a finite number of bytes per parameter >= 0",
-        o.optimizer_bytes_per_param));
-  }
-  if (!(std::isfinite(o.grad_bytes_per_param) && o.grad_bytes_per_param >= 0)) {
-    throw InvalidArgument(fmt::format(
-        "options.grad_bytes_per_param {}: must be a finite number of bytes per parameter >= 0 (0: "
-        "the model's dtype)",
-        o.grad_bytes_per_param));
-  }
-  if (!(std::isfinite(bucket_mb) && bucket_mb >= 1e-6)) {
-    throw InvalidArgument(fmt::format(
-        "options.dp_bucket_mb {}: must be a positive, finite number of megabytes (10^6 bytes), at "
-        "least 1e-06 (one byte)",
-        bucket_mb));
-  }
+  // The rules `mcr plan` applies to its flags (to_plan_options).
+  check_bytes_per_param("options.optimizer_bytes_per_param", o.optimizer_bytes_per_param);
+  check_bytes_per_param("options.grad_bytes_per_param", o.grad_bytes_per_param,
+                        " (0: the model's dtype)");
+  check_dp_bucket_mb("options.dp_bucket_mb", bucket_mb);
   o.dp_bucket_bytes = bucket_mb * 1e6;
   return o;
 }

@@ -17,6 +17,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <source_location>
@@ -477,20 +478,21 @@ std::unique_ptr<Store> try_addresses(const addrinfo* list, const std::string& wh
   return nullptr;
 }
 
+// The addresses for one pass (owned by `held` where they were resolved), or nullptr when the
+// name did not resolve yet in a way worth retrying (`last_error` says how).
+using ResolvePass = std::function<const addrinfo*(AddrInfoList& held, std::string& last_error)>;
+
 // Connects over what `resolve` gives, pass after pass, until `timeout`.
-template <typename Resolve>
-std::unique_ptr<Store> connect_with_retries(Resolve resolve, const std::string& where,
+std::unique_ptr<Store> connect_with_retries(const ResolvePass& resolve, const std::string& where,
                                             std::chrono::milliseconds timeout, const StoreJob& job,
                                             int rank) {
   const auto deadline = Clock::now() + timeout;
   auto backoff = std::chrono::milliseconds(5);
   std::string last_error = "no attempt made";
   for (;;) {
-    if (auto client = resolve(
-            [&](const addrinfo* list) {
-              return try_addresses(list, where, deadline, timeout, job, rank, last_error);
-            },
-            last_error)) {
+    AddrInfoList held;
+    const addrinfo* list = resolve(held, last_error);
+    if (auto client = try_addresses(list, where, deadline, timeout, job, rank, last_error)) {
       return client;
     }
     const auto now = Clock::now();
@@ -515,12 +517,11 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
     throw InvalidArgument(fmt::format("connect_tcp_store: port {} is outside [1, 65535]", port));
   }
   const std::string port_text = std::to_string(port);
-  const auto resolve = [&](const auto& try_list, std::string& last_error) {
+  const auto resolve = [&](AddrInfoList& held, std::string& last_error) -> const addrinfo* {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    AddrInfoList list;
-    const int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &list.head);
+    const int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &held.head);
     if (rc != 0 && rc != EAI_AGAIN) {
       throw BackendError(fmt::format("TCP store: getaddrinfo('{}') failed at {}:{}: {}", host,
                                      file_name(std::source_location::current()), __LINE__,
@@ -528,9 +529,9 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
     }
     if (rc == EAI_AGAIN) {
       last_error = ::gai_strerror(rc);
-      return std::unique_ptr<Store>();
+      return nullptr;
     }
-    return try_list(list.head);
+    return held.head;
   };
   return connect_with_retries(resolve, fmt::format("{}:{}", host, port), timeout, job, rank);
 }
@@ -538,9 +539,7 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, int port,
 std::unique_ptr<Store> connect_tcp_store_to(const addrinfo* addresses, const std::string& where,
                                             std::chrono::milliseconds timeout, const StoreJob& job,
                                             int rank) {
-  const auto fixed = [addresses](const auto& try_list, std::string&) {
-    return try_list(addresses);
-  };
+  const auto fixed = [addresses](AddrInfoList&, std::string&) { return addresses; };
   return connect_with_retries(fixed, where, timeout, job, rank);
 }
 
