@@ -48,6 +48,10 @@ class Replayer {
     using Key = std::tuple<int, OpType, DType, std::size_t, int, bool, int>;
     std::map<Key, std::size_t> index;
     std::map<Key, int> in_run;  // identical ops issued since the last wait
+    // The data's seed is the trace index of the first op of its kind, which every member of the
+    // op agrees on; the position among pending ones does not take part, as it is this rank's
+    // alone (a sync op of a sub-group ends the run on its members only).
+    std::map<Key, std::uint64_t> first_of_kind;
     points_of_.assign(trace.ops.size(), kNone);
     for (std::size_t i = 0; i < trace.ops.size(); ++i) {
       const TraceOp& op = trace.ops[i];
@@ -58,6 +62,7 @@ class Replayer {
       }
       if (!op.async) in_run.clear();
       Key key{op.group, op.op, op.dtype, op.bytes, op.root, op.async, 0};
+      const std::uint64_t kind_seed = seed + first_of_kind.try_emplace(key, i).first->second;
       if (op.async) std::get<6>(key) = in_run[key]++;
       auto [it, fresh] = index.try_emplace(key, points_.size());
       if (fresh) {
@@ -67,7 +72,7 @@ class Replayer {
         pc.nominal_bytes = op.bytes;
         pc.root = op.root;
         pc.async = op.async;
-        pc.seed = seed + i;  // distinct data per op, so a crossed buffer shows as wrong values
+        pc.seed = kind_seed;  // distinct data per kind of op: a crossed buffer gives wrong values
         points_.push_back(std::make_unique<Point>(c, pc));
         last_use_.push_back(i);
       }

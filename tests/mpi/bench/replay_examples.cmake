@@ -1,8 +1,8 @@
 cmake_minimum_required(VERSION 3.25)
-# mcr replay on 3 ranks: each example trace (scaled down) and a trace with a sub-group, send/recv,
-# a root, repeats, steps and an async wait point; the JSON is parsed and checked: every policy
-# present with total_time_s > 0, op counts per type adding up to the trace's op count, no wrong
-# values (a wrong value would fail the run).
+# mcr replay on 3 ranks: each example trace (scaled down), a trace with a sub-group, send/recv, a
+# root, repeats, steps and an async wait point, and one with a world op pending across a sub-group's
+# op; the JSON is parsed and checked: every policy present with total_time_s > 0, op counts per type
+# adding up to the trace's op count, no wrong values (a wrong value would fail the run).
 include(${CMAKE_CURRENT_LIST_DIR}/../../../cmake/McrMpiexec.cmake)
 set(MPI ${MPIEXEC} ${MCR_MPIEXEC_FLAGS} -np 3)
 file(MAKE_DIRECTORY ${OUT})
@@ -17,9 +17,19 @@ file(WRITE ${OUT}/mixed.json [=[
  {"op": "barrier"}
 ]}
 ]=])
+# A world op pending across a sub-group's sync op: the sync op ends the run on its members only, so
+# the second all_reduce is a new position on rank 2 and the first one's on ranks 0 and 1; its data
+# must still be the same on every rank (it was not: wrong values, blamed on the policy).
+file(WRITE ${OUT}/split.json [=[
+{"format": "mcr-trace", "version": 1, "ops": [
+ {"op": "all_reduce", "count": 12, "async": true},
+ {"op": "broadcast", "count": 12, "group": [0, 1]},
+ {"op": "all_reduce", "count": 12, "async": true, "wait": true}
+]}
+]=])
 # name, scale, expected op count per pass
 set(cases "dp_step_100m.json|0.002|18" "zero3_step.json|0.01|157" "moe_step.json|0.01|27"
-          "${OUT}/mixed.json|1|18")
+          "${OUT}/mixed.json|1|18" "${OUT}/split.json|1|3")
 foreach(case ${cases})
   string(REPLACE "|" ";" case "${case}")
   list(GET case 0 trace)
