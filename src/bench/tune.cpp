@@ -38,6 +38,18 @@ bool parse_tune_placement(std::string_view name) {
 
 void check_tune_options(const TuneOptions& o, const std::vector<std::string>& usable) {
   detail::require_points(o.ops, o.sizes, o.dtypes);
+  // A table keeps one entry per dtype class: two dtypes of a class would be timed apart and merged
+  // into it by each backend's best time, so bf16 calls could go to the backend fp32 made fastest.
+  for (std::size_t i = 0; i < o.dtypes.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (dtype_class(o.dtypes[i]) == dtype_class(o.dtypes[j])) {
+        throw InvalidArgument(fmt::format(
+            "options.dtypes {}, {}: both of class '{}', and a table keeps one entry per class; "
+            "tune the one the job reduces in (at most one float and one int type)",
+            to_string(o.dtypes[j]), to_string(o.dtypes[i]), dtype_class(o.dtypes[i])));
+      }
+    }
+  }
   detail::require_usable("tune.backends", o.backends, usable, false);
   if (o.forms.empty())
     throw InvalidArgument("tune.forms: name at least one of sync, async (or both)");

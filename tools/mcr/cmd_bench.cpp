@@ -95,6 +95,17 @@ void refuse_for_compare(const CLI::App& cmd) {
   }
 }
 
+// The flags only --compare-auto reads, refused in a plain sweep rather than ignored.
+void refuse_for_sweep(const CLI::App& cmd) {
+  for (const char* name : {"--reps", "--min-ratio", "--precision", "--extra-budget"}) {
+    if (cmd.count(name) == 0) continue;
+    throw InvalidArgument(
+        fmt::format("{} applies to --compare-auto only (a sweep times each point over --iters and "
+                    "--min-time); drop {} or add --compare-auto",
+                    name, name));
+  }
+}
+
 // Automatic selection against every single backend, interleaved in one process: the ratio is the
 // best single backend's time over auto's (>= 1 means auto is at least as fast).
 void bench_compare(Communicator& world, const BenchFlags& f) {
@@ -158,6 +169,8 @@ void add_bench_command(CLI::App& app) {
     if (opts->compare_auto) {
       refuse_for_compare(*cmd);
       (void)compare_options(*opts);  // its flag errors too, before any rank starts
+    } else {
+      refuse_for_sweep(*cmd);
     }
     Communicator world = init();
     try {

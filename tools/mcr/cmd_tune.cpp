@@ -2,6 +2,9 @@
 // size with hysteresis, adjacent sizes merged, raw latencies kept), validates and plots tables. The
 // measuring and the table are mcr::bench's (run_tune); this file maps flags, prints and writes.
 #include <filesystem>
+#include <initializer_list>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -93,18 +96,25 @@ void tune(Communicator& world, const TuneFlags& f) {
   const bench::TuneResult result = bench::run_tune(world, o, cb);
   const TuningTable& table = result.table;
   if (root) {
-    table.save(f.output);
     // The checks a table is loaded with (structure, then gaps and overlaps): validate() alone
-    // passed a table that init then refused (no entries: send alone on one rank).
+    // passed a table that init then refused (no entries: send alone on one rank). Such a table
+    // is not written: it would replace a good one that MCR_TUNING may point at.
     const auto problems = TuningTable::problems(table.to_json());
+    if (problems.empty()) table.save(f.output);
     print_entries(table);
-    fmt::print("mcr tune: wrote {} ({} entries, {} samples) in {:.1f} s{}\n", f.output,
-               table.entries.size(), table.samples.size(), result.wall_seconds,
-               problems.empty() ? "" : "; INVALID:");
-    for (const auto& p : problems)
-      fmt::print("  {}\n", p);
-    if (!problems.empty()) exit_code() = 1;  // a table selection would refuse to load
-    if (f.plot) plot_next_to(table, f.output, f.plot_format);
+    if (problems.empty()) {
+      fmt::print("mcr tune: wrote {} ({} entries, {} samples) in {:.1f} s\n", f.output,
+                 table.entries.size(), table.samples.size(), result.wall_seconds);
+    } else {
+      fmt::print(
+          "mcr tune: {} entries, {} samples in {:.1f} s; {} not written (left as it was), "
+          "the table is INVALID:\n",
+          table.entries.size(), table.samples.size(), result.wall_seconds, f.output);
+      for (const auto& p : problems)
+        fmt::print("  {}\n", p);
+      exit_code() = 1;  // a table selection would refuse to load
+    }
+    if (f.plot && problems.empty()) plot_next_to(table, f.output, f.plot_format);
   }
   if (result.wrong > 0) exit_code() = 1;
 }
@@ -113,6 +123,21 @@ void tune(Communicator& world, const TuneFlags& f) {
 void check_plot_option(const TuneFlags& f) {
   if (f.plot) check_plot_format(f.plot_format);
 }
+
+// Flags one mode of `mcr tune` does not read, refused there rather than ignored.
+void refuse_given(const CLI::App& cmd, std::initializer_list<const char*> names,
+                  std::string_view mode) {
+  for (const char* name : names) {
+    if (cmd.count(name) == 0) continue;
+    throw InvalidArgument(fmt::format("{} does not apply to {}; drop {}", name, mode, name));
+  }
+}
+
+// The flags of a measuring run: --refine and --validate read none of them.
+constexpr std::initializer_list<const char*> kMeasuringFlags = {
+    "--op",    "--minbytes", "--maxbytes",      "--stepfactor",   "--sizes",
+    "--dtype", "--backends", "--reps",          "--budget-ms",    "--place",
+    "--form",  "--async",    "--no-hier-steps", "--subgroup-ops", "--in-flight"};
 
 // --refine: no ranks, no MPI; reads the table and the traces, writes the refined table.
 void refine(const TuneFlags& f, const CLI::App& cmd) {
@@ -215,15 +240,28 @@ void add_tune_command(CLI::App& app) {
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress lines on stderr");
   cmd->callback([opts, cmd] {
     if (!opts->validate.empty()) {
+      refuse_given(*cmd, kMeasuringFlags, "--validate, which checks a table file and exits");
+      refuse_given(*cmd,
+                   {"--refine", "--from-trace", "--min-ops", "--hysteresis", "--output", "--plot",
+                    "--plot-format"},
+                   "--validate, which checks a table file and exits");
       exit_code() = validate_table_file(opts->validate);
       return;
     }
     if (!opts->refine.empty()) {
+      refuse_given(*cmd, kMeasuringFlags,
+                   "--refine, which rebuilds a table's entries from traces without measuring");
       refine(*opts, *cmd);
       return;
     }
     if (!opts->from_traces.empty()) {
       throw InvalidArgument("--from-trace is read by --refine only: name the table to refine");
+    }
+    refuse_given(*cmd, {"--min-ops"}, "a measuring run (--min-ops is read by --refine only)");
+    if (cmd->count("--in-flight") > 0 && parse_forms(*opts) == std::vector{CallForm::sync}) {
+      throw InvalidArgument(
+          "--in-flight applies to the async form only (sync calls are timed one at a time): add "
+          "--form async or --form both, or drop --in-flight");
     }
     // Every flag checked before init(): no rank waits on one that failed. The table and its plot
     // are written after minutes of measuring: their path and format are checked now too.

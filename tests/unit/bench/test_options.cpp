@@ -155,6 +155,12 @@ TEST(Options, TuneChecksNameFieldValueAndRule) {
   EXPECT_TRUE(contains(m, "tune.in_flight: name at least one")) << m;
   bad.in_flight = {16, 4};  // any order
   EXPECT_NO_THROW(check_tune_options(bad, usable));
+  bad = o;
+  bad.dtypes = {DType::f32, DType::i32};  // one per class: two entries
+  EXPECT_NO_THROW(check_tune_options(bad, usable));
+  bad.dtypes = {DType::f32, DType::i32, DType::bf16};  // bf16 would share f32's entry
+  m = message_of([&] { check_tune_options(bad, usable); });
+  EXPECT_TRUE(contains(m, "options.dtypes fp32, bf16: both of class 'float'")) << m;
 }
 
 TEST(Options, DefaultsMatchTheCommandLine) {
