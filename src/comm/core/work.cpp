@@ -127,6 +127,9 @@ void Work::wait(std::chrono::milliseconds timeout) {
 
 void Work::synchronize(void* stream) {
   if (state_ == nullptr || state_->done) return;
+  // A failed op keeps its pending op (expire, a failed poll), and a device library would still
+  // order the stream after it: the stream would go on with outputs that were never written.
+  if (state_->failed) std::rethrow_exception(state_->error);
   if (state_->pending && state_->pending->stream_wait(stream)) return;
   wait();
 }

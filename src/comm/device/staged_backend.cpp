@@ -35,10 +35,11 @@ class PinnedPool {
     std::size_t bytes = 0;
   };
 
+  // Retired blocks are not freed: a library that was given one may still write into it after the
+  // communicator is gone (an MPI request cannot be recalled), so they stay until the process
+  // exits (core/kept.hpp).
   ~PinnedPool() {
     for (auto& [bytes, data] : free_)
-      (void)cudaFreeHost(data);
-    for (char* data : retired_)
       (void)cudaFreeHost(data);
   }
 
@@ -67,18 +68,14 @@ class PinnedPool {
     free_.emplace(b.bytes, b.data);
   }
 
-  /// A block a timed-out operation may still be writing: never reused.
-  void retire(Block b) noexcept {
-    if (b.data == nullptr) return;
-    std::lock_guard lock(mutex_);
-    retired_.push_back(b.data);
-  }
+  /// A block a timed-out operation may still be writing: never reused, never freed (given up to
+  /// the process, as the inner backend's own buffers of such an operation are).
+  void retire(Block b) noexcept { (void)b; }
 
  private:
   static constexpr std::size_t kMinBlock = 64 * 1024;
   std::mutex mutex_;
   std::multimap<std::size_t, char*> free_;
-  std::vector<char*> retired_;
 };
 
 /// Starts `args` on `inner` later than the call that issued it (from some test() or progress()),
@@ -139,16 +136,32 @@ class StagedOp {
     stream_ = caller_stream(args.stream);
     DeviceGuard guard(args.device.index, site_);
     block_ = pool_->acquire(plan_.host_bytes, site_);
-    MCR_CUDA_CHECK(site_, cudaEventCreateWithFlags(&copied_in_, cudaEventDisableTiming));
-    MCR_CUDA_CHECK(site_, cudaEventCreateWithFlags(&copied_out_, cudaEventDisableTiming));
-    if (plan_.copy_in.bytes != 0) {
-      const char* src = static_cast<const char*>(args.in != nullptr ? args.in : args.out);
-      MCR_CUDA_CHECK(site_, cudaMemcpyAsync(block_.data + plan_.copy_in.host_offset,
-                                            src + plan_.copy_in.device_offset, plan_.copy_in.bytes,
-                                            cudaMemcpyDeviceToHost, stream_));
+    bool copy_queued = false;
+    try {
+      MCR_CUDA_CHECK(site_, cudaEventCreateWithFlags(&copied_in_, cudaEventDisableTiming));
+      MCR_CUDA_CHECK(site_, cudaEventCreateWithFlags(&copied_out_, cudaEventDisableTiming));
+      if (plan_.copy_in.bytes != 0) {
+        const char* src = static_cast<const char*>(args.in != nullptr ? args.in : args.out);
+        copy_queued = true;  // from here the stream may write the block, even if the call fails
+        MCR_CUDA_CHECK(site_,
+                       cudaMemcpyAsync(block_.data + plan_.copy_in.host_offset,
+                                       src + plan_.copy_in.device_offset, plan_.copy_in.bytes,
+                                       cudaMemcpyDeviceToHost, stream_));
+      }
+      // Recorded even without a copy: the inner op then also starts after the caller's prior
+      // work.
+      MCR_CUDA_CHECK(site_, cudaEventRecord(copied_in_, stream_));
+    } catch (...) {
+      // No destructor runs for a constructor that throws: what was taken is given back here.
+      if (copied_in_ != nullptr) (void)cudaEventDestroy(copied_in_);
+      if (copied_out_ != nullptr) (void)cudaEventDestroy(copied_out_);
+      if (copy_queued) {
+        pool_->retire(block_);
+      } else {
+        pool_->release(block_);
+      }
+      throw;
     }
-    // Recorded even without a copy: the inner op then also starts after the caller's prior work.
-    MCR_CUDA_CHECK(site_, cudaEventRecord(copied_in_, stream_));
     // Last: once queued, another thread's advance may poll the event. Both functions read only what
     // is fixed by now, and the destructor takes the operation out of the queue before it goes.
     ticket_ = order_->enqueue([this] { return event_done(copied_in_); },

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "core/backend.hpp"
 
@@ -42,19 +43,23 @@ class StartOrder {
 
   /// Starts `start` at once where nothing waits, and says so; else starts nothing. The queue stays
   /// locked while it runs, so no operation can be queued ahead of it meanwhile.
+  /// Raises the reason the order was lost, if it was (see cancel()).
   template <class F>
   bool start_if_idle(F&& start, std::unique_ptr<PendingOp>& op) {
     std::lock_guard lock(mutex_);
+    throw_if_broken();
     if (!waiting_.empty()) return false;
     op = std::forward<F>(start)();
     return true;
   }
 
-  /// Queues an operation behind every waiting one. Call advance() to start what can start.
+  /// Queues an operation behind every waiting one. Call advance() to start what can start. Where
+  /// the order was lost the ticket comes back failed with the reason.
   std::shared_ptr<Ticket> enqueue(Ready ready, Start start);
 
   /// Starts the waiting operations, first to last, while they are ready; stops at the first that
-  /// is not. An operation whose Ready or Start throws leaves the queue with that error.
+  /// is not. An operation whose Ready or Start throws leaves the queue with that error, and the
+  /// order is lost from there (see cancel()).
   void advance();
 
   /// Whether `ticket`'s operation has been handed to the library; once it has, moves what Start
@@ -62,8 +67,11 @@ class StartOrder {
   /// its Ready or Start raised.
   bool collect(Ticket& ticket, std::unique_ptr<PendingOp>& op);
 
-  /// Takes a waiting operation out without starting it (it timed out, or its owner is gone); the
-  /// ones behind it move up. No function of it runs after this returns.
+  /// Takes a waiting operation out without starting it (it timed out, or its owner is gone). No
+  /// function of it runs after this returns. The order is then lost: the peers started it, so an
+  /// operation behind it started here would be matched with it (wrong values where the sizes
+  /// agree). Every operation behind it fails with the reason, and so does every later one. An
+  /// operation that has left the queue is not affected.
   void cancel(Ticket& ticket) noexcept;
 
   /// Fails every waiting operation with `why` (their backend is going away) and takes them out.
@@ -73,8 +81,13 @@ class StartOrder {
   bool idle();
 
  private:
+  /// Fails every waiting operation from position `from` on with `why`, and every later one.
+  void break_order_from(std::size_t from, const std::string& why) noexcept;
+  void throw_if_broken() const;
+
   std::mutex mutex_;  // held while a Ready or Start runs
   std::deque<std::shared_ptr<Ticket>> waiting_;
+  std::string broken_;  // why the order was lost; empty while it holds
 };
 
 }  // namespace mcr::detail::device

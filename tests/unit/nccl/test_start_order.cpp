@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "device/start_order.hpp"
@@ -120,50 +121,91 @@ TEST(StartOrder, AnEmptyReadyIsReadyAtOnceButStillWaitsItsTurn) {
   EXPECT_EQ(op, nullptr);  // null: it completed inside its start
 }
 
-TEST(StartOrder, AFailureGoesToItsOwnerAndTheNextOnesStillStart) {
+// The message of the error collect() raises for `ticket`.
+std::string collect_error(StartOrder& order, StartOrder::Ticket& ticket) {
+  std::unique_ptr<PendingOp> op;
+  try {
+    order.collect(ticket, op);
+  } catch (const BackendError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// An operation that fails to start on this rank may have started on its peers: one behind it,
+// started here, would be matched with theirs (MPI by start order, Gloo by tag). So the failure
+// goes to its owner, and every operation behind it, or called later, fails with the reason.
+TEST(StartOrder, AFailureGoesToItsOwnerAndNothingStartsInItsPlace) {
   StartOrder order;
   std::vector<int> started;
+  auto first = order.enqueue({}, [&] {
+    started.push_back(0);
+    return std::unique_ptr<PendingOp>();
+  });
   auto bad_ready = order.enqueue([]() -> bool { throw BackendError("event query failed"); },
                                  [] { return std::unique_ptr<PendingOp>(); });
-  auto bad_start = order.enqueue(
-      {}, []() -> std::unique_ptr<PendingOp> { throw BackendError("library refused"); });
-  auto good = order.enqueue({}, [&] {
+  auto behind = order.enqueue({}, [&] {
     started.push_back(2);
     return std::unique_ptr<PendingOp>();
   });
   order.advance();
-  EXPECT_EQ(started, (std::vector<int>{2}));
+  EXPECT_EQ(started, (std::vector<int>{0}));
+  EXPECT_TRUE(order.idle());
   std::unique_ptr<PendingOp> op;
-  EXPECT_THROW(
-      {
-        try {
-          order.collect(*bad_ready, op);
-        } catch (const BackendError& e) {
-          EXPECT_STREQ(e.what(), "event query failed");
-          throw;
-        }
-      },
-      BackendError);
-  EXPECT_THROW(order.collect(*bad_start, op), BackendError);
-  EXPECT_THROW(order.collect(*bad_start, op), BackendError);  // every time it is asked
-  EXPECT_TRUE(order.collect(*good, op));
+  EXPECT_TRUE(order.collect(*first, op));
+  EXPECT_EQ(collect_error(order, *bad_ready), "event query failed");
+  EXPECT_EQ(collect_error(order, *bad_ready), "event query failed");  // every time it is asked
+  const std::string why = collect_error(order, *behind);
+  EXPECT_NE(why.find("an operation called before it did not start: event query failed"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("would have been matched"), std::string::npos) << why;
+  // Later operations too, queued or started at once.
+  auto later = order.enqueue({}, [&] {
+    started.push_back(3);
+    return std::unique_ptr<PendingOp>();
+  });
+  order.advance();
+  EXPECT_EQ(collect_error(order, *later), why);
+  EXPECT_THROW(order.start_if_idle([&] { return std::unique_ptr<PendingOp>(); }, op), BackendError);
+  EXPECT_EQ(started, (std::vector<int>{0}));
 }
 
-TEST(StartOrder, CancelledOperationsNeverStartAndLetTheNextOnesUp) {
-  Queue q(3);
-  q.order.cancel(*q.tickets[0]);
+TEST(StartOrder, AFailingStartLosesTheOrderToo) {
+  StartOrder order;
+  auto bad_start = order.enqueue(
+      {}, []() -> std::unique_ptr<PendingOp> { throw BackendError("library refused"); });
+  bool ran = false;
+  auto behind = order.enqueue({}, [&] {
+    ran = true;
+    return std::unique_ptr<PendingOp>();
+  });
+  order.advance();
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(collect_error(order, *bad_start), "library refused");
+  EXPECT_NE(collect_error(order, *behind).find("did not start: library refused"),
+            std::string::npos);
+}
+
+// A waiting operation given up (its wait timed out) never starts, and neither does any behind it:
+// they fail with the reason instead of moving up into its place.
+TEST(StartOrder, CancelledOperationsNeverStartAndNothingMovesUpIntoTheirPlace) {
+  Queue q(4);
   q.ready[0] = true;
-  q.ready[1] = true;
   q.order.advance();
-  EXPECT_EQ(q.started, (std::vector<int>{1}));
-  std::unique_ptr<PendingOp> op;
-  EXPECT_FALSE(q.order.collect(*q.tickets[0], op));
-  q.order.cancel(*q.tickets[1]);  // started already: nothing to take out
+  EXPECT_EQ(q.started, (std::vector<int>{0}));
+  q.order.cancel(*q.tickets[0]);  // started already: nothing to take out, nothing lost
   q.order.cancel(*q.tickets[2]);
-  EXPECT_TRUE(q.order.idle());
-  q.ready[2] = true;
+  q.ready[1] = true;
+  q.ready[3] = true;
   q.order.advance();
-  EXPECT_EQ(q.started, (std::vector<int>{1}));
+  EXPECT_EQ(q.started, (std::vector<int>{0, 1}));  // 1 was before the cancelled one
+  EXPECT_TRUE(q.order.idle());
+  std::unique_ptr<PendingOp> op;
+  EXPECT_TRUE(q.order.collect(*q.tickets[1], op));
+  EXPECT_FALSE(q.order.collect(*q.tickets[2], op));  // its owner gave it up: nothing to report
+  EXPECT_NE(collect_error(q.order, *q.tickets[3]).find("was given up before it started"),
+            std::string::npos);
 }
 
 TEST(StartOrder, CloseFailsWhatWaitsWithTheReason) {

@@ -140,6 +140,9 @@ class NcclPendingOp final : public PendingOp {
   }
 
   bool stream_wait(void* stream) override {
+    // An aborted communicator's kernels stopped where they were: the stream must not go on as if
+    // the outputs were written.
+    ctx_->check_usable(op_);
     const CallSite site{ctx_->rank(), op_};
     MCR_CUDA_CHECK(site, cudaStreamWaitEvent(caller_stream(stream), done_, 0));
     return true;
