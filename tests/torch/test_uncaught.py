@@ -17,7 +17,8 @@ the exit handler must not wait for it to let go (it held it until the group's ti
 `verifying`, the daemon thread's all_reduce is the first of its kind on that group, which the
 ranks verify together before it starts (MCR_VERIFY): the thread waits in that exchange instead, and
 the exit handler must not wait for it either. With `receiving`, the daemon thread waits in a
-blocking receive that rank 1 never matches (under torchrun, in Gloo's own wait)."""
+blocking receive that rank 1 never matches (under torchrun, in Gloo's own wait). With `exit`, rank
+0 leaves with sys.exit(1) instead of raising: Python runs no excepthook for it."""
 
 import sys
 import threading
@@ -58,6 +59,8 @@ def main():
                 wait_for_count("driven_by_waiter", driven, 2)
             time.sleep(0.2)
         print(f"test_uncaught: rank 0 raises with {ws - 1} peers waiting", flush=True)
+        if "exit" in sys.argv[1:]:
+            sys.exit(1)
         raise RuntimeError("test_uncaught: raised on purpose")
     began = time.time()
     try:

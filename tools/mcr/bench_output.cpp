@@ -2,11 +2,16 @@
 #include "bench_output.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "mcr/bench/measure.hpp"
 #include "mcr/errors.hpp"
+#include "output_path.hpp"
 
 namespace mcr::cli {
 
@@ -126,13 +131,65 @@ nlohmann::json to_json(const bench::ComparePoint& p, const std::vector<std::stri
   return j;
 }
 
+struct OutputFile::Stream {
+  std::string path;
+  std::string flag;
+  std::FILE* memory = nullptr;  // open_memstream's: `buffer` and `size` are its, at fixed addresses
+  char* buffer = nullptr;
+  std::size_t size = 0;
+};
+
+OutputFile::OutputFile(std::string path, std::string flag) : stream_(std::make_unique<Stream>()) {
+  stream_->path = std::move(path);
+  stream_->flag = std::move(flag);
+  stream_->memory = ::open_memstream(&stream_->buffer, &stream_->size);
+  if (stream_->memory == nullptr) {
+    throw Error(fmt::format("{} '{}': open_memstream failed: {}", stream_->flag, stream_->path,
+                            std::strerror(errno)));
+  }
+}
+
+OutputFile::~OutputFile() {
+  if (!stream_) return;
+  if (stream_->memory != nullptr) (void)std::fclose(stream_->memory);
+  std::free(stream_->buffer);
+}
+
+std::FILE* OutputFile::get() const noexcept {
+  return stream_ ? stream_->memory : nullptr;
+}
+
+void OutputFile::commit() {
+  if (!stream_ || stream_->memory == nullptr) return;
+  const int closed = std::fclose(stream_->memory);  // sets buffer and size
+  stream_->memory = nullptr;
+  const auto fail = [&](const char* what) {
+    throw Error(fmt::format("{}: failed writing '{}' ({}): {}", stream_->flag, stream_->path, what,
+                            std::strerror(errno)));
+  };
+  if (closed != 0) fail("the rows in memory");
+  std::FILE* f = std::fopen(stream_->path.c_str(), "w");
+  if (f == nullptr) fail("opening it");
+  const std::size_t written = std::fwrite(stream_->buffer, 1, stream_->size, f);
+  const bool write_ok = written == stream_->size && std::fflush(f) == 0;
+  const int errno_at_write = errno;
+  if (std::fclose(f) != 0 || !write_ok) {
+    if (!write_ok) errno = errno_at_write;
+    fail("writing it");
+  }
+}
+
 OutputFile open_output(Communicator& world, const std::string& path, std::string_view flag) {
-  OutputFile file(nullptr, &std::fclose);
-  if (path.empty()) return file;
-  if (world.rank() == 0) file.reset(std::fopen(path.c_str(), "w"));
-  const bool failed = bench::sum_across(world, world.rank() == 0 && !file ? 1 : 0) > 0;
-  if (failed) throw InvalidArgument(fmt::format("{} '{}': the file cannot be written", flag, path));
-  return file;
+  if (path.empty()) return {};
+  std::string why;
+  const bool can_write = world.rank() != 0 || writable(path, flag, &why);
+  if (bench::sum_across(world, can_write ? 0 : 1) > 0) {
+    throw InvalidArgument(
+        world.rank() == 0 ? why
+                          : fmt::format("{} '{}': rank 0 cannot write the file there", flag, path));
+  }
+  if (world.rank() != 0) return {};
+  return OutputFile(path, std::string(flag));
 }
 
 SweepPrinting::SweepPrinting(Format format, const std::string& time_reduce, int ranks,

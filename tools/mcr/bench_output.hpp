@@ -48,11 +48,33 @@ std::string compare_line(const bench::ComparePoint& point);
 /// One --compare-auto JSON row.
 nlohmann::json to_json(const bench::ComparePoint& point, const std::vector<std::string>& backends);
 
-using OutputFile = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+/// --json FILE / --csv FILE: the rows go to memory, and the file is written by commit() once the
+/// run is done, so a run that fails (a timeout, a backend error) leaves the file as it was instead
+/// of empty or cut short.
+class OutputFile {
+ public:
+  OutputFile() = default;
+  /// Throws Error naming `flag` where the memory stream cannot be opened.
+  OutputFile(std::string path, std::string flag);
+  ~OutputFile();
+  OutputFile(OutputFile&&) noexcept = default;
+  OutputFile& operator=(OutputFile&&) noexcept = default;
 
-/// --json FILE / --csv FILE (`flag` names which): rank 0 opens `path` for writing; every rank
-/// learns whether that worked, so a bad path fails on all ranks alike instead of leaving the others
-/// waiting in a collective. Empty path: no file (null). Collective.
+  /// The stream rows are printed to; null where there is no file.
+  std::FILE* get() const noexcept;
+  /// Writes what was printed to the file; throws Error naming the flag and the file when that
+  /// fails (a full disk), and does nothing where there is no file.
+  void commit();
+
+ private:
+  struct Stream;
+  std::unique_ptr<Stream> stream_;
+};
+
+/// --json FILE / --csv FILE (`flag` names which): whether rank 0 can write `path` is known on every
+/// rank, so a bad path fails on all ranks alike instead of leaving the others waiting in a
+/// collective; nothing is created or truncated yet. Empty path, or a rank other than 0: no file.
+/// Collective.
 OutputFile open_output(Communicator& world, const std::string& path, std::string_view flag);
 
 /// Rank 0's output of a sweep: rows in `format` to `file` (or stdout when null); with a file, the

@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "bench_cli.hpp"
 #include "bench_output.hpp"
@@ -49,16 +52,35 @@ OutputFile output_file(Communicator& world, const BenchFlags& f) {
   return open_output(world, f.json ? f.json_file : f.csv_file, f.json ? "--json" : "--csv");
 }
 
+// The device is looked for on each rank (one node may have no GPU); whether every rank found its
+// own is agreed before anything else, so that one rank's refusal is every rank's (alone, it left
+// the others waiting in the first collective).
+Device bench_device_everywhere(Communicator& world, std::string_view kind) {
+  Device device;
+  std::string why;
+  try {
+    device = bench::bench_device(kind);
+  } catch (const InvalidArgument& e) {
+    why = e.what();
+  }
+  const std::uint64_t failed = bench::sum_across(world, why.empty() ? 0 : 1);
+  if (failed == 0) return device;
+  if (!why.empty()) throw InvalidArgument(fmt::format("{} (rank {})", why, world.rank()));
+  throw InvalidArgument(fmt::format("--device {}: {} of the {} ranks found no device to use", kind,
+                                    failed, world.size()));
+}
+
 void bench_sweep(Communicator& world, const BenchFlags& f) {
   bench::SweepOptions o = sweep_options(f);
   bench::check_sweep_options(o, world.backends(), world.size());
-  o.device = bench::bench_device(f.device);
+  o.device = bench_device_everywhere(world, f.device);
   OutputFile file = output_file(world, f);
   const Format format = f.json ? Format::json : f.csv ? Format::csv : Format::text;
   SweepPrinting printing(format, f.time, world.size(), file.get());
   const auto cb = world.rank() == 0 ? printing.callbacks(f.quiet) : bench::SweepCallbacks{};
   const bench::SweepResult result = bench::run_sweep(world, o, cb);
   if (world.rank() == 0) printing.finish(result);
+  file.commit();
   if (result.wrong > 0) exit_code() = 1;
 }
 
@@ -111,12 +133,13 @@ void refuse_for_sweep(const CLI::App& cmd) {
 void bench_compare(Communicator& world, const BenchFlags& f) {
   bench::CompareOptions o = compare_options(f);
   bench::check_compare_options(o, world.size());
-  o.device = bench::bench_device(f.device);
+  o.device = bench_device_everywhere(world, f.device);
   OutputFile file = output_file(world, f);
   ComparePrinting printing(o, world.size(), world.backends(), f.json, file.get());
   const auto cb = world.rank() == 0 ? printing.callbacks(f.quiet) : bench::CompareCallbacks{};
   const bench::CompareResult result = bench::run_compare(world, o, cb);
   if (world.rank() == 0) printing.finish(result);
+  file.commit();
   if (result.wrong > 0) exit_code() = 1;
 }
 

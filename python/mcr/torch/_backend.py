@@ -31,6 +31,8 @@ _generation = -1
 _member_groups = {}
 # An uncaught exception is ending this process (_hook_uncaught_exceptions).
 _exiting_on_error = False
+# Why this process asked to exit with an error status (sys.exit(1), sys.exit("message")), or None.
+_exit_error = None
 
 
 # The variables fill_launcher_env() filled in (RANK & co. under mpirun or srun), with the values it
@@ -176,6 +178,15 @@ def _create(opts, pg_options=None):
 
 
 def _shutdown():
+    global _exiting_on_error
+    if not _exiting_on_error and _exit_error is not None:
+        # sys.exit with an error status (no excepthook runs for SystemExit): an exit on an error
+        # all the same, which its peers may be waiting on.
+        _exiting_on_error = True
+        try:
+            _C.exiting_on_error(_exit_error)
+        except Exception:  # noqa: BLE001 - exiting anyway; the shutdown below still runs
+            pass
     if _exiting_on_error:
         # Nobody waits for the operations in flight, and a peer may never match them (a receive
         # posted ahead, an unwaited all_reduce): destroying the groups would wait for each until
@@ -245,6 +256,29 @@ def _hook_uncaught_exceptions():
         previous(kind, value, tb)
 
     sys.excepthook = hook
+    _hook_error_exits()
+
+
+def _hook_error_exits():
+    """sys.exit(1) ends the rank as an uncaught exception does, but Python runs no excepthook for
+    SystemExit: the exit handler then destroyed the groups and checked in at finalize while the
+    peers waited for this rank in a collective, each side for the whole timeout. The status is
+    noted here (sys.exit is called through the module, as argparse and sys.exit(main()) call it),
+    and the exit handler treats the exit as one on an error. A `raise SystemExit(1)` written out
+    is not seen; a SystemExit caught and then left behind still counts at exit."""
+    original = sys.exit
+    if getattr(original, "_mcr_notes_status", False):
+        return
+
+    def exit(status=None):  # noqa: A001 - replaces sys.exit under its own name
+        global _exit_error
+        interactive = hasattr(sys, "ps1") or sys.flags.interactive
+        if status is not None and status != 0 and not interactive:
+            _exit_error = f"sys.exit({status!r})"
+        original(status)
+
+    exit._mcr_notes_status = True
+    sys.exit = exit
 
 
 def backend_of(group=None):
