@@ -27,9 +27,10 @@ struct Parts {
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::combine(
-    c10d::OpType type, std::vector<c10::intrusive_ptr<c10d::Work>> works) {
+    c10d::OpType type, std::vector<c10::intrusive_ptr<c10d::Work>> works, bool keep_outputs) {
   std::vector<at::Tensor> outputs;
   for (const auto& w : works) {
+    if (!keep_outputs) break;
     for (auto& t : w->result())
       outputs.push_back(t);
   }

@@ -426,9 +426,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::recv(std::vector<at::Tensor>& te
       [s] { s.finish(); }, tag);
 }
 
+// As torch's own backends: the barrier completes once the group's collectives posted before it
+// have (gloo waits for them, NCCL orders them on its stream, MPI runs one at a time), so code after
+// dist.barrier() may read what an earlier async_op collective writes. The runtime completes
+// operations in any order (Gloo runs two at once), so the barrier's Work covers them. Sends and
+// receives are left out, as gloo leaves them: one matched only after the barrier would deadlock.
 c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::barrier(const c10d::BarrierOptions& opts) {
-  return enqueue(c10d::OpType::BARRIER, {}, timing(opts),
-                 [](mcr::Communicator& c, const mcr::CallOptions& o) { return c.ibarrier(o); }, {});
+  std::vector<c10::intrusive_ptr<c10d::Work>> earlier = outstanding_collectives();
+  auto work =
+      enqueue(c10d::OpType::BARRIER, {}, timing(opts),
+              [](mcr::Communicator& c, const mcr::CallOptions& o) { return c.ibarrier(o); }, {});
+  if (earlier.empty()) return work;
+  earlier.push_back(std::move(work));
+  return combine(c10d::OpType::BARRIER, std::move(earlier), /*keep_outputs=*/false);
 }
 
 }  // namespace mcr::torch_ext

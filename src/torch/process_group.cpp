@@ -236,6 +236,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
   return work;
 }
 
+std::vector<c10::intrusive_ptr<c10d::Work>> ProcessGroupMCR::outstanding_collectives() {
+  std::vector<c10::intrusive_ptr<c10d::Work>> out;
+  std::lock_guard lock(outstanding_mu_);
+  for (auto& w : outstanding_) {
+    auto p = w.lock();
+    if (!p || p->c10d::Work::isCompleted()) continue;
+    const auto type = p->retrieveOpType();
+    if (type == c10d::OpType::SEND || type == c10d::OpType::RECV ||
+        type == c10d::OpType::RECVANYSOURCE) {
+      continue;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 void ProcessGroupMCR::shutdown() {
   // Called from Python (destroy_process_group) possibly holding the GIL, which the completion
   // callbacks of the operations waited for here may need.

@@ -227,9 +227,13 @@ class ProcessGroupMCR : public c10d::Backend {
                             const char* op) const;
   Reduction check_reduce_scatter_pair(const at::Tensor& output, const at::Tensor& input,
                                       const c10d::ReduceOp& reduce, const char* op) const;
-  /// One Work for several: completes when every one of `works` completed, with the first error.
+  /// One Work for several: completes when every one of `works` completed, with the first error;
+  /// its result() holds theirs unless `keep_outputs` is false.
   c10::intrusive_ptr<c10d::Work> combine(c10d::OpType type,
-                                         std::vector<c10::intrusive_ptr<c10d::Work>> works);
+                                         std::vector<c10::intrusive_ptr<c10d::Work>> works,
+                                         bool keep_outputs = true);
+  /// The collectives posted on this group that have not completed yet (no sends or receives).
+  std::vector<c10::intrusive_ptr<c10d::Work>> outstanding_collectives();
 
   mcr::Communicator comm_;
   int local_ranks_;  // for the groups split from this one (waiter_spins)

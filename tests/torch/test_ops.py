@@ -360,6 +360,18 @@ def premul_refuses_integers():
     check(False, "PREMUL_SUM on an int32 tensor did not raise")
 
 
+def barrier_waits_for_earlier_collectives(rank, ws):
+    """dist.barrier() returns once the collectives posted before it have completed, as torch's gloo
+    barrier waits for them: code after it may read what an async_op all_reduce writes. (mcr's
+    runtime completes operations in any order, and a barrier beside 64 MiB finished first.)"""
+    big = torch.full((16 << 20,), float(rank + 1))
+    w = dist.all_reduce(big, async_op=True)
+    dist.barrier()
+    check(w.get_future().done(), "barrier returned before an earlier async all_reduce completed")
+    same(big[:: 1 << 16], torch.full((256,), float(ws * (ws + 1) // 2)), "all_reduce before barrier")
+    w.wait()
+
+
 def main():
     rank, ws = setup()
     check(dist.get_backend() == "mcr", f"default backend is {dist.get_backend()}")
@@ -381,6 +393,7 @@ def main():
                 run_premul(rank, ws, n, dtype, contig)
     premul_refuses_integers()
     all_to_all_splits_rows()
+    barrier_waits_for_earlier_collectives(rank, ws)
     for n in sizes:
         for dtype in (torch.complex64, torch.complex128):
             for contig in (True, False):
