@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
+
 namespace mcr::torch_ext {
 
 /// Whether this build handles CUDA tensors.
@@ -17,5 +19,13 @@ bool cuda_tensors_supported() noexcept;
 /// the operation after that stream (mcr::Tensor's stream), whenever the communication thread
 /// issues it. Throws a c10::Error for a CUDA tensor in a build without CUDA.
 void* order_after_current_stream(const at::Tensor& t, const char* op);
+
+/// Runs `copy_back` (the copy of an operation's staged result into the caller's tensors, on the
+/// thread that completes it) so that it is finished when this returns: for a CUDA tensor `t`, with
+/// the current stream of its device a stream of the binding's own that holds nothing else, which
+/// is then waited for. The Work completes after this, so a caller reading the result on any stream
+/// sees it, and the staging buffers freed then are no longer read. For a CPU tensor (or none), it
+/// just runs it.
+void run_copy_back(const at::Tensor& t, const std::function<void()>& copy_back);
 
 }  // namespace mcr::torch_ext

@@ -16,4 +16,8 @@ void* order_after_current_stream(const at::Tensor& t, const char* op) {
   return nullptr;
 }
 
+void run_copy_back(const at::Tensor&, const std::function<void()>& copy_back) {
+  copy_back();
+}
+
 }  // namespace mcr::torch_ext

@@ -204,15 +204,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMCR::enqueue(c10d::OpType type,
   // otherwise raise "Inplace update to inference tensor outside InferenceMode". (Only this flag:
   // the whole thread-local state would cost every operation a capture, and carry the caller's
   // Python modes onto threads that must not need the GIL.)
-  op.complete = [work, after = std::move(after),
-                 inference = c10::InferenceMode::is_enabled()](std::exception_ptr error) {
+  op.complete = [work, after = std::move(after), inference = c10::InferenceMode::is_enabled(),
+                 on_device =
+                     stream != nullptr ? device_tensor : at::Tensor()](std::exception_ptr error) {
     if (!error && after) {
       try {
         std::optional<c10::InferenceMode> as_the_caller;
         if (inference) as_the_caller.emplace();
         // Copy-back writes into user tensors that may require grad: never recorded by autograd.
         at::NoGradGuard no_grad;
-        after();
+        run_copy_back(on_device, after);
       } catch (...) {
         error = std::current_exception();
       }
