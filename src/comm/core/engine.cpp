@@ -103,7 +103,14 @@ void Engine::fence_device(const Backend& b, Device device, std::chrono::millisec
   auto ops = device_ops_;
   for (auto& op : ops) {
     if (op->done || op->failed || op->device != device || op->backend == &b) continue;
-    op->wait_for(timeout);
+    try {
+      op->wait_for(timeout);
+    } catch (...) {  // NOLINT(bugprone-empty-catch)
+      // That op failed, or timed out (which aborted its communicator and so stopped its
+      // kernels): either way it no longer holds the device, and its error is kept for its own
+      // waiter. This call goes on, as its peers do; raised here, it left them waiting for this
+      // rank, with another communicator's error.
+    }
   }
   std::erase_if(device_ops_, [](const auto& op) { return op->done || op->failed; });
 }

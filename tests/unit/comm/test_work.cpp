@@ -1,7 +1,11 @@
-// Work's answers for an operation that has failed: every way of waiting for it raises its error.
+// Work's answers for an operation that has failed: every way of waiting for it raises its error;
+// and the device fence, which waits for other backends' device operations, is not failed by one.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <memory>
 #include <stdexcept>
+#include <vector>
 
 #include "core/backend.hpp"
 #include "core/state.hpp"
@@ -39,6 +43,39 @@ TEST(Work, SynchronizeRaisesTheErrorOfAFailedOperation) {
   EXPECT_EQ(pending->stream_waits, 0) << "the stream was ordered after an op that failed";
   EXPECT_THROW(w.wait(), BackendError);
   EXPECT_THROW((void)w.test(), BackendError);
+}
+
+class FakeBackend final : public Backend {
+ public:
+  std::string_view name() const noexcept override { return "fake"; }
+  int rank() const noexcept override { return 0; }
+  int size() const noexcept override { return 2; }
+  std::unique_ptr<PendingOp> start(const OpArgs&) override { return nullptr; }
+  std::unique_ptr<Backend> split(const std::vector<int>&, std::uint64_t) override {
+    return nullptr;
+  }
+};
+
+class LostPeerOp final : public PendingOp {
+ public:
+  bool test() override { throw BackendError("another communicator lost a peer"); }
+};
+
+// A call on one communicator first waits for another backend's operations on the same device
+// (a device library may not start beside them). One of those failing is its own waiter's error:
+// raised here, it ended this call on this rank alone, after its peers had agreed to start it.
+TEST(Engine, TheDeviceFenceIsNotFailedByAnotherOperationsFailure) {
+  FakeBackend other;
+  FakeBackend mine;
+  Engine e;
+  auto op = std::make_shared<WorkState>();
+  op->backend = &other;
+  op->device = Device::cuda(0);
+  op->pending = std::make_unique<LostPeerOp>();
+  e.track_device_op(op);
+  EXPECT_NO_THROW(e.fence_device(mine, Device::cuda(0), std::chrono::milliseconds(100)));
+  EXPECT_TRUE(op->failed);  // its owner still learns of it
+  EXPECT_THROW(Work(op).wait(), BackendError);
 }
 
 }  // namespace
