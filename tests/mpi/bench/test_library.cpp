@@ -172,11 +172,11 @@ TEST(Library, TuneBuildsATableFromItsSamples) {
 }
 
 // The progress total counts what the sweep runs: 2 and 4 bytes are one fp32 element each (one
-// point) but two sizes in bf16 (two points).
+// point) but two sizes in u8 (two points).
 TEST(Library, TuneProgressTotalCountsEachDtypesSizes) {
   bench::TuneOptions o;
   o.ops = {OpType::all_reduce};
-  o.dtypes = {DType::f32, DType::bf16};
+  o.dtypes = {DType::f32, DType::u8};
   o.sizes = {2, 4};
   o.repetitions = 1;
   o.budget_ms = 1;
