@@ -201,7 +201,8 @@ class Communicator {
   /// communicator stays usable; the same holds for new_group() and member_group().
   Communicator split(int color, int key) const;
   /// Collective over this communicator: a communicator of `ranks` (ranks of this communicator; the
-  /// new rank i is ranks[i]). Every rank passes the same list; non-members get an invalid one.
+  /// new rank i is ranks[i]). Every rank passes the same list (another list on any rank, or
+  /// split() there, raises MismatchError on every rank); non-members get an invalid one.
   Communicator new_group(std::span<const int> ranks) const;
   /// Collective over `ranks` only: the communicator of `ranks` (ranks of this communicator; the new
   /// rank i is ranks[i]), formed by its members alone. Ranks outside it do not call this and take

@@ -25,10 +25,13 @@ using detail::Bytes;
 struct SplitEntry {
   int color;
   int key;
+  // new_group(): a digest of the list the rank passed (never 0), so that ranks passing different
+  // lists raise instead of forming a group that is not the one each asked for; split(): 0.
+  std::uint64_t list = 0;
 };
 
-// A rank's record in a split's exchange: its color and key, then, where it refused its own
-// arguments, why.
+// A rank's record in a split's exchange: its color, key and list digest, then, where it refused
+// its own arguments, why.
 Bytes encode(SplitEntry e, std::string_view refused) {
   Bytes b(sizeof e + refused.size());
   std::memcpy(b.data(), &e, sizeof e);
@@ -132,7 +135,8 @@ template <class Meet>
 // `refused`: this rank's arguments failed their checks, and why. It still takes part in the
 // exchange below, so that every rank raises at once (the others name it), and every rank's count
 // of splits advances alike: the next split meets as usual.
-Communicator do_split(detail::CommState& s, int color, int key, const std::string& refused = {}) {
+Communicator do_split(detail::CommState& s, int color, int key, const std::string& refused = {},
+                      std::uint64_t list = 0) {
   s.check_usable();
   detail::engine()
       .finish_composed_ops();  // a split may block in a library (docs/design.md, rule 6)
@@ -143,7 +147,7 @@ Communicator do_split(detail::CommState& s, int color, int key, const std::strin
   auto exchange = [&] {
     return detail::group_all_gather_agreed(
         *rt.bootstrap, s.world_ranks, fmt::format("mcr/split/{}/{}", s.id, index),
-        encode({color, key}, refused), rt.bootstrap->timeout(), "split",
+        encode({color, key, list}, refused), rt.bootstrap->timeout(), "split",
         fmt::format("split #{} of communicator {} ({} ranks)", index + 1, s.id, s.size));
   };
   if (!refused.empty()) meet_then_refuse(exchange, refused);
@@ -151,6 +155,7 @@ Communicator do_split(detail::CommState& s, int color, int key, const std::strin
   // Members of my group, ordered by (key, parent rank): the new rank is the position in this list.
   std::vector<std::tuple<int, int>> order;
   std::string why;
+  std::uint64_t rank0_list = 0;
   for (int r = 0; r < s.size; ++r) {
     SplitEntry e = decode(all[static_cast<std::size_t>(r)], r, &why);
     if (!why.empty()) {
@@ -158,6 +163,20 @@ Communicator do_split(detail::CommState& s, int color, int key, const std::strin
           "split #{} of communicator {}: rank {} refused its arguments: {}; no rank formed the "
           "group, and the next split meets as usual",
           index + 1, s.id, r, why));
+    }
+    if (r == 0) rank0_list = e.list;
+    if (e.list != rank0_list) {  // every rank sees every record: all raise alike
+      const auto call = [](std::uint64_t l) { return l == 0 ? "split()" : "new_group()"; };
+      const std::string what =
+          (e.list == 0) != (rank0_list == 0)
+              ? fmt::format("called {} where rank 0 called {}", call(e.list), call(rank0_list))
+              : std::string(
+                    "passed new_group() another list of ranks than rank 0 (every rank "
+                    "passes the same list, in the same order)");
+      throw MismatchError(fmt::format(
+          "split #{} of communicator {}: rank {} {}; no rank formed the group, and the next "
+          "split meets as usual",
+          index + 1, s.id, r, what));
     }
     if (color != Communicator::kUndefinedColor && e.color == color) order.emplace_back(e.key, r);
   }
@@ -320,8 +339,9 @@ Communicator Communicator::new_group(std::span<const int> ranks) const {
   }
   auto it = std::find(ranks.begin(), ranks.end(), s.rank);
   const bool member = it != ranks.end();
+  const std::uint64_t list = fnv1a(fmt::format("{}", fmt::join(ranks, ","))) | 1u;
   return do_split(s, member ? 0 : kUndefinedColor,
-                  member ? static_cast<int>(it - ranks.begin()) : 0);
+                  member ? static_cast<int>(it - ranks.begin()) : 0, {}, list);
 }
 
 }  // namespace mcr

@@ -491,6 +491,38 @@ TEST_F(BadInput, SplitRefusedOnOneRank) {
   EXPECT_EQ(v[0], p);
 }
 
+// new_group() with another list on one rank (the same ranks in another order, or another set), or
+// split() there: the records of a split carry no list, so a group was formed that was not the one
+// each rank asked for (its ranks off by one, or larger than asked and its collectives hanging).
+// Every rank raises MismatchError naming that rank, and the next new_group() works.
+TEST_F(BadInput, NewGroupListsDiffer) {
+  const int p = comm_.size();
+  if (p < 2) GTEST_SKIP() << "needs two ranks to disagree";
+  std::vector<int> all(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r)
+    all[static_cast<std::size_t>(r)] = r;
+  std::vector<int> reversed(all.rbegin(), all.rend());
+  const int odd = p - 1;
+  const bool mine = comm_.rank() == odd;
+  expect_raises<MismatchError>("new_group with the list reversed on one rank",
+                               [&] { (void)comm_.new_group(mine ? reversed : all); },
+                               {{fmt::format("rank {} passed new_group() another list", odd)}});
+  if (p > 2) {
+    const std::vector<int> first_two{0, 1};
+    expect_raises<MismatchError>("new_group with a longer list on one rank",
+                                 [&] { (void)comm_.new_group(mine ? all : first_two); },
+                                 {{fmt::format("rank {} passed new_group() another list", odd)}});
+  }
+  expect_raises<MismatchError>(
+      "split on one rank, new_group on the others",
+      [&] { (void)(mine ? comm_.split(0, comm_.rank()) : comm_.new_group(all)); },
+      {{fmt::format("rank {} called split() where rank 0 called new_group()", odd)}});
+  Communicator g = comm_.new_group(all);
+  std::vector<int> v{1};
+  g.all_reduce(Tensor(v), ReduceOp::sum);
+  EXPECT_EQ(v[0], p);
+}
+
 // Members of a member_group() that pass different keys would meet in different places (MPI's
 // MPI_Comm_create_group waits for ever for members that pass another tag): every member raises
 // MismatchError naming each member's key, before any library blocks, and the next member_group()
