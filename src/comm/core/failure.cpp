@@ -14,13 +14,15 @@
 namespace mcr::detail {
 namespace {
 
+// Never destroyed, as the engine (state.hpp): communicators torn down among the static
+// destructors may still note a failure.
 std::mutex& failure_mutex() {
-  static std::mutex m;
+  static auto& m = *new std::mutex;
   return m;
 }
 
 std::string& first_failure() {
-  static std::string s;
+  static auto& s = *new std::string;
   return s;
 }
 

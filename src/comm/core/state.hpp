@@ -191,9 +191,12 @@ class CommState : public std::enable_shared_from_this<CommState> {
 /// The listener signal_operation_completed() calls (mcr::set_completion_signal).
 void set_completion_listener(std::function<void()> listener);
 
-/// The process's progress engine, made on first use. Inline: every operation asks it.
+/// The process's progress engine, made on first use and never destroyed: a program that exits
+/// without finalize() tears the runtime (and its communicators, which unregister from the engine)
+/// down among the static destructors, after an engine made later than the runtime would be gone.
+/// Inline: every operation asks it.
 inline Engine& engine() {
-  static Engine e;
+  static auto& e = *new Engine;
   return e;
 }
 

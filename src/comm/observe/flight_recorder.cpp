@@ -104,12 +104,35 @@ FlightRegistry& flight_registry() {
   return r;
 }
 
+namespace {
+
+std::string dir_from_env() {
+  const char* dir = std::getenv("MCR_FLIGHT_DIR");
+  return dir != nullptr ? std::string(dir) : std::string();
+}
+
+void create_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw InvalidArgument(
+        fmt::format("MCR_FLIGHT_DIR='{}' cannot be created: {}", dir, ec.message()));
+  }
+}
+
+}  // namespace
+
+void check_flight_env() {
+  (void)entries_from_env();
+  const std::string dir = dir_from_env();
+  if (!dir.empty()) create_dir(dir);
+}
+
 const FlightConfig& flight_config() {
   static const FlightConfig& c = *new FlightConfig([] {
     FlightConfig f;
     f.entries = entries_from_env();
-    const char* dir = std::getenv("MCR_FLIGHT_DIR");
-    if (dir != nullptr && *dir != '\0') f.dir = dir;
+    f.dir = dir_from_env();
     f.host = host_name();
     f.pid = static_cast<long>(::getpid());
     if (runtime_exists()) {
@@ -117,12 +140,7 @@ const FlightConfig& flight_config() {
       f.world_size = runtime().launch.size;
     }
     if (!f.dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(f.dir, ec);
-      if (ec) {
-        throw InvalidArgument(
-            fmt::format("MCR_FLIGHT_DIR='{}' cannot be created: {}", f.dir, ec.message()));
-      }
+      create_dir(f.dir);
       f.path = fmt::format("{}/flight-rank{}.json", f.dir, f.world_rank);
     }
     advance_flight_clock();

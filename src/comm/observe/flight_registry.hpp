@@ -28,6 +28,10 @@ struct FlightConfig {
 };
 /// Read once, at the first communicator (inside init()); throws InvalidArgument on bad values.
 const FlightConfig& flight_config();
+/// The checks flight_config() makes (MCR_FLIGHT_ENTRIES, MCR_FLIGHT_DIR can be created), without
+/// reading the configuration: init() makes them with its other inputs, before anything blocks, as
+/// the world rank the configuration names is not known yet.
+void check_flight_env();
 
 /// The dump of every live communicator of this process, as JSON text.
 std::string flight_record_json(std::string_view reason, std::size_t* communicators = nullptr);

@@ -22,6 +22,7 @@
 #include "device/device_runtime.hpp"
 #include "mcr/errors.hpp"
 #include "observe/comm_log_hooks.hpp"
+#include "observe/flight_registry.hpp"
 #include "observe/verify.hpp"
 #include "runtime/init_inputs.hpp"
 #include "runtime/launch_hooks.hpp"
@@ -278,6 +279,7 @@ Communicator init(const InitOptions& options) {
       if (selected && f.check_config != nullptr) f.check_config();
     }
     log_modes = requested_env_comm_log();
+    check_flight_env();  // read at the first communicator, after the backends are up
     rt->verify = verify_mode_requested(options);
     for (ComposedChoice& c : rt->composed)
       c.config = c.factory->read_config();

@@ -156,6 +156,24 @@ std::map<std::string, Scenario> scenarios() {
         }
         return Expect{"InvalidArgument", {"rank 1", "rejected", "MCR_GLOO_IFACE='nosuchif0'"}};
       }};
+  // The flight recorder's inputs, read at the first communicator (after the backends' bring-up):
+  // bad on one rank, they raised there alone while the other waited for the world's creation.
+  s["flight_entries_on_one_rank"] = {
+      [](int rank, const std::string&) {
+        if (rank == 1) set("MCR_FLIGHT_ENTRIES", "0");
+      },
+      [](int rank) {
+        if (rank == 1) return Expect{"InvalidArgument", {"MCR_FLIGHT_ENTRIES='0'", "from 1"}};
+        return Expect{"InvalidArgument", {"rank 1", "rejected", "MCR_FLIGHT_ENTRIES='0'"}};
+      }};
+  s["flight_dir_on_one_rank"] = {
+      [](int rank, const std::string&) {
+        if (rank == 1) set("MCR_FLIGHT_DIR", "/dev/null/flight");
+      },
+      [](int rank) {
+        if (rank == 1) return Expect{"InvalidArgument", {"MCR_FLIGHT_DIR='/dev/null/flight'"}};
+        return Expect{"InvalidArgument", {"rank 1", "rejected", "MCR_FLIGHT_DIR"}};
+      }};
   return s;
 }
 
