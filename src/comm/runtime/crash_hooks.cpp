@@ -4,11 +4,13 @@
 // Async-signal-safety, and the compromise taken: the dump is formatted with nlohmann-json into a
 // std::string, which allocates, so it is not async-signal-safe. A signal that interrupted malloc
 // could deadlock the handler; alarm() bounds that to kAlarmSeconds, after which SIGALRM's default
-// action ends the process as the original signal would have. The file itself is written with
-// open/write/rename. Then the previous disposition runs: a previous handler is called, a default
-// one is restored and the signal raised again, so the process still dies of its own signal (core
-// dumps and exit statuses are unchanged). SIGUSR1 only sets a flag; the watchdog thread writes that
-// dump outside signal context.
+// action (put in place for the report, whatever the program set) ends the process as the original
+// signal would have. A SIGTERM the program handles or ignores is left to it: no report then. The
+// file itself is written with open/write/rename. Then the previous disposition runs: a previous
+// handler is called, a default one is restored and the signal raised again, so the process still
+// dies of its own signal (core dumps and exit statuses are unchanged). SIGUSR1 only sets a flag;
+// the watchdog thread writes that dump outside signal context.
+#include <pthread.h>
 #include <unistd.h>
 
 #include <array>
@@ -73,12 +75,56 @@ void chain(int sig, siginfo_t* info, void* context) {
   ::raise(sig);
 }
 
+// Whether the process survives `sig` once this handler chains on: a SIGTERM the program handles
+// itself (a graceful shutdown, a checkpoint on preemption) or ignores. The crash signals end it
+// whatever handler comes before (Python's faulthandler re-raises them).
+bool program_handles(int sig) {
+  if (sig != SIGTERM) return false;
+  const struct sigaction& prev = g_previous[static_cast<std::size_t>(sig)];
+  if ((prev.sa_flags & SA_SIGINFO) != 0) return prev.sa_sigaction != nullptr;
+  return prev.sa_handler != SIG_DFL && prev.sa_handler != nullptr;
+}
+
+// Bounds the report's time: a report stuck on a lock the interrupted thread holds (malloc's) ends
+// by SIGALRM's default action. A program's own SIGALRM handler, or SIGALRM blocked, would leave it
+// stuck, so the default is put in place and SIGALRM unblocked for the time of the report, and the
+// program's alarm, disposition and mask are given back after it.
+class ReportDeadline {
+ public:
+  ReportDeadline() {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    ::sigaction(SIGALRM, &dfl, &previous_);
+    sigset_t alarm_only;
+    sigemptyset(&alarm_only);
+    sigaddset(&alarm_only, SIGALRM);
+    ::pthread_sigmask(SIG_UNBLOCK, &alarm_only, &mask_);
+    left_ = ::alarm(kAlarmSeconds);
+  }
+  ~ReportDeadline() {
+    ::alarm(0);
+    ::pthread_sigmask(SIG_SETMASK, &mask_, nullptr);
+    ::sigaction(SIGALRM, &previous_, nullptr);
+    if (left_ != 0) ::alarm(left_);  // the program's alarm, late by the report's time at most
+  }
+  ReportDeadline(const ReportDeadline&) = delete;
+  ReportDeadline& operator=(const ReportDeadline&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+  sigset_t mask_{};
+  unsigned left_ = 0;
+};
+
 void on_fatal_signal(int sig, siginfo_t* info, void* context) {
   const int saved_errno = errno;
-  if (!g_reported.load()) {
-    ::alarm(kAlarmSeconds);
+  // A SIGTERM the program survives is not the end of the process: reported here, it marked the
+  // MCR_LOG output written, and finalize() then skipped the log's gather, collective, while its
+  // peers waited in it. If the program leaves without finalize() after all, the exit hook reports.
+  if (!g_reported.load() && !program_handles(sig)) {
+    const ReportDeadline deadline;
     write_crash_reports(signal_name(sig));
-    ::alarm(0);
   }
   errno = saved_errno;
   chain(sig, info, context);
