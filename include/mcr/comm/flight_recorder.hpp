@@ -8,9 +8,11 @@
 namespace mcr {
 
 /// Writes this process's flight record (every live communicator's recent operations) as JSON to
-/// `path`, or, when `path` is empty, to MCR_FLIGHT_DIR/flight-rank<world rank>.json. Returns the
-/// path written. Not collective: each rank dumps its own view. Throws InvalidArgument when no path
-/// is given and MCR_FLIGHT_DIR is unset, Error when the file cannot be written.
+/// `path`, or, when `path` is empty, to MCR_FLIGHT_DIR/flight-rank<world rank>.json (beside it,
+/// as flight-rank<N>.later-<k>.json, where a failure's record is there already; a later failure's
+/// record replaces this one). Returns the path written. Not collective: each rank dumps its own
+/// view. Throws InvalidArgument when no path is given and MCR_FLIGHT_DIR is unset, Error when the
+/// file cannot be written.
 std::string dump_flight_record(const std::string& path = {});
 
 }  // namespace mcr

@@ -74,7 +74,7 @@ void Watchdog::run() {
     }
     if (options_.process_duties) {
       advance_flight_clock();
-      if (take_dump_request()) dump_flight_record_to_dir("SIGUSR1");
+      if (take_dump_request()) dump_flight_record_to_dir("SIGUSR1", DumpKind::snapshot);
       if (tick % kPublishTicks == 0) publish_stuck_progress();
     }
     const std::uint64_t token = token_.load(std::memory_order_acquire);

@@ -291,10 +291,18 @@ bool write_whole_file(const std::string& path, const std::string& text) noexcept
 // What this process has put in its record file (flight-rank<N>.json). The first record that
 // holds a communicator is the one that explains a failure (a timeout, a signal, the watchdog);
 // later dumps of the same process, such as an empty one written by a SIGTERM after finalize(),
-// must not replace it. One dump at a time writes the record file (kWriting); a dump that comes
+// must not replace it. A snapshot of a live job (SIGUSR1, on demand) is replaced by the next
+// dump: left in place, it was what `mcr doctor` read after a later hang, and blamed the rank whose
+// snapshot was old. One dump at a time writes the record file (kWriting); a dump that comes
 // meanwhile goes beside it, numbered. Atomics only: dumps run in signal handlers.
 namespace {
-enum : int { kNothingWritten = 0, kWroteEmpty = 1, kWroteRecord = 2, kWriting = 3 };
+enum : int {
+  kNothingWritten = 0,
+  kWroteEmpty = 1,
+  kWroteRecord = 2,
+  kWriting = 3,
+  kWroteSnapshot = 4
+};
 std::atomic<int> g_record_state{kNothingWritten};
 std::atomic<int> g_later_dumps{0};
 
@@ -303,14 +311,14 @@ std::atomic<int> g_later_dumps{0};
 // dump goes beside it.
 int claim_record_file() noexcept {
   int state = g_record_state.load();
-  while (state == kNothingWritten || state == kWroteEmpty) {
+  while (state == kNothingWritten || state == kWroteEmpty || state == kWroteSnapshot) {
     if (g_record_state.compare_exchange_weak(state, kWriting)) return state;
   }
   return -1;
 }
 }  // namespace
 
-std::string dump_flight_record_to_dir(std::string_view reason) noexcept {
+std::string dump_flight_record_to_dir(std::string_view reason, DumpKind kind) noexcept {
   try {
     const FlightConfig& c = flight_config();
     if (c.path.empty()) return {};
@@ -326,7 +334,10 @@ std::string dump_flight_record_to_dir(std::string_view reason) noexcept {
     }
     const bool written = write_whole_file(path, text);
     if (before >= 0) {
-      g_record_state.store(!written ? before : communicators > 0 ? kWroteRecord : kWroteEmpty);
+      const int now = communicators == 0           ? kWroteEmpty
+                      : kind == DumpKind::snapshot ? kWroteSnapshot
+                                                   : kWroteRecord;
+      g_record_state.store(written ? now : before);
     }
     if (!written) {
       std::fprintf(stderr, "mcr[%d]: flight record not written to %s\n", c.world_rank,
@@ -346,16 +357,23 @@ namespace mcr {
 
 std::string dump_flight_record(const std::string& path) {
   using namespace detail;
-  const std::string target = path.empty() ? flight_config().path : path;
-  if (target.empty()) {
-    throw InvalidArgument(
-        "dump_flight_record: no path given and MCR_FLIGHT_DIR is not set; pass a file name or set "
-        "MCR_FLIGHT_DIR");
+  if (path.empty()) {
+    if (flight_config().path.empty()) {
+      throw InvalidArgument(
+          "dump_flight_record: no path given and MCR_FLIGHT_DIR is not set; pass a file name or "
+          "set MCR_FLIGHT_DIR");
+    }
+    // As the record file's other writers: a failure's record in it stays, a snapshot goes beside.
+    std::string written = dump_flight_record_to_dir("on demand", DumpKind::snapshot);
+    if (written.empty()) {
+      throw Error(fmt::format("dump_flight_record: '{}' cannot be written", flight_config().path));
+    }
+    return written;
   }
-  if (!write_whole_file(target, flight_record_json("on demand"))) {
-    throw Error(fmt::format("dump_flight_record: '{}' cannot be written", target));
+  if (!write_whole_file(path, flight_record_json("on demand"))) {
+    throw Error(fmt::format("dump_flight_record: '{}' cannot be written", path));
   }
-  return target;
+  return path;
 }
 
 }  // namespace mcr

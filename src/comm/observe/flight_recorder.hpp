@@ -154,7 +154,12 @@ class FlightRecorder {
 /// Writes this process's dump (every live communicator) into MCR_FLIGHT_DIR, when it is set;
 /// `reason` says why ("timeout: ...", "signal SIGTERM"). Returns the path written, or "" when no
 /// directory is configured or writing failed (reported on standard error). Never throws.
-std::string dump_flight_record_to_dir(std::string_view reason) noexcept;
+/// What a dump is for: a failure's record (a timeout, a crash, the watchdog) is the one that
+/// explains it and keeps the record file; a snapshot (SIGUSR1, on demand, on a live job) gives the
+/// record file up to a later failure's record.
+enum class DumpKind { failure, snapshot };
+std::string dump_flight_record_to_dir(std::string_view reason,
+                                      DumpKind kind = DumpKind::failure) noexcept;
 
 /// The watchdog's duty every 250 ms: publishes the progress of every communicator with an
 /// operation outstanding for more than a second, and refreshes values published before. A

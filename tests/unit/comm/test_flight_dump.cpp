@@ -1,6 +1,6 @@
 // Flight-record dumps that happen at once (two communicators timing out together, a signal during
 // a dump): the record file holds one whole dump, every other dump lands beside it whole, numbered,
-// and no temporary file is left behind.
+// and no temporary file is left behind; and a snapshot gives the record file up to a failure.
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "mcr/comm/flight_recorder.hpp"
 #include "observe/flight_recorder.hpp"
 
 namespace mcr::detail {
@@ -75,6 +76,30 @@ TEST(FlightDump, ConcurrentDumpsEachLandWhole) {
     EXPECT_EQ(j.at("communicators")[0].at("group_id"), 7) << name;
   }
   EXPECT_EQ(files, kThreads * kDumpsEach);
+}
+
+// A snapshot of a live job (SIGUSR1, on demand) keeps the record file only until a failure's
+// record comes: left in place, it was what `mcr doctor` read after a later hang, and it blamed the
+// rank whose snapshot was old. (Its own ctest entry: the record file's state is the process's.)
+TEST(FlightDump, ASnapshotGivesTheRecordFileUpToAFailure) {
+  const char* env = std::getenv("MCR_FLIGHT_DIR");
+  ASSERT_NE(env, nullptr) << "run through ctest, which sets MCR_FLIGHT_DIR";
+  const fs::path dir = env;
+  fs::remove_all(dir);
+  FlightRecorder recorder;
+  recorder.attach(7, 0, 1, {0});
+  const std::string record = (dir / "flight-rank0.json").string();
+  EXPECT_EQ(dump_flight_record_to_dir("SIGUSR1", DumpKind::snapshot), record);
+  EXPECT_EQ(mcr::dump_flight_record(), record);  // on demand: a newer snapshot replaces it
+  EXPECT_EQ(read_json(record).at("reason"), "on demand");
+  EXPECT_EQ(dump_flight_record_to_dir("timeout of sequence #3"), record);
+  // From now on the failure's record stays; snapshots and failures alike go beside it.
+  const std::string later = dump_flight_record_to_dir("SIGUSR1", DumpKind::snapshot);
+  EXPECT_EQ(later, (dir / "flight-rank0.later-1.json").string());
+  EXPECT_EQ(mcr::dump_flight_record(), (dir / "flight-rank0.later-2.json").string());
+  EXPECT_EQ(dump_flight_record_to_dir("timeout of sequence #9"),
+            (dir / "flight-rank0.later-3.json").string());
+  EXPECT_EQ(read_json(record).at("reason"), "timeout of sequence #3");
 }
 
 }  // namespace
