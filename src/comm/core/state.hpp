@@ -196,8 +196,15 @@ void set_completion_listener(std::function<void()> listener);
 /// down among the static destructors, after an engine made later than the runtime would be gone.
 /// Inline: every operation asks it.
 inline Engine& engine() {
-  static auto& e = *new Engine;
-  return e;
+  // A union whose destructor does nothing: the engine is never destroyed, and its address stays a
+  // constant (a leaked `*new Engine` would cost every call a load: the dispatch budget counts it).
+  union NeverDestroyed {
+    Engine engine;
+    NeverDestroyed() : engine() {}
+    ~NeverDestroyed() {}  // NOLINT(modernize-use-equals-default): must not destroy `engine`
+  };
+  static NeverDestroyed e;
+  return e.engine;
 }
 
 }  // namespace mcr::detail
