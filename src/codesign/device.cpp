@@ -265,6 +265,8 @@ void save_device(const DeviceSpec& device, const std::filesystem::path& path) {
   std::ofstream out(path);
   if (!out) throw Error(fmt::format("cannot write device file '{}'", path.string()));
   out << json(device).dump(2) << '\n';
+  out.close();  // the buffered bytes are written here: a full disk shows now, not never
+  if (!out) throw Error(fmt::format("failed writing device file '{}'", path.string()));
 }
 
 std::string peak_source(const DeviceSpec& device, DType dtype) {

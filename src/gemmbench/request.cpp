@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <sstream>
 
 #include "mcr/codesign/model.hpp"
@@ -153,16 +155,18 @@ void check_measure_options(const MeasureOptions& m) {
         "<= the second",
         m.min_samples, m.max_samples));
   }
-  if (m.min_seconds < 0 || m.max_seconds < m.min_seconds) {
+  // Written so that NaN fails them (it compares false): a NaN time sampled every GEMM to the
+  // limit, and was saved as null, which no reader of the file then took.
+  if (!(m.min_seconds >= 0) || !(m.max_seconds >= m.min_seconds) || !std::isfinite(m.max_seconds)) {
     throw InvalidArgument(fmt::format(
         "request.measure.min_seconds {} and request.measure.max_seconds {}: need 0 <= the first "
-        "<= the second",
+        "<= the second, both finite",
         m.min_seconds, m.max_seconds));
   }
-  if (m.warmup_iterations < 0 || m.warmup_seconds < 0) {
+  if (m.warmup_iterations < 0 || !(m.warmup_seconds >= 0) || !std::isfinite(m.warmup_seconds)) {
     throw InvalidArgument(fmt::format(
         "request.measure.warmup_iterations {} and request.measure.warmup_seconds {}: must not be "
-        "negative",
+        "negative (and the seconds finite)",
         m.warmup_iterations, m.warmup_seconds));
   }
 }

@@ -23,7 +23,7 @@ Clock parse_clock(std::string_view name) {
 
 int rotation_sets(std::size_t set_bytes, std::size_t target_bytes, int max_sets) {
   if (set_bytes == 0 || max_sets <= 1) return 1;
-  const auto sets = (target_bytes + set_bytes - 1) / set_bytes;
+  const auto sets = target_bytes / set_bytes + (target_bytes % set_bytes != 0 ? 1 : 0);
   return static_cast<int>(std::clamp<std::size_t>(sets, 1, static_cast<std::size_t>(max_sets)));
 }
 

@@ -14,6 +14,7 @@
 #include "mcr/gemmbench/calibrate.hpp"
 #include "mcr/gemmbench/local_device.hpp"
 #include "mcr/gemmbench/measurement.hpp"
+#include "output_path.hpp"
 
 namespace mcr::cli {
 namespace {
@@ -31,6 +32,13 @@ struct CalibrateArgs {
 };
 
 void run(const CalibrateArgs& a) {
+  // The device is written after the fit: whether it can be is known first.
+  if (!a.output.empty()) check_writable(a.output, "-o");
+  if (a.device != "local" && (a.threads != 0 || a.no_peak_probe)) {
+    throw InvalidArgument(
+        fmt::format("{} applies to --device local only (it sets how this CPU is probed); drop it",
+                    a.threads != 0 ? "--threads" : "--no-peak-probe"));
+  }
   const auto set = cb::load_measurements(a.measurements);
   if (set.rows.empty()) {
     throw InvalidArgument(fmt::format("{}: contains no measurements", a.measurements));
@@ -97,7 +105,7 @@ void add_calibrate_command(CLI::App& app) {
                 "with --device local: keep the fp32 peak estimated from CPU facts");
   cmd->add_option("-o,--output", args->output, "write the calibrated device JSON here");
   cmd->add_option("--holdout", args->options.holdout_fraction,
-                  "fraction of measurements held out of the fit to judge it, in [0, 1)")
+                  "fraction of measurements held out of the fit to judge it, in [0, 0.95]")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.95));
   cmd->add_option("--seed", args->options.seed, "seed of the train/hold-out split")

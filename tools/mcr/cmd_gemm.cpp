@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <initializer_list>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -57,7 +58,53 @@ cb::MeasurementSet measure_or_load(const GemmArgs& a, const CLI::App& cmd) {
   return set;
 }
 
+// Flags that select or time GEMMs: --input reports saved measurements and reads none of them.
+constexpr std::initializer_list<const char*> kMeasuringFlags = {"-m",
+                                                                "-n",
+                                                                "-k",
+                                                                "--batch",
+                                                                "--dtype",
+                                                                "--backend",
+                                                                "--threads",
+                                                                "--gpu",
+                                                                "--preset",
+                                                                "--model",
+                                                                "--seq",
+                                                                "--micro-batch",
+                                                                "--tp",
+                                                                "--training",
+                                                                "--dry-run",
+                                                                "--no-peak-probe",
+                                                                "--warmup",
+                                                                "--warmup-time",
+                                                                "--min-samples",
+                                                                "--max-samples",
+                                                                "--min-time",
+                                                                "--max-time",
+                                                                "--rotate-bytes",
+                                                                "--clock"};
+
+// Flags that a mode would ignore are refused, naming the flag.
+void refuse_ignored(const CLI::App& cmd) {
+  if (cmd.count("--input") > 0) {
+    for (const char* name : kMeasuringFlags) {
+      if (cmd.count(name) == 0) continue;
+      throw InvalidArgument(fmt::format(
+          "{} does not apply to --input, which reports the measurements saved in the file (only "
+          "--device, --compare and the output flags apply); drop {}",
+          name, name));
+    }
+  }
+  // The format flags set one field, in the order CLI11 defines them, not as typed: two of them
+  // wrote CSV into a file named .json.
+  const auto given = cmd.count("--format") + cmd.count("--json") + cmd.count("--csv");
+  if (given > 1) {
+    throw InvalidArgument("--format, --json, --csv: give one of them (they choose one format)");
+  }
+}
+
 void run(const GemmArgs& given, const CLI::App& cmd) {
+  refuse_ignored(cmd);
   if (given.format != "table" && given.format != "json" && given.format != "csv") {
     throw InvalidArgument(
         fmt::format("--format: '{}' is not one of table, json, csv", given.format));

@@ -27,8 +27,10 @@ void add_measure_flags(CLI::App* cmd, codesign::bench::MeasureOptions& m) {
                   "(even below --min-samples)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  // An unsigned option takes "-1" as 2^64-1: refused by its value as a number.
   cmd->add_option("--rotate-bytes", m.rotation_bytes,
-                  "bytes of rotated A/B/C copies (default 2x the last-level cache / L2)");
+                  "bytes of rotated A/B/C copies (default 2x the last-level cache / L2)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 }  // namespace mcr::cli
