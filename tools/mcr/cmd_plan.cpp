@@ -7,6 +7,7 @@
 #include <chrono>
 #include <iostream>
 #include <limits>
+#include <string>
 
 #include "commands.hpp"
 #include "mcr/codesign/device.hpp"
@@ -58,7 +59,38 @@ void run_validation(const PlanArgs& a) {
   }
 }
 
-void run(const PlanArgs& a) {
+// The modes read different flags: one mode at a time, and a flag the chosen mode would ignore is
+// refused, naming it (a --comm-table given with --validate was never opened, --search with
+// --advise was dropped).
+void refuse_ignored(const PlanArgs& a, const CLI::App& cmd) {
+  const int modes = (a.search ? 1 : 0) + (a.advise ? 1 : 0) + (a.validate.empty() ? 0 : 1);
+  if (modes > 1) {
+    throw InvalidArgument(
+        "--search, --advise, --validate: give one of them (each is a mode of its own)");
+  }
+  if (!a.validate.empty()) {
+    // The runs of the file bring their own model, layout, system and device.
+    for (const CLI::Option* opt : cmd.get_options()) {
+      const std::string name = opt->get_name();
+      if (opt->count() == 0 || name == "--validate" || name == "--json" || name == "--help") {
+        continue;
+      }
+      throw InvalidArgument(fmt::format(
+          "{} does not apply to --validate: each run of the file gives its model, layout, system "
+          "and device; drop {}",
+          name, name));
+    }
+  }
+  if (cmd.count("--top") > 0 && !a.search && !a.advise) {
+    throw InvalidArgument("--top applies to --search and --advise (a plan has one layout)");
+  }
+  if (cmd.count("--budget") > 0 && !a.advise) {
+    throw InvalidArgument("--budget applies to --advise (the shapes it may try)");
+  }
+}
+
+void run(const PlanArgs& a, const CLI::App& cmd) {
+  refuse_ignored(a, cmd);
   // --tp and --micro-batch are model flags too (`mcr shape` takes them); the layout pins them.
   plan::PlanRequest req = a.request;
   if (a.model.t) req.tp = static_cast<int>(*a.model.t);
@@ -150,7 +182,7 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--budget", args->budget, "--advise: allowed relative parameter change")
       ->capture_default_str();
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args, cmd] { run(*args, *cmd); });
 }
 
 }  // namespace mcr::cli
