@@ -173,12 +173,29 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
     mlp_widths.push_back({m.d_ff_expert > 0 ? "d_ff_expert" : "d_ff", m.expert_width()});
   }
   if (m.is_moe() && m.d_ff_shared > 0) mlp_widths.push_back({"d_ff_shared", m.d_ff_shared});
-  // Sharded dims: h/t (K of attn_proj) and each MLP width / t (N of the up GEMM, K of the down).
+  // Sharded dims: the attention width / t (K of attn_proj: a x the V head width, which is h only
+  // where the heads split h) and each MLP width / t (N of the up GEMM, K of the down). With an
+  // explicit head width (or MLA) h/t is no GEMM's dimension: it was flagged though every GEMM was
+  // aligned (gpt-oss-20b at t = 2), and a misaligned attention width went unflagged.
   if (m.t > 1) {
-    std::vector<std::pair<const char*, std::int64_t>> sharded{{"h", m.h}};
+    const bool heads_split_h = m.d_head == 0 && !m.is_mla();
+    std::vector<std::pair<const char*, std::int64_t>> sharded{
+        heads_split_h ? std::pair<const char*, std::int64_t>{"h", m.h}
+                      : std::pair<const char*, std::int64_t>{
+                            m.is_mla() ? "a x v_head_dim" : "a x head_dim", m.a * m.v_dim()}};
     sharded.insert(sharded.end(), mlp_widths.begin(), mlp_widths.end());
     for (const auto& [label, dim] : sharded) {
       if (dim % m.t != 0 || (dim / m.t) % align != 0) {
+        if (std::string_view(label).starts_with("a x ")) {
+          add(out, "tp_shard_alignment", Severity::warning,
+              fmt::format("{}/t = {}/{} = {:.2f} (K of the attention output projection) is not a "
+                          "multiple of {} ({}): every rank's GEMM is misaligned",
+                          label, dim, m.t, static_cast<double>(dim) / static_cast<double>(m.t),
+                          align, rule),
+              fmt::format("make {} a multiple of t x {} = {} (the head width or the head count)",
+                          label, align, m.t * align));
+          continue;
+        }
         // A suggested h stays a multiple of a when the heads split it (as for hidden_alignment).
         const bool heads_split = dim == m.h && std::string_view(label) == "h" && m.d_head == 0;
         const std::int64_t step = heads_split ? std::lcm(m.t * align, m.a) : m.t * align;
@@ -199,16 +216,19 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
     for (const auto& [label, width] : mlp_widths) {
       if (width % align == 0) continue;
       const bool is_convention = std::llabs(width - (8 * m.h) / 3) <= 1;
-      const std::int64_t up = round_up(width, align);
-      const std::int64_t down = round_down(width, align);
-      const std::int64_t up256 = round_up(width, 256);
+      // Under tensor parallelism each rank's shard must be aligned too (tp_shard_alignment):
+      // the suggestions are multiples of t x the alignment, so that taking one clears both.
+      const std::int64_t step = align * m.t;
+      const std::int64_t up = round_up(width, step);
+      const std::int64_t down = round_down(width, step);
+      const std::int64_t up256 = round_up(width, std::lcm<std::int64_t>(256, step));
       add(out, "swiglu_dff", Severity::warning,
           fmt::format("SwiGLU {} = {} ({}{}) is not a multiple of {} ({}): the gate, up and down "
                       "GEMMs are misaligned",
                       label, width, pow2_form(width), is_convention ? ", the 8h/3 convention" : "",
                       align, rule),
-          fmt::format("use {} = {} or {} (multiples of {}), or {} (multiple of 256){}", label,
-                      down > 0 ? down : up, up, align, up256,
+          fmt::format("use {} = {} or {} (multiples of {}), or {} (multiple of {}){}", label,
+                      down > 0 ? down : up, up, step, up256, std::lcm<std::int64_t>(256, step),
                       std::string_view(label) == "d_ff"
                           ? "; check candidates with `mcr shape sweep --vary d_ff`"
                           : ""));

@@ -333,5 +333,59 @@ TEST(Guidelines, MixtureOfExpertsIsCheckedAtTheExpertsWidth) {
   EXPECT_TRUE(expert_shard);
 }
 
+// With an explicit head width, h/t is no GEMM's dimension: gpt-oss-20b (h 2880, 64 heads of 64) at
+// t = 2 has qkv N = (32 + 2 x 4) x 64 = 2560, K = 2880 and attn_proj K = 32 x 64 = 2048, all
+// multiples of 64, and was told "h/t = 1440 ... every rank's GEMM is misaligned". The attention
+// width a x head_dim is checked instead, and a misaligned one is flagged.
+TEST(Guidelines, AnExplicitHeadWidthIsShardedAsItsGemmsAre) {
+  ModelShape m = recent("gpt-oss-20b.json");
+  ASSERT_EQ(m.h, 2880);
+  ASSERT_EQ(m.d_head, 64);
+  m.t = 2;
+  for (const auto& f : check_guidelines(m, a100())) {
+    if (f.id != "tp_shard_alignment") continue;
+    EXPECT_EQ(f.message.rfind("h/t", 0), std::string::npos) << f.message;
+    EXPECT_EQ(f.message.find("a x head_dim"), std::string::npos) << f.message;
+  }
+  m.d_head = 72;  // 64 x 72 / 2 = 2304 = 64 x 36: still aligned
+  for (const auto& f : check_guidelines(m, a100())) {
+    if (f.id == "tp_shard_alignment") {  // the experts' width (1440 per rank) is rightly flagged
+      EXPECT_EQ(f.message.find("head_dim"), std::string::npos) << f.message;
+    }
+  }
+  m.d_head = 68;  // 64 x 68 / 2 = 2176 = 64 x 34: aligned; at t = 8, 544 is not
+  m.t = 8;
+  m.a_kv = 8;
+  const auto fs = check_guidelines(m, a100());
+  bool flagged = false;
+  for (const auto& f : fs) {
+    if (f.id == "tp_shard_alignment" && f.message.rfind("a x head_dim/t = 4352/8", 0) == 0)
+      flagged = true;
+  }
+  EXPECT_TRUE(flagged);
+}
+
+// Under tensor parallelism a SwiGLU width's suggestions are multiples of t x the alignment, so
+// that taking one also clears tp_shard_alignment (10880, 10944, 11008 were suggested at t = 8:
+// each leaves 1360, 1368, 1376 per rank, none a multiple of 64).
+TEST(Guidelines, SwigluSuggestionsAreAlignedPerRank) {
+  ModelShape m = load_preset("gpt3-125m");
+  m.h = 4096;
+  m.a = 32;
+  m.a_kv = 32;
+  m.mlp = MlpType::swiglu;
+  m.d_ff = 10922;
+  m.t = 8;
+  ASSERT_NO_THROW(m.validate());
+  const auto fs = check_guidelines(m, a100());
+  const Finding* f = find(fs, "swiglu_dff");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->fix.find("d_ff = 10752 or 11264 (multiples of 512)"), std::string::npos) << f->fix;
+  ModelShape fixed = m;
+  fixed.d_ff = 11264;
+  for (const auto& x : check_guidelines(fixed, a100()))
+    EXPECT_FALSE(x.id == "tp_shard_alignment" || x.id == "swiglu_dff") << x.message;
+}
+
 }  // namespace
 }  // namespace mcr::codesign
