@@ -203,6 +203,16 @@ void ModelShape::validate() const {
         "64 bits)",
         ctx, b, s, h, kMaxOperandElements));
   }
+  // The tokens the experts receive, b·s·top_k rows in all, are bounded alike: their product
+  // wrapped to 0 and the expert GEMMs divided by it (SIGFPE).
+  std::int64_t routed = 0;
+  if (is_moe() && (__builtin_mul_overflow(b * s, top_k, &routed) ||
+                   __builtin_mul_overflow(routed, h, &routed) || routed > kMaxOperandElements)) {
+    throw InvalidArgument(fmt::format(
+        "{}: b (model.micro_batch) = {}, s (model.seq) = {}, top_k (model.top_k) = {} and h = {}: "
+        "the routed tokens' activations, b·s·top_k·h elements, must be at most {}",
+        ctx, b, s, top_k, h, kMaxOperandElements));
+  }
   if (dense_layers > L) {
     throw InvalidArgument(
         fmt::format("{}: dense_layers = {} must not exceed L = {}", ctx, dense_layers, L));

@@ -2,6 +2,7 @@
 // value.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include "mcr/codesign/model.hpp"
@@ -25,6 +26,27 @@ TEST(Validation, KvHeadsMustDivideHeads) {
   const std::string e = error_of(m);
   EXPECT_NE(e.find("a_kv (model.kv_heads) = 5 must divide a (model.heads) = 32"), std::string::npos)
       << e;
+}
+
+// b·s·h fits, but b·s·top_k rows of h did not: the product wrapped to 0 and the expert GEMMs
+// divided by it (SIGFPE) instead of refusing the shape.
+TEST(Validation, RoutedTokensAreBounded) {
+  ModelShape m = load_preset("gpt3-125m");
+  m.h = 64;
+  m.a = 1;
+  m.a_kv = 1;
+  m.d_ff = 256;
+  m.b = 1;
+  m.s = std::int64_t{1} << 32;
+  m.experts = std::int64_t{1} << 32;
+  m.top_k = std::int64_t{1} << 32;
+  const std::string e = error_of(m);
+  EXPECT_NE(e.find("top_k (model.top_k) = 4294967296"), std::string::npos) << e;
+  EXPECT_NE(e.find("b·s·top_k·h elements"), std::string::npos) << e;
+  m.top_k = 2;
+  m.experts = 8;
+  m.s = 2048;
+  EXPECT_EQ(error_of(m), "no error");
 }
 
 TEST(Validation, HeadsMustDivideHiddenUnlessHeadDimIsGiven) {
