@@ -39,7 +39,17 @@ ModelAnalysis analyze(const ModelShape& model, const DeviceSpec& device, bool tr
   result.device = device.name;
   result.training = training;
   AnalysisTotals& t = result.totals;
-  const Summed one = add_gemms(layer_gemms(model, training), device, &result.layer);
+  // The layer the per-layer figures describe: the model's own kind where some layer is one, else
+  // the first kind it has. When every layer slides (Mistral at a sequence past its window) a
+  // full-attention layer the model does not have was described, and L x its time was not the
+  // step's.
+  const std::vector<LayerGroup> groups = layer_groups(model);
+  const LayerGroup* main = &groups.front();
+  for (const LayerGroup& g : groups) {
+    if (g.kind == "layer") main = &g;
+  }
+  const Summed one =
+      add_gemms(layer_gemms(main->shape, training, main->span), device, &result.layer);
   t.time_per_layer_s = one.time_s;
   t.flops_per_layer = one.flops;
   const Summed logits = add_gemms(logit_gemms(model, training), device, &result.logits);
@@ -49,14 +59,13 @@ ModelAnalysis analyze(const ModelShape& model, const DeviceSpec& device, bool tr
   // (DeepSeekMoE) run a dense d_ff MLP instead of the experts, sliding-window layers attend to the
   // window only. One layer of each kind other than the main one is listed.
   double layers_time = 0, layers_flops = 0;
-  for (const LayerGroup& group : layer_groups(model)) {
+  for (const LayerGroup& group : groups) {
     std::vector<GemmResult>* keep = nullptr;
     if (group.kind == "dense") keep = &result.dense_layer;
     if (group.kind == "sliding") keep = &result.sliding_layer;
     const Summed sum =
-        group.kind == "layer"
-            ? one
-            : add_gemms(layer_gemms(group.shape, training, group.span), device, keep);
+        &group == main ? one
+                       : add_gemms(layer_gemms(group.shape, training, group.span), device, keep);
     layers_time += static_cast<double>(group.count) * sum.time_s;
     layers_flops += static_cast<double>(group.count) * sum.flops;
   }

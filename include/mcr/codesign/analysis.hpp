@@ -34,13 +34,16 @@ struct ModelAnalysis {
   ModelShape model;
   std::string device;  ///< device name
   bool training = false;
-  std::vector<GemmResult> layer;   ///< one layer
+  /// One layer of the model's own kind, or, where it has none (every layer slides, every layer
+  /// is dense), one of its first kind; the per-layer totals describe it.
+  std::vector<GemmResult> layer;
   std::vector<GemmResult> logits;  ///< once per model
   /// One of the model's leading dense layers (MoE models with dense_layers > 0, e.g. DeepSeekMoE);
   /// empty otherwise. The totals count dense_layers of these and L - dense_layers of `layer`.
   std::vector<GemmResult> dense_layer;
   /// One of the model's sliding-window layers (sliding_layers > 0, e.g. Gemma-3, gpt-oss): its
-  /// attention covers the window only. The totals count each kind by its number of layers.
+  /// attention covers the window only (empty where `layer` is one). The totals count each kind by
+  /// its number of layers.
   std::vector<GemmResult> sliding_layer;
   AnalysisTotals totals;
 };

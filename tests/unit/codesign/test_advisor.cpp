@@ -181,6 +181,22 @@ TEST(Sweep, AGivenHeadDimensionIsAValidShape) {
     EXPECT_TRUE(p.valid) << p.value << ": " << p.reason;
 }
 
+// Where every layer slides (Mistral at a sequence past its 4096-token window), the per-layer
+// figures describe a sliding layer: they described a full-attention layer the model does not have,
+// and L x its time was not the step's.
+TEST(Analysis, EveryLayerSlidingIsTheLayerDescribed) {
+  ModelShape m = import_hf_config_file(std::string(MCR_HF_FIXTURES) + "/mistral-7b.json").shape;
+  ASSERT_EQ(m.sliding_layers, m.L);
+  m.s = 2 * m.sliding_window;
+  const ModelAnalysis a = analyze(m, device_from_catalog("h100-sxm"), false);
+  const AnalysisTotals& t = a.totals;
+  EXPECT_NEAR(t.step_time_s, static_cast<double>(m.L) * t.time_per_layer_s + t.logits_time_s,
+              1e-9 * t.step_time_s);
+  EXPECT_NEAR(t.step_flops, static_cast<double>(m.L) * t.flops_per_layer + t.logits_flops,
+              1e-9 * t.step_flops);
+  EXPECT_TRUE(a.sliding_layer.empty());  // `layer` is the sliding one
+}
+
 // Mistral's every layer slides (sliding_layers = L = 32); the advisor's L +- 2 candidates kept 32
 // sliding layers and failed validate() ("sliding_layers = 32 must not exceed L = 30"), ending
 // `mcr shape --config mistral-7b.json`.
