@@ -7,6 +7,7 @@
 #include <memory>
 #include <utility>
 
+#include "bench_plot.hpp"
 #include "commands.hpp"
 #include "mcr/codesign/advisor.hpp"
 #include "mcr/codesign/report.hpp"
@@ -31,6 +32,8 @@ struct SweepOptions {
 };
 
 void run_sweep(const SweepOptions& o) {
+  // Before anything is written: the plot comes after the CSV, which a bad format overwrote.
+  check_plot_format(o.plot_format);
   const ModelShape model = build_model(o.model);
   const DeviceSpec device = resolve_device(o.device);
   const std::int64_t from = o.from > 0 ? o.from : get_dimension(model, o.field);
@@ -42,6 +45,8 @@ void run_sweep(const SweepOptions& o) {
     std::ofstream csv(csv_path);
     if (!csv) throw Error(fmt::format("cannot write '{}'", csv_path));
     csv << sweep_csv(o.field, points);
+    csv.close();  // the buffered rest is written here: a full disk shows now
+    if (!csv) throw Error(fmt::format("failed writing '{}'", csv_path));
   }
   fmt::print("Sweep of {} for {} on {}\n{}", o.field, describe_model(model), device.name,
              format_sweep(o.field, points));

@@ -16,10 +16,6 @@ void plot_sweep(const std::string& field, const std::vector<codesign::SweepPoint
                 const std::string& prefix, const std::string& format, const std::string& model_name,
                 const std::string& device_name) {
   const std::string csv_path = prefix + ".csv";
-  if (format != "png" && format != "svg") {
-    throw InvalidArgument(
-        fmt::format("--plot-format '{}' is not supported: use png or svg", format));
-  }
   if (!gnuplot_on_path()) {
     fmt::print("{}gnuplot is not on PATH: text plot above; the CSV has the curve\n",
                ascii_plot(field, points));
@@ -29,6 +25,7 @@ void plot_sweep(const std::string& field, const std::vector<codesign::SweepPoint
   const std::string script_path = prefix + ".gp";
   {
     std::ofstream gp(script_path);
+    if (!gp) throw Error(fmt::format("cannot write '{}'", script_path));
     // Every string is quoted for gnuplot: the model's name comes from a user's file.
     gp << fmt::format(
         "set terminal {} size 900,500\nset output {}\nset datafile separator ','\n"
@@ -40,9 +37,11 @@ void plot_sweep(const std::string& field, const std::vector<codesign::SweepPoint
         gnuplot_quoted(fmt::format("mcr shape sweep: {} on {}", model_name, device_name)),
         gnuplot_file(csv_path));
   }
-  if (run_gnuplot(script_path) != 0) {
-    fmt::print("gnuplot failed: no plot rendered (script kept at {})\n", script_path);
-    return;
+  if (run_gnuplot(script_path) != 0) {  // an error, as `mcr tune --plot` reports it
+    throw Error(
+        fmt::format("--plot-format: gnuplot failed on {}: no plot rendered (the CSV is "
+                    "written)",
+                    script_path));
   }
   fmt::print("Plot written to {}\n", plot_path);
 }
