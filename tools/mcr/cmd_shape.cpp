@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <array>
 #include <memory>
 
 #include "commands.hpp"
@@ -31,6 +32,28 @@ struct ShapeOptions {
   ShapeReportOptions report;  // --training, the advisor's and the layout's flags
 };
 
+// The advisor's flags do nothing without the advisor, and the CSV (one row per GEMM) holds
+// neither advice nor memory: such flags are refused, naming them, rather than ignored.
+void refuse_ignored(const ShapeOptions& o, const CLI::App& cmd) {
+  static constexpr std::array kAdvisorFlags = {"--budget", "--max-head-dim", "--min-head-dim",
+                                               "--top",    "--tp-sizes",     "--uncertainty"};
+  static constexpr std::array kMemoryFlags = {
+      "--pp", "--dp", "--zero", "--checkpoint-activations", "--sequence-parallel", "--gen-tokens"};
+  for (const char* name : kAdvisorFlags) {
+    if (cmd.count(name) > 0 && (o.no_advise || o.csv_out)) {
+      throw InvalidArgument(fmt::format("{} sets the shape advisor, which {} does not run; drop {}",
+                                        name, o.no_advise ? "--no-advise" : "--csv", name));
+    }
+  }
+  for (const char* name : kMemoryFlags) {
+    if (cmd.count(name) > 0 && o.csv_out) {
+      throw InvalidArgument(fmt::format(
+          "{} sets the memory estimate, which --csv (one row per GEMM) does not hold; drop {}",
+          name, name));
+    }
+  }
+}
+
 void run_analysis(const ShapeOptions& o) {
   const BuiltModel built = build_model_noted(o.model);
   const ModelShape& model = built.shape;
@@ -38,7 +61,7 @@ void run_analysis(const ShapeOptions& o) {
   for (const auto& w : built.warnings)
     fmt::print(stderr, "mcr shape: warning: {}\n", w);
   ShapeReportOptions options = o.report;
-  options.advise = !o.no_advise;
+  options.advise = !o.no_advise && !o.csv_out;  // the CSV holds no advice
   const ShapeReport r = analyse_shape(model, device, options);
   if (o.csv_out) {
     fmt::print("{}", analysis_csv(r.analysis));
@@ -149,6 +172,7 @@ void add_shape_command(CLI::App& app) {
       if (sub->parsed()) return;  // a subcommand did the work
     }
     if (opts->json_out && opts->csv_out) throw InvalidArgument("give --json or --csv, not both");
+    refuse_ignored(*opts, *cmd);
     run_analysis(*opts);
   });
 }
