@@ -58,7 +58,8 @@ class OutputFile {
   OutputFile(std::string path, std::string flag);
   ~OutputFile();
   OutputFile(OutputFile&&) noexcept = default;
-  OutputFile& operator=(OutputFile&&) noexcept = default;
+  // Assigning would drop the stream without closing it (the destructor does that).
+  OutputFile& operator=(OutputFile&&) = delete;
 
   /// The stream rows are printed to; null where there is no file.
   std::FILE* get() const noexcept;

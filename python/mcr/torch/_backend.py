@@ -264,8 +264,9 @@ def _hook_error_exits():
     SystemExit: the exit handler then destroyed the groups and checked in at finalize while the
     peers waited for this rank in a collective, each side for the whole timeout. The status is
     noted here (sys.exit is called through the module, as argparse and sys.exit(main()) call it),
-    and the exit handler treats the exit as one on an error. A `raise SystemExit(1)` written out
-    is not seen; a SystemExit caught and then left behind still counts at exit."""
+    and the exit handler treats the exit as one on an error. Only the main thread's: in another
+    thread sys.exit ends that thread alone. A `raise SystemExit(1)` written out is not seen; a
+    SystemExit caught and then left behind still counts at exit."""
     original = sys.exit
     if getattr(original, "_mcr_notes_status", False):
         return
@@ -273,7 +274,9 @@ def _hook_error_exits():
     def exit(status=None):  # noqa: A001 - replaces sys.exit under its own name
         global _exit_error
         interactive = hasattr(sys, "ps1") or sys.flags.interactive
-        if status is not None and status != 0 and not interactive:
+        # In another thread, sys.exit ends that thread alone: the process goes on.
+        main = threading.current_thread() is threading.main_thread()
+        if status is not None and status != 0 and main and not interactive:
             _exit_error = f"sys.exit({status!r})"
         original(status)
 

@@ -463,9 +463,12 @@ class StagedBackend final : public Backend {
   void start_everything_called() {
     for (;;) {
       progress();
-      if (order_->idle()) return;
+      if (order_->idle()) break;
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+    // An operation that did not start here may have started on the peers: a split now would be
+    // matched with it there. Group formation turns this rank's error into every rank's.
+    order_->throw_if_broken();
   }
 
   std::unique_ptr<Backend> inner_;

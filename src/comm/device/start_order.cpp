@@ -104,8 +104,13 @@ void StartOrder::break_order_from(std::size_t from, const std::string& why) noex
   }
 }
 
-void StartOrder::throw_if_broken() const {
+void StartOrder::throw_if_broken_locked() const {
   if (!broken_.empty()) throw BackendError(broken_);
+}
+
+void StartOrder::throw_if_broken() {
+  std::lock_guard lock(mutex_);
+  throw_if_broken_locked();
 }
 
 void StartOrder::close(const char* why) noexcept {

@@ -47,7 +47,7 @@ class StartOrder {
   template <class F>
   bool start_if_idle(F&& start, std::unique_ptr<PendingOp>& op) {
     std::lock_guard lock(mutex_);
-    throw_if_broken();
+    throw_if_broken_locked();
     if (!waiting_.empty()) return false;
     op = std::forward<F>(start)();
     return true;
@@ -80,10 +80,13 @@ class StartOrder {
   /// True when no operation waits.
   bool idle();
 
+  /// Raises the reason the order was lost (see cancel()), if it was.
+  void throw_if_broken();
+
  private:
   /// Fails every waiting operation from position `from` on with `why`, and every later one.
   void break_order_from(std::size_t from, const std::string& why) noexcept;
-  void throw_if_broken() const;
+  void throw_if_broken_locked() const;
 
   std::mutex mutex_;  // held while a Ready or Start runs
   std::deque<std::shared_ptr<Ticket>> waiting_;

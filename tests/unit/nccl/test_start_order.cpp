@@ -169,6 +169,9 @@ TEST(StartOrder, AFailureGoesToItsOwnerAndNothingStartsInItsPlace) {
   EXPECT_EQ(collect_error(order, *later), why);
   EXPECT_THROW(order.start_if_idle([&] { return std::unique_ptr<PendingOp>(); }, op), BackendError);
   EXPECT_EQ(started, (std::vector<int>{0}));
+  EXPECT_THROW(order.throw_if_broken(), BackendError);  // a split would be matched wrongly too
+  StartOrder fine;
+  EXPECT_NO_THROW(fine.throw_if_broken());
 }
 
 TEST(StartOrder, AFailingStartLosesTheOrderToo) {

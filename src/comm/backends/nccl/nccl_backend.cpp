@@ -141,8 +141,8 @@ class NcclPendingOp final : public PendingOp {
 
   bool stream_wait(void* stream) override {
     // An aborted communicator's kernels stopped where they were: the stream must not go on as if
-    // the outputs were written.
-    ctx_->check_usable(op_);
+    // the outputs were written, unless this operation had completed before the abort.
+    if (cudaEventQuery(done_) != cudaSuccess) ctx_->check_usable(op_);
     const CallSite site{ctx_->rank(), op_};
     MCR_CUDA_CHECK(site, cudaStreamWaitEvent(caller_stream(stream), done_, 0));
     return true;
