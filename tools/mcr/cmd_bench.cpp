@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "mcr/bench.hpp"
 #include "mcr/comm.hpp"
+#include "refuse_flags.hpp"
 
 namespace mcr::cli {
 namespace {
@@ -107,25 +108,17 @@ bench::CompareOptions compare_options(const BenchFlags& f) {
 // every backend of the job, interleaved, for as many rounds as --reps and --precision ask, and
 // reports the slowest rank. Refused before anything starts rather than ignored.
 void refuse_for_compare(const CLI::App& cmd) {
-  for (const char* name : {"--backend", "--iters", "--min-time", "--time", "--csv"}) {
-    if (cmd.count(name) == 0) continue;
-    throw InvalidArgument(fmt::format(
-        "{} does not apply to --compare-auto, which times automatic selection against every "
-        "backend of the job, interleaved, for the rounds --reps and --precision ask, on the "
-        "slowest rank (--json gives its rows); drop {}",
-        name, name));
-  }
+  refuse_flags(cmd, {"--backend", "--iters", "--min-time", "--time", "--csv"},
+               "does not apply to --compare-auto, which times automatic selection against every "
+               "backend of the job, interleaved, for the rounds --reps and --precision ask, on "
+               "the slowest rank (--json gives its rows)");
 }
 
 // The flags only --compare-auto reads, refused in a plain sweep rather than ignored.
 void refuse_for_sweep(const CLI::App& cmd) {
-  for (const char* name : {"--reps", "--min-ratio", "--precision", "--extra-budget"}) {
-    if (cmd.count(name) == 0) continue;
-    throw InvalidArgument(
-        fmt::format("{} applies to --compare-auto only (a sweep times each point over --iters and "
-                    "--min-time); drop {} or add --compare-auto",
-                    name, name));
-  }
+  refuse_flags(cmd, {"--reps", "--min-ratio", "--precision", "--extra-budget"},
+               "applies to --compare-auto only (a sweep times each point over --iters and "
+               "--min-time; add --compare-auto to compare)");
 }
 
 // Automatic selection against every single backend, interleaved in one process: the ratio is the

@@ -17,6 +17,7 @@
 #include "mcr/gemmbench/request.hpp"
 #include "mcr/gemmbench/sweep.hpp"
 #include "output_path.hpp"
+#include "refuse_flags.hpp"
 
 namespace mcr::cli {
 namespace {
@@ -87,13 +88,9 @@ constexpr std::initializer_list<const char*> kMeasuringFlags = {"-m",
 // Flags that a mode would ignore are refused, naming the flag.
 void refuse_ignored(const CLI::App& cmd) {
   if (cmd.count("--input") > 0) {
-    for (const char* name : kMeasuringFlags) {
-      if (cmd.count(name) == 0) continue;
-      throw InvalidArgument(fmt::format(
-          "{} does not apply to --input, which reports the measurements saved in the file (only "
-          "--device, --compare and the output flags apply); drop {}",
-          name, name));
-    }
+    refuse_flags(cmd, kMeasuringFlags,
+                 "does not apply to --input, which reports the measurements saved in the file "
+                 "(only --device, --compare and the output flags apply)");
   }
   // The format flags set one field, in the order CLI11 defines them, not as typed: two of them
   // wrote CSV into a file named .json.

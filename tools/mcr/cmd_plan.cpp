@@ -17,6 +17,7 @@
 #include "mcr/plan/search.hpp"
 #include "plan_flags.hpp"
 #include "plan_print.hpp"
+#include "refuse_flags.hpp"
 #include "shape_options.hpp"
 
 namespace mcr::cli {
@@ -70,23 +71,14 @@ void refuse_ignored(const PlanArgs& a, const CLI::App& cmd) {
   }
   if (!a.validate.empty()) {
     // The runs of the file bring their own model, layout, system and device.
-    for (const CLI::Option* opt : cmd.get_options()) {
-      const std::string name = opt->get_name();
-      if (opt->count() == 0 || name == "--validate" || name == "--json" || name == "--help") {
-        continue;
-      }
-      throw InvalidArgument(fmt::format(
-          "{} does not apply to --validate: each run of the file gives its model, layout, system "
-          "and device; drop {}",
-          name, name));
-    }
+    refuse_all_but(cmd, {"--validate", "--json"},
+                   "does not apply to --validate: each run of the file gives its model, layout, "
+                   "system and device");
   }
-  if (cmd.count("--top") > 0 && !a.search && !a.advise) {
-    throw InvalidArgument("--top applies to --search and --advise (a plan has one layout)");
+  if (!a.search && !a.advise) {
+    refuse_flags(cmd, {"--top"}, "applies to --search and --advise (a plan has one layout)");
   }
-  if (cmd.count("--budget") > 0 && !a.advise) {
-    throw InvalidArgument("--budget applies to --advise (the shapes it may try)");
-  }
+  if (!a.advise) refuse_flags(cmd, {"--budget"}, "applies to --advise (the shapes it may try)");
 }
 
 void run(const PlanArgs& a, const CLI::App& cmd) {

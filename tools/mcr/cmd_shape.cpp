@@ -14,6 +14,7 @@
 #include "mcr/codesign/report.hpp"
 #include "mcr/codesign/shape_report.hpp"
 #include "mcr/errors.hpp"
+#include "refuse_flags.hpp"
 #include "shape_options.hpp"
 #include "shape_print.hpp"
 
@@ -35,22 +36,18 @@ struct ShapeOptions {
 // The advisor's flags do nothing without the advisor, and the CSV (one row per GEMM) holds
 // neither advice nor memory: such flags are refused, naming them, rather than ignored.
 void refuse_ignored(const ShapeOptions& o, const CLI::App& cmd) {
-  static constexpr std::array kAdvisorFlags = {"--budget", "--max-head-dim", "--min-head-dim",
-                                               "--top",    "--tp-sizes",     "--uncertainty"};
-  static constexpr std::array kMemoryFlags = {
-      "--pp", "--dp", "--zero", "--checkpoint-activations", "--sequence-parallel", "--gen-tokens"};
-  for (const char* name : kAdvisorFlags) {
-    if (cmd.count(name) > 0 && (o.no_advise || o.csv_out)) {
-      throw InvalidArgument(fmt::format("{} sets the shape advisor, which {} does not run; drop {}",
-                                        name, o.no_advise ? "--no-advise" : "--csv", name));
-    }
+  if (o.no_advise || o.csv_out) {
+    refuse_flags(
+        cmd,
+        {"--budget", "--max-head-dim", "--min-head-dim", "--top", "--tp-sizes", "--uncertainty"},
+        fmt::format("sets the shape advisor, which {} does not run",
+                    o.no_advise ? "--no-advise" : "--csv"));
   }
-  for (const char* name : kMemoryFlags) {
-    if (cmd.count(name) > 0 && o.csv_out) {
-      throw InvalidArgument(fmt::format(
-          "{} sets the memory estimate, which --csv (one row per GEMM) does not hold; drop {}",
-          name, name));
-    }
+  if (o.csv_out) {
+    refuse_flags(cmd,
+                 {"--pp", "--dp", "--zero", "--checkpoint-activations", "--sequence-parallel",
+                  "--gen-tokens"},
+                 "sets the memory estimate, which --csv (one row per GEMM) does not hold");
   }
 }
 

@@ -18,6 +18,7 @@
 #include "mcr/comm/selection.hpp"
 #include "mcr/errors.hpp"
 #include "output_path.hpp"
+#include "refuse_flags.hpp"
 #include "tune_print.hpp"
 
 namespace mcr::cli {
@@ -122,15 +123,6 @@ void tune(Communicator& world, const TuneFlags& f) {
 // The plot's format, before anything starts: the plot is drawn after minutes of measuring.
 void check_plot_option(const TuneFlags& f) {
   if (f.plot) check_plot_format(f.plot_format);
-}
-
-// Flags one mode of `mcr tune` does not read, refused there rather than ignored.
-void refuse_given(const CLI::App& cmd, std::initializer_list<const char*> names,
-                  std::string_view mode) {
-  for (const char* name : names) {
-    if (cmd.count(name) == 0) continue;
-    throw InvalidArgument(fmt::format("{} does not apply to {}; drop {}", name, mode, name));
-  }
 }
 
 // The flags of a measuring run: --refine and --validate read none of them.
@@ -240,24 +232,27 @@ void add_tune_command(CLI::App& app) {
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress lines on stderr");
   cmd->callback([opts, cmd] {
     if (!opts->validate.empty()) {
-      refuse_given(*cmd, kMeasuringFlags, "--validate, which checks a table file and exits");
-      refuse_given(*cmd,
+      refuse_flags(*cmd, kMeasuringFlags,
+                   "does not apply to --validate, which checks a table file and exits");
+      refuse_flags(*cmd,
                    {"--refine", "--from-trace", "--min-ops", "--hysteresis", "--output", "--plot",
                     "--plot-format"},
-                   "--validate, which checks a table file and exits");
+                   "does not apply to --validate, which checks a table file and exits");
       exit_code() = validate_table_file(opts->validate);
       return;
     }
     if (!opts->refine.empty()) {
-      refuse_given(*cmd, kMeasuringFlags,
-                   "--refine, which rebuilds a table's entries from traces without measuring");
+      refuse_flags(*cmd, kMeasuringFlags,
+                   "does not apply to --refine, which rebuilds a table's entries from traces "
+                   "without measuring");
       refine(*opts, *cmd);
       return;
     }
     if (!opts->from_traces.empty()) {
       throw InvalidArgument("--from-trace is read by --refine only: name the table to refine");
     }
-    refuse_given(*cmd, {"--min-ops"}, "a measuring run (--min-ops is read by --refine only)");
+    refuse_flags(*cmd, {"--min-ops"},
+                 "does not apply to a measuring run (--min-ops is read by --refine only)");
     if (cmd->count("--in-flight") > 0 && parse_forms(*opts) == std::vector{CallForm::sync}) {
       throw InvalidArgument(
           "--in-flight applies to the async form only (sync calls are timed one at a time): add "
