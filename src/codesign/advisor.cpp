@@ -22,7 +22,7 @@ std::string describe_changes(const ModelShape& from, const ModelShape& to) {
   std::string s;
   const bool both_mha = (from.kv_heads() == from.a && to.kv_heads() == to.a) ||
                         (from.kv_heads() == 1 && to.kv_heads() == 1);
-  for (const char* field : {"h", "a", "a_kv", "L", "d_ff", "v"}) {
+  for (const char* field : {"h", "a", "a_kv", "L", "d_ff", "d_ff_expert", "v"}) {
     if (both_mha && std::string(field) == "a_kv") continue;  // follows a
     const std::int64_t x = get_dimension(from, field);
     const std::int64_t y = get_dimension(to, field);
@@ -35,7 +35,7 @@ int count_changes(const ModelShape& from, const ModelShape& to) {
   int n = 0;
   const bool both_mha = from.kv_heads() == from.a && to.kv_heads() == to.a;
   const bool both_mqa = from.kv_heads() == 1 && to.kv_heads() == 1;
-  for (const char* field : {"h", "a", "a_kv", "L", "d_ff", "v"}) {
+  for (const char* field : {"h", "a", "a_kv", "L", "d_ff", "d_ff_expert", "v"}) {
     if ((both_mha || both_mqa) && std::string(field) == "a_kv") continue;  // follows a
     if (get_dimension(from, field) != get_dimension(to, field)) ++n;
   }
@@ -90,6 +90,8 @@ void set_dimension(ModelShape& m, const std::string& field, std::int64_t value) 
     m.b = value;
   else if (field == "d_ff")
     m.d_ff = value;
+  else if (field == "d_ff_expert")
+    m.d_ff_expert = value;
   else if (field == "t")
     m.t = value;
   else if (field == "experts")
@@ -97,9 +99,10 @@ void set_dimension(ModelShape& m, const std::string& field, std::int64_t value) 
   else if (field == "top_k")
     m.top_k = value;
   else {
-    throw InvalidArgument(fmt::format(
-        "dimension '{}' is not known: use h, a, a_kv, L, v, s, b, d_ff, t, experts or top_k",
-        field));
+    throw InvalidArgument(
+        fmt::format("dimension '{}' is not known: use h, a, a_kv, L, v, s, b, d_ff, d_ff_expert, "
+                    "t, experts or top_k",
+                    field));
   }
 }
 
@@ -112,11 +115,14 @@ std::int64_t get_dimension(const ModelShape& m, const std::string& field) {
   if (field == "s") return m.s;
   if (field == "b") return m.b;
   if (field == "d_ff") return m.d_ff;
+  if (field == "d_ff_expert") return m.d_ff_expert;
   if (field == "t") return m.t;
   if (field == "experts") return m.experts;
   if (field == "top_k") return m.top_k;
-  throw InvalidArgument(fmt::format(
-      "dimension '{}' is not known: use h, a, a_kv, L, v, s, b, d_ff, t, experts or top_k", field));
+  throw InvalidArgument(
+      fmt::format("dimension '{}' is not known: use h, a, a_kv, L, v, s, b, d_ff, d_ff_expert, t, "
+                  "experts or top_k",
+                  field));
 }
 
 Uncertainty advisor_uncertainty(const DeviceSpec& device, std::optional<double> given) {
@@ -167,7 +173,12 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
   const auto base_findings = check_guidelines(model, device, base, false);
   advice.tp_sizes = usable_tp_sizes(model, o.tp_sizes);
 
-  const double ff_ratio = static_cast<double>(model.d_ff) / static_cast<double>(model.h);
+  // The MLP width the most layers use is the one varied: a MoE model with its own expert width
+  // runs its d_ff in its leading dense layers at most (none in Qwen3-MoE), so varying d_ff there
+  // tried shapes with the same GEMMs and never the experts' width.
+  const bool vary_expert_width = model.is_moe() && model.d_ff_expert > 0;
+  const std::int64_t ff_width = vary_expert_width ? model.d_ff_expert : model.d_ff;
+  const double ff_ratio = static_cast<double>(ff_width) / static_cast<double>(model.h);
   const std::int64_t h_base = std::max<std::int64_t>(64, (model.h + 32) / 64 * 64);
   // Padded so that each tensor-parallel rank's share of the logits stays aligned (as Megatron pads
   // to its divisor times t).
@@ -181,7 +192,7 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
     for (const std::int64_t h : hs) {
       if (h <= 0) continue;
       std::set<std::int64_t> ffs;
-      if (h == model.h) ffs.insert(model.d_ff);
+      if (h == model.h) ffs.insert(ff_width);
       const auto ff_base =
           static_cast<std::int64_t>(std::llround(ff_ratio * static_cast<double>(h) / 64.0)) * 64;
       for (int fi = -o.ffn_steps; fi <= o.ffn_steps; ++fi) {
@@ -205,7 +216,7 @@ Advice advise(const ModelShape& model, const DeviceSpec& device, const AdvisorOp
               c.a = a;
               c.a_kv = kv;
               c.d_head = 0;
-              c.d_ff = ff;
+              (vary_expert_width ? c.d_ff_expert : c.d_ff) = ff;
               set_layers(c, L);
               c.v = v;
               const double params = count_parameters(c).total;

@@ -64,7 +64,8 @@ void add_shape_sweep_command(CLI::App* shape) {
   sw->add_option("--device", sopts->device, "catalog name or device JSON file")
       ->capture_default_str();
   sw->add_flag("--training", sopts->training, "include backward GEMMs");
-  sw->add_option("--vary", sopts->field, "h, a, a_kv, L, v, s, b, d_ff, t, experts, top_k")
+  sw->add_option("--vary", sopts->field,
+                 "h, a, a_kv, L, v, s, b, d_ff, d_ff_expert, t, experts, top_k")
       ->capture_default_str();
   auto* from = sw->add_option("--from", sopts->from, "first value (default: the model's)");
   auto* to = sw->add_option("--to", sopts->to, "last value, inclusive (default: --from)");

@@ -251,5 +251,28 @@ TEST(Sweep, AHiddenSizeWhose4hOverflowsIsNamed) {
       << points[0].reason;
 }
 
+// A MoE model with its own expert width runs d_ff in no layer (no leading dense layers here): the
+// advisor varied d_ff, which changes no GEMM, and never the experts' width of 14300 (not a multiple
+// of 64, so every expert GEMM pays for it).
+TEST(Advisor, AMoeModelsExpertWidthIsTheWidthVaried) {
+  ModelShape m = load_preset("mixtral-8x7b");
+  m.d_ff_expert = 14300;
+  ASSERT_EQ(m.dense_layers, 0);
+  AdvisorOptions o;
+  o.hidden_steps = 1;
+  o.layer_steps = 0;
+  Advice advice;
+  ASSERT_NO_THROW(advice = advise(m, device_from_catalog("h100-sxm"), o));
+  bool expert_width_fixed = false;
+  for (const auto& c : advice.candidates) {
+    EXPECT_EQ(c.shape.d_ff, m.d_ff) << c.changes;
+    if (c.fields_changed == 1 && c.shape.d_ff_expert % 64 == 0 &&
+        c.changes.starts_with("d_ff_expert 14300->")) {
+      expert_width_fixed = true;
+    }
+  }
+  EXPECT_TRUE(expert_width_fixed) << "no candidate changes d_ff_expert alone to a multiple of 64";
+}
+
 }  // namespace
 }  // namespace mcr::codesign
