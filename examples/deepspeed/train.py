@@ -1,9 +1,10 @@
 """Trains the GPT-style model of model.py with DeepSpeed on the CPU, over torch's gloo or mcr.
 
-    mpirun -np 2 python3 examples/deepspeed/train.py --dist mcr-auto --zero 3 --steps 20
-    mpirun -np 4 python3 examples/deepspeed/train.py --dist mcr-auto --moe 4 --ep 4 --zero 2
-    mpirun -np 2 python3 examples/deepspeed/train.py --dist torch-gloo --pipe 2
-    torchrun --standalone --nproc_per_node 2 --redirects 1 --tee 1 \\
+    export PYTHONPATH=build/python:examples/deepspeed   # .venv/bin/python: torch and DeepSpeed
+    mpirun -np 2 .venv/bin/python examples/deepspeed/train.py --dist mcr-auto --zero 3 --steps 20
+    mpirun -np 4 .venv/bin/python examples/deepspeed/train.py --dist mcr-auto --moe 4 --ep 4 --zero 2
+    mpirun -np 2 .venv/bin/python examples/deepspeed/train.py --dist torch-gloo --pipe 2
+    .venv/bin/torchrun --standalone --nproc_per_node 2 --redirects 1 --tee 1 \\
         examples/deepspeed/train.py --dist mcr-auto --zero 3
 
 --dist torch-gloo   torch.distributed's own gloo backend (the baseline)

@@ -1,7 +1,7 @@
 """DLRM-style training step: embedding tables sharded over ranks (model parallel, exchanged with
 all_to_all), bottom and top MLPs replicated with DDP (data parallel).
 
-    mpirun -np 2 python3 examples/torch/dlrm.py --dist mcr-auto --steps 20
+    PYTHONPATH=build/python mpirun -np 2 .venv/bin/python examples/torch/dlrm.py --dist mcr-auto --steps 20
 
 Each rank owns TABLES_PER_RANK tables. Forward: every rank sends the indices of its local batch
 for table t to t's owner (all_to_all), owners look them up, and the embeddings go back to the

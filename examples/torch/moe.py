@@ -1,7 +1,7 @@
 """MoE transformer block with expert parallelism: one expert per rank, tokens dispatched to their
 expert and combined back with all_to_all; attention, norms and the gate replicated with DDP.
 
-    mpirun -np 2 python3 examples/torch/moe.py --dist mcr-auto --steps 20
+    PYTHONPATH=build/python mpirun -np 2 .venv/bin/python examples/torch/moe.py --dist mcr-auto --steps 20
 
 Top-1 routing with a fixed capacity per expert (tokens over capacity are dropped, as in
 Switch/DeepSpeed-MoE), so every all_to_all has equal splits.
