@@ -51,6 +51,10 @@ class MpiExchange final : public Exchange {
 }  // namespace
 
 std::unique_ptr<Exchange> MpiLaunch::world_exchange(const LaunchInfo& launch) {
+  // Only an MPI launcher's world is the job's. Under torchrun-style variables (or srun without
+  // PMI) MPI_Init would form a world of one, and MPI the application brought up itself (mpi4py
+  // imported under torchrun) is one already: checked first, as that case is initialized too.
+  if (!launch.mpi_world && launch.launcher != Launcher::single) return nullptr;
   int init = 0;
   int fin = 0;
   MCR_MPI_CHECK(MPI_Initialized(&init));
@@ -67,9 +71,6 @@ std::unique_ptr<Exchange> MpiLaunch::world_exchange(const LaunchInfo& launch) {
         to_string(launch.launcher)));
   }
   if (!init) {
-    // Under torchrun-style variables (or srun without PMI) MPI_Init would form a wrong world of
-    // one; a process started alone is a genuine world of one.
-    if (!launch.mpi_world && launch.launcher != Launcher::single) return nullptr;
     int provided = 0;
     // One thread at a time enters MPI, not always the same one: a binding may run an operation on
     // the thread that asked for it while its communication thread is idle (src/torch). Gloo and
