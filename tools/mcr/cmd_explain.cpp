@@ -18,11 +18,12 @@ struct ExplainOptions {
   std::string op;
   std::string bytes;
   std::string dtype = "fp32";
-  int ranks = 0;
+  int ranks = 0;  // 0: not given, the job's world size
   std::string reduce = "sum";
   std::string device = "cpu";
   bool async = false;
   bool json = false;
+  bool ranks_given = false;  // --ranks 0 was read as "not given"
 };
 
 void run_explain(const ExplainOptions& o) {
@@ -42,7 +43,7 @@ void run_explain(const ExplainOptions& o) {
   } else if (o.device != "cpu") {
     throw InvalidArgument(fmt::format("--device '{}': must be cpu or cuda", o.device));
   }
-  if (o.ranks < 0) throw InvalidArgument(fmt::format("--ranks {}: must be >= 1", o.ranks));
+  if (o.ranks_given && o.ranks < 1) throw InvalidArgument(fmt::format("--ranks {}: must be >= 1", o.ranks));
   Communicator world = init();
   const int ranks = o.ranks > 0 ? o.ranks : world.size();
   // The world itself when asked about its size: its selector, its hosts x ranks per host. Another
@@ -130,7 +131,10 @@ void add_explain_command(CLI::App& app) {
   cmd->add_flag("--async", opts->async,
                 "the asynchronous (i*) form of the call: a table may hold entries per form");
   cmd->add_flag("--json", opts->json, "print JSON");
-  cmd->callback([opts] { run_explain(*opts); });
+  cmd->callback([opts, cmd] {
+    opts->ranks_given = cmd->count("--ranks") > 0;
+    run_explain(*opts);
+  });
 }
 
 }  // namespace mcr::cli
