@@ -57,10 +57,12 @@ struct Member {
     auto it = seq_of_collective.find(c);
     return it == seq_of_collective.end() ? nullptr : &ops.at(it->second);
   }
-  std::uint64_t first_unfinished_collective() const {
-    for (const auto& [c, seq] : seq_of_collective)
-      if (ops.at(seq).state != "completed") return c;
-    return collectives;
+  // The first collective at index `from` or later that this member has not completed (or not
+  // reached: `collectives` then).
+  std::uint64_t first_unfinished_collective(std::uint64_t from = 0) const {
+    for (auto it = seq_of_collective.lower_bound(from); it != seq_of_collective.end(); ++it)
+      if (ops.at(it->second).state != "completed") return it->first;
+    return std::max(from, collectives);
   }
   std::string last_issued() const {
     if (issued == 0) return "issued nothing";
@@ -229,38 +231,65 @@ json analyse(const Group& g) {
   }
   // The first unfinished collective of the group: the earliest collective some member has not
   // completed (or not reached). Collectives are matched by their index among the collectives.
-  std::uint64_t stuck = ~std::uint64_t{0};
   std::uint64_t most = 0;
-  for (const auto& [r, m] : g.members) {
-    stuck = std::min(stuck, m.first_unfinished_collective());
+  for (const auto& [r, m] : g.members)
     most = std::max(most, m.collectives);
-  }
-  if (!g.members.empty() && stuck < most) {
+  const auto first_unfinished = [&](std::uint64_t from) {
+    std::uint64_t c = ~std::uint64_t{0};
+    for (const auto& [r, m] : g.members)
+      c = std::min(c, m.first_unfinished_collective(from));
+    return c;
+  };
+  // Who reached collective `c` and how far each got.
+  struct Standing {
     const Op* what = nullptr;
     json never_reached = json::array(), never_completed = json::array(), completed = json::array();
+  };
+  const auto standing = [&](std::uint64_t c) {
+    Standing s;
     for (const auto& [r, m] : g.members) {
       const json who{{"group_rank", r}, {"world_rank", g.world_of(r)}};
-      if (m.collectives <= stuck) {
+      if (m.collectives <= c) {
         json w = who;
         w["last_issued"] = m.last_issued();
-        never_reached.push_back(w);
+        s.never_reached.push_back(w);
         continue;
       }
-      const Op* op = m.collective(stuck);
+      const Op* op = m.collective(c);
       if (op == nullptr) continue;  // beyond this member's ring
-      if (what == nullptr) what = op;
+      if (s.what == nullptr) s.what = op;
       json w = who;
       w["state"] = op->state;
       w["seq"] = op->seq;
-      (op->state == "completed" ? completed : never_completed).push_back(w);
+      (op->state == "completed" ? s.completed : s.never_completed).push_back(w);
     }
-    out["stuck"] = {{"seq", what ? json(what->seq) : json(stuck)},
+    return s;
+  };
+  std::uint64_t stuck = first_unfinished(0);
+  if (!g.members.empty() && stuck < most) {
+    Standing s = standing(stuck);
+    // An asynchronous operation's record moves on only when its own handle is polled: one that
+    // every member reached and some member completed was delivered by its library, and the others'
+    // "started" is the record lagging behind a later call they block in. The first collective
+    // past it that is unfinished is the one to explain (where some member never reached it).
+    for (std::uint64_t c = stuck; c < most;) {
+      Standing here = standing(c);
+      if (!here.never_reached.empty() || here.completed.empty()) {
+        if (c != stuck) {
+          stuck = c;
+          s = std::move(here);
+        }
+        break;
+      }
+      c = first_unfinished(c + 1);
+    }
+    out["stuck"] = {{"seq", s.what ? json(s.what->seq) : json(stuck)},
                     {"collective", stuck},
                     {"name", name_collective(g, stuck)},
-                    {"op", what ? json(what->describe()) : json(nullptr)},
-                    {"never_reached", never_reached},
-                    {"never_completed", never_completed},
-                    {"completed", completed}};
+                    {"op", s.what ? json(s.what->describe()) : json(nullptr)},
+                    {"never_reached", s.never_reached},
+                    {"never_completed", s.never_completed},
+                    {"completed", s.completed}};
   }
   // Send/recv that never completed: each involves one peer, so they are listed, not matched.
   for (const auto& [r, m] : g.members) {

@@ -8,7 +8,11 @@
 # broadcast is collective #1 everywhere, rank 2 never reached it (it waits in a recv), and no
 # divergence is seen where the numbers differ. In LATER_DIR (later_only/) rank 1's record file is
 # missing (its writer was killed before renaming it into place) and its earliest later dump
-# (later-1) stands in; later-2 is not read. -DMCR -DDIR -DBACKEND_DIR -DP2P_DIR -DLATER_DIR
+# (later-1) stands in; later-2 is not read. In STALE_DIR (stale_async/) ranks 0 and 1 issued an
+# iall_reduce, then a blocking all_reduce they time out in; rank 2 completed the iall_reduce and
+# issued nothing more. Ranks 0 and 1 never polled the iall_reduce's handle, so their records still
+# say "started": the doctor named that collective, every rank having reached it, and no laggard.
+# -DMCR -DDIR -DBACKEND_DIR -DP2P_DIR -DLATER_DIR -DSTALE_DIR
 execute_process(COMMAND ${MCR} doctor ${DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
 message(STATUS "mcr doctor:\n${doc}")
 if(NOT rc EQUAL 0)
@@ -52,4 +56,13 @@ if(NOT rc EQUAL 0 OR NOT doc MATCHES "2 flight record\\(s\\)"
    OR NOT doc MATCHES "world rank 1 on [^\n]*: SIGTERM"
    OR NOT doc MATCHES "ranks diverge at sequence #0:")
   message(FATAL_ERROR "mcr doctor does not read rank 1's earliest later dump (rc ${rc})")
+endif()
+# An asynchronous collective every rank reached and one completed is not where the job waits.
+execute_process(COMMAND ${MCR} doctor ${STALE_DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
+message(STATUS "mcr doctor (unpolled async):\n${doc}")
+if(NOT rc EQUAL 0
+   OR NOT doc MATCHES "first unfinished operation: sequence #1: all_reduce fp32 x4 \\(16 B\\) on gloo, sync"
+   OR NOT doc MATCHES "never reached by: rank 2 \\(world rank 2"
+   OR NOT doc MATCHES "laggards [^\n]*: world rank\\(s\\) 2\n")
+  message(FATAL_ERROR "mcr doctor blames the ranks waiting, not rank 2 (rc ${rc})")
 endif()
