@@ -43,7 +43,8 @@ void run_explain(const ExplainOptions& o) {
   } else if (o.device != "cpu") {
     throw InvalidArgument(fmt::format("--device '{}': must be cpu or cuda", o.device));
   }
-  if (o.ranks_given && o.ranks < 1) throw InvalidArgument(fmt::format("--ranks {}: must be >= 1", o.ranks));
+  if (o.ranks_given && o.ranks < 1)
+    throw InvalidArgument(fmt::format("--ranks {}: must be >= 1", o.ranks));
   Communicator world = init();
   const int ranks = o.ranks > 0 ? o.ranks : world.size();
   // The world itself when asked about its size: its selector, its hosts x ranks per host. Another

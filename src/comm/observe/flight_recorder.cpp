@@ -120,6 +120,23 @@ void create_dir(const std::string& dir) {
   }
 }
 
+// A directory kept from job to job (the usual job script) holds the last job's records: `mcr
+// doctor` merged a stale record of this rank with the others (standing in for a rank killed
+// before it wrote, or a group of another size). This process's own are removed once, when its
+// records are first placed; a rank that never gets this far leaves its old one, which the doctor
+// tells apart by its pid and time only.
+void remove_own_records(const std::string& dir, int world_rank) {
+  const std::string record = fmt::format("flight-rank{}.json", world_rank);
+  const std::string later = fmt::format("flight-rank{}.later-", world_rank);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == record || (name.starts_with(later) && name.ends_with(".json"))) {
+      std::filesystem::remove(e.path(), ec);
+    }
+  }
+}
+
 }  // namespace
 
 void check_flight_env() {
@@ -141,6 +158,7 @@ const FlightConfig& flight_config() {
     }
     if (!f.dir.empty()) {
       create_dir(f.dir);
+      remove_own_records(f.dir, f.world_rank);
       f.path = fmt::format("{}/flight-rank{}.json", f.dir, f.world_rank);
     }
     advance_flight_clock();
