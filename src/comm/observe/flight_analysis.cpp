@@ -95,6 +95,23 @@ struct Job {
   std::map<std::uint64_t, Group> groups;
 };
 
+// A snapshot of a live job (SIGUSR1, dump_flight_record() without a path) explains no failure.
+bool is_snapshot_reason(std::string_view reason) {
+  return reason == "SIGUSR1" || reason == "on demand";
+}
+
+// Whether the record at `path` explains a failure: not a snapshot, and it holds a communicator.
+// Unreadable files do not (the reading below names them).
+bool explains_a_failure(const std::filesystem::path& path) {
+  try {
+    std::ifstream in(path);
+    const json j = json::parse(in);
+    return !is_snapshot_reason(j.at("reason").get<std::string>()) && !j.at("communicators").empty();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 Job load(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -110,7 +127,7 @@ Job load(const std::string& dir) {
            std::all_of(t.begin(), t.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
   };
   std::map<int, fs::path> records;
-  std::map<int, std::pair<int, fs::path>> earliest_later;  // rank -> (k, path)
+  std::map<int, std::map<int, fs::path>> later_dumps;  // rank -> k -> path
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (!e.is_regular_file() || !name.starts_with("flight-rank") || !name.ends_with(".json")) {
@@ -129,13 +146,25 @@ Job load(const std::string& dir) {
     }
     const std::string_view k = rest.substr(dot + std::string_view(".later-").size());
     if (!digits(k)) continue;
-    const int later = std::stoi(std::string(k));
-    auto it = earliest_later.find(r);
-    if (it == earliest_later.end() || later < it->second.first)
-      earliest_later[r] = {later, e.path()};
+    later_dumps[r][std::stoi(std::string(k))] = e.path();
   }
-  for (const auto& [r, later] : earliest_later)
-    records.emplace(r, later.second);  // only where the record itself is missing
+  for (const auto& [r, later] : later_dumps) {
+    auto it = records.find(r);
+    if (it == records.end()) {
+      records.emplace(r, later.begin()->second);  // the earliest, where the record is missing
+      continue;
+    }
+    // A failure that came while a snapshot was being written to the record file went beside it,
+    // and the snapshot then took the record file: the earliest later dump that explains a
+    // failure stands in for a snapshot.
+    if (explains_a_failure(it->second)) continue;
+    for (const auto& [k, path] : later) {
+      if (explains_a_failure(path)) {
+        it->second = path;
+        break;
+      }
+    }
+  }
   std::vector<fs::path> files;
   for (const auto& [r, path] : records)
     files.push_back(path);
