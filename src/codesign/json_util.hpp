@@ -2,10 +2,14 @@
 #pragma once
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
@@ -53,6 +57,22 @@ template <typename T>
 void optional(const nlohmann::json& j, const char* field, const std::string& context, T& out) {
   if (j.is_object() && j.contains(field) && !j.at(field).is_null()) {
     out = required<T>(j, field, context);
+  }
+}
+
+// A misspelt key read loosely ("microbatch", "compute_eficiency") would take that field's default,
+// and the result would pass as the model's: every key must be one the reader knows.
+inline void refuse_unknown_keys(const nlohmann::json& j,
+                                std::initializer_list<std::string_view> known,
+                                const std::string& context) {
+  if (!j.is_object()) {
+    throw InvalidArgument(fmt::format("{} must be an object, not {}", context, j.dump()));
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      throw InvalidArgument(
+          fmt::format("{}: unknown field '{}' (known: {})", context, key, fmt::join(known, ", ")));
+    }
   }
 }
 

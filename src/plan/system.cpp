@@ -42,6 +42,8 @@ Link link_from_json(const nlohmann::json& j, const std::string& field) {
     throw InvalidArgument(fmt::format("system field '{}' must be an object", field));
   Link l;
   const std::string context = fmt::format("system field '{}'", field);
+  codesign::detail::refuse_unknown_keys(
+      j, {"bandwidth_gbs", "latency_us", "efficiency", "topology"}, context);
   codesign::detail::optional(j, "bandwidth_gbs", context, l.bandwidth_gbs);
   codesign::detail::optional(j, "latency_us", context, l.latency_us);
   codesign::detail::optional(j, "efficiency", context, l.efficiency);
@@ -137,6 +139,11 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
   using codesign::detail::optional;
   if (!j.is_object()) throw InvalidArgument("a system must be a JSON object");
   const std::string context = "system";
+  codesign::detail::refuse_unknown_keys(
+      j,
+      {"name", "description", "device", "nodes", "gpus_per_node", "compute_efficiency",
+       "stream_efficiency", "dtype_efficiency", "elementwise_ns", "intra", "inter", "sources"},
+      context);
   optional(j, "name", context, s.name);
   optional(j, "description", context, s.description);
   optional(j, "device", context, s.device);
@@ -150,6 +157,7 @@ void from_json(const nlohmann::json& j, SystemSpec& s) {
       throw InvalidArgument("system field 'elementwise_ns' must be an object");
     for (const auto& [cls, r] : j.at("elementwise_ns").items()) {
       const std::string where = fmt::format("system field 'elementwise_ns.{}'", cls);
+      codesign::detail::refuse_unknown_keys(r, {"forward", "backward"}, where);
       ElementwiseRate rate{0, 0};
       optional(r, "forward", where, rate.forward_ns);
       optional(r, "backward", where, rate.backward_ns);

@@ -20,21 +20,7 @@ namespace mcr::plan {
 namespace {
 
 using codesign::detail::optional;
-
-// A misspelt key ("microbatch") read loosely would plan the run with that field's default, and the
-// error would pass as the planner's: every key must be one the reader knows.
-void refuse_unknown_keys(const nlohmann::json& j, std::initializer_list<std::string_view> known,
-                         const char* context) {
-  if (!j.is_object()) {
-    throw InvalidArgument(fmt::format("{} must be an object, not {}", context, j.dump()));
-  }
-  for (const auto& [key, value] : j.items()) {
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      throw InvalidArgument(
-          fmt::format("{}: unknown field '{}' (known: {})", context, key, fmt::join(known, ", ")));
-    }
-  }
-}
+using codesign::detail::refuse_unknown_keys;
 
 template <typename Enum>
 Enum read_name(const nlohmann::json& j, const char* field, const std::string& context,
@@ -163,7 +149,15 @@ std::vector<PublishedRun> load_published_runs(const std::filesystem::path& path)
   std::vector<PublishedRun> runs;
   try {
     const auto j = nlohmann::json::parse(in);
+    refuse_unknown_keys(j, {"description", "runs"}, "validation file");
+    std::size_t index = 0;
     for (const auto& r : j.at("runs")) {
+      const std::string context = fmt::format("runs[{}]", index++);
+      // A misspelt "system" planned the run on the default system, and the error was measured
+      // against the wrong machine.
+      refuse_unknown_keys(
+          r, {"name", "source", "system", "model", "layout", "options", "assumptions", "published"},
+          context);
       PublishedRun p;
       p.name = r.at("name").get<std::string>();
       p.source = r.at("source").get<std::string>();
@@ -176,6 +170,8 @@ std::vector<PublishedRun> load_published_runs(const std::filesystem::path& path)
         p.assumptions = r.at("assumptions").get<std::vector<std::string>>();
       }
       const auto& pub = r.at("published");
+      refuse_unknown_keys(pub, {"step_time_s", "tflops_per_gpu", "tokens_per_s_per_gpu"},
+                          fmt::format("run '{}': published", p.name));
       p.step_time_s = pub.value("step_time_s", 0.0);
       p.tflops_per_gpu = pub.value("tflops_per_gpu", 0.0);
       p.tokens_per_s_per_gpu = pub.value("tokens_per_s_per_gpu", 0.0);

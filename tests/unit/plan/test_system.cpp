@@ -116,6 +116,22 @@ TEST(PlanSystem, FieldsOfTheWrongTypeOrRangeAreNamed) {
           "field 'nodes' = 3000000000 is out of range");
   refused(R"("nodes": 2, "gpus_per_node": 8, "compute_efficiency": "high")",
           "field 'compute_efficiency'");
+  // A misspelt key took its field's default (efficiency 1.0: every GEMM 25% faster), unseen.
+  refused(R"("nodes": 2, "gpus_per_node": 8, "compute_eficiency": 0.8)",
+          "system: unknown field 'compute_eficiency'");
+  {
+    std::ofstream out(path);
+    out << R"({"name": "x", "device": "a100-80gb", "nodes": 2, "gpus_per_node": 8,
+              "intra": {"bandwidth_gbs": 100, "latency": 5}, "inter": {"bandwidth_gbs": 10}})";
+  }
+  try {
+    load_system(path);
+    ADD_FAILURE() << "intra.latency accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("system field 'intra': unknown field 'latency'"),
+              std::string::npos)
+        << e.what();
+  }
   std::remove(path.c_str());
 }
 

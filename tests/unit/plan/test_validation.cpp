@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -153,6 +155,37 @@ TEST(PlanValidation, LayoutAndOptionsAreReadStrictly) {
   EXPECT_NE(error_of(options, {{"bucket_mb", 25}}).find("options: unknown field 'bucket_mb'"),
             std::string::npos);
   EXPECT_DOUBLE_EQ(options_from_json({{"dp_bucket_mb", 40}}).dp_bucket_bytes, 40e6);
+}
+
+// A run's own keys too: "sytem" planned the run on the default dgx-a100 and measured the error
+// against the wrong machine; "option" dropped the run's options.
+TEST(PlanValidation, RunKeysAreReadStrictly) {
+  const std::string path = ::testing::TempDir() + "runs-misspelt.json";
+  const auto error_of = [&](const std::string& key, const std::string& published) {
+    {
+      std::ofstream out(path);
+      out << R"({"runs": [{"name": "r", "source": "s", )" << key << R"(, "model": )"
+          << R"({"h": 1024, "a": 16, "L": 4, "v": 32000, "s": 2048}, )"
+          << R"("layout": {"gpus": 8, "tp": 8, "micro_batch": 1, "global_batch": 8}, )"
+          << R"("published": )" << published << "}]}";
+    }
+    try {
+      load_published_runs(path);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_of(R"("system": "dgx-h100")", R"({"step_time_s": 1})"), "");
+  EXPECT_NE(error_of(R"("sytem": "dgx-h100")", R"({"step_time_s": 1})")
+                .find("runs[0]: unknown field 'sytem'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"("option": {})", R"({"step_time_s": 1})").find("unknown field 'option'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"("system": "dgx-h100")", R"({"step_time_s": 1, "tflops": 100})")
+                .find("run 'r': published: unknown field 'tflops'"),
+            std::string::npos);
+  std::remove(path.c_str());
 }
 
 // A plan's JSON layout reads back as the same layout: a dense model's etp is 0 (it was tp, which
