@@ -181,13 +181,15 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
             .time_s;
   }
   b.dp_comm = dp_exposed;
-  // Adam on the local shard: read the gradient, master, m and v; write master, m, v and the
-  // low-precision weights.
+  // The optimizer on the local shard: read the gradient and its states (Adam: master, m and v, 12
+  // bytes), write the states and the low-precision weights. The states' bytes are the option's,
+  // as in memory (24 fixed priced Adam for --optimizer-bytes 6 or 0 too).
   const bool shard = l.zero >= 1 || l.distributed_optimizer;
   const double local = params.dense / (shard ? l.dense_replicas() : 1) +
                        params.expert / (shard ? std::max(1, l.expert_replicas()) : 1);
-  b.optimizer =
-      detail::kernel_time("optimizer", false, local * (grad + e + 24), local, 4, device, sys);
+  b.optimizer = detail::kernel_time("optimizer", false,
+                                    local * (grad + e + 2 * options.optimizer_bytes_per_param),
+                                    local, 4, device, sys);
 
   r.step_time_s = b.total();
   r.bubble_fraction = bubble_fraction(l.pp, l.microbatches(), l.interleave);
