@@ -136,9 +136,11 @@ SearchResult search_layouts(const codesign::ModelShape& model, const codesign::D
       ++out.out_of_memory;
       too_big.push_back(std::move(r));
     }
-    // Bound the kept lists while searching large spaces.
-    if (static_cast<int>(fits.size()) > 4 * std::max(top, 16)) keep_top(fits, top);
-    if (static_cast<int>(too_big.size()) > 4 * std::max(top, 16)) keep_top(too_big, top);
+    // Bound the kept lists while searching large spaces (in size_t: 4 x a --top near INT_MAX
+    // overflowed an int).
+    const std::size_t bound = 4 * static_cast<std::size_t>(std::max(top, 16));
+    if (fits.size() > bound) keep_top(fits, top);
+    if (too_big.size() > bound) keep_top(too_big, top);
   };
   Layout l;  // the fields the space pins
   l.gpus = gpus;
