@@ -165,9 +165,14 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
       }
     }
     out.exposed = reduce_exposed() + gather_exposed;
+  } else if (l.zero == 2) {
+    // ZeRO 2 keeps only its shard of the gradients (as memory prices it), so it reduce-scatters
+    // them after every microbatch's backward pass, as DeepSpeed's stage 2 does at each micro-step,
+    // each behind that pass at most (ZeRO 2 excludes pipelining: no interleaving here).
+    out.exposed = mb * reduce_exposed() + gather;
   } else {
     // Bucketed reduction overlaps the backward pass of the last microbatch; the parameter
-    // all-gather after the optimizer step (ZeRO 1, 2) waits for it.
+    // all-gather after the optimizer step (ZeRO 1) waits for it.
     out.exposed = reduce_exposed() + gather;
   }
   return out;

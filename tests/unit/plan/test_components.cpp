@@ -168,6 +168,29 @@ TEST(PlanBuckets, ResultSaysWhichBucketsWerePriced) {
   EXPECT_TRUE(per_microbatch);
 }
 
+// ZeRO 2 keeps only its shard of the gradients, so it reduce-scatters them after every microbatch,
+// as DeepSpeed's stage 2 does at each micro-step: 8 microbatches at dp 2 pay 8 reduce-scatters and
+// the weights' all-gather, ZeRO 1 one and one (equal bytes, fp16 gradients and weights; no
+// latency, no overlap). Before, ZeRO 2 was priced as ZeRO 1 while its memory assumed this.
+TEST(PlanBuckets, ZeroTwoReducesEveryMicrobatch) {
+  const auto m = gpt();
+  const SystemSpec sys = round_system();
+  Layout l;
+  l.gpus = 2;
+  l.micro_batch = 1;
+  l.global_batch = 16;
+  l.dp_overlap = false;
+  l.zero = 1;
+  const Layout z1 = resolve_layout(l, m, sys);
+  l.zero = 2;
+  const Layout z2 = resolve_layout(l, m, sys);
+  ASSERT_EQ(z2.microbatches(), 8);
+  const double t1 = plan_step(m, a100(), CommModel(sys), z1).breakdown.dp_comm;
+  const double t2 = plan_step(m, a100(), CommModel(sys), z2).breakdown.dp_comm;
+  ASSERT_GT(t1, 0);
+  EXPECT_NEAR(t2 / t1, (8.0 + 1.0) / (1.0 + 1.0), 1e-9);
+}
+
 // A mixture of experts reduces two groups of gradients, each on its own ranks and in its own
 // buckets: the dense parameters over the 4 dense replicas, the experts over their 2 replicas. The
 // result and the note give each group's buckets; before, they summed the counts and kept the last
