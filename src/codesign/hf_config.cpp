@@ -204,8 +204,12 @@ bool default_tying(const std::string& type) {
 // use_sliding_window.
 void read_sliding_window(const json& c, Reader& in, const std::string& type, ModelShape& m,
                          HfImport& r) {
-  const bool allowed = c.value("use_sliding_window", true);
-  if (c.contains("use_sliding_window")) in.use("use_sliding_window");
+  // A null is the default, as for every key the reader takes; another type is an error naming it
+  // (nlohmann's type_error named neither).
+  const bool allowed = in.boolean("use_sliding_window").value_or(true);
+  // Read where the window is off too: newer transformers write every layer's type beside
+  // use_sliding_window false, and it was reported as a key not read.
+  if (c.contains("layer_types")) in.use("layer_types");
   const auto window = in.count({"sliding_window"});  // 0: no window
   if (!window || *window == 0 || !allowed) return;
   if (c.contains("layer_types") && c.at("layer_types").is_array()) {
@@ -372,14 +376,14 @@ HfImport import_flat_config(const json& config) {
   if (falcon) {
     const bool new_arch = in.boolean("new_decoder_architecture").value_or(type == "RefinedWeb");
     const bool mqa = in.boolean("multi_query").value_or(true);
-    in.boolean("parallel_attn");
+    const bool parallel_attn = in.boolean("parallel_attn").value_or(true);
     if (new_arch) {
       m.a_kv = in.integer({"num_kv_heads", "n_head_kv"}).value_or(m.a);
       m.norms_per_layer = in.integer({"num_ln_in_parallel_attn"}).value_or(2);
     } else {
       m.a_kv = mqa ? 1 : m.a;
       // Parallel attention and MLP share one LayerNorm (Falcon-7B); otherwise two.
-      m.norms_per_layer = c.value("parallel_attn", true) ? 1 : 2;
+      m.norms_per_layer = parallel_attn ? 1 : 2;
       in.integer({"num_kv_heads", "n_head_kv"});  // read for completeness; multi_query decides
     }
   } else {
@@ -389,7 +393,13 @@ HfImport import_flat_config(const json& config) {
     if (attn->contains("kv_n_heads") && attn->at("kv_n_heads").is_number_integer()) {
       m.a_kv = attn->at("kv_n_heads").get<std::int64_t>();
     }
-    if (attn->value("alibi", false)) m.position = PositionEmbedding::alibi;
+    if (attn->contains("alibi") && !attn->at("alibi").is_null()) {
+      if (!attn->at("alibi").is_boolean()) {
+        throw InvalidArgument(
+            fmt::format("attn_config.alibi = {} must be true or false", attn->at("alibi").dump()));
+      }
+      if (attn->at("alibi").get<bool>()) m.position = PositionEmbedding::alibi;
+    }
   }
   if (const auto d = in.integer({"head_dim"})) {
     if (*d * m.a != m.h) m.d_head = *d;

@@ -10,6 +10,7 @@
 
 #include "mcr/codesign/calculators.hpp"
 #include "mcr/codesign/model.hpp"
+#include "mcr/errors.hpp"
 
 namespace mcr::codesign {
 namespace {
@@ -58,6 +59,28 @@ TEST(HfRecent, EveryKeyIsAccountedFor) {
           w.rfind("quantization_config", 0) == 0 || w.rfind("vision_config", 0) == 0;
       EXPECT_TRUE(expected) << file << ": " << w;
     }
+  }
+}
+
+// Newer transformers write every layer's type beside use_sliding_window false: it was reported as
+// a key not read. A null use_sliding_window, Falcon parallel_attn or MPT alibi raised nlohmann's
+// type_error, naming no key, where a null is the default for every other key.
+TEST(HfRecent, LayerTypesAndNullSwitchesAreRead) {
+  std::ifstream in(kDir + "/qwen3-8b.json");
+  ASSERT_TRUE(in);
+  json q = json::parse(in);
+  q["layer_types"] = std::vector<std::string>(36, "full_attention");
+  const HfImport with_types = import_hf_config(q);
+  EXPECT_TRUE(with_types.warnings.empty()) << with_types.warnings.front();
+  EXPECT_EQ(with_types.shape.sliding_layers, 0);
+  q["use_sliding_window"] = nullptr;
+  EXPECT_NO_THROW(import_hf_config(q));
+  q["use_sliding_window"] = "no";
+  try {
+    import_hf_config(q);
+    ADD_FAILURE() << "use_sliding_window \"no\" accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("use_sliding_window"), std::string::npos) << e.what();
   }
 }
 
