@@ -11,6 +11,10 @@ std::string catalog_name_for_gpu(std::string_view device_name) {
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   const auto has = [&](std::string_view part) { return name.find(part) != std::string::npos; };
+  // Products whose names contain a catalog part's but whose peaks and memory differ (H100 NVL:
+  // lower clocks and more, faster memory than the SXM; GH200 and GB200 are not the H200 and B200
+  // boards) are not the catalog's: the user describes them.
+  if (has("nvl") || has("gh200") || has("gb200")) return {};
   // Most specific first: "a100" contains "a10", "h100 pcie" must win over "h100".
   if (has("h200")) return "h200";
   if (has("h100") && has("pcie")) return "h100-pcie";

@@ -142,6 +142,11 @@ TEST(GpuInfo, CatalogNames) {
   EXPECT_EQ(catalog_name_for_gpu("NVIDIA A10"), "a10");
   EXPECT_EQ(catalog_name_for_gpu("NVIDIA B200"), "b200");
   EXPECT_EQ(catalog_name_for_gpu("NVIDIA GeForce RTX 4090"), "");
+  // Names holding a catalog part's that are other products (they were read as h100-sxm, h200
+  // and b200, with those peaks and bandwidths).
+  EXPECT_EQ(catalog_name_for_gpu("NVIDIA H100 NVL"), "");
+  EXPECT_EQ(catalog_name_for_gpu("NVIDIA GH200 480GB"), "");
+  EXPECT_EQ(catalog_name_for_gpu("NVIDIA GB200"), "");
 }
 
 // A part of a chip (a MIG 1g slice of an H100: 16 of its 132 SMs) has the whole chip's per-SM
@@ -150,6 +155,7 @@ TEST(GpuInfo, ASliceOfAChipHasItsShareOfThePeak) {
   GpuInfo slice;
   slice.name = "NVIDIA H100 80GB HBM3 MIG 1g.10gb";
   slice.sm_count = 16;
+  slice.memory_bytes = 10LL << 30;  // 1g.10gb: one of the chip's 8 memory slices
   const DeviceSpec whole = device_from_catalog("h100-sxm");
   ASSERT_EQ(whole.compute_units, 132);
   const DeviceSpec part = gpu_device_spec(slice);
@@ -161,11 +167,16 @@ TEST(GpuInfo, ASliceOfAChipHasItsShareOfThePeak) {
   g.m = g.n = g.k = 8192;
   g.dtype = DType::bf16;
   EXPECT_LT(predict(g, part).tflops, 0.2 * predict(g, whole).tflops);
+  // Its memory and bandwidth are its share too (they were the whole chip's).
+  EXPECT_NEAR(part.memory_gb, (10LL << 30) / 1e9, 1e-9);
+  EXPECT_NEAR(part.memory_bandwidth_gbs, whole.memory_bandwidth_gbs * (10LL << 30) / 80e9, 1e-6);
   // The whole chip as the catalog has it: nothing changes.
   GpuInfo full;
   full.name = "NVIDIA H100 80GB HBM3";
   full.sm_count = 132;
+  full.memory_bytes = 80LL << 30;  // the whole chip's 80 GB, as a byte count in binary units
   EXPECT_EQ(gpu_device_spec(full).peak_for(DType::bf16), whole.peak_for(DType::bf16));
+  EXPECT_EQ(gpu_device_spec(full).memory_bandwidth_gbs, whole.memory_bandwidth_gbs);
 }
 
 }  // namespace
