@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <sstream>
@@ -31,7 +32,24 @@ std::vector<Gemm> model_gemms(const GemmRequest& r, const std::vector<DType>& dt
     if (r.micro_batch > 0) shape.b = r.micro_batch;
     if (r.tp > 0) shape.t = r.tp;
     shape.validate();
-    auto gemms = layer_gemms(shape, r.training);
+    // Every kind of layer the model has: its leading dense layers (DeepSeek's MLP of d_ff) and
+    // its sliding-window layers (gpt-oss, Gemma-3) run GEMMs the main layer does not, which the
+    // analysis sums and --compare judged without them. Kinds name their GEMMs where there are
+    // several; a GEMM another kind already runs (their attention, mostly) is listed once.
+    const auto groups = layer_groups(shape);
+    std::vector<Gemm> gemms;
+    for (const auto& group : groups) {
+      const auto earlier_kinds = gemms.size();  // a layer's own gate and up may share a shape
+      for (auto g : layer_gemms(group.shape, r.training, group.span)) {
+        const auto end = gemms.begin() + static_cast<std::ptrdiff_t>(earlier_kinds);
+        const bool listed = std::any_of(gemms.begin(), end, [&](const Gemm& o) {
+          return o.m == g.m && o.n == g.n && o.k == g.k && o.batch == g.batch && o.pass == g.pass;
+        });
+        if (listed) continue;
+        if (groups.size() > 1) g.role = group.kind + " " + g.role;
+        gemms.push_back(std::move(g));
+      }
+    }
     const auto logits = logit_gemms(shape, r.training);
     gemms.insert(gemms.end(), logits.begin(), logits.end());
     // An explicit dtype replaces the model's (e.g. fp32 on a CPU without bf16 GEMM).

@@ -2,7 +2,9 @@
 // and the comparison's JSON and CSV.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
+#include <string>
 
 #include "mcr/errors.hpp"
 #include "mcr/gemmbench/compare.hpp"
@@ -62,6 +64,33 @@ TEST(GemmRequest, AModelsGemmsAreNamedAfterItAndTakeTheRequestedDtype) {
   }
   r.training = true;
   EXPECT_GT(requested_gemms(r).size(), gemms.size());  // dgrad and wgrad as well
+}
+
+// Every kind of layer a model has: DeepSeek-MoE's first layer is dense (an MLP of d_ff = 10944),
+// the rest route to experts of 1408. Only the MoE layer's GEMMs were measured, so --compare judged
+// fewer GEMMs than the analysis sums; the attention both kinds run is listed once.
+TEST(GemmRequest, EveryKindOfLayerIsMeasured) {
+  GemmRequest r;
+  r.models = {std::string(MCR_HF_FIXTURES) + "/deepseek-moe-16b.json"};
+  r.dtypes = {"fp32"};
+  const auto gemms = requested_gemms(r);
+  const auto count = [&](std::int64_t n, std::int64_t k) {
+    return std::count_if(gemms.begin(), gemms.end(),
+                         [&](const Gemm& g) { return g.n == n && g.k == k; });
+  };
+  EXPECT_EQ(count(2048, 10944), 1) << "the dense layer's MLP down projection";
+  EXPECT_GE(count(2048, 1408), 1) << "the experts' down projection";
+  // One layer's gate and up projections share a shape and both stay; another kind's copy goes.
+  const auto kind = [](const Gemm& g) { return g.role.substr(0, g.role.find(' ')); };
+  for (std::size_t i = 0; i < gemms.size(); ++i) {
+    for (std::size_t j = i + 1; j < gemms.size(); ++j) {
+      const Gemm &a = gemms[i], &b = gemms[j];
+      EXPECT_FALSE(kind(a) != kind(b) && a.m == b.m && a.n == b.n && a.k == b.k &&
+                   a.batch == b.batch && a.pass == b.pass)
+          << a.role << " and " << b.role;
+    }
+  }
+  EXPECT_EQ(count(1408, 2048), 2) << "the experts' gate and up projections";
 }
 
 TEST(GemmRequest, ErrorsNameTheFields) {
