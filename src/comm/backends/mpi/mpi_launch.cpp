@@ -85,6 +85,17 @@ std::unique_ptr<Exchange> MpiLaunch::world_exchange(const LaunchInfo& launch) {
   int rank = 0, size = 0;
   MCR_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   MCR_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  if (launch.launcher == Launcher::single && size > 1) {
+    // A launcher whose variables mcr does not read (MPICH's or Intel MPI's Hydra): every process
+    // took itself for rank 0 of 1, started a store of its own and connected to rank 0's as rank
+    // 0. Every process sees the same and raises alike.
+    throw InvalidArgument(fmt::format(
+        "MPI formed a world of {} ranks, but none of the launcher variables mcr reads is set "
+        "(Open MPI's OMPI_COMM_WORLD_RANK/SIZE, srun's SLURM_PROCID/SLURM_NTASKS, or RANK/"
+        "WORLD_SIZE): start the job with Open MPI's mpirun or srun, or set RANK, WORLD_SIZE, "
+        "MASTER_ADDR and MASTER_PORT",
+        size));
+  }
   if ((launch.launcher != Launcher::single && (rank != launch.rank || size != launch.size))) {
     throw MismatchError(
         fmt::format("MPI world (rank {} of {}) disagrees with the launcher environment ({}: rank "
