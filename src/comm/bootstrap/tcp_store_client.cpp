@@ -64,6 +64,17 @@ class TcpStoreClient final : public Store {
     w.str(job.job_id);
     w.i64(job.world_size);
     w.i64(rank);
+    // The server drops a longer hello unanswered, which read as "busy, try again" until the
+    // timeout. Every rank has the same token and job id, so every rank raises here alike.
+    if (w.bytes().size() > kMaxHelloBytes) {
+      throw InvalidArgument(fmt::format(
+          "TCP store {}: the store token ({} bytes: MCR_STORE_TOKEN, or torchrun's run id) and the "
+          "job id '{}' ({} bytes) make a hello of {} bytes, over the store's {}: use a shorter "
+          "MCR_STORE_TOKEN or --rdzv-id",
+          where_, job.token.size(),
+          job.job_id.size() > 64 ? job.job_id.substr(0, 64) + "..." : job.job_id, job.job_id.size(),
+          w.bytes().size(), kMaxHelloBytes));
+    }
     Reply r;
     try {
       std::lock_guard lock(mu_);

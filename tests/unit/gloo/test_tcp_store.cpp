@@ -225,6 +225,23 @@ TEST(TcpStoreConnect, BadArgumentsAreRejected) {
   EXPECT_THROW(TcpStoreServer("127.0.0.1", -1), InvalidArgument);
 }
 
+// A token and job id too long for the store's hello: the server dropped it unanswered, which the
+// client took for a busy server and retried until its timeout. Refused before it is sent.
+TEST(TcpStoreConnect, AHelloTooLongIsRefusedNamingTheToken) {
+  TcpStoreServer server("127.0.0.1", 0);
+  StoreJob job;
+  job.token = std::string(5000, 'x');
+  job.job_id = "torchrun:long";
+  job.world_size = 1;
+  try {
+    connect_tcp_store("127.0.0.1", server.port(), 2s, job, 0);
+    FAIL() << "a 5000-byte token was sent";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("store token (5000 bytes"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TcpStoreServer, PortInUseIsABackendErrorNamingBind) {
   TcpStoreServer first("127.0.0.1", 0);
   try {
