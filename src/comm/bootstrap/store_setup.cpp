@@ -116,9 +116,20 @@ StoreAddress torchrun_store(Runtime& rt) {
   StoreAddress a;
   a.job = torchrun_store_job(l);
   a.job.world_size = l.size;
+  // An MPI launcher's world of several with no MPI to form it through (a build without MPI under
+  // mpirun, or srun with PMI): nothing says where rank 0 listens. Rank 0 served a store on a port
+  // of its own on loopback and waited out its timeout; the others were told "port 0".
+  if (l.size > 1 && l.master_addr.empty()) {
+    throw InvalidArgument(fmt::format(
+        "{} started {} ranks as an MPI job, but this build of mcr has no MPI to form the world "
+        "through (MCR_WITH_MPI=OFF) and no MASTER_ADDR says where rank 0's store listens: build "
+        "with MPI, or start the ranks torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; "
+        "srun --mpi=none)",
+        to_string(l.launcher), l.size));
+  }
   // A world of one needs nobody to reach it: loopback, on a port of the kernel's choosing. The
   // launch says where rank 0 listens otherwise (torchrun, srun without PMI).
-  const bool alone = l.size == 1 || l.master_addr.empty();
+  const bool alone = l.size == 1;
   a.host = alone ? "127.0.0.1" : l.master_addr;
   a.port = alone ? 0 : l.master_port;
   if (l.rank == 0) {

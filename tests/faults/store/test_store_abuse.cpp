@@ -29,6 +29,7 @@
 #include "bootstrap/tcp_store.hpp"
 #include "mcr/comm/memory.hpp"
 #include "mcr/errors.hpp"
+#include "runtime/runtime.hpp"
 
 namespace mcr::detail {
 namespace {
@@ -547,6 +548,29 @@ TEST(StoreAbuse, TheOwnerWaitsForRanksToLeave) {
   });
   EXPECT_TRUE(server.wait_for_ranks_to_leave(0, 5s));
   leaver.join();
+}
+
+// An MPI launcher's world of two with no MPI exchange (a build without MPI under mpirun): rank 1
+// was told "port 0 is outside [1, 65535]" and rank 0 served a loopback store, waiting out its
+// timeout. Both raise at once, naming the build and what to do instead.
+TEST(StoreSetup, AnMpiJobWithoutMpiIsRefusedOnEveryRank) {
+  for (int rank : {0, 1}) {
+    Runtime rt;
+    rt.launch.launcher = Launcher::mpi;
+    rt.launch.mpi_world = true;
+    rt.launch.rank = rank;
+    rt.launch.size = 2;
+    const auto t0 = Clock::now();
+    try {
+      start_store(rt, nullptr, 5s);
+      ADD_FAILURE() << "rank " << rank << " formed a world of 2 without MPI";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("no MPI to form the world through"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_LT(Clock::now() - t0, 2s) << "rank " << rank;
+    EXPECT_EQ(rt.store_server, nullptr);
+  }
 }
 
 TEST(HostIdentity, NamesHostBootAndNetworkNamespace) {

@@ -237,8 +237,7 @@ TEST(TcpStoreConnect, AHelloTooLongIsRefusedNamingTheToken) {
     connect_tcp_store("127.0.0.1", server.port(), 2s, job, 0);
     FAIL() << "a 5000-byte token was sent";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("store token (5000 bytes"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("store token (5000 bytes"), std::string::npos) << e.what();
   }
 }
 
