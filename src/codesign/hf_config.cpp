@@ -542,6 +542,17 @@ HfImport import_flat_config(const json& config) {
     const bool mlp_bias = in.boolean("mlp_bias").value_or(false);
     m.linear_bias = attention_bias && mlp_bias;
     m.qkv_bias = is(type, {"qwen2", "qwen2_moe"}) || attention_bias;
+    // The shape has biases on every linear layer or on Q, K and V alone: one of the two keys
+    // alone has biases the count leaves out, said rather than dropped.
+    if (attention_bias && !mlp_bias) {
+      r.warnings.push_back(
+          "attention_bias without mlp_bias: the output projection's bias (h per layer) is not "
+          "counted, only Q's, K's and V's");
+    } else if (mlp_bias && !attention_bias) {
+      r.warnings.push_back(
+          "mlp_bias without attention_bias: the MLP's biases are not counted (about d_ff + h "
+          "per layer, more with a gated MLP)");
+    }
   } else {
     m.linear_bias = true;  // GPT-2, GPT-J, GPT-NeoX, Phi, BLOOM
   }

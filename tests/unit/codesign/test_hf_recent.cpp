@@ -84,6 +84,28 @@ TEST(HfRecent, LayerTypesAndNullSwitchesAreRead) {
   }
 }
 
+// Llama's attention_bias and mlp_bias apart: the shape counts biases on every linear layer or on
+// Q, K and V alone, so one key alone left some out without a word.
+TEST(HfRecent, BiasesTheShapeCannotCountAreSaid) {
+  std::ifstream in(kDir + "/llama-3.1-8b.json");
+  ASSERT_TRUE(in);
+  json c = json::parse(in);
+  const auto warned = [](const HfImport& r, const std::string& what) {
+    for (const auto& w : r.warnings)
+      if (w.find(what) != std::string::npos) return true;
+    return false;
+  };
+  c["attention_bias"] = true;
+  EXPECT_TRUE(warned(import_hf_config(c), "output projection's bias"));
+  c["attention_bias"] = false;
+  c["mlp_bias"] = true;
+  EXPECT_TRUE(warned(import_hf_config(c), "the MLP's biases are not counted"));
+  c["attention_bias"] = true;
+  const HfImport both = import_hf_config(c);
+  EXPECT_FALSE(warned(both, "bias")) << "both: every linear layer has one, as counted";
+  EXPECT_TRUE(both.shape.linear_bias);
+}
+
 TEST(HfRecent, ExactWhereThePublishedCountIsExact) {
   // keras-hub preset counts (published.json): every tensor of these configs is modelled.
   EXPECT_DOUBLE_EQ(count_parameters(load("qwen3-8b.json").shape).total, 8190735360.0);
