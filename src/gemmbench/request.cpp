@@ -20,12 +20,21 @@ bool names_a_device(const GemmRequest& r) {
   return !r.device.empty() && r.device != "local";
 }
 
-std::vector<Gemm> model_gemms(const GemmRequest& r, const std::vector<DType>& dtypes) {
+std::vector<Gemm> model_gemms(const GemmRequest& r, const std::vector<DType>& dtypes,
+                              std::vector<std::string>* warnings) {
   std::vector<ModelShape> shapes;
   for (const auto& p : r.presets)
     shapes.push_back(load_preset(p));
-  for (const auto& path : r.models)
-    shapes.push_back(load_hf_config(path, "request.models"));
+  for (const auto& path : r.models) {
+    HfImport imported = import_hf_config_file(path, "request.models");
+    // What the importer could not model (an unknown model_type read as Llama, keys not read):
+    // `mcr shape --config` says it, and the GEMMs measured here come from the same shape.
+    if (warnings != nullptr) {
+      for (const auto& w : imported.warnings)
+        warnings->push_back(fmt::format("{}: {}", path, w));
+    }
+    shapes.push_back(std::move(imported.shape));
+  }
   std::vector<Gemm> out;
   for (auto& shape : shapes) {
     if (r.seq > 0) shape.s = r.seq;
@@ -83,6 +92,10 @@ std::vector<DType> parse_dtype_lists(const std::vector<std::string>& lists) {
 }
 
 std::vector<Gemm> requested_gemms(const GemmRequest& r) {
+  return requested_gemms(r, nullptr);
+}
+
+std::vector<Gemm> requested_gemms(const GemmRequest& r, std::vector<std::string>* warnings) {
   const bool grid_given = !r.m.empty() || !r.n.empty() || !r.k.empty();
   const bool models_given = !r.presets.empty() || !r.models.empty();
   // A setting of one kind of GEMM given without it would be dropped without a word.
@@ -110,7 +123,7 @@ std::vector<Gemm> requested_gemms(const GemmRequest& r) {
     }
   }
   const auto dtypes = parse_dtype_lists(r.dtypes);
-  auto gemms = model_gemms(r, dtypes);
+  auto gemms = model_gemms(r, dtypes, warnings);
   if (grid_given) {
     if (r.m.empty() || r.n.empty() || r.k.empty()) {
       throw InvalidArgument(
@@ -191,7 +204,7 @@ void check_measure_options(const MeasureOptions& m) {
 
 PreparedSweep prepare_sweep(const GemmRequest& r) {
   PreparedSweep p;
-  p.gemms = requested_gemms(r);
+  p.gemms = requested_gemms(r, &p.warnings);
   check_measure_options(r.measure);
   if (r.measure.clock == Clock::process_cpu && (r.backend == "gpu" || r.threads != 1)) {
     throw InvalidArgument(

@@ -40,6 +40,8 @@ struct GemmArgs {
 cb::MeasurementSet measure_or_load(const GemmArgs& a, const CLI::App& cmd) {
   if (!a.input.empty()) return cb::load_for_report(a.request, a.input);
   const auto p = cb::prepare_sweep(a.request);
+  for (const auto& w : p.warnings)
+    fmt::print(stderr, "mcr gemm: warning: {}\n", w);
   if (a.dry_run) {
     cb::MeasurementSet listing;
     listing.backend_description = p.runner->description();

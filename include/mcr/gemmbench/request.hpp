@@ -46,6 +46,9 @@ std::vector<DType> parse_dtype_lists(const std::vector<std::string>& lists);
 /// kMaxGridGemms GEMMs, a setting is given without the GEMMs it applies to (batch without the
 /// grid; seq, micro_batch, tp or training without a model), or nothing is requested.
 std::vector<Gemm> requested_gemms(const GemmRequest& request);
+/// The same, adding to `warnings` what the import of each config in request.models could not
+/// model ("FILE: warning"), as `mcr shape --config` says it.
+std::vector<Gemm> requested_gemms(const GemmRequest& request, std::vector<std::string>* warnings);
 
 /// The runner of request.backend; auto takes the GPU when cuBLASLt and request.gpu are present.
 std::unique_ptr<GemmRunner> make_runner(const GemmRequest& request);
@@ -59,7 +62,8 @@ std::optional<DeviceSpec> prediction_device(const GemmRequest& request, const Ge
 struct PreparedSweep {
   std::vector<Gemm> gemms;
   std::unique_ptr<GemmRunner> runner;
-  std::optional<DeviceSpec> device;  ///< set when request.compare (else when describable)
+  std::optional<DeviceSpec> device;   ///< set when request.compare (else when describable)
+  std::vector<std::string> warnings;  ///< the configs' import warnings (requested_gemms)
 };
 
 /// The sampler's options hold together: 1 <= min_samples <= max_samples, 0 <= min_seconds <=

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -91,6 +93,27 @@ TEST(GemmRequest, EveryKindOfLayerIsMeasured) {
     }
   }
   EXPECT_EQ(count(1408, 2048), 2) << "the experts' gate and up projections";
+}
+
+// What the import of a config could not model is handed back with the GEMMs (mcr gemm prints
+// it, as mcr shape --config does); it was dropped, and a shape read wrongly was measured unsaid.
+TEST(GemmRequest, AConfigsImportWarningsAreKept) {
+  const std::string path = ::testing::TempDir() + "odd-config.json";
+  {
+    std::ofstream out(path);
+    out << R"({"model_type": "llama", "hidden_size": 512, "num_attention_heads": 8,
+              "num_hidden_layers": 2, "vocab_size": 1000, "intermediate_size": 1024,
+              "fancy_new_key": 1})";
+  }
+  GemmRequest r;
+  r.models = {path};
+  r.dtypes = {"fp32"};
+  std::vector<std::string> warnings;
+  EXPECT_FALSE(requested_gemms(r, &warnings).empty());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].rfind(path + ": ", 0), 0u) << warnings[0];
+  EXPECT_NE(warnings[0].find("fancy_new_key"), std::string::npos) << warnings[0];
+  std::remove(path.c_str());
 }
 
 TEST(GemmRequest, ErrorsNameTheFields) {
