@@ -44,7 +44,8 @@ TEST(Sampler, MedianIgnoresOutliers) {
   o.min_samples = 5;
   o.min_seconds = 0;
   o.max_seconds = 100;
-  const double times[] = {1.0 /*warmup*/, 2.0, 2.1, 50.0, 1.9, 2.0};
+  // The warmup call took longer than a sample's target: one more call estimates a call's cost.
+  const double times[] = {1.0 /*warmup*/, 1.0 /*estimate*/, 2.0, 2.1, 50.0, 1.9, 2.0};
   const auto t = run_samples([&](int) { return times[sample++]; }, o, 1e-3);
   EXPECT_EQ(t.samples, 5);
   EXPECT_DOUBLE_EQ(t.median_s, 2.0);
@@ -66,6 +67,17 @@ TEST(Sampler, MaxSecondsBoundsTheSampling) {
   EXPECT_EQ(t.samples, 3);
   o.max_seconds = 0;  // still one sample
   EXPECT_EQ(run_samples([](int) { return 1.0; }, o, 1e-3).samples, 1);
+}
+
+// A cold first call (a GPU kernel loaded on first use) longer than the warmup's budget ended the
+// warmup alone and set one call per sample for a GEMM of 10 us: its estimate comes from a warm
+// call.
+TEST(Sampler, ACallsCostIsNotEstimatedFromAColdCall) {
+  int calls_made = 0;
+  const auto t = run_samples([&](int calls) { return calls_made++ == 0 ? 0.05 : calls * 1e-5; },
+                             MeasureOptions{}, 1e-3);
+  EXPECT_EQ(t.calls_per_sample, 100);
+  EXPECT_DOUBLE_EQ(t.median_s, 1e-5);
 }
 
 TEST(Sampler, RejectsInconsistentOptions) {
