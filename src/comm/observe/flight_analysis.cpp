@@ -2,6 +2,7 @@
 #include "mcr/comm/flight_analysis.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -100,15 +101,18 @@ bool is_snapshot_reason(std::string_view reason) {
   return reason == "SIGUSR1" || reason == "on demand";
 }
 
-// Whether the record at `path` explains a failure: not a snapshot, and it holds a communicator.
-// Unreadable files do not (the reading below names them).
-bool explains_a_failure(const std::filesystem::path& path) {
+// When the record at `path` was written, if it explains a failure: not a snapshot, and it holds
+// a communicator. Unreadable files do not (the reading below names them).
+std::optional<std::int64_t> failure_time(const std::filesystem::path& path) {
   try {
     std::ifstream in(path);
     const json j = json::parse(in);
-    return !is_snapshot_reason(j.at("reason").get<std::string>()) && !j.at("communicators").empty();
+    if (is_snapshot_reason(j.at("reason").get<std::string>()) || j.at("communicators").empty()) {
+      return std::nullopt;
+    }
+    return j.at("time_unix_ns").get<std::int64_t>();
   } catch (const std::exception&) {
-    return false;
+    return std::nullopt;
   }
 }
 
@@ -155,13 +159,15 @@ Job load(const std::string& dir) {
       continue;
     }
     // A failure that came while a snapshot was being written to the record file went beside it,
-    // and the snapshot then took the record file: the earliest later dump that explains a
-    // failure stands in for a snapshot.
-    if (explains_a_failure(it->second)) continue;
+    // and the snapshot then took the record file, which a later dump (the exit hook's, say) may
+    // have taken in turn: the earliest dump that explains a failure is the rank's record. Without
+    // that race it is the record file, written first.
+    std::optional<std::int64_t> earliest = failure_time(it->second);
     for (const auto& [k, path] : later) {
-      if (explains_a_failure(path)) {
+      const auto t = failure_time(path);
+      if (t && (!earliest || *t < *earliest)) {
+        earliest = t;
         it->second = path;
-        break;
       }
     }
   }

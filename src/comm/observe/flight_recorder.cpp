@@ -123,7 +123,9 @@ void create_dir(const std::string& dir) {
 // A directory kept from job to job (the usual job script) holds the last job's records: `mcr
 // doctor` merged a stale record of this rank with the others (standing in for a rank killed
 // before it wrote, or a group of another size). This process's own are removed once, when its
-// records are first placed; a rank that never gets this far leaves its old one, which the doctor
+// records are first placed, in a job of several ranks: a process alone (`mcr info`, `mcr doctor`'s
+// neighbours in a job script, a dump before init()) would remove rank 0's record of the failed
+// job it is run to look at. A rank that never gets this far leaves its old one, which the doctor
 // tells apart by its pid and time only.
 void remove_own_records(const std::string& dir, int world_rank) {
   const std::string record = fmt::format("flight-rank{}.json", world_rank);
@@ -158,7 +160,7 @@ const FlightConfig& flight_config() {
     }
     if (!f.dir.empty()) {
       create_dir(f.dir);
-      remove_own_records(f.dir, f.world_rank);
+      if (f.world_size > 1) remove_own_records(f.dir, f.world_rank);
       f.path = fmt::format("{}/flight-rank{}.json", f.dir, f.world_rank);
     }
     advance_flight_clock();

@@ -14,8 +14,10 @@
 # say "started": the doctor named that collective, every rank having reached it, and no laggard.
 # In RACE_DIR (snapshot_race/) rank 0's timeout came while a SIGUSR1 snapshot was being written to
 # its record file, so it went beside it (later-1) and the snapshot took the record file: the
-# doctor read the snapshot, where every op had completed, and named no laggard.
-# -DMCR -DDIR -DBACKEND_DIR -DP2P_DIR -DLATER_DIR -DSTALE_DIR -DRACE_DIR
+# doctor read the snapshot, where every op had completed, and named no laggard. In RACE_EXIT_DIR
+# (snapshot_race_exit/) the exit hook's dump then took the record file from the snapshot: the
+# earliest dump that explains a failure (later-1) is still the one read.
+# -DMCR -DDIR -DBACKEND_DIR -DP2P_DIR -DLATER_DIR -DSTALE_DIR -DRACE_DIR -DRACE_EXIT_DIR
 execute_process(COMMAND ${MCR} doctor ${DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
 message(STATUS "mcr doctor:\n${doc}")
 if(NOT rc EQUAL 0)
@@ -75,4 +77,10 @@ message(STATUS "mcr doctor (snapshot race):\n${doc}")
 if(NOT rc EQUAL 0 OR NOT doc MATCHES "world rank 0 on node0 \\(pid 100\\): timeout of sequence #1"
    OR NOT doc MATCHES "laggards [^\n]*: world rank\\(s\\) 1\n")
   message(FATAL_ERROR "mcr doctor reads the snapshot, not the failure beside it (rc ${rc})")
+endif()
+execute_process(COMMAND ${MCR} doctor ${RACE_EXIT_DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
+message(STATUS "mcr doctor (snapshot race, then the exit hook's dump):\n${doc}")
+if(NOT rc EQUAL 0 OR NOT doc MATCHES "world rank 0 on node0 \\(pid 100\\): timeout of sequence #1"
+   OR NOT doc MATCHES "laggards [^\n]*: world rank\\(s\\) 1\n")
+  message(FATAL_ERROR "mcr doctor reads the exit hook's dump, not the earlier failure (rc ${rc})")
 endif()

@@ -1,23 +1,38 @@
-# A flight directory kept from the last job: a process removes its own old records (its
-# flight-rank<N>.json and later dumps) when it places its records, and no other rank's. Before,
-# they stayed, and `mcr doctor` merged them with the new job's. -DMCR -DDIR -DFIXTURE
+# A flight directory kept from the last job: each process of a job of several ranks removes its
+# own old records (its flight-rank<N>.json and later dumps) when it places its records, and no
+# other rank's. Before, they stayed, and `mcr doctor` merged them with the new job's. A process
+# alone (`mcr info` in the job script, run to look at the failed job) removes nothing.
+# -DMPIEXEC -DMCR -DDIR -DFIXTURE
+include(${CMAKE_CURRENT_LIST_DIR}/../../../cmake/McrMpiexec.cmake)
+set(ENV{OMPI_ALLOW_RUN_AS_ROOT} 1)
+set(ENV{OMPI_ALLOW_RUN_AS_ROOT_CONFIRM} 1)
+set(ENV{MCR_FLIGHT_DIR} ${DIR})
+set(ENV{MCR_TIMEOUT} 30)
 file(REMOVE_RECURSE ${DIR})
 file(MAKE_DIRECTORY ${DIR})
-foreach(name flight-rank0.json flight-rank0.later-3.json flight-rank1.json flight-rank10.json)
+set(names flight-rank0.json flight-rank0.later-3.json flight-rank1.json flight-rank10.json)
+foreach(name ${names})
   file(COPY_FILE ${FIXTURE} ${DIR}/${name})
 endforeach()
-execute_process(COMMAND ${CMAKE_COMMAND} -E env MCR_FLIGHT_DIR=${DIR} ${MCR} info
-                OUTPUT_QUIET RESULT_VARIABLE rc)
+execute_process(COMMAND ${MCR} info OUTPUT_QUIET RESULT_VARIABLE rc TIMEOUT 30)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "mcr info failed (${rc})")
 endif()
-foreach(name flight-rank0.json flight-rank0.later-3.json)
-  if(EXISTS ${DIR}/${name})
-    message(FATAL_ERROR "${name}, the last job's record of this rank, is still in ${DIR}")
-  endif()
-endforeach()
-foreach(name flight-rank1.json flight-rank10.json)
+foreach(name ${names})
   if(NOT EXISTS ${DIR}/${name})
-    message(FATAL_ERROR "${name}, another rank's record, was removed")
+    message(FATAL_ERROR "${name} was removed by a process alone")
   endif()
 endforeach()
+execute_process(COMMAND ${MPIEXEC} ${MCR_MPIEXEC_FLAGS} -np 2 ${MCR} info
+                OUTPUT_QUIET RESULT_VARIABLE rc TIMEOUT 50)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mcr info on 2 ranks failed (${rc})")
+endif()
+foreach(name flight-rank0.json flight-rank0.later-3.json flight-rank1.json)
+  if(EXISTS ${DIR}/${name})
+    message(FATAL_ERROR "${name}, the last job's record of a rank of this one, is still in ${DIR}")
+  endif()
+endforeach()
+if(NOT EXISTS ${DIR}/flight-rank10.json)
+  message(FATAL_ERROR "flight-rank10.json, the record of a rank not in this job, was removed")
+endif()
