@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -149,19 +151,26 @@ DeviceSpec gpu_device_spec(const GpuInfo& gpu) {
     d.compute_units = gpu.sm_count;
     d.sources["compute_units"] = "cudaDeviceProp.multiProcessorCount";
   }
-  // A MIG slice has its share of the memory, and of the bandwidth with it (its memory slices):
-  // the whole chip's bandwidth made skinny GEMMs look 8x faster on a 1g slice. The whole chip's
-  // memory as the runtime reports it (binary units, less what the driver keeps) is within 10%.
+  // The memory the runtime reports where it is well below the entry's (a MIG slice, or a smaller
+  // board under the same name: a V100 of 16 GB read as the 32 GB entry). A MIG slice also has its
+  // share of the bandwidth (its memory slices): the whole chip's made skinny GEMMs look 8x faster
+  // on a 1g slice; a smaller board has the same bandwidth. The whole chip's memory as the runtime
+  // reports it (binary units, less what the driver keeps) is within 10% of the entry.
   if (gpu.memory_bytes > 0 && d.memory_gb > 0) {
     const double share = static_cast<double>(gpu.memory_bytes) / (d.memory_gb * 1e9);
     if (share < 0.9) {
-      d.memory_bandwidth_gbs *= share;
-      d.sources["memory_bandwidth_gbs"] = fmt::format(
-          "catalog '{}' x {:.3f}, the share of its memory this device has "
-          "(cudaDeviceProp.totalGlobalMem)",
-          name, share);
       d.memory_gb = static_cast<double>(gpu.memory_bytes) / 1e9;
       d.sources["memory_gb"] = "cudaDeviceProp.totalGlobalMem";
+      std::string lower = gpu.name;
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (lower.find("mig") != std::string::npos) {
+        d.memory_bandwidth_gbs *= share;
+        d.sources["memory_bandwidth_gbs"] = fmt::format(
+            "catalog '{}' x {:.3f}, the share of its memory this MIG slice has "
+            "(cudaDeviceProp.totalGlobalMem)",
+            name, share);
+      }
     }
   }
   if (gpu.l2_bytes > 0) {

@@ -177,6 +177,16 @@ TEST(GpuInfo, ASliceOfAChipHasItsShareOfThePeak) {
   full.memory_bytes = 80LL << 30;  // the whole chip's 80 GB, as a byte count in binary units
   EXPECT_EQ(gpu_device_spec(full).peak_for(DType::bf16), whole.peak_for(DType::bf16));
   EXPECT_EQ(gpu_device_spec(full).memory_bandwidth_gbs, whole.memory_bandwidth_gbs);
+  // A smaller board under the same name (a V100 of 16 GB, the catalog's of 32 GB): its memory,
+  // not a share of the bandwidth, which it has in full.
+  GpuInfo v100;
+  v100.name = "Tesla V100-SXM2-16GB";
+  v100.sm_count = 80;
+  v100.memory_bytes = 16LL << 30;
+  const DeviceSpec v100_entry = device_from_catalog("v100-sxm2-32gb");
+  const DeviceSpec small = gpu_device_spec(v100);
+  EXPECT_NEAR(small.memory_gb, (16LL << 30) / 1e9, 1e-9);
+  EXPECT_EQ(small.memory_bandwidth_gbs, v100_entry.memory_bandwidth_gbs);
 }
 
 }  // namespace
