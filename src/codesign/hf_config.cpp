@@ -208,8 +208,15 @@ void read_sliding_window(const json& c, Reader& in, const std::string& type, Mod
   // (nlohmann's type_error named neither).
   const bool allowed = in.boolean("use_sliding_window").value_or(true);
   // Read where the window is off too: newer transformers write every layer's type beside
-  // use_sliding_window false, and it was reported as a key not read.
-  if (c.contains("layer_types")) in.use("layer_types");
+  // use_sliding_window false, and it was reported as a key not read. Only where every layer is of
+  // a kind the shape has: another (Qwen3-Next's linear_attention) stays a key not read, said.
+  if (c.contains("layer_types") && c.at("layer_types").is_array() &&
+      std::all_of(c.at("layer_types").begin(), c.at("layer_types").end(), [](const json& t) {
+        return t.is_string() && (t.get<std::string>() == "full_attention" ||
+                                 t.get<std::string>() == "sliding_attention");
+      })) {
+    in.use("layer_types");
+  }
   const auto window = in.count({"sliding_window"});  // 0: no window
   if (!window || *window == 0 || !allowed) return;
   if (c.contains("layer_types") && c.at("layer_types").is_array()) {

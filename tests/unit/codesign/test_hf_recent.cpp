@@ -73,6 +73,12 @@ TEST(HfRecent, LayerTypesAndNullSwitchesAreRead) {
   const HfImport with_types = import_hf_config(q);
   EXPECT_TRUE(with_types.warnings.empty()) << with_types.warnings.front();
   EXPECT_EQ(with_types.shape.sliding_layers, 0);
+  // A kind of layer the shape does not have (Qwen3-Next's linear attention) is still said.
+  json other = q;
+  other["layer_types"][0] = "linear_attention";
+  const auto other_warnings = import_hf_config(other).warnings;
+  ASSERT_EQ(other_warnings.size(), 1u);
+  EXPECT_NE(other_warnings[0].find("layer_types"), std::string::npos) << other_warnings[0];
   q["use_sliding_window"] = nullptr;
   EXPECT_NO_THROW(import_hf_config(q));
   q["use_sliding_window"] = "no";
