@@ -288,6 +288,12 @@ std::vector<SweepPoint> sweep(const ModelShape& model, const DeviceSpec& device,
                               const std::string& field, std::int64_t first, std::int64_t last,
                               std::int64_t step) {
   get_dimension(model, field);  // rejects unknown names before any work
+  if (field == "d_ff_expert" && !model.is_moe()) {
+    // Every point would be the same dense model.
+    throw InvalidArgument(fmt::format(
+        "sweep of d_ff_expert: model '{}' has no experts (experts = {}); it applies to MoE models",
+        model.name, model.experts));
+  }
   if (step <= 0) throw InvalidArgument(fmt::format("sweep.step = {} must be >= 1", step));
   if (first <= 0 || last < first) {
     throw InvalidArgument(

@@ -104,6 +104,7 @@ void add_notes(PlanResult& r, const Context& ctx, const std::string& dp_source,
         l.distributed_optimizer
             ? "; distributed optimizer: reduce-scatter and all-gather overlapped"
         : l.zero >= 3 ? "; ZeRO-3: per microbatch, with two all-gathers of the weights"
+        : l.zero == 2 ? "; ZeRO-2: these buckets after every microbatch, one all-gather per step"
                       : "",
         l.dp_overlap && l.pp > 1 && l.interleave > 1
             ? "; interleaved: each model chunk's reduction starts after its last backward pass"

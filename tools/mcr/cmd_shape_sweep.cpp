@@ -36,7 +36,10 @@ void run_sweep(const SweepOptions& o) {
   check_plot_format(o.plot_format);
   const ModelShape model = build_model(o.model);
   const DeviceSpec device = resolve_device(o.device);
-  const std::int64_t from = o.from > 0 ? o.from : get_dimension(model, o.field);
+  // An expert width of 0 means d_ff: the sweep starts at the width the experts have.
+  const std::int64_t own =
+      o.field == "d_ff_expert" ? model.expert_width() : get_dimension(model, o.field);
+  const std::int64_t from = o.from > 0 ? o.from : own;
   const std::int64_t to = o.to > 0 ? o.to : from;
   const auto points = sweep(model, device, o.training, o.field, from, to, o.step);
   const std::string prefix = o.out.empty() ? fmt::format("shape-sweep-{}", o.field) : o.out;

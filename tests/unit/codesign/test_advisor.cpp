@@ -272,6 +272,14 @@ TEST(Advisor, AMoeModelsExpertWidthIsTheWidthVaried) {
     }
   }
   EXPECT_TRUE(expert_width_fixed) << "no candidate changes d_ff_expert alone to a multiple of 64";
+  // The sweep varies it too, on MoE models only (a dense model's points would all be the same).
+  const auto points =
+      sweep(m, device_from_catalog("h100-sxm"), false, "d_ff_expert", 14208, 14336, 64);
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_EQ(points[2].shape.d_ff_expert, 14336);
+  EXPECT_THROW(sweep(load_preset("gpt3-2.7b"), device_from_catalog("h100-sxm"), false,
+                     "d_ff_expert", 1024, 2048, 64),
+               InvalidArgument);
 }
 
 }  // namespace

@@ -189,6 +189,10 @@ TEST(PlanBuckets, ZeroTwoReducesEveryMicrobatch) {
   const double t2 = plan_step(m, a100(), CommModel(sys), z2).breakdown.dp_comm;
   ASSERT_GT(t1, 0);
   EXPECT_NEAR(t2 / t1, (8.0 + 1.0) / (1.0 + 1.0), 1e-9);
+  bool said = false;
+  for (const auto& n : plan_step(m, a100(), CommModel(sys), z2).notes)
+    said = said || n.find("ZeRO-2: these buckets after every microbatch") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 // A mixture of experts reduces two groups of gradients, each on its own ranks and in its own
