@@ -122,9 +122,9 @@ StoreAddress torchrun_store(Runtime& rt) {
   if (l.size > 1 && l.master_addr.empty()) {
     throw InvalidArgument(fmt::format(
         "{} started {} ranks as an MPI job, but this build of mcr has no MPI to form the world "
-        "through (MCR_WITH_MPI=OFF) and no MASTER_ADDR says where rank 0's store listens: build "
-        "with MPI, or start the ranks torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; "
-        "srun --mpi=none)",
+        "through (MCR_WITH_MPI=OFF): build it with MPI, or start the ranks without an MPI "
+        "launcher (torchrun, or RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set per process; "
+        "under Slurm, srun --mpi=none)",
         to_string(l.launcher), l.size));
   }
   // A world of one needs nobody to reach it: loopback, on a port of the kernel's choosing. The
