@@ -71,16 +71,13 @@ if(NOT rc EQUAL 0
    OR NOT doc MATCHES "laggards [^\n]*: world rank\\(s\\) 2\n")
   message(FATAL_ERROR "mcr doctor blames the ranks waiting, not rank 2 (rc ${rc})")
 endif()
-# A failure's record that went beside a snapshot stands in for the snapshot.
-execute_process(COMMAND ${MCR} doctor ${RACE_DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
-message(STATUS "mcr doctor (snapshot race):\n${doc}")
-if(NOT rc EQUAL 0 OR NOT doc MATCHES "world rank 0 on node0 \\(pid 100\\): timeout of sequence #1"
-   OR NOT doc MATCHES "laggards [^\n]*: world rank\\(s\\) 1\n")
-  message(FATAL_ERROR "mcr doctor reads the snapshot, not the failure beside it (rc ${rc})")
-endif()
-execute_process(COMMAND ${MCR} doctor ${RACE_EXIT_DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
-message(STATUS "mcr doctor (snapshot race, then the exit hook's dump):\n${doc}")
-if(NOT rc EQUAL 0 OR NOT doc MATCHES "world rank 0 on node0 \\(pid 100\\): timeout of sequence #1"
-   OR NOT doc MATCHES "laggards [^\n]*: world rank\\(s\\) 1\n")
-  message(FATAL_ERROR "mcr doctor reads the exit hook's dump, not the earlier failure (rc ${rc})")
-endif()
+# A failure's record that went beside a snapshot stands in for the snapshot, and for the exit
+# hook's dump that took the record file from it.
+foreach(race ${RACE_DIR} ${RACE_EXIT_DIR})
+  execute_process(COMMAND ${MCR} doctor ${race} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
+  message(STATUS "mcr doctor (${race}):\n${doc}")
+  if(NOT rc EQUAL 0 OR NOT doc MATCHES "world rank 0 on node0 \\(pid 100\\): timeout of sequence #1"
+     OR NOT doc MATCHES "laggards [^\n]*: world rank\\(s\\) 1\n")
+    message(FATAL_ERROR "mcr doctor in ${race} does not read the timeout's record (rc ${rc})")
+  endif()
+endforeach()
