@@ -96,8 +96,13 @@ struct Job {
   std::map<std::uint64_t, Group> groups;
 };
 
-// A snapshot of a live job (SIGUSR1, dump_flight_record() without a path) explains no failure.
-bool is_snapshot_reason(std::string_view reason) {
+// A snapshot of a live job (SIGUSR1, dump_flight_record()) explains no failure. Its writer says
+// so; a record without that field is known by its reason.
+bool is_snapshot(const json& record) {
+  if (const auto it = record.find("snapshot"); it != record.end() && it->is_boolean()) {
+    return it->get<bool>();
+  }
+  const std::string reason = record.at("reason").get<std::string>();
   return reason == "SIGUSR1" || reason == "on demand";
 }
 
@@ -107,7 +112,7 @@ std::optional<std::int64_t> failure_time(const std::filesystem::path& path) {
   try {
     std::ifstream in(path);
     const json j = json::parse(in);
-    if (is_snapshot_reason(j.at("reason").get<std::string>()) || j.at("communicators").empty()) {
+    if (is_snapshot(j) || j.at("communicators").empty()) {
       return std::nullopt;
     }
     return j.at("time_unix_ns").get<std::int64_t>();

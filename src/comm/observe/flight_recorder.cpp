@@ -245,7 +245,7 @@ nlohmann::json FlightRecorder::to_json(std::int64_t now_ns, std::int64_t wall_mi
           {"ops", std::move(ops)}};
 }
 
-std::string flight_record_json(std::string_view reason, std::size_t* communicators) {
+std::string flight_record_json(std::string_view reason, bool snapshot, std::size_t* communicators) {
   const FlightConfig& c = flight_config();
   const std::int64_t steady_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now().time_since_epoch())
@@ -270,6 +270,7 @@ std::string flight_record_json(std::string_view reason, std::size_t* communicato
   nlohmann::json j{{"format", "mcr-flight-record"},
                    {"version", 1},
                    {"reason", std::string(reason)},
+                   {"snapshot", snapshot},
                    {"world_rank", c.world_rank},
                    {"world_size", c.world_size},
                    {"host", c.host},
@@ -343,7 +344,7 @@ std::string dump_flight_record_to_dir(std::string_view reason, DumpKind kind) no
     const FlightConfig& c = flight_config();
     if (c.path.empty()) return {};
     std::size_t communicators = 0;
-    const std::string text = flight_record_json(reason, &communicators);
+    const std::string text = flight_record_json(reason, kind == DumpKind::snapshot, &communicators);
     // The record file keeps the first dump with a communicator in it; every later dump of this
     // process goes beside it, numbered, so that none is lost and `mcr doctor` reads the first.
     const int before = claim_record_file();
@@ -390,7 +391,7 @@ std::string dump_flight_record(const std::string& path) {
     }
     return written;
   }
-  if (!write_whole_file(path, flight_record_json("on demand"))) {
+  if (!write_whole_file(path, flight_record_json("on demand", true))) {
     throw Error(fmt::format("dump_flight_record: '{}' cannot be written", path));
   }
   return path;

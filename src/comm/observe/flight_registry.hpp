@@ -33,8 +33,10 @@ const FlightConfig& flight_config();
 /// the world rank the configuration names is not known yet.
 void check_flight_env();
 
-/// The dump of every live communicator of this process, as JSON text.
-std::string flight_record_json(std::string_view reason, std::size_t* communicators = nullptr);
+/// The dump of every live communicator of this process, as JSON text; `snapshot`: a dump of a
+/// live job (SIGUSR1, on demand), which explains no failure.
+std::string flight_record_json(std::string_view reason, bool snapshot,
+                               std::size_t* communicators = nullptr);
 /// Writes `text` to `path` through a temporary file and a rename; false on failure.
 bool write_whole_file(const std::string& path, const std::string& text) noexcept;
 

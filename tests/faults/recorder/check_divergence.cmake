@@ -16,7 +16,9 @@
 # its record file, so it went beside it (later-1) and the snapshot took the record file: the
 # doctor read the snapshot, where every op had completed, and named no laggard. In RACE_EXIT_DIR
 # (snapshot_race_exit/) the exit hook's dump then took the record file from the snapshot: the
-# earliest dump that explains a failure (later-1) is still the one read.
+# earliest dump that explains a failure (later-1) is still the one read. snapshot_race/'s records
+# say whether each is a snapshot; snapshot_race_exit/'s do not, as records written before that field
+# (the doctor judges those by their reason).
 # -DMCR -DDIR -DBACKEND_DIR -DP2P_DIR -DLATER_DIR -DSTALE_DIR -DRACE_DIR -DRACE_EXIT_DIR
 execute_process(COMMAND ${MCR} doctor ${DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
 message(STATUS "mcr doctor:\n${doc}")

@@ -89,6 +89,7 @@ TEST(Recorder, TimeoutNamesThisRankAndTheLaggard) {
         ASSERT_TRUE(in) << path << " was not written";
         const auto j = nlohmann::json::parse(in);
         EXPECT_EQ(j.at("world_rank").get<int>(), world().rank());
+        EXPECT_FALSE(j.at("snapshot").get<bool>()) << "a timeout's record explains a failure";
         bool found = false;
         for (const auto& c : j.at("communicators")) {
           if (c.at("group_id").get<std::uint64_t>() != comm.id()) continue;
@@ -208,6 +209,7 @@ TEST(Recorder, DumpOnDemand) {
   const auto j = nlohmann::json::parse(in);
   EXPECT_EQ(j.at("format"), "mcr-flight-record");
   EXPECT_EQ(j.at("reason"), "on demand");
+  EXPECT_TRUE(j.at("snapshot").get<bool>()) << "a dump on demand is a snapshot of a live job";
   EXPECT_EQ(j.at("world_size").get<int>(), world().size());
   const auto& w = j.at("communicators").at(0);
   EXPECT_EQ(w.at("group_id").get<int>(), 0);
