@@ -307,21 +307,23 @@ json analyse(const Group& g) {
   };
   std::uint64_t stuck = first_unfinished(0);
   if (!g.members.empty() && stuck < most) {
-    Standing s = standing(stuck);
     // An asynchronous operation's record moves on only when its own handle is polled: one that
     // every member reached and some member completed was delivered by its library, and the others'
     // "started" is the record lagging behind a later call they block in. The first collective
     // past it that is unfinished is the one to explain (where some member never reached it).
-    for (std::uint64_t c = stuck; c < most;) {
-      Standing here = standing(c);
-      if (!here.never_reached.empty() || here.completed.empty()) {
-        if (c != stuck) {
+    const auto explains = [](const Standing& s) {
+      return !s.never_reached.empty() || s.completed.empty();
+    };
+    Standing s = standing(stuck);
+    if (!explains(s)) {
+      for (std::uint64_t c = first_unfinished(stuck + 1); c < most; c = first_unfinished(c + 1)) {
+        Standing here = standing(c);
+        if (explains(here)) {
           stuck = c;
           s = std::move(here);
+          break;
         }
-        break;
       }
-      c = first_unfinished(c + 1);
     }
     out["stuck"] = {{"seq", s.what ? json(s.what->seq) : json(stuck)},
                     {"collective", stuck},
