@@ -6,7 +6,6 @@
 #include <cmath>
 #include <fstream>
 #include <optional>
-#include <set>
 
 #include "json_util.hpp"
 #include "mcr/codesign/analysis.hpp"
@@ -298,55 +297,45 @@ void to_json(json& j, const ModelShape& m) {
 
 void from_json(const json& j, ModelShape& m) {
   if (!j.is_object()) throw InvalidArgument("model: expected a JSON object, got " + j.dump());
-  static const std::set<std::string> known{"name",
-                                           "h",
-                                           "a",
-                                           "a_kv",
-                                           "L",
-                                           "v",
-                                           "s",
-                                           "b",
-                                           "d_ff",
-                                           "mlp",
-                                           "tied_embeddings",
-                                           "experts",
-                                           "top_k",
-                                           "t",
-                                           "dtype",
-                                           "attention",
-                                           "norm",
-                                           "position",
-                                           "linear_bias",
-                                           "head_dim",
-                                           "qkv_bias",
-                                           "norms_per_layer",
-                                           "positions",
-                                           "d_ff_expert",
-                                           "d_ff_shared",
-                                           "dense_layers",
-                                           "q_lora_rank",
-                                           "kv_lora_rank",
-                                           "qk_nope_dim",
-                                           "qk_rope_dim",
-                                           "v_head_dim",
-                                           "sliding_window",
-                                           "sliding_layers",
-                                           "attention_sinks",
-                                           "qk_norm",
-                                           "source",
-                                           "notes"};
-  for (const auto& [key, value] : j.items()) {
-    if (known.count(key) == 0) {
-      throw InvalidArgument(
-          fmt::format("model: unknown field '{}' (known: h, a, a_kv, L, v, s, b, "
-                      "d_ff, mlp, tied_embeddings, experts, top_k, t, dtype, "
-                      "attention, norm, position, linear_bias, head_dim, qkv_bias, "
-                      "norms_per_layer, positions, d_ff_expert, d_ff_shared, dense_layers, "
-                      "q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim, "
-                      "sliding_window, sliding_layers, attention_sinks, qk_norm, name)",
-                      key));
-    }
-  }
+  detail::refuse_unknown_keys(j,
+                              {"name",
+                               "h",
+                               "a",
+                               "a_kv",
+                               "L",
+                               "v",
+                               "s",
+                               "b",
+                               "d_ff",
+                               "mlp",
+                               "tied_embeddings",
+                               "experts",
+                               "top_k",
+                               "t",
+                               "dtype",
+                               "attention",
+                               "norm",
+                               "position",
+                               "linear_bias",
+                               "head_dim",
+                               "qkv_bias",
+                               "norms_per_layer",
+                               "positions",
+                               "d_ff_expert",
+                               "d_ff_shared",
+                               "dense_layers",
+                               "q_lora_rank",
+                               "kv_lora_rank",
+                               "qk_nope_dim",
+                               "qk_rope_dim",
+                               "v_head_dim",
+                               "sliding_window",
+                               "sliding_layers",
+                               "attention_sinks",
+                               "qk_norm",
+                               "source",
+                               "notes"},
+                              "model");
   const std::string ctx = "model";
   optional(j, "name", ctx, m.name);
   optional(j, "h", ctx, m.h);

@@ -82,6 +82,24 @@ TEST(ModelJson, RoundTrip) {
   }
 }
 
+// A misspelt field would leave its default in place unseen: it is refused, named, with the fields
+// a model has; a preset's provenance fields are read.
+TEST(ModelJson, AnUnknownFieldIsRefusedByName) {
+  nlohmann::json j = load_preset("gpt3-175b");
+  j["source"] = "a paper";
+  j["notes"] = "read, not used";
+  EXPECT_NO_THROW(j.get<ModelShape>());
+  j["d_ffn"] = 4096;
+  try {
+    (void)j.get<ModelShape>();
+    ADD_FAILURE() << "d_ffn was accepted";
+  } catch (const InvalidArgument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("unknown field 'd_ffn'"), std::string::npos) << m;
+    EXPECT_NE(m.find("d_ff_expert"), std::string::npos) << m;
+  }
+}
+
 // The analysis JSON keeps everything the schema (docs/shape-json.md) lists and parses back to the
 // same document, for random shapes and both passes.
 TEST(AnalysisJson, RoundTripsThroughSchema) {
