@@ -208,16 +208,25 @@ Trace parse_op_list(const json& doc, const std::string& path) {
 
 // ---- the MCR_LOG trace --------------------------------------------------------------------------
 
-// One collective instance: the records of every member of (group, sequence).
+// One collective instance: the records of every member of (group, collective index).
 struct Instance {
   double first_ts = 0;
   double last_end = 0;    ///< the latest end (start + duration) of its members' records
   std::size_t event = 0;  ///< first event seen, for messages
   TraceOp op;
   int group_size = 0;
-  std::uint64_t sequence = 0;
+  std::uint64_t sequence = 0;  ///< of the first event seen, for messages
+  std::uint64_t index = 0;     ///< among the group's collectives
   std::string group;
   std::map<int, int> members;  ///< group rank -> global rank
+};
+
+// One rank's record of a collective, read and checked.
+struct CollectiveRecord {
+  std::size_t event = 0;
+  std::string group;
+  std::uint64_t sequence = 0;
+  int pid = 0;
 };
 
 // A process_name metadata event's "host" (written by MCR_LOG=trace with the gathered host map).
@@ -256,6 +265,7 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
   const auto& events = doc["traceEvents"];
   if (!events.is_array()) bad_field(path, "traceEvents", events, "must be a list of events");
   std::map<std::pair<std::string, std::uint64_t>, Instance> instances;
+  std::vector<CollectiveRecord> records;
   for (std::size_t i = 0; i < events.size(); ++i) {
     const json& ev = events[i];
     if (!ev.is_object()) continue;
@@ -304,31 +314,66 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
       bad_field(path, a + ".group_rank", grank, "must be in [0, group_size)");
     if (!pid.is_number_integer() || pid.get<int>() < 0)
       bad_field(path, at + ".pid", pid, "must be a global rank (an integer >= 0)");
-    auto& inst = instances[{group.get<std::string>(), seq.get<std::uint64_t>()}];
-    const double ts = ev.value("ts", 0.0);
-    if (inst.members.empty()) {
-      inst.first_ts = ts;
-      inst.event = i;
-      inst.group_size = gsize.get<int>();
-      inst.sequence = seq.get<std::uint64_t>();
-      inst.group = group.get<std::string>();
-      inst.op.op = *op;
-      inst.op.dtype = *dtype;
-      inst.op.bytes = bytes.get<std::size_t>();
-      inst.op.async = args.value("async", false);
-      inst.op.source = i;
-      inst.op.backend = ev.value("cat", "");
-    } else if (inst.op.op != *op || inst.op.bytes != bytes.get<std::size_t>() ||
-               inst.group_size != gsize.get<int>()) {
-      bad_field(path, at, ev,
-                fmt::format("disagrees with traceEvents[{}] on op, bytes or group size for the "
-                            "same group and sequence",
-                            inst.event));
+    records.push_back(
+        CollectiveRecord{i, group.get<std::string>(), seq.get<std::uint64_t>(), pid.get<int>()});
+  }
+  // A communicator's sequence numbers count its sends and receives too, which differ between
+  // ranks (a pipeline stage sends what the next receives): a collective is matched across ranks by
+  // its index among each rank's collectives on that group, as the flight records match them.
+  std::map<std::pair<int, std::string>, std::vector<const CollectiveRecord*>> per_rank;
+  for (const auto& r : records)
+    per_rank[{r.pid, r.group}].push_back(&r);
+  for (auto& [key, recs] : per_rank) {
+    std::stable_sort(recs.begin(), recs.end(),
+                     [](const auto* x, const auto* y) { return x->sequence < y->sequence; });
+    for (std::size_t k = 0; k + 1 < recs.size(); ++k) {
+      if (recs[k]->sequence == recs[k + 1]->sequence) {
+        bad_field(path, fmt::format("traceEvents[{}]", recs[k + 1]->event),
+                  events[recs[k + 1]->event],
+                  fmt::format("rank {} recorded sequence {} of group {} twice (traceEvents[{}])",
+                              key.first, recs[k]->sequence, key.second, recs[k]->event));
+      }
     }
-    inst.first_ts = std::min(inst.first_ts, ts);
-    inst.op.latency_us = std::max(inst.op.latency_us, ev.value("dur", 0.0));
-    inst.last_end = std::max(inst.last_end, ts + ev.value("dur", 0.0));
-    inst.members[grank.get<int>()] = pid.get<int>();
+  }
+  for (const auto& [key, recs] : per_rank) {
+    for (std::size_t index = 0; index < recs.size(); ++index) {
+      const std::size_t i = recs[index]->event;
+      const json& ev = events[i];
+      const json& args = ev["args"];
+      const std::string at = fmt::format("traceEvents[{}]", i);
+      const auto op = parse_op(ev["name"].get<std::string>());
+      const auto dtype = parse_dtype(args["dtype"].get<std::string>());
+      const json& gsize = args["group_size"];
+      const json& grank = args["group_rank"];
+      const json& bytes = args["bytes"];
+      const json& pid = ev["pid"];
+      auto& inst = instances[{key.second, index}];
+      const double ts = ev.value("ts", 0.0);
+      if (inst.members.empty()) {
+        inst.first_ts = ts;
+        inst.event = i;
+        inst.group_size = gsize.get<int>();
+        inst.sequence = recs[index]->sequence;
+        inst.index = index;
+        inst.group = key.second;
+        inst.op.op = *op;
+        inst.op.dtype = *dtype;
+        inst.op.bytes = bytes.get<std::size_t>();
+        inst.op.async = args.value("async", false);
+        inst.op.source = i;
+        inst.op.backend = ev.value("cat", "");
+      } else if (inst.op.op != *op || inst.op.bytes != bytes.get<std::size_t>() ||
+                 inst.group_size != gsize.get<int>()) {
+        bad_field(path, at, ev,
+                  fmt::format("disagrees with traceEvents[{}] on op, bytes or group size for the "
+                              "same collective of the group",
+                              inst.event));
+      }
+      inst.first_ts = std::min(inst.first_ts, ts);
+      inst.op.latency_us = std::max(inst.op.latency_us, ev.value("dur", 0.0));
+      inst.last_end = std::max(inst.last_end, ts + ev.value("dur", 0.0));
+      inst.members[grank.get<int>()] = pid.get<int>();
+    }
   }
   if (instances.empty()) {
     throw InvalidArgument(fmt::format(
@@ -342,9 +387,9 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
   for (const auto& [key, inst] : instances) {
     if (static_cast<int>(inst.members.size()) != inst.group_size) {
       throw InvalidArgument(fmt::format(
-          "{}: traceEvents[{}] ({} sequence {}): records of {} of its {} ranks; replay needs the "
-          "trace of every rank (the one rank 0 writes at finalize)",
-          path, inst.event, to_string(inst.op.op), inst.sequence, inst.members.size(),
+          "{}: traceEvents[{}] ({} sequence {}, collective {} of its group): records of {} of its "
+          "{} ranks; replay needs the trace of every rank (the one rank 0 writes at finalize)",
+          path, inst.event, to_string(inst.op.op), inst.sequence, inst.index, inst.members.size(),
           inst.group_size));
     }
     order.push_back(&inst);
@@ -360,7 +405,7 @@ Trace parse_comm_log(const json& doc, const std::string& path) {
     for (const std::size_t k : positions)
       members.push_back(order[k]);
     std::sort(members.begin(), members.end(),
-              [](const Instance* x, const Instance* y) { return x->sequence < y->sequence; });
+              [](const Instance* x, const Instance* y) { return x->index < y->index; });
     for (std::size_t j = 0; j < positions.size(); ++j)
       ordered[positions[j]] = members[j];
   }

@@ -217,6 +217,51 @@ TEST(ReplayTrace, CommLogTraceKeepsEachGroupsSequenceOrder) {
   EXPECT_EQ(t.ops[1].op, OpType::all_gather);
 }
 
+// Sends and receives move a communicator's sequence on the ranks that issue them only: after rank 0
+// sent to rank 1 (a pipeline stage's activations), the next all_reduce is sequence 1 on ranks 0
+// and 1 and sequence 0 on rank 2. It is still one collective of all three, and the one after too.
+TEST(ReplayTrace, CommLogCollectivesAreMatchedPastUnevenSendsAndReceives) {
+  GatheredLog log;
+  log.ranks = 3;
+  log.dropped.assign(3, 0);
+  auto add = [&](std::int64_t start, std::uint64_t seq, OpType op, std::size_t bytes, int r) {
+    log.records.push_back(LogRecord{start, start + 1000, seq, 0, bytes, bytes / 4, "mpi", op,
+                                    DType::f32, false, r, 3, r});
+  };
+  add(100, 0, OpType::send, 64, 0);
+  add(100, 0, OpType::recv, 64, 1);
+  for (int r = 0; r < 3; ++r)
+    add(2000 + r, r < 2 ? 1 : 0, OpType::all_reduce, 4096, r);
+  for (int r = 0; r < 3; ++r)
+    add(4000 + r, r < 2 ? 2 : 1, OpType::all_gather, 96, r);
+  std::ostringstream text;
+  write_chrome_trace(log, text);
+  const Trace t = parse_trace(text.str(), "pipeline.json");
+  EXPECT_EQ(t.skipped_p2p, 2u);
+  ASSERT_EQ(t.ops.size(), 2u);
+  EXPECT_EQ(t.ops[0].op, OpType::all_reduce);
+  EXPECT_EQ(t.ops[0].bytes, 4096u);
+  EXPECT_EQ(t.ops[1].op, OpType::all_gather);
+  EXPECT_EQ(t.groups[static_cast<std::size_t>(t.ops[0].group)], (std::vector<int>{0, 1, 2}));
+}
+
+// A rank that recorded one sequence number twice wrote a corrupt log: refused, naming both events.
+TEST(ReplayTrace, CommLogASequenceRecordedTwiceByOneRankIsRefused) {
+  GatheredLog log = three_rank_log();
+  LogRecord again = log.records.front();
+  again.start_ns += 50;
+  log.records.push_back(again);
+  std::ostringstream text;
+  write_chrome_trace(log, text);
+  try {
+    parse_trace(text.str(), "twice.json");
+    FAIL() << "a sequence recorded twice was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("recorded sequence 0 of group"), std::string::npos)
+        << e.what();
+  }
+}
+
 // An all_to_all_v issued without a size hint logs 0 bytes: it is left out and counted, not replayed
 // as one element per rank. One with a hint replays at that size.
 TEST(ReplayTrace, CommLogAllToAllVWithoutASizeIsLeftOut) {
