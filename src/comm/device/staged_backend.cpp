@@ -221,6 +221,9 @@ class StagedOp {
   bool stream_wait(void* stream) {
     std::lock_guard lock(mutex_);
     if (phase_ != Phase::copying_out && phase_ != Phase::done) return false;
+    // A null stream is the current device's default stream: the tensor's device, whichever device
+    // the calling thread has current.
+    DeviceGuard guard(args_.device.index, site_);
     MCR_CUDA_CHECK(site_, cudaStreamWaitEvent(caller_stream(stream), copied_out_, 0));
     return true;
   }

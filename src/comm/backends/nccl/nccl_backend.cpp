@@ -34,7 +34,12 @@ class CommContext {
     const CallSite site{rank_, "init"};
     DeviceGuard guard(queue_->device(), site);
     MCR_CUDA_CHECK(site, cudaMalloc(&barrier_cell_, sizeof(float)));
-    MCR_CUDA_CHECK(site, cudaMemset(barrier_cell_, 0, sizeof(float)));
+    try {
+      MCR_CUDA_CHECK(site, cudaMemset(barrier_cell_, 0, sizeof(float)));
+    } catch (...) {
+      (void)cudaFree(barrier_cell_);  // no destructor runs for a constructor that throws
+      throw;
+    }
   }
 
   ~CommContext() {
@@ -109,6 +114,19 @@ class CommContext {
   std::string broken_reason_;
 };
 
+/// The context that owns `comm` from here on. A communicator no context could take (its barrier
+/// cell not allocated: device memory exhausted) is aborted, not left holding its resources and
+/// connections.
+std::shared_ptr<CommContext> adopt(ncclComm_t comm, int rank, int size,
+                                   std::shared_ptr<DeviceQueue> queue) {
+  try {
+    return std::make_shared<CommContext>(comm, rank, size, std::move(queue));
+  } catch (...) {
+    (void)ncclCommAbort(comm);
+    throw;
+  }
+}
+
 class NcclPendingOp final : public PendingOp {
  public:
   NcclPendingOp(std::shared_ptr<CommContext> ctx, std::string_view op)
@@ -128,7 +146,10 @@ class NcclPendingOp final : public PendingOp {
   bool test() override {
     ctx_->check_async_error(op_);
     const cudaError_t status = cudaEventQuery(done_);
-    if (status == cudaSuccess) return true;
+    if (status == cudaSuccess) {
+      completed_.store(true);
+      return true;
+    }
     if (status == cudaErrorNotReady) return false;
     MCR_CUDA_CHECK((CallSite{ctx_->rank(), op_}), status);
     return false;
@@ -140,10 +161,14 @@ class NcclPendingOp final : public PendingOp {
   }
 
   bool stream_wait(void* stream) override {
-    // An aborted communicator's kernels stopped where they were: the stream must not go on as if
-    // the outputs were written, unless this operation had completed before the abort.
-    if (cudaEventQuery(done_) != cudaSuccess) ctx_->check_usable(op_);
+    // An aborted communicator's kernels stopped where they were and the stream went on, so this
+    // operation's event fired whether or not its outputs were written: after an abort, only an
+    // operation seen complete before (by test()) lets the caller's stream go on.
+    if (!completed_.load()) ctx_->check_usable(op_);
     const CallSite site{ctx_->rank(), op_};
+    // A null stream is the current device's default stream: this communicator's device, whichever
+    // device the calling thread has current.
+    DeviceGuard guard(ctx_->device(), site);
     MCR_CUDA_CHECK(site, cudaStreamWaitEvent(caller_stream(stream), done_, 0));
     return true;
   }
@@ -153,6 +178,7 @@ class NcclPendingOp final : public PendingOp {
   std::string_view op_;
   cudaEvent_t done_;
   bool abandoned_ = false;
+  std::atomic<bool> completed_{false};  ///< test() saw its event fire
 };
 
 /// Issues one NCCL call for the native collectives.
@@ -264,7 +290,12 @@ class NcclBackend final : public Backend {
                                  &child, nullptr));
     if (s.color < 0 || child == nullptr) return nullptr;
     int child_rank = -1;
-    MCR_NCCL_CHECK(site, child, ncclCommUserRank(child, &child_rank));
+    try {
+      MCR_NCCL_CHECK(site, child, ncclCommUserRank(child, &child_rank));
+    } catch (...) {
+      (void)ncclCommAbort(child);  // the error read its last message first
+      throw;
+    }
     if (child_rank != s.key) {
       (void)ncclCommDestroy(child);
       throw BackendError(fmt::format(
@@ -273,9 +304,8 @@ class NcclBackend final : public Backend {
           group_id, rank(), child_rank, s.key));
     }
     return std::make_unique<NcclBackend>(
-        std::make_shared<CommContext>(child, s.key, static_cast<int>(members.size()),
-                                      ctx_->shared_queue()),
-        store_, timeout_);
+        adopt(child, s.key, static_cast<int>(members.size()), ctx_->shared_queue()), store_,
+        timeout_);
   }
 
   // ncclCommSplit needs every rank of the parent; a group of its members alone is a new
@@ -294,9 +324,8 @@ class NcclBackend final : public Backend {
     MCR_NCCL_CHECK(site, nullptr,
                    ncclCommInitRank(&child, static_cast<int>(members.size()), id, index));
     return std::make_unique<NcclBackend>(
-        std::make_shared<CommContext>(child, index, static_cast<int>(members.size()),
-                                      ctx_->shared_queue()),
-        store_, timeout_);
+        adopt(child, index, static_cast<int>(members.size()), ctx_->shared_queue()), store_,
+        timeout_);
   }
 
  private:
@@ -407,9 +436,8 @@ std::unique_ptr<Backend> create_world(Bootstrap& bootstrap) {
   auto queue = DeviceQueue::for_device(device, site);
   ncclComm_t comm = nullptr;
   MCR_NCCL_CHECK(site, nullptr, ncclCommInitRank(&comm, bootstrap.size(), id, rank));
-  return std::make_unique<NcclBackend>(
-      std::make_shared<CommContext>(comm, rank, bootstrap.size(), std::move(queue)),
-      &bootstrap.store(), bootstrap.timeout());
+  return std::make_unique<NcclBackend>(adopt(comm, rank, bootstrap.size(), std::move(queue)),
+                                       &bootstrap.store(), bootstrap.timeout());
 }
 
 std::string library_version() {
