@@ -1,6 +1,7 @@
 cmake_minimum_required(VERSION 3.25)
 # mcr replay rejects bad traces with a message naming the file, the op, the field, the value and
-# the rule, before any rank communicates; and a trace needing more ranks than the job has.
+# the rule, before any rank communicates; a trace needing more ranks than the job has; and a
+# replay whose own log would overwrite its trace.
 file(MAKE_DIRECTORY ${OUT})
 set(n 0)
 function(expect_error body expected)
@@ -43,4 +44,24 @@ file(WRITE ${file} "${head} \"ops\": [{\"op\": \"all_reduce\", \"count\": 12, \"
 execute_process(COMMAND ${MCR} replay ${file} RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(rc EQUAL 0 OR NOT err MATCHES "four.json: the trace needs 4 ranks, but this job has 1")
   message(FATAL_ERROR "a 4-rank trace on 1 rank: rc ${rc}:\n${err}")
+endif()
+# MCR_LOG=trace left set from the recorded run: the replay's own log would overwrite the trace it
+# replays. Refused, the trace unchanged; another MCR_TRACE_FILE is fine.
+set(file ${OUT}/recorded.json)
+set(body "${head} \"ops\": [{\"op\": \"all_reduce\", \"count\": 12}]}")
+file(WRITE ${file} "${body}")
+execute_process(COMMAND ${CMAKE_COMMAND} -E env MCR_LOG=summary,trace MCR_TRACE_FILE=${file}
+                        ${MCR} replay ${file} --reps 1 -w 0
+                RESULT_VARIABLE rc ERROR_VARIABLE err)
+file(READ ${file} after)
+if(rc EQUAL 0 OR NOT err MATCHES "is where MCR_LOG=trace writes this replay's own log"
+   OR NOT after STREQUAL body)
+  message(FATAL_ERROR "a replay logging over its own trace: rc ${rc}:\n${err}\nthe file now:\n${after}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env MCR_LOG=trace MCR_TRACE_FILE=${OUT}/replayed.json
+                        ${MCR} replay ${file} --reps 1 -w 0
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+file(READ ${file} after)
+if(NOT rc EQUAL 0 OR NOT EXISTS ${OUT}/replayed.json OR NOT after STREQUAL body)
+  message(FATAL_ERROR "a replay logging to another file: rc ${rc}:\n${err}${out}")
 endif()

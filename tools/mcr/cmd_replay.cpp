@@ -5,7 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
+#include <sstream>
+#include <string>
 
 #include "commands.hpp"
 #include "mcr/bench/replay.hpp"
@@ -112,6 +116,27 @@ void run_replay(Communicator& world, bench::Trace& trace, const ReplayFlags& f) 
   }
 }
 
+// MCR_LOG=trace left set from the run that recorded TRACE would have the replay's finalize() write
+// its own log over it (both default to mcr_trace.json): refused before anything is run.
+void refuse_a_log_over_the_trace(const std::string& trace) {
+  const char* modes = std::getenv("MCR_LOG");
+  if (modes == nullptr) return;
+  std::istringstream tokens(modes);
+  bool writes_trace = false;
+  for (std::string token; std::getline(tokens, token, ',');)
+    writes_trace = writes_trace || token == "trace";
+  if (!writes_trace) return;
+  const char* file = std::getenv("MCR_TRACE_FILE");
+  const std::string log = file != nullptr && *file != '\0' ? file : "mcr_trace.json";
+  std::error_code ec;
+  if (log == trace || std::filesystem::equivalent(log, trace, ec)) {
+    throw InvalidArgument(fmt::format(
+        "TRACE '{}' is where MCR_LOG=trace writes this replay's own log (MCR_TRACE_FILE='{}'), "
+        "which would overwrite it: unset MCR_LOG or set MCR_TRACE_FILE to another file",
+        trace, log));
+  }
+}
+
 }  // namespace
 
 void add_replay_command(CLI::App& app) {
@@ -137,6 +162,7 @@ void add_replay_command(CLI::App& app) {
   cmd->callback([f] {
     // The trace is read and checked before init(), so a bad file fails alike on every rank
     // before any of them communicates.
+    refuse_a_log_over_the_trace(f->trace);
     bench::Trace trace = bench::load_trace(f->trace);
     if (f->scale != 1.0) bench::scale_trace(trace, f->scale);
     Communicator world = init();
