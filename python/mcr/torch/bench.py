@@ -2,10 +2,11 @@
 
     mpirun -np 2 python3 -m mcr.torch.bench [-b 4] [-e 64M] [-f 4] [--op all_reduce]
 
-Columns: time per operation in microseconds and bus bandwidth, for torch's gloo ProcessGroup, mcr's
-automatic selection, mcr forced to each backend, and the same mcr operation issued from C++ on the
+Columns: time per operation in microseconds for torch's gloo ProcessGroup, mcr's automatic
+selection, mcr forced to each backend, and the same mcr operation issued from C++ on the
 communication thread (no Python, torch dispatch or thread hand-off: what `mcr bench` measures);
-then the Python-side overhead (first mcr column minus the C++ one), mcr's speedup over gloo, and
+then the Python-side overhead (first mcr column minus the C++ one), the bus bandwidth of gloo and
+of the first mcr variant, that variant's speedup over gloo, and
 #wrong: elements that differ from the expected result in one checked call of every variant
 before the timed ones (the command exits with status 1 if any does).
 Each point runs in blocks with the variants interleaved (a new order per block); a block's figure
@@ -66,18 +67,34 @@ def make_op(op, nbytes, dtype, ws):
     raise SystemExit(f"unknown op {op}")
 
 
+def exact_limit(dtype):
+    """The largest integer n such that the dtype holds 0..n exactly (1 for bool)."""
+    if dtype == torch.bool:
+        return 1
+    if dtype.is_floating_point:
+        return int(2 / torch.finfo(dtype).eps)  # 2^(mantissa bits + 1): 256 for bf16, 2048 fp16
+    return torch.iinfo(dtype).max
+
+
 def fill_and_expect(op, inp, out, rank, ws):
-    """Gives `inp` rank-dependent values and returns what `out` must hold after the op."""
+    """Gives `inp` rank-dependent values and returns what `out` must hold after the op. The values
+    stay within what the dtype holds exactly, sums and their partial sums in any order included,
+    at any rank count: int8 or bf16 at 16 ranks overflowed or rounded (a false #wrong)."""
+    limit = exact_limit(inp.dtype)
     if op == "all_reduce":
-        inp.fill_(rank + 1)
-        return torch.full_like(inp, ws * (ws + 1) // 2)
+        if ws * (ws + 1) // 2 <= limit:
+            value = lambda r: r + 1  # noqa: E731
+        else:  # 1 from the first `limit` ranks, 0 from the rest: every partial sum exact
+            value = lambda r: 1 if r < limit else 0  # noqa: E731
+        inp.fill_(value(rank))
+        return torch.full_like(inp, sum(value(r) for r in range(ws)))
     if op == "all_gather":
-        inp.fill_(rank + 1)
-        return torch.cat([torch.full_like(inp, r + 1) for r in range(ws)])
+        inp.fill_((rank + 1) % (limit + 1))
+        return torch.cat([torch.full_like(inp, (r + 1) % (limit + 1)) for r in range(ws)])
     chunks = inp.view(ws, -1)  # all_to_all: block j goes to rank j
     for j in range(ws):
-        chunks[j].fill_(rank * ws + j)
-    return torch.cat([torch.full_like(chunks[0], i * ws + rank) for i in range(ws)])
+        chunks[j].fill_((rank * ws + j) % (limit + 1))
+    return torch.cat([torch.full_like(chunks[0], (i * ws + rank) % (limit + 1)) for i in range(ws)])
 
 
 def unlike(expected):
@@ -85,7 +102,7 @@ def unlike(expected):
     if expected.dtype == torch.bool:
         return expected.logical_not()
     if expected.is_floating_point() or expected.is_complex():
-        return -expected - 1  # the values are small non-negative integers
+        return -expected - 1  # the values are non-negative integers the dtype holds exactly
     return torch.bitwise_not(expected)
 
 
@@ -150,16 +167,35 @@ def usable_variants(names, op, dtype, ws):
     keep = []
     fn = make_op(op, 1, dtype, ws)[2]
     for name in names:
-        if name != "auto":
-            try:
-                with mt.backend(name):
-                    fn(None)
-            except RuntimeError as e:
-                if dist.get_rank() == 0:
-                    print(f"# mcr-{name} left out: {str(e).splitlines()[0]}", flush=True)
-                continue
+        try:
+            with mt.backend(None if name == "auto" else name):
+                fn(None)
+        except RuntimeError as e:
+            if dist.get_rank() == 0:
+                print(f"# mcr-{name} left out: {str(e).splitlines()[0]}", flush=True)
+            continue
         keep.append(name)
     return keep
+
+
+# `mcr bench`'s names of the element types, beside torch's own.
+DTYPE_NAMES = {"fp32": "float32", "fp64": "float64", "fp16": "float16", "bf16": "bfloat16",
+               "i8": "int8", "u8": "uint8", "i32": "int32", "i64": "int64"}
+BENCH_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+                torch.uint8, torch.int32, torch.int64, torch.bool)
+
+
+def parse_dtype(name, op):
+    """--dtype as a torch dtype, checked before any rank starts."""
+    dtype = getattr(torch, DTYPE_NAMES.get(name, name), None)
+    if dtype not in BENCH_DTYPES:
+        names = ", ".join(str(t).removeprefix("torch.") for t in BENCH_DTYPES)
+        raise SystemExit(f"mcr.torch.bench: --dtype {name}: not an element type the bench runs "
+                         f"(use {names}, or fp32, fp64, fp16, bf16, i8, u8, i32, i64)")
+    if dtype == torch.bool and op == "all_reduce":
+        raise SystemExit("mcr.torch.bench: --dtype bool with --op all_reduce: the bench sums, and "
+                         "mcr has no sum of booleans (use another dtype or op)")
+    return dtype
 
 
 def main():
@@ -168,7 +204,8 @@ def main():
     p.add_argument("-e", "--maxbytes", default="64M")
     p.add_argument("-f", "--stepfactor", type=int, default=4)
     p.add_argument("--op", default="all_reduce", choices=["all_reduce", "all_gather", "all_to_all"])
-    p.add_argument("--dtype", default="float32")
+    p.add_argument("--dtype", default="float32",
+                   help="torch's name (float32, bfloat16, int8, ...) or mcr bench's (fp32, bf16, i8, ...)")
     p.add_argument("--backends", default="auto,mpi,gloo", help="mcr variants (auto = selection)")
     p.add_argument("--iters", type=int, default=0, help="timed iterations per point (0: by size)")
     p.add_argument("--blocks", type=int, default=5,
@@ -183,6 +220,7 @@ def main():
     if a.iters < 0:
         raise SystemExit(f"mcr.torch.bench: --iters {a.iters}: must be 0 (by size) or more")
     minbytes, maxbytes = parse_size(a.minbytes, "--minbytes"), parse_size(a.maxbytes, "--maxbytes")
+    dtype = parse_dtype(a.dtype, a.op)
     if maxbytes < minbytes:
         raise SystemExit(f"mcr.torch.bench: --maxbytes {a.maxbytes} is below --minbytes "
                          f"{a.minbytes}")
@@ -190,7 +228,6 @@ def main():
     mt.init_processes("mcr")
     ws = dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
-    dtype = getattr(torch, a.dtype)
     mcr_variants = usable_variants(a.backends.split(","), a.op, dtype, ws)
     if not mcr_variants:  # every rank refused alike (usable_variants): every rank says so
         raise SystemExit(f"mcr.torch.bench: no variant of --backends {a.backends} can run here "
@@ -202,7 +239,7 @@ def main():
     if dist.get_rank() == 0:
         head = f"{'size':>8} {'count':>10} {'torch-gloo us':>14}"
         head += "".join(f" {'mcr-' + v + ' us':>12}" for v in mcr_variants)
-        print(f"# {a.op}, {a.dtype}, {ws} ranks; time per op: median over {a.blocks} blocks of the slowest"
+        print(f"# {a.op}, {str(dtype).removeprefix('torch.')}, {ws} ranks; time per op: median over {a.blocks} blocks of the slowest"
               f" rank's mean; c++: mcr-{mcr_variants[0]} issued from C++ on the communication thread; py-ovh:"
               f" mcr-{mcr_variants[0]} minus c++\n{head} {'mcr-c++ us':>12} {'py-ovh us':>10}"
               f" {'gloo busbw':>10} {'mcr busbw':>10} {'speedup':>8} {'#wrong':>7}", flush=True)
