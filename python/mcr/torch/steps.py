@@ -111,6 +111,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     args = ap.parse_args()
+    # Checked before any rank starts: each rank refuses alike, and nothing waits for a peer.
+    for flag, value, least in (("--steps", args.steps, 1), ("--rounds", args.rounds, 1),
+                               ("--warmup", args.warmup, 0)):
+        if value < least:
+            raise SystemExit(f"mcr.torch.steps: {flag} {value}: must be at least {least}")
+    names = args.workloads.split(",")
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"mcr.torch.steps: --workloads {args.workloads}: unknown workload "
+                         f"{unknown[0]!r} (known: {', '.join(WORKLOADS)})")
     mt.init_processes()
     rank, ws = dist.get_rank(), dist.get_world_size()
     _gloo = dist.new_group(backend="gloo")
@@ -121,8 +131,11 @@ def main():
               f"{args.rounds} rounds x {args.steps} steps (after {args.warmup} warm-up), "
               "slowest rank", flush=True)
         print(f"{'workload':>10} {'gloo ms':>10} {'mcr ms':>10} {'speedup':>8}", flush=True)
-    for name in args.workloads.split(","):
+    for name in names:
         if name == "pipeline" and ws != 2:
+            if rank == 0:
+                print(f"{name:>10} left out: its schedule has 2 stages, one per rank; this job has "
+                      f"{ws} ranks", flush=True)
             continue
         times = {"gloo": [], "mcr": []}
         for r in range(args.rounds):
