@@ -339,7 +339,10 @@ def _mcr_group(group):
 def explain(op, nbytes=None, dtype=torch.float32, reduce_op=ReduceOp.SUM, group=None, tensor=None):
     """Which backend mcr picks for `op` on a message of `nbytes` (the op's global size, as in
     nccl-tests: the full output of all_gather) and why. Pass `tensor` instead of nbytes/dtype to use
-    its size, type and device (CPU unless a CUDA tensor is given). The answer is for the
+    its size, type and device (CPU unless a CUDA tensor is given): the tensor that holds the op's
+    global size, all_gather's and gather's output, reduce_scatter's and scatter's input, not a
+    rank's part (its size is the group's size times smaller, and may be answered by another
+    backend). The answer is for the
     asynchronous (i*) form, the form the backend issues every op in, and for the backend that an
     enclosing ``with mcr.torch.backend(...)`` forces, as the operation would be issued. Returns {"backend", "source", "steps": [(backend, chosen, reason), ...],
     "composed_steps": [...]}; composed_steps is empty unless the backend is hier, whose steps each
