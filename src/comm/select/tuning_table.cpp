@@ -2,11 +2,14 @@
 // full whenever it is read, with the same checks `mcr tune --validate` reports.
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <sstream>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -357,9 +360,33 @@ std::string TuningTable::to_json(int indent) const {
 }
 
 void TuningTable::save(const std::string& path) const {
-  std::ofstream out(path);
-  if (!out) throw InvalidArgument(fmt::format("tuning table '{}' cannot be written", path));
-  out << to_json() << '\n';
+  // Written beside the file and renamed over it: a write that fails (a full disk) leaves the table
+  // that was there, which a job's MCR_TUNING may name, whole, and says so.
+  const std::string text = to_json() + '\n';
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) {
+      throw InvalidArgument(
+          fmt::format("tuning table '{}' cannot be written ({})", path, std::strerror(errno)));
+    }
+    out << text;
+    out.close();
+    if (!out) {
+      const int e = errno;
+      std::remove(tmp.c_str());
+      throw Error(
+          fmt::format("tuning table '{}' not written: writing {} failed ({}); the file "
+                      "there is unchanged",
+                      path, tmp, std::strerror(e)));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    throw Error(fmt::format("tuning table '{}' not written: renaming {} over it failed ({})", path,
+                            tmp, std::strerror(e)));
+  }
 }
 
 std::string_view to_string(CallForm form) noexcept {

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -153,6 +155,34 @@ TEST(TuningTable, LoadNamesTheFile) {
               std::string::npos)
         << m;
   }
+}
+
+// The table is written beside the file and renamed over it: the old table is replaced whole, no
+// temporary file is left, and a directory that cannot be written is named.
+TEST(TuningTable, SaveReplacesTheFileWholeAndLeavesNothingBeside) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "table_save";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "table.json").string();
+  {
+    std::ofstream out(path);
+    out << std::string(100000, ' ') << "{}";  // longer than the table: no tail may survive
+  }
+  const TuningTable t = sample_table();
+  t.save(path);
+  EXPECT_EQ(TuningTable::load(path).entries, t.entries);
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"table.json"});
+  const std::string missing = (dir / "no-such-dir" / "table.json").string();
+  try {
+    t.save(missing);
+    ADD_FAILURE() << "a table was saved into a missing directory";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // ---- topology: hosts x ranks per host
