@@ -114,3 +114,5 @@ expect_refusal("needs -o with another file" --refine ${table} --from-trace ${OUT
                -o ${OUT}/./table.json)
 expect_refusal("--hysteresis 1: must be in [0, 1)" --refine ${table} --from-trace ${OUT}/run-mpi.json
                -o ${OUT}/y.json --hysteresis 1)
+expect_refusal("mcr: error: --min-ops 0: a backend's median needs at least one operation" --refine
+               ${table} --from-trace ${OUT}/run-mpi.json -o ${OUT}/y.json --min-ops 0)

@@ -121,6 +121,8 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     {"tune.repetitions", "--reps"},
     {"tune.budget_ms", "--budget-ms"},
     {"tune.hysteresis", "--hysteresis"},
+    {"refine.min_ops", "--min-ops"},
+    {"refine.hysteresis", "--hysteresis"},
     {"replay.policies", "--backend"},
     {"replay.repetitions", "--reps"},
     {"replay.warmup", "--warmup"},
