@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -32,7 +33,16 @@ struct CalibrateArgs {
 };
 
 void run(const CalibrateArgs& a) {
-  // The device is written after the fit: whether it can be is known first.
+  // The device is written after the fit: whether it can be is known first, and that it would not
+  // replace the measurements it was fitted to.
+  std::error_code ec;
+  if (!a.output.empty() &&
+      (a.output == a.measurements || std::filesystem::equivalent(a.output, a.measurements, ec))) {
+    throw InvalidArgument(
+        fmt::format("-o '{}' is the measurements file: the calibrated device would overwrite the "
+                    "measurements; name another file",
+                    a.output));
+  }
   if (!a.output.empty()) check_writable(a.output, "-o");
   if (a.device != "local" && (a.threads != 0 || a.no_peak_probe)) {
     throw InvalidArgument(
