@@ -286,7 +286,11 @@ std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std:
     const auto j = static_cast<std::size_t>(rng() % i);
     std::swap(idx[i - 1], idx[j]);
   }
-  const auto holdout = static_cast<std::size_t>(std::llround(static_cast<double>(n) * fraction));
+  // A fraction above 0 holds out at least one row (of two or more): rounded to none, a small set
+  // with --holdout 0.1 stored no error bar, the user told to ask for a hold-out they had asked for.
+  const auto rounded = static_cast<std::size_t>(std::llround(static_cast<double>(n) * fraction));
+  const std::size_t holdout =
+      fraction > 0.0 && n >= 2 ? std::max<std::size_t>(rounded, 1) : rounded;
   std::vector<std::size_t> test(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(holdout));
   std::vector<std::size_t> train(idx.begin() + static_cast<std::ptrdiff_t>(holdout), idx.end());
   std::sort(test.begin(), test.end());

@@ -85,7 +85,10 @@ void run(const CalibrateArgs& a) {
           "p90 {:.1f}% over {} held-out GEMMs\n",
           pe->median_abs_pct_error, pe->p90_abs_pct_error, pe->count);
     } else {
-      fmt::print("  nothing held out: no error bar stored with the device (use --holdout > 0)\n");
+      fmt::print("  nothing held out: no error bar stored with the device ({})\n",
+                 a.options.holdout_fraction > 0
+                     ? "every held-out row repeats a fitted shape; use a larger --holdout"
+                     : "use --holdout > 0");
     }
     if (!a.output.empty()) fmt::print("calibrated device written to {}\n", a.output);
   }

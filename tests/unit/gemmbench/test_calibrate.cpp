@@ -107,6 +107,8 @@ TEST(Calibrate, SplitIsSeededAndDisjoint) {
   EXPECT_EQ(split_indices(10, 0.5, 42), split_indices(10, 0.5, 42));
   EXPECT_NE(split_indices(10, 0.5, 42).first, split_indices(10, 0.5, 43).first);
   EXPECT_EQ(split_indices(10, 0.0, 1).first.size(), 10u);
+  EXPECT_EQ(split_indices(4, 0.1, 1).second.size(), 1u) << "a hold-out asked for rounded to none";
+  EXPECT_EQ(split_indices(1, 0.1, 1).second.size(), 0u) << "nothing left to fit";
   EXPECT_THROW(split_indices(10, 1.0, 1), InvalidArgument);
 }
 
