@@ -181,21 +181,49 @@ std::string compare(const std::vector<Descriptor>& all) {
   return fmt::format("{}", fmt::join(found, "; "));
 }
 
+std::string counts_past_limit(const std::vector<std::vector<std::uint64_t>>& all, std::size_t limit,
+                              std::string_view backend) {
+  const std::size_t n = all.size();
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::span<const std::uint64_t> table(all[r]);
+    const auto past = first_count_past_limit(table.first(n), table.subspan(n), limit);
+    if (!past) continue;
+    return fmt::format(
+        "rank {}'s {}[{}] = {} elements exceeds backend '{}''s limit of {} (only the ranks "
+        "that hold such an entry would see it; pass CallOptions::size_hint, alike on every "
+        "rank, or a backend without the limit)",
+        r, past->what, past->peer, past->value, backend, limit);
+  }
+  return {};
+}
+
+}  // namespace
+
 // The v-ops' count arrays: all_gather_v's must be identical everywhere; in all_to_all_v, what rank
 // i sends to j must be what j expects from i.
-std::string compare_counts(OpType op, const std::vector<std::vector<std::uint64_t>>& all) {
+std::string compare_v_counts(OpType op, const std::vector<std::vector<std::uint64_t>>& all) {
   const std::size_t n = all.size();
   if (op == OpType::all_gather_v) {
-    auto show = [](const std::vector<std::uint64_t>& c) {
-      const std::size_t shown = std::min<std::size_t>(c.size() / 2, 8);
-      return fmt::format("[{}{}]", fmt::join(c.begin(), c.begin() + static_cast<long>(shown), ", "),
-                         shown < c.size() / 2 ? ", ..." : "");
+    // Decided on the whole arrays (their first half: the counts of each rank's block); shown at
+    // the first index where some rank differs from rank 0. (Shown in part and compared as shown,
+    // counts differing past the eighth rank passed.)
+    const auto counts = [](const std::vector<std::uint64_t>& c) {
+      return std::span<const std::uint64_t>(c.data(), c.size() / 2);
     };
+    std::size_t at = std::numeric_limits<std::size_t>::max();
+    for (const auto& c : all) {
+      const auto mine = counts(c);
+      const auto first = counts(all.front());
+      if (mine.size() != first.size()) return "counts differ in length";  // sized by the group
+      const auto [a, b] = std::mismatch(mine.begin(), mine.end(), first.begin());
+      if (a != mine.end()) at = std::min(at, static_cast<std::size_t>(a - mine.begin()));
+    }
+    if (at == std::numeric_limits<std::size_t>::max()) return {};
     std::vector<std::string> values;
     for (const auto& c : all)
-      values.push_back(show(c));
-    if (auto d = differences(values); !d.empty()) return "counts differ: " + d;
-    return {};
+      values.push_back(fmt::format("{}", counts(c)[at]));
+    return fmt::format("counts differ: counts[{}] (rank {}'s block): {}", at, at,
+                       differences(values));
   }
   std::vector<std::string> bad;
   std::size_t total = 0;
@@ -219,23 +247,6 @@ std::string compare_counts(OpType op, const std::vector<std::vector<std::uint64_
 // past the bound is seen by the ranks that hold it only, who raise, while a rank whose own entries
 // fit would enter the library and wait there for them. With every rank's counts at hand, every
 // rank names the first such entry and raises. Displacements are the running sums of the counts.
-std::string counts_past_limit(const std::vector<std::vector<std::uint64_t>>& all, std::size_t limit,
-                              std::string_view backend) {
-  const std::size_t n = all.size();
-  for (std::size_t r = 0; r < n; ++r) {
-    const std::span<const std::uint64_t> table(all[r]);
-    const auto past = first_count_past_limit(table.first(n), table.subspan(n), limit);
-    if (!past) continue;
-    return fmt::format(
-        "rank {}'s {}[{}] = {} elements exceeds backend '{}''s limit of {} (only the ranks "
-        "that hold such an entry would see it; pass CallOptions::size_hint, alike on every "
-        "rank, or a backend without the limit)",
-        r, past->what, past->peer, past->value, backend, limit);
-  }
-  return {};
-}
-
-}  // namespace
 
 std::string_view to_string(VerifyMode m) noexcept {
   switch (m) {
@@ -469,7 +480,7 @@ Backend& Verifier::pick(CommState& state, const OpArgs& args, const CallOptions&
       tables.emplace_back(2 * n);
       std::memcpy(tables.back().data(), b.data(), b.size());
     }
-    verdict = compare_counts(args.op, tables);
+    verdict = compare_v_counts(args.op, tables);
     if (verdict.empty() && args.op == OpType::all_to_all_v && chosen != nullptr &&
         chosen->max_count() != static_cast<std::size_t>(-1)) {
       verdict = counts_past_limit(tables, chosen->max_count(), chosen->name());

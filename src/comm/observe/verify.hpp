@@ -31,6 +31,12 @@ std::string_view to_string(VerifyMode m) noexcept;
 /// off, "first" or unset first; anything else is an InvalidArgument naming the value).
 VerifyMode verify_mode_requested(const InitOptions& options);
 
+/// The v-ops' count tables of every rank (rank r's: its send counts, then its receive counts;
+/// all_gather_v's: every rank's block count, then zeros) compared: "" when they agree,
+/// else what differs. all_gather_v's must be identical everywhere; in all_to_all_v what rank i
+/// sends to j must be what j expects from i.
+std::string compare_v_counts(OpType op, const std::vector<std::vector<std::uint64_t>>& all);
+
 /// The verification channel of one communicator: a backend instance of its own (a duplicated MPI
 /// communicator when MPI is usable, else a Gloo context of its own), so that the exchange never
 /// queues behind, or matches against, the communicator's operations.

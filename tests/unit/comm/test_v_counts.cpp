@@ -1,14 +1,17 @@
 // The all_to_all_v bound shared by the MPI backend and the verification: each kind of entry past
 // the limit is found at the right peer with the right value, sends before receives, and an
-// exchange that fits (the limit itself included) passes.
+// exchange that fits (the limit itself included) passes. And the verification's comparison of the
+// v-ops' count tables.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/v_counts.hpp"
+#include "observe/verify.hpp"
 
 using mcr::detail::first_count_past_limit;
 
@@ -58,4 +61,26 @@ TEST(VCountsPastLimit, SixtyFourBitCountsAtMpisIntLimit) {
   EXPECT_STREQ(past->what, "send displacement");
   EXPECT_EQ(past->peer, 2U);
   EXPECT_EQ(past->value, kInt + 1);
+}
+
+// MCR_VERIFY's comparison of all_gather_v's counts decides on every rank's whole array: shown in
+// part, counts that differed past the eighth rank compared equal, and 16 ranks ran mismatched.
+TEST(VerifyVCounts, AllGatherVCountsDifferingPastTheEighthRankAreFound) {
+  constexpr std::size_t n = 16;
+  std::vector<std::vector<std::uint64_t>> all(n, std::vector<std::uint64_t>(2 * n, 0));
+  for (auto& t : all)
+    std::fill(t.begin(), t.begin() + n, 2);
+  EXPECT_EQ(mcr::detail::compare_v_counts(mcr::OpType::all_gather_v, all), "");
+  all[5][12] = 3;  // rank 5 thinks rank 12's block holds 3
+  EXPECT_EQ(mcr::detail::compare_v_counts(mcr::OpType::all_gather_v, all),
+            "counts differ: counts[12] (rank 12's block): ranks 0-4, 6-15 have 2, ranks 5 have 3");
+}
+
+TEST(VerifyVCounts, AllToAllVSendsAreMatchedToTheReceivers) {
+  constexpr std::size_t n = 3;
+  std::vector<std::vector<std::uint64_t>> all(n, std::vector<std::uint64_t>(2 * n, 1));
+  EXPECT_EQ(mcr::detail::compare_v_counts(mcr::OpType::all_to_all_v, all), "");
+  all[0][n + 1] = 2;  // rank 0 expects 2 from rank 1, which sends 1
+  EXPECT_EQ(mcr::detail::compare_v_counts(mcr::OpType::all_to_all_v, all),
+            "counts differ: rank 1 sends 1 to rank 0, which expects 2");
 }
