@@ -83,17 +83,15 @@ LogSummary summarize(const GatheredLog& log) {
   for (const auto& [key, members] : instances) {
     const int size = instance_sizes[key];
     const RowKey row{std::get<1>(key), std::get<2>(key), std::get<3>(key), size};
-    const bool complete = static_cast<int>(members.size()) == size;
-    if (!complete) {  // a member's record was dropped: count what is there, without straggler
-                      // figures
-      for (const auto& m : members)
-        latencies[row].push_back(m.second);
-      continue;
-    }
     double lo = members.front().second, hi = lo;
     for (const auto& m : members)
       lo = std::min(lo, m.second), hi = std::max(hi, m.second);
+    // One operation, at its slowest member present. Where some member's record is missing (its
+    // log filled, or the log was collected over a sub-communicator of the group) there is no
+    // straggler figure: the fastest member may be the one missing. (Counted once per member
+    // present, such an instance multiplied the row's count and total.)
     latencies[row].push_back(hi);
+    if (static_cast<int>(members.size()) != size) continue;
     for (const auto& [rank, us] : members) {
       if (rank >= 0) row_of(rank).straggler_us += us - lo;
     }

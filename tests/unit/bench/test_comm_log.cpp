@@ -250,6 +250,28 @@ TEST(CommLog, StragglersOfASubCommunicatorAreItsMembers) {
   EXPECT_DOUBLE_EQ(s.stragglers[1].straggler_us, 20.0);  // 30 - 10
 }
 
+// A world collective in a log collected over a sub-communicator of 2 of its 4 ranks (or whose other
+// members' logs filled): one operation at its slowest member present, not one per member present,
+// and no straggler time.
+TEST(CommLog, AnInstanceWithMembersMissingCountsOnce) {
+  GatheredLog g;
+  g.ranks = 2;
+  g.dropped = {0, 0};
+  g.records = {pair_all_reduce(0, 0, 10, 0), pair_all_reduce(1, 0, 30, 0),
+               pair_all_reduce(0, 100, 20, 1), pair_all_reduce(1, 100, 20, 1)};
+  for (auto& r : g.records)
+    r.group_size = 4;
+  const auto s = summarize(g);
+  ASSERT_EQ(s.rows.size(), 1u);
+  EXPECT_EQ(s.rows[0].count, 2u);
+  EXPECT_DOUBLE_EQ(s.rows[0].total_us, 50.0);  // 30 + 20
+  EXPECT_DOUBLE_EQ(s.rows[0].max_us, 30.0);
+  ASSERT_EQ(s.stragglers.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.stragglers[0].straggler_us, 0.0);
+  EXPECT_DOUBLE_EQ(s.stragglers[1].straggler_us, 0.0);
+  EXPECT_EQ(s.stragglers[1].ops, 2u);
+}
+
 TEST(CommLog, ChromeTraceParsesAndHoldsOneEventPerRecord) {
   GatheredLog g;
   g.ranks = 2;
