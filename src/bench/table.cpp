@@ -71,6 +71,20 @@ std::vector<std::pair<std::size_t, std::string>> winners(
 
 }  // namespace
 
+std::vector<TuningSample> without_wrong_backends(std::vector<TuningSample> samples,
+                                                 const std::vector<TuningSample>& wrong) {
+  const auto same_place = [](const TuningSample& a, const TuningSample& b) {
+    return a.op == b.op && a.dtype_class == b.dtype_class && a.group_size == b.group_size &&
+           a.hosts == b.hosts && a.ranks_per_host == b.ranks_per_host && a.form == b.form &&
+           a.backend == b.backend;
+  };
+  std::erase_if(samples, [&](const TuningSample& s) {
+    return std::any_of(wrong.begin(), wrong.end(),
+                       [&](const TuningSample& w) { return same_place(s, w); });
+  });
+  return samples;
+}
+
 std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples,
                                        double hysteresis) {
   if (hysteresis < 0 || hysteresis >= 1) {

@@ -170,6 +170,8 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
     total += points_of(l.ops, l.within_host ? world.ranks_per_host() : world.hosts(), 1);
   std::size_t done = 0;
 
+  std::vector<TuningSample> wrong;  // where a backend computed wrong values
+
   // Every op, dtype class, size and form of `ops` on `comm`, timed over `names`.
   auto sweep = [&](Communicator& comm, const std::vector<OpType>& ops,
                    const std::vector<CallForm>& call_forms, const std::vector<std::string>& names,
@@ -204,15 +206,24 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
               p.total = total;
               for (const auto& r : p.timings) {
                 if (!r.supported) continue;
-                if (r.wrong > 0) {  // a backend that computed wrong values must not win a range
-                  result.wrong += r.wrong;
-                  continue;
-                }
                 // The group's shape: a table measured on 4x1 must not decide for a 2x2 job. An
                 // uneven group (ranks_per_host 0) records its host count only.
-                table.samples.push_back(TuningSample{
-                    op, klass, comm.size(), p.bytes, r.backend, r.seconds * 1e6, comm.hosts(),
-                    comm.ranks_per_host(), std::string(to_string(form)), depth});
+                TuningSample sample{op,
+                                    klass,
+                                    comm.size(),
+                                    p.bytes,
+                                    r.backend,
+                                    r.seconds * 1e6,
+                                    comm.hosts(),
+                                    comm.ranks_per_host(),
+                                    std::string(to_string(form)),
+                                    depth};
+                if (r.wrong > 0) {  // a backend that computed wrong values must not win a range
+                  result.wrong += r.wrong;
+                  wrong.push_back(std::move(sample));
+                  continue;
+                }
+                table.samples.push_back(std::move(sample));
               }
               p.elapsed_s = seconds_since(start);
               if (cb.on_point) cb.on_point(p);
@@ -248,6 +259,7 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
                     ? " (async form, one in flight; every tuned op: --subgroup-ops all)"
                     : " (async form, one in flight)");
   }
+  table.samples = without_wrong_backends(std::move(table.samples), wrong);
   table.entries = build_entries(table.samples, o.hysteresis);
   result.wall_seconds = seconds_since(start);
   table.provenance["wall_seconds"] = fmt::format("{:.1f}", result.wall_seconds);

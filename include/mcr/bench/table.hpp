@@ -21,6 +21,14 @@ namespace mcr::bench {
 /// Throws InvalidArgument naming tune.hysteresis when it is outside [0, 1).
 std::vector<TuningEntry> build_entries(const std::vector<TuningSample>& samples, double hysteresis);
 
+/// `samples` without any of a backend that computed wrong values for the same op, dtype class,
+/// group (size and shape) and form: `wrong` holds one sample per such result (its time unused).
+/// Left out at every size and number in flight, not only the point it failed at, where it would
+/// still win the sizes around it (or, at several numbers in flight, a size it erred at, scored
+/// over the numbers it has samples for).
+std::vector<TuningSample> without_wrong_backends(std::vector<TuningSample> samples,
+                                                 const std::vector<TuningSample>& wrong);
+
 /// Every problem of a tuning table file's text (`mcr tune --validate`): TuningTable::problems(),
 /// the same checks the runtime applies when it loads a table. Empty when the table is valid.
 std::vector<std::string> validate_table_text(std::string_view json_text);

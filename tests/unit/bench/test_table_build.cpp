@@ -165,3 +165,27 @@ TEST(BuildEntries, SeveralNumbersInFlightKeepTheMarginAndTheSamples) {
             std::string::npos)
       << problems.front();
 }
+
+// A backend that computed wrong values at one size (here gloo at 64 bytes, with the blocking form)
+// is left out of that op, class, group and form at every size: it would otherwise win 256 bytes
+// and the range around it. Its samples of another op or form stay.
+TEST(BuildEntries, ABackendThatComputedWrongValuesIsLeftOutOfItsOpAndForm) {
+  auto s = series(OpType::all_reduce, {{4, 1, 9}, {256, 9, 1}});
+  for (auto& x : s)
+    x.form = "sync";
+  auto other_form = series(OpType::all_reduce, {{4, 9, 1}});
+  for (auto& x : other_form)
+    x.form = "async";
+  auto other_op = series(OpType::broadcast, {{4, 9, 1}});
+  s.insert(s.end(), other_form.begin(), other_form.end());
+  s.insert(s.end(), other_op.begin(), other_op.end());
+  TuningSample erred{OpType::all_reduce, "float", 2, 64, "gloo", 0};
+  erred.form = "sync";
+  const auto kept = without_wrong_backends(s, {erred});
+  EXPECT_EQ(kept.size(), s.size() - 2);
+  for (const auto& e : build_entries(kept, 0.03)) {
+    ASSERT_EQ(e.ranges.size(), 1u) << to_string(e.op) << " " << e.form;
+    EXPECT_EQ(e.ranges[0].backend, e.op == OpType::all_reduce && e.form == "sync" ? "mpi" : "gloo")
+        << to_string(e.op) << " " << e.form;
+  }
+}
