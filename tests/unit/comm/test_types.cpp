@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "core/local_reduce.hpp"
 #include "mcr/codesign/dtype.hpp"
@@ -95,6 +96,52 @@ TEST(LocalReduce, EveryOpOnIntegers) {
   EXPECT_EQ(run(ReduceOp::band), (std::vector<std::int32_t>{6 & 3, 5 & 9, -3 & 4, 12 & 10}));
   EXPECT_EQ(run(ReduceOp::bor), (std::vector<std::int32_t>{6 | 3, 5 | 9, -3 | 4, 12 | 10}));
   EXPECT_EQ(run(ReduceOp::bxor), (std::vector<std::int32_t>{6 ^ 3, 5 ^ 9, -3 ^ 4, 12 ^ 10}));
+}
+
+// min and max give the same value whichever operand is the rank's own buffer: a NaN in either wins,
+// and -0 is the min of -0 and +0, +0 the max. std::min kept its first operand (NaN on one rank, 1
+// on the other, from one all-reduce).
+TEST(LocalReduce, MinAndMaxAreAlikeInBothOrders) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::pair<float, float> pairs[] = {{nan, 1.0f}, {-0.0f, 0.0f}, {2.0f, -3.0f}};
+  for (const DType dtype : {DType::f16, DType::bf16, DType::f32, DType::f64}) {
+    for (const ReduceOp op : {ReduceOp::min, ReduceOp::max}) {
+      for (const auto& [p, q] : pairs) {
+        const auto run = [&](float first, float second) {
+          if (dtype == DType::f16) {
+            Half x(first), y(second);
+            detail::local_reduce(op, dtype, &x, &y, 1);
+            return static_cast<float>(x);
+          }
+          if (dtype == DType::bf16) {
+            BFloat16 x(first), y(second);
+            detail::local_reduce(op, dtype, &x, &y, 1);
+            return static_cast<float>(x);
+          }
+          if (dtype == DType::f32) {
+            float x = first, y = second;
+            detail::local_reduce(op, dtype, &x, &y, 1);
+            return x;
+          }
+          double x = first, y = second;
+          detail::local_reduce(op, dtype, &x, &y, 1);
+          return static_cast<float>(x);
+        };
+        const float one = run(p, q), other = run(q, p);
+        const std::string what = std::string(to_string(dtype)) + " " + std::string(to_string(op)) +
+                                 " of " + std::to_string(p) + ", " + std::to_string(q);
+        if (std::isnan(p)) {
+          EXPECT_TRUE(std::isnan(one) && std::isnan(other)) << what;
+          continue;
+        }
+        EXPECT_EQ(one, other) << what;
+        EXPECT_EQ(std::signbit(one), std::signbit(other)) << what;
+        if (p == 0.0f) {
+          EXPECT_EQ(std::signbit(one), op == ReduceOp::min) << what;
+        }
+      }
+    }
+  }
 }
 
 TEST(LocalReduce, HalfPrecisionThroughFloat) {
