@@ -140,7 +140,9 @@ void CommState::abandon(std::string_view reason) noexcept {
 }
 
 void CommState::notify(const WorkState& w) const noexcept {
-  if (!observer) return;
+  // An operation issued before the observer was attached has no start time (taken only while
+  // observed): left out, where its record spanned the clock's whole epoch.
+  if (!observer || w.start_tick == 0) return;
   OpRecord r;
   r.sequence = w.sequence;
   r.op = w.op;

@@ -165,6 +165,23 @@ struct Counter final : OpObserver {
   void on_complete(const OpRecord&) noexcept override { ++seen; }
 };
 
+// An asynchronous operation issued before an observer is attached, completed after: its start was
+// not taken, and it is not recorded (its record spanned the clock's whole epoch, hours long).
+TEST(Observer, AnOperationIssuedBeforeItIsNotRecorded) {
+  Communicator g = group_with(nullptr);
+  std::vector<float> v(4, 1.0f);
+  Work w = g.iall_reduce(Tensor(v.data(), v.size(), DType::f32), ReduceOp::sum);
+  auto log = std::make_shared<CommLog>();
+  g.set_observer(log);
+  w.wait();
+  EXPECT_EQ(log->size(), 0u);
+  g.all_reduce(v, ReduceOp::sum);
+  ASSERT_EQ(log->size(), 1u);
+  const LogRecord r = (*log)[0];
+  EXPECT_GE(r.end_ns, r.start_ns);
+  EXPECT_LT(r.end_ns - r.start_ns, std::int64_t{60} * 1000 * 1000 * 1000);
+}
+
 // The program attaches its own observer to the world: MCR_LOG's log keeps recording beside it (it
 // was replaced, and the finalize report missed every later operation).
 TEST(EnvLog, WorldOpsForTheFinalizeReport) {
