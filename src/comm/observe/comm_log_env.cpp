@@ -23,7 +23,13 @@ struct EnvLog {
   bool trace = false;
   int world_rank = 0;
   int world_size = 1;
-  std::atomic<bool> written{false};  // by finalize or by an abnormal exit, once
+  // Written once, by finalize or by an abnormal exit. While finalize gathers (kGathering) the
+  // log stays in place: an abnormal exit meanwhile (the watchdog, a signal, a peer gone) writes
+  // this rank's own records, and finalize, finding it written, writes nothing.
+  enum Phase : int { kIdle, kGathering, kWritten };
+  std::atomic<int> phase{kIdle};
+  /// Moves `from` to kWritten; false when the log was already written (or taken by the other).
+  bool take(int from) { return phase.compare_exchange_strong(from, kWritten); }
 };
 
 EnvLog& env_log() {
@@ -64,8 +70,50 @@ std::string with_rank(const std::string& path, int rank) {
   return fmt::format("{}.rank{}{}", path.substr(0, dot), rank, path.substr(dot));
 }
 
+// MCR_LOG's summary and trace of `g`, rank 0's of the whole job (`rank` < 0) or a rank's own
+// (`rank`: the files are path.rank<N>). Each on its own: one that cannot be written is reported,
+// and the other is still written.
+void write_outputs(const GatheredLog& g, const std::string& header, int rank) {
+  const auto& state = env_log();
+  const auto file_for = [rank](const std::string& path) {
+    return rank >= 0 ? with_rank(path, rank) : path;
+  };
+  const std::string who = rank >= 0 ? fmt::format("mcr[{}]: ", rank) : "mcr: ";
+  const auto write_file = [](const char* var, const std::string& path, const auto& body) {
+    std::ofstream out(path);
+    if (out) {
+      body(out);
+      out.close();
+    }
+    if (!out) throw Error(fmt::format("{}='{}' cannot be written", var, path));
+  };
+  if (state.summary) {
+    try {
+      const auto text = header + format_summary(summarize(g), g);
+      const auto path = env_or("MCR_LOG_FILE", "");
+      if (path.empty()) {
+        fmt::print(stderr, "{}", text);
+      } else {
+        write_file("MCR_LOG_FILE", file_for(path), [&](std::ostream& out) { out << text; });
+      }
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "{}communication summary not written: {}\n", who, e.what());
+    }
+  }
+  if (state.trace) {
+    try {
+      const auto path = file_for(env_or("MCR_TRACE_FILE", "mcr_trace.json"));
+      write_file("MCR_TRACE_FILE", path, [&](std::ostream& out) { write_chrome_trace(g, out); });
+      fmt::print(stderr, "{}communication trace {}({} events) written to {}\n", who,
+                 rank >= 0 ? "of this rank " : "", g.records.size(), path);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "{}communication trace not written: {}\n", who, e.what());
+    }
+  }
+}
+
 void write_local(const CommLog& log, std::string_view reason) {
-  auto& state = env_log();
+  const auto& state = env_log();
   GatheredLog mine;
   mine.ranks = state.world_size;
   mine.records = log.records();
@@ -73,29 +121,11 @@ void write_local(const CommLog& log, std::string_view reason) {
   if (state.world_rank >= 0 && state.world_rank < state.world_size) {
     mine.dropped[static_cast<std::size_t>(state.world_rank)] = log.dropped();
   }
-  const std::string header = fmt::format(
-      "mcr: communication log of world rank {} alone ({}); the other ranks write their own\n",
-      state.world_rank, reason);
-  if (state.summary) {
-    const auto text = header + format_summary(summarize(mine), mine);
-    const auto path = env_or("MCR_LOG_FILE", "");
-    if (path.empty()) {
-      fmt::print(stderr, "{}", text);
-    } else {
-      const auto mine_path = with_rank(path, state.world_rank);
-      std::ofstream out(mine_path);
-      if (!out) throw Error(fmt::format("MCR_LOG_FILE='{}' cannot be written", mine_path));
-      out << text;
-    }
-  }
-  if (state.trace) {
-    const auto path = with_rank(env_or("MCR_TRACE_FILE", "mcr_trace.json"), state.world_rank);
-    std::ofstream out(path);
-    if (!out) throw Error(fmt::format("MCR_TRACE_FILE='{}' cannot be written", path));
-    write_chrome_trace(mine, out);
-    fmt::print(stderr, "mcr[{}]: communication trace of this rank ({} events) written to {}\n",
-               state.world_rank, mine.records.size(), path);
-  }
+  write_outputs(mine,
+                fmt::format("mcr: communication log of world rank {} alone ({}); the other ranks "
+                            "write their own\n",
+                            state.world_rank, reason),
+                state.world_rank);
 }
 
 }  // namespace
@@ -136,7 +166,7 @@ std::shared_ptr<OpObserver> beside_env_comm_log(const std::shared_ptr<OpObserver
 void attach_env_comm_log(Communicator& world, const EnvLogModes& modes) {
   auto& state = env_log();
   state.log.reset();
-  state.written.store(false);
+  state.phase.store(EnvLog::kIdle);
   state.world_rank = world.rank();
   state.world_size = world.size();
   state.summary = modes.summary;
@@ -148,9 +178,10 @@ void attach_env_comm_log(Communicator& world, const EnvLogModes& modes) {
 
 void finish_env_comm_log(Communicator& world) {
   auto& state = env_log();
-  if (!state.log || state.written.exchange(true)) return;
-  auto log = std::move(state.log);
-  state.log.reset();
+  if (!state.log) return;
+  int idle = EnvLog::kIdle;
+  if (!state.phase.compare_exchange_strong(idle, EnvLog::kGathering)) return;
+  const std::shared_ptr<CommLog> log = state.log;
   try {
     world.set_observer(nullptr);  // the gather below is not part of the user's communication
     GatheredLog all;
@@ -158,29 +189,15 @@ void finish_env_comm_log(Communicator& world) {
       all = log->collect(world);
     } catch (const std::exception& e) {
       // The world was aborted by a timeout (it fails fast): no gather, each rank writes its own.
-      write_local(*log, fmt::format("finalize after a failure: {}", e.what()));
+      if (state.take(EnvLog::kGathering)) {
+        write_local(*log, fmt::format("finalize after a failure: {}", e.what()));
+      }
       return;
     }
+    if (!state.take(EnvLog::kGathering)) return;  // an abnormal exit wrote this rank's own
+    state.log.reset();                            // written: nobody reads it again
     if (world.rank() != 0) return;
-    if (state.summary) {
-      const auto text = format_summary(summarize(all), all);
-      const auto path = env_or("MCR_LOG_FILE", "");
-      if (path.empty()) {
-        fmt::print(stderr, "{}", text);
-      } else {
-        std::ofstream out(path);
-        if (!out) throw Error(fmt::format("MCR_LOG_FILE='{}' cannot be written", path));
-        out << text;
-      }
-    }
-    if (state.trace) {
-      const auto path = env_or("MCR_TRACE_FILE", "mcr_trace.json");
-      std::ofstream out(path);
-      if (!out) throw Error(fmt::format("MCR_TRACE_FILE='{}' cannot be written", path));
-      write_chrome_trace(all, out);
-      fmt::print(stderr, "mcr: communication trace ({} events) written to {}\n", all.records.size(),
-                 path);
-    }
+    write_outputs(all, "", -1);
   } catch (const std::exception& e) {
     // finalize() must still tear down; report instead of throwing out of it.
     fmt::print(stderr, "mcr: communication log not written: {}\n", e.what());
@@ -189,8 +206,10 @@ void finish_env_comm_log(Communicator& world) {
 
 void write_local_env_comm_log(std::string_view reason) noexcept {
   auto& state = env_log();
-  const std::shared_ptr<CommLog> log = state.log;  // finalize may be releasing it concurrently
-  if (!log || state.written.exchange(true)) return;
+  // Taken before the log is read: finalize releases it only once it has taken it itself.
+  if (!state.take(EnvLog::kIdle) && !state.take(EnvLog::kGathering)) return;
+  const std::shared_ptr<CommLog> log = state.log;
+  if (!log) return;
   try {
     write_local(*log, reason);
   } catch (const std::exception& e) {
