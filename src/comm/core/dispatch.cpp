@@ -99,10 +99,15 @@ std::exception_ptr CommState::drain(Clock::time_point deadline) noexcept {
       w->wait_for(std::max(left, std::chrono::milliseconds(1)));
     } catch (...) {
       if (!first) first = std::current_exception();
-      if (w->orphaned) report_orphan_failure(*w);
     }
   }
-  std::erase_if(outstanding, [](const auto& w) { return w->done || w->failed; });
+  // Every failed operation nobody will wait for is reported, those that had failed before the
+  // drain (in another communicator's device fence, say) too.
+  std::erase_if(outstanding, [](const std::shared_ptr<WorkState>& w) {
+    if (!w->done && !w->failed) return false;
+    if (w->failed && w->orphaned) report_orphan_failure(*w);
+    return true;
+  });
   return first;
 }
 

@@ -104,7 +104,9 @@ void Engine::fence_device(const Backend& b, Device device, std::chrono::millisec
   for (auto& op : ops) {
     if (op->done || op->failed || op->device != device || op->backend == &b) continue;
     try {
-      op->wait_for(timeout);
+      // Within the op's own timeout, as its owner's wait() would: the caller's limit is another
+      // operation's, shorter perhaps, and expiring this op aborts its communicator.
+      op->wait_for(op->timeout.count() > 0 ? op->timeout : timeout);
     } catch (...) {  // NOLINT(bugprone-empty-catch)
       // That op failed, or timed out (which aborted its communicator and so stopped its
       // kernels): either way it no longer holds the device, and its error is kept for its own

@@ -102,7 +102,8 @@ class Engine {
   void op_finished(const WorkState& w) noexcept;
 
   /// Device fence (invariant 3): before `b` starts on `device`, drain in-flight work of every other
-  /// device-blocking backend on that device, progressing everything while waiting.
+  /// device-blocking backend on that device, progressing everything while waiting: each op within
+  /// its own timeout (`timeout` only for one without).
   void fence_device(const Backend& b, Device device, std::chrono::milliseconds timeout);
   void track_device_op(const std::shared_ptr<WorkState>& w);
 

@@ -1,5 +1,6 @@
 // Work's answers for an operation that has failed: every way of waiting for it raises its error;
-// and the device fence, which waits for other backends' device operations, is not failed by one.
+// and the device fence, which waits for other backends' device operations, is not failed by one,
+// and waits for each within its own timeout.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -76,6 +77,35 @@ TEST(Engine, TheDeviceFenceIsNotFailedByAnotherOperationsFailure) {
   EXPECT_NO_THROW(e.fence_device(mine, Device::cuda(0), std::chrono::milliseconds(100)));
   EXPECT_TRUE(op->failed);  // its owner still learns of it
   EXPECT_THROW(Work(op).wait(), BackendError);
+}
+
+// Completes on its first test() after `ready`.
+class SlowOp final : public PendingOp {
+ public:
+  explicit SlowOp(std::chrono::steady_clock::time_point ready) : ready_(ready) {}
+  bool test() override { return std::chrono::steady_clock::now() >= ready_; }
+
+ private:
+  std::chrono::steady_clock::time_point ready_;
+};
+
+// The fence waits for another communicator's operation within that operation's own timeout: with
+// the caller's shorter one it expired the operation, which aborted its communicator ("did not
+// complete within 50 ms", though its own limit was 10 s).
+TEST(Engine, TheDeviceFenceWaitsWithinTheOtherOperationsOwnTimeout) {
+  FakeBackend other;
+  FakeBackend mine;
+  Engine e;
+  auto op = std::make_shared<WorkState>();
+  op->backend = &other;
+  op->device = Device::cuda(0);
+  op->timeout = std::chrono::seconds(10);
+  op->pending =
+      std::make_unique<SlowOp>(std::chrono::steady_clock::now() + std::chrono::milliseconds(300));
+  e.track_device_op(op);
+  EXPECT_NO_THROW(e.fence_device(mine, Device::cuda(0), std::chrono::milliseconds(50)));
+  EXPECT_TRUE(op->done);
+  EXPECT_FALSE(op->failed);
 }
 
 }  // namespace
