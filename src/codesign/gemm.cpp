@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <cstdint>
+#include <tuple>
 
 #include "mcr/errors.hpp"
 
@@ -34,6 +35,17 @@ double Gemm::flops() const {
 }
 
 double Gemm::bytes() const {
+  if (role == "attn_flash") {
+    // Flash attention keeps the s x keys scores on chip: its memory traffic is Q, K, V and O (and
+    // in backward their gradients, split here over the two proxy GEMMs), (s + keys) x (d + d_v)
+    // per head, whatever the pass. The proxy's m x n output or s x keys operand never reaches
+    // DRAM; counted, every flash GEMM of head dim 128 or less read as memory-bound.
+    const auto [s, keys, widths] = pass == Pass::forward ? std::tuple{m, n, k}
+                                   : pass == Pass::dgrad ? std::tuple{m, k, n}
+                                                         : std::tuple{k, n, m};
+    return static_cast<double>(s + keys) * static_cast<double>(widths) * dtype_bytes(dtype) *
+           static_cast<double>(batch);
+  }
   const double inputs = static_cast<double>(m) * static_cast<double>(k) +
                         static_cast<double>(k) * static_cast<double>(n);
   const double output = static_cast<double>(m) * static_cast<double>(n);
