@@ -44,6 +44,30 @@ TEST(Gemm, NarrowInputsWriteAWiderOutput) {
   EXPECT_EQ(dtype_output_bytes(DType::tf32), 4);
 }
 
+// Flash attention keeps the s x keys scores on chip: its traffic is Q, K, V and O (or their
+// gradients), (s + keys) x (d + d_v) per head in every pass. Counted as a GEMM's s x keys output,
+// Llama 3.2 1B's (head dim 64) read as memory-bound on H100.
+TEST(Gemm, FlashAttentionMovesItsOperandsNotItsScores) {
+  Gemm fwd = make(4096, 2048, 128, 32, DType::bf16);  // s 4096 queries, 2048 keys, d + d_v = 128
+  fwd.role = "attn_flash";
+  const double want = (4096.0 + 2048.0) * 128 * 32 * 2;
+  EXPECT_DOUBLE_EQ(fwd.bytes(), want);
+  Gemm dgrad = fwd;  // as add_with_backward permutes it
+  dgrad.pass = Pass::dgrad;
+  dgrad.n = fwd.k;
+  dgrad.k = fwd.n;
+  Gemm wgrad = fwd;
+  wgrad.pass = Pass::wgrad;
+  wgrad.m = fwd.k;
+  wgrad.n = fwd.n;
+  wgrad.k = fwd.m;
+  EXPECT_DOUBLE_EQ(dgrad.bytes(), want);
+  EXPECT_DOUBLE_EQ(wgrad.bytes(), want);
+  Gemm llama = make(4096, 4096, 128, 32, DType::bf16);
+  llama.role = "attn_flash";
+  EXPECT_FALSE(predict(llama, device_from_catalog("h100-sxm")).memory_bound);
+}
+
 TEST(Gemm, Pow2Divisor) {
   EXPECT_EQ(pow2_divisor(80), 16);
   EXPECT_EQ(pow2_divisor(50257), 1);
