@@ -155,9 +155,14 @@ FlopCount count_flops(const ModelShape& model) {
   // the experts; sliding-window layers attend to the window only.
   double layers = 0;
   for (const LayerGroup& group : layer_groups(whole)) {
+    // The routed experts' GEMMs give every expert the busiest one's tokens (that sets the time);
+    // the FLOPs are those of the b*s*top_k routed copies, each through one expert.
+    const double copies = dbl(group.shape.b * group.shape.s * group.shape.top_k);
     double one = 0;
-    for (const Gemm& g : layer_gemms(group.shape, false, group.span))
-      one += g.flops();
+    for (const Gemm& g : layer_gemms(group.shape, false, group.span)) {
+      const bool routed = g.role == "moe_gate" || g.role == "moe_up" || g.role == "moe_down";
+      one += routed ? g.flops() * copies / (dbl(g.m) * dbl(g.batch)) : g.flops();
+    }
     layers += dbl(group.count) * one;
   }
   double logits = 0;
@@ -167,13 +172,17 @@ FlopCount count_flops(const ModelShape& model) {
   f.forward_per_step = layers + logits;
   f.forward_per_token = f.forward_per_step / dbl(whole.b * whole.s);
   f.training_per_step = 3.0 * f.forward_per_step;
-  f.training_recompute_per_step = 4.0 * f.forward_per_step;
+  // Recomputation runs the layers' forward pass again, not the logits' (Megatron's
+  // 96·B·s·L·h²·(1 + s/6h + v/16Lh) counts the logits three times).
+  f.training_recompute_per_step = 4.0 * layers + 3.0 * logits;
   return f;
 }
 
 double training_flops(const ModelShape& model, double tokens, bool recompute) {
   if (!(tokens > 0)) throw InvalidArgument(fmt::format("tokens = {} must be > 0", tokens));
-  return count_flops(model).forward_per_token * tokens * (recompute ? 4.0 : 3.0);
+  const FlopCount f = count_flops(model);
+  const double per_step = recompute ? f.training_recompute_per_step : f.training_per_step;
+  return per_step / dbl(model.b * model.s) * tokens;
 }
 
 MemoryEstimate training_memory(const ModelShape& model, const ParallelLayout& layout) {

@@ -25,9 +25,12 @@ struct FlopCount {
   double forward_per_token = 0;            ///< whole model (all t GPUs of a TP group), one token
   double forward_per_step = 0;             ///< one microbatch of b*s tokens
   double training_per_step = 0;            ///< 3 x forward (forward, dgrad, wgrad)
-  double training_recompute_per_step = 0;  ///< 4 x forward (full activation recomputation)
+  double training_recompute_per_step = 0;  ///< full activation recomputation: 4 x the layers'
+                                           ///< forward, 3 x the logits' (not recomputed)
 };
-/// Summed from the GEMM list (so it agrees with the analysis) over the whole model (t GPUs).
+/// Summed from the GEMM list (so it agrees with the analysis) over the whole model (t GPUs): the
+/// model's FLOPs, nothing replicated over tensor parallelism counted twice, the routed experts at
+/// the b*s*top_k copies they receive (the GEMM list gives each the busiest expert's tokens).
 FlopCount count_flops(const ModelShape& model);
 /// Training FLOPs for `tokens` tokens.
 double training_flops(const ModelShape& model, double tokens, bool recompute);

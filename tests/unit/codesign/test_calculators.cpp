@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "mcr/codesign/analysis.hpp"
 #include "mcr/codesign/calculators.hpp"
 #include "mcr/errors.hpp"
 
@@ -16,8 +17,45 @@ TEST(Flops, MegatronFormulaForGpt3) {
   const double B = 1, s = 2048, L = 96, h = 12288, v = 50257;
   const double megatron = 72 * B * s * L * h * h * (1 + s / (6 * h) + v / (12 * L * h));
   EXPECT_NEAR(count_flops(m).training_per_step / megatron, 1.0, 1e-12);
-  EXPECT_NEAR(count_flops(m).training_recompute_per_step / megatron, 4.0 / 3.0, 1e-12);
+  // With full recomputation (eq. 3 as printed): the layers' forward runs again, the logits' not.
+  const double recomputed = 96 * B * s * L * h * h * (1 + s / (6 * h) + v / (16 * L * h));
+  EXPECT_NEAR(count_flops(m).training_recompute_per_step / recomputed, 1.0, 1e-12);
   EXPECT_DOUBLE_EQ(training_flops(m, 2048, false), count_flops(m).training_per_step);
+  EXPECT_DOUBLE_EQ(training_flops(m, 2048, true), count_flops(m).training_recompute_per_step);
+}
+
+// The routed experts' FLOPs are those of the b*s*top_k copies: at 5 tokens Mixtral's 10 copies
+// over 8 experts were counted as 2 tokens for each of the 8 (16), 53 % too many FLOPs per token.
+// Per token, everything but attention (which grows with s) is the same at 4 and 5 tokens.
+TEST(Flops, RoutedExpertsCountTheirCopiesExactly) {
+  const auto per_token_without_attention = [](std::int64_t s) {
+    ModelShape m = load_preset("mixtral-8x7b");
+    m.b = 1;
+    m.s = s;
+    double attention = 0;
+    for (const Gemm& g : layer_gemms(m, false, 0)) {
+      if (g.role == "attn_flash" || g.role == "attn_score" || g.role == "attn_over_value")
+        attention += g.flops() * static_cast<double>(m.L);
+    }
+    return (count_flops(m).forward_per_step - attention) / static_cast<double>(s);
+  };
+  EXPECT_NEAR(per_token_without_attention(5) / per_token_without_attention(4), 1.0, 1e-12);
+}
+
+// MFU and model TFLOP/s count the model's FLOPs, not what each GPU executes: at t = 2 Mixtral's
+// router runs on both GPUs, and each expert is given the busiest one's tokens.
+TEST(Flops, ModelThroughputCountsTheModelsFlops) {
+  ModelShape m = load_preset("mixtral-8x7b");
+  m.t = 2;
+  m.s = 1000;  // 2000 copies over 8 experts: even; the router's duplicate stays
+  const DeviceSpec d = device_from_catalog("h100-sxm");
+  for (const bool training : {false, true}) {
+    const AnalysisTotals t = analyze(m, d, training).totals;
+    const double model = count_flops(m).forward_per_step * (training ? 3.0 : 1.0) / 2.0;
+    EXPECT_NEAR(t.model_tflops * 1e12 * t.step_time_s / model, 1.0, 1e-9) << training;
+    EXPECT_GT(t.step_flops, model) << "the router's replica is executed, not the model's";
+    EXPECT_NEAR(t.mfu, t.model_tflops / d.peak_for(m.dtype), 1e-12);
+  }
 }
 
 TEST(Flops, TensorParallelDoesNotChangeModelFlops) {
