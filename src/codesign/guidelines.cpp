@@ -234,6 +234,23 @@ std::vector<Finding> check_guidelines(const ModelShape& m, const DeviceSpec& dev
                           : ""));
     }
   }
+  // The same for any other MLP without tensor parallelism (with it, tp_shard_alignment checks the
+  // widths): a GeLU or GeGLU width off the rule went unflagged at t = 1, its GEMMs at a lower tier.
+  if (m.mlp != MlpType::swiglu && m.t == 1) {
+    for (const auto& [label, width] : mlp_widths) {
+      if (width % align == 0) continue;
+      const std::int64_t up = round_up(width, align);
+      const std::int64_t down = round_down(width, align);
+      add(out, "mlp_alignment", Severity::warning,
+          fmt::format("{} = {} ({}) is not a multiple of {} ({}): the MLP's GEMMs are misaligned",
+                      label, width, pow2_form(width), align, rule),
+          fmt::format("use {} = {} or {} (multiples of {}){}", label, down > 0 ? down : up, up,
+                      align,
+                      std::string_view(label) == "d_ff"
+                          ? "; check candidates with `mcr shape sweep --vary d_ff`"
+                          : ""));
+    }
+  }
   // G8: flash attention wants a head dim large enough to fill the tensor cores (the score
   // product reduces over the Q/K width), and FA2 caps both widths.
   if (m.attention == AttentionImpl::flash) {

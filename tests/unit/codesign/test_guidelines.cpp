@@ -71,6 +71,23 @@ TEST(Guidelines, SwigluEightThirds) {
   EXPECT_NE(f->fix.find("10944"), std::string::npos) << f->fix;  // 64 * 171
 }
 
+// Any other MLP's width is checked too without tensor parallelism: GeGLU or GeLU at 10922 ran its
+// up and down GEMMs at a lower tier while "all checks pass" (only SwiGLU's width was checked).
+TEST(Guidelines, AnyMlpsWidthIsCheckedWithoutTensorParallelism) {
+  for (const MlpType mlp : {MlpType::geglu, MlpType::gelu}) {
+    ModelShape m = load_preset("llama-2-7b");
+    m.mlp = mlp;
+    m.d_ff = 10922;
+    const auto fs = check_guidelines(m, a100());
+    const Finding* f = find(fs, "mlp_alignment");
+    ASSERT_NE(f, nullptr) << static_cast<int>(mlp);
+    EXPECT_NE(f->fix.find("10880"), std::string::npos) << f->fix;
+    EXPECT_EQ(find(fs, "swiglu_dff"), nullptr);
+    m.d_ff = 11008;
+    EXPECT_EQ(find(check_guidelines(m, a100()), "mlp_alignment"), nullptr);
+  }
+}
+
 TEST(Guidelines, Llama2_7BAlignedShapePasses) {
   // h = 4096, h/a = 128, v = 32000 = 64 * 500, d_ff = 11008 = 64 * 172: every alignment rule holds.
   const auto fs = check_guidelines(load_preset("llama-2-7b"), a100());
@@ -79,7 +96,7 @@ TEST(Guidelines, Llama2_7BAlignedShapePasses) {
   }
   for (const char* id :
        {"vocab_alignment", "hidden_alignment", "heads_divide_hidden", "head_dim_pow2", "swiglu_dff",
-        "batch_heads_per_tp", "tp_shard_alignment", "flash_head_dim", "tp_size"}) {
+        "mlp_alignment", "batch_heads_per_tp", "tp_shard_alignment", "flash_head_dim", "tp_size"}) {
     EXPECT_EQ(find(fs, id), nullptr) << id;
   }
 }
