@@ -66,7 +66,9 @@ std::vector<Gemm> model_gemms(const GemmRequest& r, const std::vector<DType>& dt
     for (const auto dt : run_dtypes) {
       for (auto g : gemms) {
         g.dtype = dt;
-        g.role = shape.name.empty() ? g.role : shape.name + ":" + g.role;
+        // Always named: what runs here is a plain GEMM, which writes its output, and is predicted
+        // as one; the analysis's own "attn_flash" is priced as the fused kernel (Gemm::bytes).
+        g.role = (shape.name.empty() ? std::string("model") : shape.name) + ":" + g.role;
         out.push_back(std::move(g));
       }
     }
