@@ -14,7 +14,8 @@ namespace mcr::cli {
 
 void add_sweep_flags(CLI::App* cmd, SweepFlags& f) {
   cmd->add_option("--op", f.ops,
-                  "operations, comma separated, as in the API (all_reduce, ...) or 'all'")
+                  "operations, comma separated, as in the API (all_reduce, ...) or 'all' (default: "
+                  "bench all_reduce, or five ops with --compare-auto; tune every op)")
       ->delimiter(',');
   cmd->add_option("-b,--minbytes,--min-bytes", f.begin,
                   "first message size (bytes; K/M/G suffixes)")

@@ -7,9 +7,9 @@
 namespace mcr::cli {
 
 void add_layout_flags(CLI::App* cmd, plan::PlanRequest& r) {
-  cmd->add_option("--gpus", r.gpus, "GPUs used (default: tp*pp*dp, or the whole system)");
+  cmd->add_option("--gpus", r.gpus, "GPUs used (default: tp*cp*pp*dp, or the whole system)");
   cmd->add_option("--pp", r.pp, "pipeline-parallel stages");
-  cmd->add_option("--dp", r.dp, "data-parallel replicas (default: gpus / (tp*pp))");
+  cmd->add_option("--dp", r.dp, "data-parallel replicas (default: gpus / (tp*cp*pp))");
   cmd->add_option("--global-batch", r.global_batch,
                   "sequences per step (default: micro-batch x dp)");
   cmd->add_option("--interleave", r.interleave, "model chunks per stage (interleaved 1F1B)");
