@@ -58,6 +58,12 @@ std::string failure_reason() {
   return first_failure();
 }
 
+void clear_failure() noexcept {
+  std::lock_guard lock(failure_mutex());
+  first_failure().clear();
+  exiting.store(false);
+}
+
 void abandon_all_communicators(std::string_view reason) noexcept {
   for (CommState* c : engine().live_comms()) {
     try {

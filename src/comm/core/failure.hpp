@@ -15,6 +15,10 @@ namespace mcr::detail {
 void note_failure(std::string_view reason) noexcept;
 /// The first failure's reason; empty when this process has seen none.
 std::string failure_reason();
+/// Forgets the failure once finalize() has taken down the runtime it happened in: a runtime that
+/// init() brings up afterwards starts without it (its finalize() went down the failure path,
+/// abandoning healthy communicators under its peers' operations).
+void clear_failure() noexcept;
 /// Whether the failure is this process's own exit on an error (mcr::exiting_on_error): then the
 /// launcher, not MPI_Finalize, ends the job.
 void note_exiting_on_error() noexcept;

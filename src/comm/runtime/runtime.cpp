@@ -527,14 +527,18 @@ void finalize() {
     unfinished = detail::engine().drain_all(detail::Clock::now() + limit);
     failure = detail::failure_reason();  // an operation the drain waited for may have failed
   }
-  if (!failure.empty()) {
-    finalize_after_failure(slot, failure);
-    if (unfinished) std::rethrow_exception(unfinished);
-    return;
-  }
-  if (slot->world) {
+  if (failure.empty() && slot->world) {
     Communicator world(slot->world);
     finish_env_comm_log(world);
+    // The log's gather is a collective on the world: a peer that failed, or arrives past the
+    // timeout, fails it, and its abandoned request must not be under MPI_Finalize.
+    failure = detail::failure_reason();
+  }
+  if (!failure.empty()) {
+    finalize_after_failure(slot, failure);
+    detail::clear_failure();
+    if (unfinished) std::rethrow_exception(unfinished);
+    return;
   }
   Watchdog::instance().stop();
   detail::wait_for_all_ranks(*slot);

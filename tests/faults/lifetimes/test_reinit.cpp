@@ -1,7 +1,10 @@
 // init(), finalize(), then init() again in a process started alone (no launcher). mcr brought MPI
 // up the first time and finalized it; MPI cannot be initialized twice, so the second runtime forms
 // its world of one without MPI (the MPI backend is listed unusable, saying why) and works. Before,
-// the second init() called MPI after MPI_Finalize, and Open MPI ended the process.
+// the second init() called MPI after MPI_Finalize, and Open MPI ended the process. A runtime after
+// one that failed is finalized as a healthy one.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +32,31 @@ void all_reduce_works(mcr::Communicator& world, int round) {
   std::vector<int> v{41 + round};
   world.all_reduce(mcr::Tensor(v), mcr::ReduceOp::sum);
   check(v[0] == 41 + round, fmt::format("round {}: all_reduce gave {}", round, v[0]));
+}
+
+// What `f` writes to standard error (the runtime's messages), which is passed on as well.
+template <class F>
+std::string stderr_of(F&& f) {
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  std::FILE* capture = std::tmpfile();
+  if (saved < 0 || capture == nullptr) {
+    check(false, "standard error could not be captured");
+    f();
+    return {};
+  }
+  ::dup2(::fileno(capture), 2);
+  f();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string text;
+  std::rewind(capture);
+  for (int c = std::fgetc(capture); c != EOF; c = std::fgetc(capture))
+    text.push_back(static_cast<char>(c));
+  std::fclose(capture);
+  std::fputs(text.c_str(), stderr);
+  return text;
 }
 
 }  // namespace
@@ -83,7 +111,11 @@ int main() {
             fmt::format("member_group of an abandoned communicator raised '{}'", e.what()));
     }
   }
-  mcr::finalize();
+  // The failure was the runtime before this one's: this finalize() takes the normal path (it took
+  // the failure path, abandoning this healthy runtime's communicators under its peers).
+  const std::string said = stderr_of([] { mcr::finalize(); });
+  check(said.find("after a failure") == std::string::npos,
+        fmt::format("a healthy runtime after a failed one was finalized as failed: {}", said));
   if (failures == 0) fmt::print("reinit: OK\n");
   return failures == 0 ? 0 : 1;
 }
