@@ -65,13 +65,18 @@ void chain(int sig, siginfo_t* info, void* context) {
     prev.sa_sigaction(sig, info, context);
     return;
   }
-  if (prev.sa_handler == SIG_IGN) return;
-  if (prev.sa_handler != SIG_DFL && prev.sa_handler != nullptr) {
+  // An ignored fault cannot be returned from: the faulting instruction runs again, for ever. It
+  // takes its default action, as the kernel gives it where the fault is ignored.
+  const bool fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL;
+  if (prev.sa_handler == SIG_IGN && !fault) return;
+  if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
     prev.sa_handler(sig);
     return;
   }
   // Default action: restore it and raise again; delivered when this handler returns.
-  ::sigaction(sig, &prev, nullptr);
+  struct sigaction dfl = prev;
+  if (dfl.sa_handler == SIG_IGN) dfl.sa_handler = SIG_DFL;
+  ::sigaction(sig, &dfl, nullptr);
   ::raise(sig);
 }
 
@@ -167,9 +172,21 @@ void on_exit() {
 }
 
 void install(int sig, void (*handler)(int, siginfo_t*, void*)) {
+  // As the handler it stands before: a program's handler keeps whether the system calls it
+  // interrupts restart (glibc's signal() restarts them, Python's handlers rely on EINTR), and a
+  // handler on the alternate stack (Python's faulthandler, for a stack overflow) stays on it.
+  // Before a default or ignored disposition, interrupted calls restart: the program expected
+  // none. (Installed with SA_SIGINFO alone, a SIGTERM or `kill -USR1` made a C++ program's
+  // blocking read fail with EINTR.)
+  struct sigaction old {};
+  if (::sigaction(sig, nullptr, &old) != 0) old = {};
+  const bool own_handler = (old.sa_flags & SA_SIGINFO) != 0
+                               ? old.sa_sigaction != nullptr
+                               : old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN;
   struct sigaction sa {};
   sa.sa_sigaction = handler;
-  sa.sa_flags = SA_SIGINFO;
+  sa.sa_flags = SA_SIGINFO | (old.sa_flags & SA_ONSTACK) |
+                (own_handler ? (old.sa_flags & SA_RESTART) : SA_RESTART);
   sigemptyset(&sa.sa_mask);
   if (::sigaction(sig, &sa, &g_previous[static_cast<std::size_t>(sig)]) != 0) {
     std::fprintf(stderr, "mcr: cannot install the %s handler: %s\n", signal_name(sig),
