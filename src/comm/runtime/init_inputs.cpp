@@ -51,6 +51,8 @@ auto named(std::string_view source, F&& parse) {
   }
 }
 
+}  // namespace
+
 std::chrono::milliseconds resolve_timeout(const InitOptions& o) {
   if (o.timeout.count() < 0 || o.timeout > kMaxTimeout) {
     throw InvalidArgument(fmt::format(
@@ -62,8 +64,6 @@ std::chrono::milliseconds resolve_timeout(const InitOptions& o) {
   if (const auto t = timeout_from_environment()) return *t;
   return kDefaultTimeout;
 }
-
-}  // namespace
 
 std::chrono::milliseconds parse_timeout_seconds(std::string_view text, std::string_view variable) {
   const std::string_view rule =

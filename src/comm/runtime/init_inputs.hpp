@@ -47,6 +47,10 @@ struct InitInputs {
   std::chrono::milliseconds timeout = kDefaultTimeout;
 };
 
+/// The timeout InitOptions::timeout or MCR_TIMEOUT gives, else the default; throws InvalidArgument
+/// naming the option or variable when it is invalid.
+std::chrono::milliseconds resolve_timeout(const InitOptions& options);
+
 /// Reads every input of init() (an InitOptions field wins over its variable) and checks it: rules
 /// (syntax, sizes, backend names), the tuning table (TuningTable::problems), the backend list, the
 /// timeout. Throws InvalidArgument naming the variable or option, the value and the rule.

@@ -287,6 +287,12 @@ Communicator init(const InitOptions& options) {
     rejected = std::current_exception();
     rejected_what = e.what();
     in = InitInputs{};
+    // A valid timeout still bounds this rank's bootstrap, the exchange that tells its peers, and
+    // its finalize() (the 600 s default stood in for MCR_TIMEOUT=5 when another input was bad).
+    try {
+      in.timeout = resolve_timeout(options);
+    } catch (const Error&) {  // NOLINT(bugprone-empty-catch): the default stands
+    }
   }
   const auto timeout = in.timeout;
   rt->rules = in.rules;
@@ -469,6 +475,14 @@ void shut_down_launchers_within(std::chrono::milliseconds limit) {
   dog.disarm();
 }
 
+// The runtime's timeout: the world's, or the bootstrap's where init() failed before the world was
+// formed (a bring-up that raised on this rank: 600 s stood in for MCR_TIMEOUT).
+std::chrono::milliseconds runtime_timeout(const detail::Runtime& rt) {
+  if (rt.world) return rt.world->timeout;
+  if (rt.bootstrap) return rt.bootstrap->timeout();
+  return detail::kDefaultTimeout;
+}
+
 // finalize() after a failure (failure.hpp): say once how this process ends, abandon every
 // communicator, and take the runtime down without waiting for any peer's check-in. A launching
 // library is finalized only when that is still safe (no operation of it was abandoned), within the
@@ -482,7 +496,7 @@ void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::s
   const bool own_error = detail::exiting_on_error();
   const bool shut_down =
       !launcher || (!own_error && detail::launchers_may_shut_down_after_failure());
-  const auto limit = slot->world ? slot->world->timeout : std::chrono::milliseconds(600'000);
+  const auto limit = runtime_timeout(*slot);
   detail::log_line(fmt::format(
       "finalize after a failure ({}): operations in flight are abandoned and no peer's check-in "
       "is waited for{}",
@@ -518,7 +532,7 @@ void finalize() {
   if (!slot) return;
   std::string failure = detail::failure_reason();
   std::exception_ptr unfinished;
-  const auto limit = slot->world ? slot->world->timeout : std::chrono::milliseconds(600'000);
+  const auto limit = runtime_timeout(*slot);
   if (failure.empty()) {
     // Operations still in flight on any communicator (handles not waited yet, or dropped) finish
     // first: a peer may still need this rank's part of them, and their buffers are the caller's.
