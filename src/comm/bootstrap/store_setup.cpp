@@ -219,15 +219,6 @@ void form_bootstrap(Runtime& rt, const std::string& me, std::vector<Bytes> ident
   rt.launch.host_id = me;
   rt.launch.single_host = single_host;
   rt.launch.host_of_rank = host_indices(names);
-  // A launch by hand (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) may name no local rank or size:
-  // 0 and the world's size stood in, so two ranks of one host took the same GPU (NCCL: "duplicate
-  // GPU"), and 2 hosts x 8 ranks read as 16 local ranks, more than a host's GPUs (NCCL unusable).
-  // The hosts the ranks reported tell.
-  if (rt.launch.launcher == Launcher::torchrun) {
-    const LocalPlace here = local_place(rt.launch.host_of_rank, rt.launch.rank, rt.launch.size);
-    if (std::getenv("LOCAL_RANK") == nullptr) rt.launch.local_rank = here.rank;
-    if (std::getenv("LOCAL_WORLD_SIZE") == nullptr) rt.launch.local_size = here.size;
-  }
   rt.bootstrap =
       std::make_unique<Bootstrap>(rt.launch, std::move(exchange), std::move(store), timeout);
 }

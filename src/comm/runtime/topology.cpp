@@ -25,18 +25,6 @@ std::string GroupTopology::describe() const {
   return fmt::format("{} hosts, uneven", hosts);
 }
 
-LocalPlace local_place(const std::vector<int>& host_of_rank, int rank, int size) {
-  if (host_of_rank.empty()) return {rank, size};
-  const int mine = host_of_rank.at(static_cast<std::size_t>(rank));
-  LocalPlace p{0, 0};
-  for (std::size_t r = 0; r < host_of_rank.size(); ++r) {
-    if (host_of_rank[r] != mine) continue;
-    if (static_cast<int>(r) < rank) ++p.rank;
-    ++p.size;
-  }
-  return p;
-}
-
 GroupTopology group_topology(const std::vector<int>& host_of_world_rank,
                              const std::vector<int>& world_ranks) {
   GroupTopology t;

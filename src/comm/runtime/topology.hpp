@@ -13,14 +13,6 @@ namespace mcr::detail {
 /// numbered in order of their first rank, so rank 0's host is host 0.
 std::vector<int> host_indices(const std::vector<std::string>& identities);
 
-/// World rank `rank`'s position among the ranks of its host, and how many ranks that host holds,
-/// under the world's host map (world rank -> host index; empty: every rank on one host of `size`).
-struct LocalPlace {
-  int rank = 0;
-  int size = 1;
-};
-LocalPlace local_place(const std::vector<int>& host_of_rank, int rank, int size);
-
 /// A communicator's members as seen by host.
 struct GroupTopology {
   int hosts = 1;

@@ -16,19 +16,6 @@ TEST(Topology, HostIndicesFollowFirstAppearance) {
   EXPECT_EQ(host_indices({}), std::vector<int>{});
 }
 
-// A launch by hand names no local rank: each rank's place on its host comes from the host map
-// (2 hosts x 2 ranks, interleaved; before, every rank was local rank 0 of 4).
-TEST(Topology, LocalPlaceFromTheHostMap) {
-  const std::vector<int> hosts{0, 1, 0, 1};
-  EXPECT_EQ(local_place(hosts, 0, 4).rank, 0);
-  EXPECT_EQ(local_place(hosts, 2, 4).rank, 1);
-  EXPECT_EQ(local_place(hosts, 3, 4).rank, 1);
-  EXPECT_EQ(local_place(hosts, 3, 4).size, 2);
-  EXPECT_EQ(local_place({0, 0, 0, 1}, 3, 4).size, 1);
-  EXPECT_EQ(local_place({}, 2, 3).rank, 2);  // no map: one host
-  EXPECT_EQ(local_place({}, 2, 3).size, 3);
-}
-
 TEST(Topology, FourHostsOneRankEach) {
   const auto t = group_topology({0, 1, 2, 3}, {0, 1, 2, 3});
   EXPECT_EQ(t.hosts, 4);
