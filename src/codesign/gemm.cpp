@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <tuple>
 
@@ -36,17 +37,18 @@ double Gemm::flops() const {
 
 double Gemm::bytes() const {
   if (role == "attn_flash") {
-    // Flash attention keeps the s x keys scores on chip: its memory traffic is Q, K, V and O (and
-    // in backward their gradients, split here over the two proxy GEMMs), (s + keys) x (d + d_v)
-    // per head, whatever the pass. The proxy's m x n output or s x keys operand never reaches
-    // DRAM; counted, every flash GEMM of head dim 128 or less read as memory-bound. The role as the
-    // analysis names it: the GEMM benchmark's measured stand-ins ("llama:attn_flash") are plain
-    // GEMMs and are priced as such.
+    // Flash attention keeps the s x keys scores on chip: its memory traffic is Q and O, s rows,
+    // and K and V, every row some query reads: max(s, keys) (a sliding window's queries together
+    // read every token's), each d + d_v wide per head (and in backward their gradients, split here
+    // over the two proxy GEMMs). Grouped-query attention is repeat-KV, as for the BMMs. The proxy's
+    // m x n output or s x keys operand never reaches DRAM; counted, every flash GEMM of head dim
+    // 128 or less read as memory-bound. The role as the analysis names it: the GEMM benchmark's
+    // measured stand-ins ("llama:attn_flash") are plain GEMMs and are priced as such.
     const auto [s, keys, widths] = pass == Pass::forward ? std::tuple{m, n, k}
                                    : pass == Pass::dgrad ? std::tuple{m, k, n}
                                                          : std::tuple{k, n, m};
-    return static_cast<double>(s + keys) * static_cast<double>(widths) * dtype_bytes(dtype) *
-           static_cast<double>(batch);
+    return static_cast<double>(s + std::max(s, keys)) * static_cast<double>(widths) *
+           dtype_bytes(dtype) * static_cast<double>(batch);
   }
   const double inputs = static_cast<double>(m) * static_cast<double>(k) +
                         static_cast<double>(k) * static_cast<double>(n);

@@ -45,8 +45,8 @@ execute_process(COMMAND ${MCR} replay ${file} RESULT_VARIABLE rc ERROR_VARIABLE 
 if(rc EQUAL 0 OR NOT err MATCHES "four.json: the trace needs 4 ranks, but this job has 1")
   message(FATAL_ERROR "a 4-rank trace on 1 rank: rc ${rc}:\n${err}")
 endif()
-# MCR_LOG=trace left set from the recorded run: the replay's own log would overwrite the trace it
-# replays. Refused, the trace unchanged; another MCR_TRACE_FILE is fine.
+# MCR_LOG left set from the recorded run: the replay's own trace or summary would overwrite the
+# trace it replays. Refused, the trace unchanged; another MCR_TRACE_FILE is fine.
 set(file ${OUT}/recorded.json)
 set(body "${head} \"ops\": [{\"op\": \"all_reduce\", \"count\": 12}]}")
 file(WRITE ${file} "${body}")
@@ -54,9 +54,16 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E env MCR_LOG=summary,trace MCR_TRACE_
                         ${MCR} replay ${file} --reps 1 -w 0
                 RESULT_VARIABLE rc ERROR_VARIABLE err)
 file(READ ${file} after)
-if(rc EQUAL 0 OR NOT err MATCHES "is where MCR_LOG=trace writes this replay's own log"
+if(rc EQUAL 0 OR NOT err MATCHES "is where MCR_LOG writes this replay's own log \\(MCR_TRACE_FILE="
    OR NOT after STREQUAL body)
   message(FATAL_ERROR "a replay logging over its own trace: rc ${rc}:\n${err}\nthe file now:\n${after}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env MCR_LOG=summary MCR_LOG_FILE=${file}
+                        ${MCR} replay ${file} --reps 1 -w 0
+                RESULT_VARIABLE rc ERROR_VARIABLE err)
+file(READ ${file} after)
+if(rc EQUAL 0 OR NOT err MATCHES "\\(MCR_LOG_FILE=" OR NOT after STREQUAL body)
+  message(FATAL_ERROR "a replay whose summary would overwrite its trace: rc ${rc}:\n${err}")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E env MCR_LOG=trace MCR_TRACE_FILE=${OUT}/replayed.json
                         ${MCR} replay ${file} --reps 1 -w 0

@@ -116,25 +116,37 @@ void run_replay(Communicator& world, bench::Trace& trace, const ReplayFlags& f) 
   }
 }
 
-// MCR_LOG=trace left set from the run that recorded TRACE would have the replay's finalize() write
-// its own log over it (both default to mcr_trace.json): refused before anything is run.
+// MCR_LOG left set from the run that recorded TRACE would have the replay's finalize() write its
+// own log over it: the trace (MCR_TRACE_FILE, default mcr_trace.json) or the summary
+// (MCR_LOG_FILE). Refused before anything is run.
 void refuse_a_log_over_the_trace(const std::string& trace) {
   const char* modes = std::getenv("MCR_LOG");
   if (modes == nullptr) return;
   std::istringstream tokens(modes);
-  bool writes_trace = false;
-  for (std::string token; std::getline(tokens, token, ',');)
+  bool writes_trace = false, writes_summary = false;
+  for (std::string token; std::getline(tokens, token, ',');) {
     writes_trace = writes_trace || token == "trace";
-  if (!writes_trace) return;
-  const char* file = std::getenv("MCR_TRACE_FILE");
-  const std::string log = file != nullptr && *file != '\0' ? file : "mcr_trace.json";
-  std::error_code ec;
-  if (log == trace || std::filesystem::equivalent(log, trace, ec)) {
-    throw InvalidArgument(fmt::format(
-        "TRACE '{}' is where MCR_LOG=trace writes this replay's own log (MCR_TRACE_FILE='{}'), "
-        "which would overwrite it: unset MCR_LOG or set MCR_TRACE_FILE to another file",
-        trace, log));
+    writes_summary = writes_summary || token == "summary";
   }
+  const auto same_file = [&trace](const std::string& log) {
+    std::error_code ec;
+    return log == trace || std::filesystem::equivalent(log, trace, ec);
+  };
+  const auto env_or = [](const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr && *v != '\0' ? v : fallback);
+  };
+  const std::string trace_file = env_or("MCR_TRACE_FILE", "mcr_trace.json");
+  const std::string summary_file = env_or("MCR_LOG_FILE", "");
+  const char* what = writes_trace && same_file(trace_file) ? "MCR_TRACE_FILE"
+                     : writes_summary && !summary_file.empty() && same_file(summary_file)
+                         ? "MCR_LOG_FILE"
+                         : nullptr;
+  if (what == nullptr) return;
+  throw InvalidArgument(fmt::format(
+      "TRACE '{}' is where MCR_LOG writes this replay's own log ({}='{}'), which would overwrite "
+      "it: unset MCR_LOG or set {} to another file",
+      trace, what, std::string_view(what) == "MCR_TRACE_FILE" ? trace_file : summary_file, what));
 }
 
 }  // namespace

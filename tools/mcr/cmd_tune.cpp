@@ -86,7 +86,7 @@ void tune(Communicator& world, const TuneFlags& f) {
   // Rank 0 writes the table, after minutes of measuring: whether it can is known first, on every
   // rank alike (the file is left as it was).
   std::string why;
-  const bool can_write = !root || writable(f.output, "-o", &why);
+  const bool can_write = !root || replaceable(f.output, "-o", &why);
   if (bench::sum_across(world, can_write ? 0 : 1) > 0) {
     throw InvalidArgument(
         root ? why : fmt::format("-o '{}': rank 0 cannot write the table there", f.output));
@@ -154,7 +154,7 @@ void refine(const TuneFlags& f, const CLI::App& cmd) {
   o.min_ops = f.min_ops;
   o.command = bench::command_line();
   check_plot_option(f);
-  check_writable(f.output, "-o");
+  if (std::string why; !replaceable(f.output, "-o", &why)) throw InvalidArgument(why);
   std::vector<bench::Trace> traces;
   for (const auto& path : f.from_traces)
     traces.push_back(bench::load_trace(path));

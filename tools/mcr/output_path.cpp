@@ -37,6 +37,25 @@ bool writable(const std::string& path, std::string_view flag, std::string* why) 
   return true;
 }
 
+bool replaceable(const std::string& path, std::string_view flag, std::string* why) {
+  namespace fs = std::filesystem;
+  if (!writable(path, flag, why)) return false;
+  // Written beside the file and renamed over it (TuningTable::save): the directory of the file a
+  // link names must take a new file, even where the file itself can be opened for writing.
+  std::error_code ec;
+  const fs::path target = fs::exists(path, ec) ? fs::canonical(path, ec) : fs::path(path);
+  fs::path dir = (ec ? fs::path(path) : target).parent_path();
+  if (dir.empty()) dir = ".";
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    if (why != nullptr) {
+      *why = fmt::format("{} '{}': the file cannot be replaced (its directory '{}': {})", flag,
+                         path, dir.string(), std::strerror(errno));
+    }
+    return false;
+  }
+  return true;
+}
+
 void check_writable(const std::string& path, std::string_view flag) {
   std::string why;
   if (!writable(path, flag, &why)) throw InvalidArgument(why);

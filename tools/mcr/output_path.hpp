@@ -14,4 +14,8 @@ void check_writable(const std::string& path, std::string_view flag);
 /// Whether check_writable(path, flag) would pass; `why` receives its message when it would not.
 bool writable(const std::string& path, std::string_view flag, std::string* why);
 
+/// As writable(), for a file written beside itself and renamed over (a tuning table): the directory
+/// of the file (of the file a link names) must take a new file too.
+bool replaceable(const std::string& path, std::string_view flag, std::string* why);
+
 }  // namespace mcr::cli

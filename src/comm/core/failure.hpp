@@ -15,9 +15,11 @@ namespace mcr::detail {
 void note_failure(std::string_view reason) noexcept;
 /// The first failure's reason; empty when this process has seen none.
 std::string failure_reason();
-/// Forgets the failure once finalize() has taken down the runtime it happened in: a runtime that
-/// init() brings up afterwards starts without it (its finalize() went down the failure path,
-/// abandoning healthy communicators under its peers' operations).
+/// Forgets the failure once finalize() has taken down the runtime it happened in and shut its
+/// launching library down (or had none): a runtime that init() brings up afterwards starts without
+/// it (its finalize() went down the failure path, abandoning healthy communicators under its
+/// peers' operations). Where MPI was left up over an abandoned request, the failure stays, so that
+/// a later runtime over the same MPI does not finalize it either.
 void clear_failure() noexcept;
 /// Whether the failure is this process's own exit on an error (mcr::exiting_on_error): then the
 /// launcher, not MPI_Finalize, ends the job.

@@ -66,8 +66,10 @@ void chain(int sig, siginfo_t* info, void* context) {
     return;
   }
   // An ignored fault cannot be returned from: the faulting instruction runs again, for ever. It
-  // takes its default action, as the kernel gives it where the fault is ignored.
-  const bool fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL;
+  // takes its default action, as the kernel gives it where the fault is ignored. The same signal
+  // sent by kill() (si_code <= 0) stays ignored.
+  const bool fault = (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) &&
+                     info != nullptr && info->si_code > 0;
   if (prev.sa_handler == SIG_IGN && !fault) return;
   if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
     prev.sa_handler(sig);
@@ -173,11 +175,11 @@ void on_exit() {
 
 void install(int sig, void (*handler)(int, siginfo_t*, void*)) {
   // As the handler it stands before: a program's handler keeps whether the system calls it
-  // interrupts restart (glibc's signal() restarts them, Python's handlers rely on EINTR), and a
-  // handler on the alternate stack (Python's faulthandler, for a stack overflow) stays on it.
-  // Before a default or ignored disposition, interrupted calls restart: the program expected
-  // none. (Installed with SA_SIGINFO alone, a SIGTERM or `kill -USR1` made a C++ program's
-  // blocking read fail with EINTR.)
+  // interrupts restart (glibc's signal() restarts them, Python's handlers rely on EINTR). Before a
+  // default or ignored disposition, interrupted calls restart: the program expected none.
+  // (Installed with SA_SIGINFO alone, a SIGTERM or `kill -USR1` made a C++ program's blocking
+  // read fail with EINTR.) Not on an alternate stack, even where the handler before was (Python's
+  // faulthandler): the report allocates and formats, more than such a stack holds.
   struct sigaction old {};
   if (::sigaction(sig, nullptr, &old) != 0) old = {};
   const bool own_handler = (old.sa_flags & SA_SIGINFO) != 0
@@ -185,8 +187,7 @@ void install(int sig, void (*handler)(int, siginfo_t*, void*)) {
                                : old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN;
   struct sigaction sa {};
   sa.sa_sigaction = handler;
-  sa.sa_flags = SA_SIGINFO | (old.sa_flags & SA_ONSTACK) |
-                (own_handler ? (old.sa_flags & SA_RESTART) : SA_RESTART);
+  sa.sa_flags = SA_SIGINFO | (own_handler ? (old.sa_flags & SA_RESTART) : SA_RESTART);
   sigemptyset(&sa.sa_mask);
   if (::sigaction(sig, &sa, &g_previous[static_cast<std::size_t>(sig)]) != 0) {
     std::fprintf(stderr, "mcr: cannot install the %s handler: %s\n", signal_name(sig),

@@ -488,7 +488,8 @@ std::chrono::milliseconds runtime_timeout(const detail::Runtime& rt) {
 // library is finalized only when that is still safe (no operation of it was abandoned), within the
 // timeout; otherwise it is left initialised: an abandoned MPI request cannot be cancelled, and
 // MPI_Finalize would progress it into freed buffers.
-void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::string& reason) {
+// Returns whether the launching library was shut down (or there was none).
+bool finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::string& reason) {
   // First: abandoning may abandon MPI requests still in flight (an operation whose handle the
   // caller dropped, a composed operation's steps), which decides whether MPI may be finalized.
   detail::abandon_all_communicators(reason);
@@ -517,6 +518,7 @@ void finalize_after_failure(std::unique_ptr<detail::Runtime>& slot, const std::s
   if (slot->store_server) slot->store_server->set_goodbye_grace(std::chrono::milliseconds(50));
   slot.reset();
   if (shut_down) shut_down_launchers_within(limit);
+  return shut_down;
 }
 
 }  // namespace
@@ -549,8 +551,9 @@ void finalize() {
     failure = detail::failure_reason();
   }
   if (!failure.empty()) {
-    finalize_after_failure(slot, failure);
-    detail::clear_failure();
+    // Forgotten once its runtime is down, unless a launching library was left up over an abandoned
+    // request: a runtime over the same library must not finalize it either.
+    if (finalize_after_failure(slot, failure)) detail::clear_failure();
     if (unfinished) std::rethrow_exception(unfinished);
     return;
   }

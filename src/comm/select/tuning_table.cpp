@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
@@ -363,7 +364,15 @@ void TuningTable::save(const std::string& path) const {
   // Written beside the file and renamed over it: a write that fails (a full disk) leaves the table
   // that was there, which a job's MCR_TUNING may name, whole, and says so.
   const std::string text = to_json() + '\n';
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  // A link (a shared table that MCR_TUNING names through it) keeps pointing at the table: the file
+  // it names is replaced, not the link.
+  std::error_code ec;
+  std::string target = path;
+  if (std::filesystem::is_symlink(path, ec)) {
+    const auto resolved = std::filesystem::weakly_canonical(path, ec);
+    if (!ec) target = resolved.string();
+  }
+  const std::string tmp = fmt::format("{}.tmp.{}", target, ::getpid());
   {
     std::ofstream out(tmp, std::ios::binary);
     if (!out) {
@@ -381,7 +390,7 @@ void TuningTable::save(const std::string& path) const {
                       path, tmp, std::strerror(e)));
     }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
     const int e = errno;
     std::remove(tmp.c_str());
     throw Error(fmt::format("tuning table '{}' not written: renaming {} over it failed ({})", path,

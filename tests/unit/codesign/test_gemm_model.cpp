@@ -44,13 +44,14 @@ TEST(Gemm, NarrowInputsWriteAWiderOutput) {
   EXPECT_EQ(dtype_output_bytes(DType::tf32), 4);
 }
 
-// Flash attention keeps the s x keys scores on chip: its traffic is Q, K, V and O (or their
-// gradients), (s + keys) x (d + d_v) per head in every pass. Counted as a GEMM's s x keys output,
-// Llama 3.2 1B's (head dim 64) read as memory-bound on H100.
+// Flash attention keeps the s x keys scores on chip: its traffic is Q and O (s rows) and K and V
+// (max(s, keys) rows: a sliding window's queries together read every token's), d + d_v wide per
+// head, in every pass. Counted as a GEMM's s x keys output, Llama 3.2 1B's (head dim 64) read as
+// memory-bound on H100.
 TEST(Gemm, FlashAttentionMovesItsOperandsNotItsScores) {
-  Gemm fwd = make(4096, 2048, 128, 32, DType::bf16);  // s 4096 queries, 2048 keys, d + d_v = 128
+  Gemm fwd = make(4096, 1024, 128, 32, DType::bf16);  // 4096 queries, a 1024-token window
   fwd.role = "attn_flash";
-  const double want = (4096.0 + 2048.0) * 128 * 32 * 2;
+  const double want = (4096.0 + 4096.0) * 128 * 32 * 2;
   EXPECT_DOUBLE_EQ(fwd.bytes(), want);
   Gemm dgrad = fwd;  // as add_with_backward permutes it
   dgrad.pass = Pass::dgrad;
@@ -63,6 +64,9 @@ TEST(Gemm, FlashAttentionMovesItsOperandsNotItsScores) {
   wgrad.k = fwd.m;
   EXPECT_DOUBLE_EQ(dgrad.bytes(), want);
   EXPECT_DOUBLE_EQ(wgrad.bytes(), want);
+  Gemm block = make(1024, 2048, 128, 32, DType::bf16);  // a context-parallel rank's 1024 queries
+  block.role = "attn_flash";
+  EXPECT_DOUBLE_EQ(block.bytes(), (1024.0 + 2048.0) * 128 * 32 * 2);
   Gemm llama = make(4096, 4096, 128, 32, DType::bf16);
   llama.role = "attn_flash";
   EXPECT_FALSE(predict(llama, device_from_catalog("h100-sxm")).memory_bound);

@@ -158,7 +158,8 @@ TEST(TuningTable, LoadNamesTheFile) {
 }
 
 // The table is written beside the file and renamed over it: the old table is replaced whole, no
-// temporary file is left, and a directory that cannot be written is named.
+// temporary file is left, a link keeps naming the table, and a directory that cannot be written is
+// named.
 TEST(TuningTable, SaveReplacesTheFileWholeAndLeavesNothingBeside) {
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "table_save";
   std::filesystem::remove_all(dir);
@@ -174,7 +175,16 @@ TEST(TuningTable, SaveReplacesTheFileWholeAndLeavesNothingBeside) {
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     names.push_back(e.path().filename().string());
-  EXPECT_EQ(names, std::vector<std::string>{"table.json"});
+  EXPECT_EQ(names, std::vector<std::string>{"table.json"});  // no temporary left beside it
+  // Through a link (a shared table MCR_TUNING names through it): the table it names is replaced,
+  // the link stays one.
+  const auto link = dir / "link.json";
+  std::filesystem::create_symlink("table.json", link);
+  TuningTable other = t;
+  other.entries.pop_back();
+  other.save(link.string());
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(TuningTable::load(path).entries, other.entries);
   const std::string missing = (dir / "no-such-dir" / "table.json").string();
   try {
     t.save(missing);
