@@ -32,23 +32,14 @@ struct Arith<BFloat16> {
 // (in), so that std::min's "the first unless the second is less" gave an all-reduce of NaN and 1
 // NaN on one rank and 1 on the other. A NaN in either wins, as in torch.minimum/maximum; of -0 and
 // +0, min is -0 and max +0.
-template <class C>
-C least(C a, C b) {
+template <bool Least, class C>
+C extreme(C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
     if (std::isnan(a)) return a;
     if (std::isnan(b)) return b;
-    if (a == b) return std::signbit(a) ? a : b;
+    if (a == b) return std::signbit(a) == Least ? a : b;
   }
-  return std::min(a, b);
-}
-template <class C>
-C greatest(C a, C b) {
-  if constexpr (std::is_floating_point_v<C>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
-    if (a == b) return std::signbit(a) ? b : a;
-  }
-  return std::max(a, b);
+  return Least ? std::min(a, b) : std::max(a, b);
 }
 
 template <class T, ReduceOp Op>
@@ -64,7 +55,7 @@ void combine(void* inout_v, const void* in_v, std::size_t count) {
     } else if constexpr (Op == ReduceOp::prod) {
       inout[i] = A::store(static_cast<typename A::Compute>(a * b));
     } else if constexpr (Op == ReduceOp::min || Op == ReduceOp::max) {
-      inout[i] = A::store(Op == ReduceOp::min ? least(a, b) : greatest(a, b));
+      inout[i] = A::store(extreme<Op == ReduceOp::min>(a, b));
     } else if constexpr (std::is_integral_v<T>) {
       if constexpr (Op == ReduceOp::band) inout[i] = static_cast<T>(a & b);
       if constexpr (Op == ReduceOp::bor) inout[i] = static_cast<T>(a | b);

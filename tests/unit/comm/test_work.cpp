@@ -57,6 +57,17 @@ class FakeBackend final : public Backend {
   }
 };
 
+// Another backend's operation in flight on cuda:0, which the fence of `e` waits for.
+std::shared_ptr<WorkState> device_op(Engine& e, Backend& backend,
+                                     std::unique_ptr<PendingOp> pending) {
+  auto op = std::make_shared<WorkState>();
+  op->backend = &backend;
+  op->device = Device::cuda(0);
+  op->pending = std::move(pending);
+  e.track_device_op(op);
+  return op;
+}
+
 class LostPeerOp final : public PendingOp {
  public:
   bool test() override { throw BackendError("another communicator lost a peer"); }
@@ -69,11 +80,7 @@ TEST(Engine, TheDeviceFenceIsNotFailedByAnotherOperationsFailure) {
   FakeBackend other;
   FakeBackend mine;
   Engine e;
-  auto op = std::make_shared<WorkState>();
-  op->backend = &other;
-  op->device = Device::cuda(0);
-  op->pending = std::make_unique<LostPeerOp>();
-  e.track_device_op(op);
+  auto op = device_op(e, other, std::make_unique<LostPeerOp>());
   EXPECT_NO_THROW(e.fence_device(mine, Device::cuda(0), std::chrono::milliseconds(100)));
   EXPECT_TRUE(op->failed);  // its owner still learns of it
   EXPECT_THROW(Work(op).wait(), BackendError);
@@ -96,13 +103,10 @@ TEST(Engine, TheDeviceFenceWaitsWithinTheOtherOperationsOwnTimeout) {
   FakeBackend other;
   FakeBackend mine;
   Engine e;
-  auto op = std::make_shared<WorkState>();
-  op->backend = &other;
-  op->device = Device::cuda(0);
+  auto op = device_op(
+      e, other,
+      std::make_unique<SlowOp>(std::chrono::steady_clock::now() + std::chrono::milliseconds(300)));
   op->timeout = std::chrono::seconds(10);
-  op->pending =
-      std::make_unique<SlowOp>(std::chrono::steady_clock::now() + std::chrono::milliseconds(300));
-  e.track_device_op(op);
   EXPECT_NO_THROW(e.fence_device(mine, Device::cuda(0), std::chrono::milliseconds(50)));
   EXPECT_TRUE(op->done);
   EXPECT_FALSE(op->failed);
