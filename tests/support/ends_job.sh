@@ -38,16 +38,12 @@ if ((ended_here)); then
   echo "ends_job.sh: every rank had exited 10 s before and the launcher had not: ended it here" >&2
   rc=1  # what mpiexec reports for this ending (below); the ranks' statuses went unreaped
 fi
-# The same teardown can instead crash mpiexec itself (a segfault in PMIx_server_finalize under
-# orte_finalize) once its ranks are gone. Open MPI's handler prints the crash as lines tagged
-# [host:pid] with mpiexec's own pid. mpiexec calls orte_finalize once its job has ended: when the
-# launcher died of a signal with that in its backtrace, the job's work is over, as above. Those
-# lines are set aside so that a crash of any rank (another pid) still fails the test.
-launcher_tag="^\[[^]:]+:0*${launcher}\] "
-if ((rc > 128 && !ended_here)) && grep -E "$launcher_tag" <<<"$out" | grep -q "orte_finalize"; then
+# The same teardown can instead crash mpiexec itself (launcher_teardown.sh).
+source "$(dirname "$0")/launcher_teardown.sh"
+if ((rc > 128 && !ended_here)) && kept=$(launcher_teardown_crash "$launcher" "$out"); then
   echo "ends_job.sh: the launcher crashed in its own teardown (orte_finalize) after its job had" \
     "ended: judged by what the ranks printed" >&2
-  out=$(grep -vE "$launcher_tag" <<<"$out")
+  out=$kept
   rc=0  # mpiexec's own status for the job: 1 where a rank left MPI initialised (checked below)
   grep -q "MPI is not finalized" <<<"$out" && rc=1
 fi
