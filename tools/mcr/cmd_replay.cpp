@@ -5,10 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "commands.hpp"
@@ -117,36 +115,22 @@ void run_replay(Communicator& world, bench::Trace& trace, const ReplayFlags& f) 
 }
 
 // MCR_LOG left set from the run that recorded TRACE would have the replay's finalize() write its
-// own log over it: the trace (MCR_TRACE_FILE, default mcr_trace.json) or the summary
-// (MCR_LOG_FILE). Refused before anything is run.
+// own log over it (its trace, or its summary). Refused before anything is run.
 void refuse_a_log_over_the_trace(const std::string& trace) {
-  const char* modes = std::getenv("MCR_LOG");
-  if (modes == nullptr) return;
-  std::istringstream tokens(modes);
-  bool writes_trace = false, writes_summary = false;
-  for (std::string token; std::getline(tokens, token, ',');) {
-    writes_trace = writes_trace || token == "trace";
-    writes_summary = writes_summary || token == "summary";
-  }
-  const auto same_file = [&trace](const std::string& log) {
+  const CommLogOutputs log = env_comm_log_outputs();
+  const auto same_file = [&trace](const std::string& file) {
     std::error_code ec;
-    return log == trace || std::filesystem::equivalent(log, trace, ec);
+    return !file.empty() && (file == trace || std::filesystem::equivalent(file, trace, ec));
   };
-  const auto env_or = [](const char* name, const char* fallback) {
-    const char* v = std::getenv(name);
-    return std::string(v != nullptr && *v != '\0' ? v : fallback);
-  };
-  const std::string trace_file = env_or("MCR_TRACE_FILE", "mcr_trace.json");
-  const std::string summary_file = env_or("MCR_LOG_FILE", "");
-  const char* what = writes_trace && same_file(trace_file) ? "MCR_TRACE_FILE"
-                     : writes_summary && !summary_file.empty() && same_file(summary_file)
-                         ? "MCR_LOG_FILE"
-                         : nullptr;
+  const char* what = log.trace && same_file(log.trace_file)       ? "MCR_TRACE_FILE"
+                     : log.summary && same_file(log.summary_file) ? "MCR_LOG_FILE"
+                                                                  : nullptr;
   if (what == nullptr) return;
   throw InvalidArgument(fmt::format(
       "TRACE '{}' is where MCR_LOG writes this replay's own log ({}='{}'), which would overwrite "
       "it: unset MCR_LOG or set {} to another file",
-      trace, what, std::string_view(what) == "MCR_TRACE_FILE" ? trace_file : summary_file, what));
+      trace, what, what == std::string_view("MCR_TRACE_FILE") ? log.trace_file : log.summary_file,
+      what));
 }
 
 }  // namespace

@@ -145,4 +145,16 @@ std::string format_summary(const LogSummary& summary, const GatheredLog& log);
 /// pid = global rank and tid = backend, names for both, and op details in "args".
 void write_chrome_trace(const GatheredLog& log, std::ostream& out);
 
+/// What MCR_LOG has finalize() write, and where, read from the environment as init() reads it.
+struct CommLogOutputs {
+  bool summary = false;      ///< MCR_LOG holds "summary"
+  bool trace = false;        ///< MCR_LOG holds "trace"
+  std::string summary_file;  ///< MCR_LOG_FILE; empty: the summary goes to standard error
+  std::string trace_file;    ///< MCR_TRACE_FILE, default mcr_trace.json
+};
+/// Where this process's MCR_LOG output goes: rank 0 writes these files after a healthy finalize();
+/// after an abnormal end each rank writes its own, ".rank<N>" inserted before the extension.
+/// Throws InvalidArgument for an MCR_LOG that init() refuses.
+CommLogOutputs env_comm_log_outputs();
+
 }  // namespace mcr

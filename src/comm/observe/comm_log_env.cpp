@@ -59,6 +59,13 @@ std::string env_or(const char* name, const char* fallback) {
   return v != nullptr && *v != '\0' ? std::string(v) : std::string(fallback);
 }
 
+std::string summary_file() {
+  return env_or("MCR_LOG_FILE", "");
+}
+std::string trace_file() {
+  return env_or("MCR_TRACE_FILE", "mcr_trace.json");
+}
+
 // "dir/summary.txt" -> "dir/summary.rank3.txt"; "log" -> "log.rank3".
 std::string with_rank(const std::string& path, int rank) {
   const auto slash = path.rfind('/');
@@ -90,7 +97,7 @@ void write_outputs(const GatheredLog& g, const std::string& header, int rank) {
   if (state.summary) {
     try {
       const auto text = header + format_summary(summarize(g), g);
-      const auto path = env_or("MCR_LOG_FILE", "");
+      const auto path = summary_file();
       if (path.empty()) {
         fmt::print(stderr, "{}", text);
       } else {
@@ -102,7 +109,7 @@ void write_outputs(const GatheredLog& g, const std::string& header, int rank) {
   }
   if (state.trace) {
     try {
-      const auto path = file_for(env_or("MCR_TRACE_FILE", "mcr_trace.json"));
+      const auto path = file_for(trace_file());
       write_file("MCR_TRACE_FILE", path, [&](std::ostream& out) { write_chrome_trace(g, out); });
       fmt::print(stderr, "{}communication trace {}({} events) written to {}\n", who,
                  rank >= 0 ? "of this rank " : "", g.records.size(), path);
@@ -153,6 +160,19 @@ EnvLogModes requested_env_comm_log() {
   }
   return m;
 }
+
+}  // namespace mcr::detail
+
+namespace mcr {
+
+CommLogOutputs env_comm_log_outputs() {
+  const auto modes = detail::requested_env_comm_log();
+  return {modes.summary, modes.trace, detail::summary_file(), detail::trace_file()};
+}
+
+}  // namespace mcr
+
+namespace mcr::detail {
 
 std::shared_ptr<OpObserver> beside_env_comm_log(const std::shared_ptr<OpObserver>& current,
                                                 std::shared_ptr<OpObserver> next) {

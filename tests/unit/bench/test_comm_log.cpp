@@ -1,12 +1,15 @@
 // CommLog without a launcher: recording, bandwidth per record, summary, stragglers, trace JSON.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "mcr/comm/comm_log.hpp"
+#include "mcr/errors.hpp"
 
 using namespace mcr;
 using namespace std::chrono;
@@ -340,4 +343,37 @@ TEST(CommLog, ChromeTraceNamesEachRanksHostWhenGathered) {
     EXPECT_FALSE(ev["args"].contains("host")) << ev.dump();
     EXPECT_NE(ev["name"], "process_labels");
   }
+}
+
+// Where MCR_LOG writes, as finalize() writes it: the defaults, the variables, and init()'s refusal.
+TEST(CommLogOutputs, ReadFromTheEnvironmentAsInitReadsIt) {
+  ::setenv("MCR_LOG", "trace", 1);
+  ::unsetenv("MCR_LOG_FILE");
+  ::unsetenv("MCR_TRACE_FILE");
+  CommLogOutputs out = env_comm_log_outputs();
+  EXPECT_TRUE(out.trace);
+  EXPECT_FALSE(out.summary);
+  EXPECT_EQ(out.trace_file, "mcr_trace.json");
+  EXPECT_EQ(out.summary_file, "");  // standard error
+
+  ::setenv("MCR_LOG", "summary,trace", 1);
+  ::setenv("MCR_LOG_FILE", "run/summary.txt", 1);
+  ::setenv("MCR_TRACE_FILE", "run/trace.json", 1);
+  out = env_comm_log_outputs();
+  EXPECT_TRUE(out.summary && out.trace);
+  EXPECT_EQ(out.summary_file, "run/summary.txt");
+  EXPECT_EQ(out.trace_file, "run/trace.json");
+
+  ::setenv("MCR_LOG", "summary,traces", 1);
+  try {
+    env_comm_log_outputs();
+    ADD_FAILURE() << "MCR_LOG='summary,traces' was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown mode 'traces'"), std::string::npos) << e.what();
+  }
+  ::unsetenv("MCR_LOG");
+  ::unsetenv("MCR_LOG_FILE");
+  ::unsetenv("MCR_TRACE_FILE");
+  out = env_comm_log_outputs();
+  EXPECT_FALSE(out.summary || out.trace);
 }
