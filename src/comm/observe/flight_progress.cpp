@@ -9,6 +9,7 @@
 // out. A peer that is stuck waiting has
 // therefore published by the time another rank's timeout reads the keys; a peer that never reached
 // the operation has published a smaller count, or nothing.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -83,6 +84,45 @@ std::int64_t steady_ns() {
       .count();
 }
 
+bool is_open(const FlightEntry* e) noexcept {
+  if (e == nullptr) return false;
+  const FlightState s = e->state.load(std::memory_order_relaxed);
+  return s == FlightState::issued || s == FlightState::started;
+}
+
+// Since when the oldest operation still open on `r` has been open (0: none is). Timed per
+// operation, not from the last operation issued: a rank that keeps issuing (sends, other
+// asynchronous operations) while an earlier collective hangs is as stuck as one that waits, and
+// its peers' timeouts must find its progress published.
+std::int64_t oldest_open_since(FlightRecorder& r, std::int64_t now) noexcept {
+  const std::uint64_t issued = r.issued_count();
+  if (r.in_flight() <= 0) {
+    r.watch_oldest = issued;
+    r.watch_since_ns = 0;
+    return 0;
+  }
+  if (r.watch_since_ns != 0 &&
+      (r.watch_oldest == FlightRecorder::kWatchLost || is_open(r.find(r.watch_oldest)))) {
+    return r.watch_since_ns;
+  }
+  // The operation watched has ended, or none was: the next one still open, as far as the ring
+  // holds it, timed from its issue (the coarse clock; `now` where that is not running).
+  const std::uint64_t held = issued > r.capacity() ? issued - r.capacity() : 0;
+  const std::uint64_t from =
+      r.watch_oldest == FlightRecorder::kWatchLost ? held : std::max(r.watch_oldest, held);
+  for (std::uint64_t seq = from; seq < issued; ++seq) {
+    const FlightEntry* e = r.find(seq);
+    if (!is_open(e)) continue;
+    r.watch_oldest = seq;
+    r.watch_since_ns = e->issued_ns > 0 && e->issued_ns < now ? e->issued_ns : now;
+    return r.watch_since_ns;
+  }
+  // Open, but older than the ring: timed from now, until nothing is open.
+  r.watch_oldest = FlightRecorder::kWatchLost;
+  r.watch_since_ns = now;
+  return now;
+}
+
 }  // namespace
 
 void publish_stuck_progress() noexcept {
@@ -117,11 +157,8 @@ void publish_stuck_progress(Store* store, std::int64_t now) noexcept {
     for (FlightRecorder* r : reg.live) {
       if (r->group_size() <= 1) continue;
       const std::uint64_t issued = r->issued_count();
-      if (issued != r->watch_seen_issued || r->watch_seen_since_ns == 0) {
-        r->watch_seen_issued = issued;
-        r->watch_seen_since_ns = now;
-      }
-      const bool stuck = r->in_flight() > 0 && now - r->watch_seen_since_ns >= kStuckNs;
+      const std::int64_t since = oldest_open_since(*r, now);
+      const bool stuck = since != 0 && now - since >= kStuckNs;
       if ((stuck || r->watch_published != 0) && issued != r->watch_published) {
         updates.push_back({r, r->watch_published, issued,
                            progress_key(r->group_id(), r->group_rank()), progress_bytes(*r)});

@@ -135,8 +135,10 @@ class FlightRecorder {
   nlohmann::json to_json(std::int64_t now_ns, std::int64_t wall_minus_steady) const;
 
   // Progress publication state, touched by the watchdog thread only.
-  std::uint64_t watch_seen_issued = 0;
-  std::int64_t watch_seen_since_ns = 0;
+  static constexpr std::uint64_t kWatchLost = ~std::uint64_t{0};
+  std::uint64_t watch_oldest = 0;     // the oldest operation still open, as last seen; kWatchLost:
+                                      // open, but no longer in the ring
+  std::int64_t watch_since_ns = 0;    // since when it has been open; 0: nothing open
   std::uint64_t watch_published = 0;  // 0: never published
 
  private:

@@ -51,8 +51,8 @@ struct StuckRank {
   StuckRank() {
     recorder.attach(7, 1, 3, {0, 1, 2});
     recorder.issued(0, OpType::all_reduce, DType::f32, 4, -1, true, "mpi", 16);
-    recorder.watch_seen_issued = 1;
-    recorder.watch_seen_since_ns = 1;  // long ago
+    recorder.watch_oldest = 0;
+    recorder.watch_since_ns = 1;  // long ago
   }
 };
 
@@ -119,6 +119,32 @@ TEST(FlightProgress, RefreshesAPublishedValueOnlyWhenItChanged) {
   publish_stuck_progress(&store, later());
   ASSERT_EQ(store.kv.count(kKey), 1u) << "a published value was not kept fresh";
   EXPECT_EQ(store.kv.at(kKey), "2 1");  // two operations, one of them a collective
+}
+
+// A rank that keeps issuing (sends that complete, here) while an earlier collective hangs is
+// stuck in that collective: timed from when it was issued, not from the last operation issued,
+// which left the rank unpublished and named by its peers' timeouts as not having reached it.
+TEST(FlightProgress, ARankIssuingOnWhileACollectiveHangsIsPublished) {
+  FlightRecorder recorder;
+  recorder.attach(8, 1, 3, {0, 1, 2});
+  FlakyStore store;
+  recorder.issued(0, OpType::all_reduce, DType::f32, 4, -1, true, "mpi", 16);
+  publish_stuck_progress(&store, later());
+  EXPECT_EQ(store.kv.count("mcr/progress/8/1"), 0u) << "published before a second had passed";
+  for (std::uint64_t seq = 1; seq <= 6; ++seq) {
+    recorder.issued(seq, OpType::send, DType::f32, 4, 0, true, "mpi", 16);
+    publish_stuck_progress(&store, later());
+    recorder.ended(seq, FlightState::completed);
+  }
+  ASSERT_EQ(store.kv.count("mcr/progress/8/1"), 1u)
+      << "the all_reduce open for 1.5 s was not published while the rank issued sends";
+  EXPECT_EQ(store.kv.at("mcr/progress/8/1"), "7 1");  // 7 operations, one of them a collective
+  // Once the collective has ended and nothing is open, nothing new is stuck: the value published
+  // is kept fresh, as before.
+  recorder.ended(0, FlightState::completed);
+  store.kv.clear();
+  publish_stuck_progress(&store, later(2.0));
+  EXPECT_EQ(store.kv.count("mcr/progress/8/1"), 0u) << "the same value written again";
 }
 
 }  // namespace
