@@ -147,26 +147,45 @@ void check_flight_env() {
   if (!dir.empty()) create_dir(dir);
 }
 
+namespace {
+// The configuration of a process placed as world rank `rank` of `size` (rank < 0: no runtime yet,
+// alone as rank 0 of 1, none of its records removed).
+FlightConfig read_flight_config(int rank, int size) {
+  FlightConfig f;
+  f.entries = entries_from_env();
+  f.dir = dir_from_env();
+  f.host = host_name();
+  f.pid = static_cast<long>(::getpid());
+  if (rank >= 0) {
+    f.world_rank = rank;
+    f.world_size = size;
+  }
+  if (!f.dir.empty()) {
+    create_dir(f.dir);
+    if (f.world_size > 1) remove_own_records(f.dir, f.world_rank);
+    f.path = fmt::format("{}/flight-rank{}.json", f.dir, f.world_rank);
+  }
+  advance_flight_clock();
+  return f;
+}
+}  // namespace
+
 const FlightConfig& flight_config() {
-  static const FlightConfig& c = *new FlightConfig([] {
-    FlightConfig f;
-    f.entries = entries_from_env();
-    f.dir = dir_from_env();
-    f.host = host_name();
-    f.pid = static_cast<long>(::getpid());
-    if (runtime_exists()) {
-      f.world_rank = runtime().launch.rank;
-      f.world_size = runtime().launch.size;
-    }
-    if (!f.dir.empty()) {
-      create_dir(f.dir);
-      if (f.world_size > 1) remove_own_records(f.dir, f.world_rank);
-      f.path = fmt::format("{}/flight-rank{}.json", f.dir, f.world_rank);
-    }
-    advance_flight_clock();
-    return f;
-  }());
-  return c;
+  // Placed once the runtime exists, and from then on for the rest of the process (a crash report
+  // after finalize() still names this rank). Asked before (mcr::dump_flight_record() before
+  // init()), the answer is a process alone's, not kept: kept, every rank of the job wrote its
+  // records to flight-rank0.json.
+  static std::atomic<const FlightConfig*> placed{nullptr};
+  if (const FlightConfig* c = placed.load(std::memory_order_acquire)) return *c;
+  if (!runtime_exists()) {
+    static const FlightConfig& alone = *new FlightConfig(read_flight_config(-1, 1));
+    return alone;
+  }
+  // Never destroyed: an exit handler may still dump after static destruction began.
+  static const FlightConfig& in_job =
+      *new FlightConfig(read_flight_config(runtime().launch.rank, runtime().launch.size));
+  placed.store(&in_job, std::memory_order_release);
+  return in_job;
 }
 
 FlightRecorder::FlightRecorder() : mask_(flight_config().entries - 1) {

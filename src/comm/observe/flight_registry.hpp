@@ -26,7 +26,8 @@ struct FlightConfig {
   int world_rank = 0;
   int world_size = 1;
 };
-/// Read once, at the first communicator (inside init()); throws InvalidArgument on bad values.
+/// Read once the runtime exists (the first communicator, inside init()) and kept; asked before,
+/// a process alone's (rank 0 of 1), not kept. Throws InvalidArgument on bad values.
 const FlightConfig& flight_config();
 /// The checks flight_config() makes (MCR_FLIGHT_ENTRIES, MCR_FLIGHT_DIR can be created), without
 /// reading the configuration: init() makes them with its other inputs, before anything blocks, as
