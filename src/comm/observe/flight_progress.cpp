@@ -39,7 +39,8 @@ std::string progress_key(std::uint64_t group_id, int group_rank) {
 }
 
 Bytes progress_bytes(const FlightRecorder& r) {
-  return to_bytes(fmt::format("{} {}", r.issued_count(), r.collectives_count()));
+  const FlightRecorder::Counts c = r.counts();
+  return to_bytes(fmt::format("{} {}", c.issued, c.collectives));
 }
 
 struct Progress {

@@ -85,14 +85,16 @@ class FlightRecorder {
     e.dtype = dtype;
     e.async = async;
     e.state.store(FlightState::issued, std::memory_order_relaxed);
-    // One writer: loads and stores, no read-modify-write.
-    issued_.store(sequence + 1, std::memory_order_relaxed);
-    // Counted for collective indices; only send/recv pay for it (a sequence number recorded
-    // again, verified first and then issued, is a collective). After issued_: a reader that sees
-    // this count sees the entry as issued too.
+    // One writer: loads and stores, no read-modify-write. The send/recv count is counted for
+    // collective indices; only send/recv pay for it (a sequence number recorded again, verified
+    // first and then issued, is a collective). It is stored before issued_, which releases it: a
+    // reader that sees the new issued_ sees the new count (counts()). In the other order, a
+    // reader between the two saw one collective too many, and kept it while the rank blocked in
+    // that send (a published progress is refreshed only when issued_ changes).
     if (is_point_to_point(op)) {
       p2p_.store(p2p_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
+    issued_.store(sequence + 1, std::memory_order_release);
     in_flight_.store(in_flight_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   void started(std::uint64_t sequence) noexcept {
@@ -113,10 +115,17 @@ class FlightRecorder {
   int group_size() const noexcept { return group_size_; }
   int world_rank_of(int group_rank) const noexcept;
   /// Operations issued so far (the next sequence number).
-  std::uint64_t issued_count() const noexcept { return issued_.load(std::memory_order_relaxed); }
-  /// Collectives issued so far (the next collective index, collective_of()).
-  std::uint64_t collectives_count() const noexcept {
-    return issued_count() - p2p_.load(std::memory_order_relaxed);
+  std::uint64_t issued_count() const noexcept { return issued_.load(std::memory_order_acquire); }
+  struct Counts {
+    std::uint64_t issued = 0;       ///< operations (the next sequence number)
+    std::uint64_t collectives = 0;  ///< collectives (the next collective index, collective_of())
+  };
+  /// Both counts, read as one. While a send is being issued, the collectives may read one short
+  /// with the operations before it (never one over): a later read sees the send in both.
+  Counts counts() const noexcept {
+    const std::uint64_t issued = issued_count();
+    const std::uint64_t p2p = p2p_.load(std::memory_order_relaxed);
+    return {issued, issued >= p2p ? issued - p2p : 0};
   }
   /// The index among this communicator's collectives of the collective at `sequence` (in the
   /// ring), or FlightEntry::kNotCollective for send/recv. Sequence numbers count send/recv too,
