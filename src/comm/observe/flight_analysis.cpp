@@ -159,22 +159,24 @@ Job load(const std::string& dir) {
   }
   for (const auto& [r, later] : later_dumps) {
     auto it = records.find(r);
-    if (it == records.end()) {
-      records.emplace(r, later.begin()->second);  // the earliest, where the record is missing
-      continue;
-    }
     // A failure that came while a snapshot was being written to the record file went beside it,
     // and the snapshot then took the record file, which a later dump (the exit hook's, say) may
     // have taken in turn: the earliest dump that explains a failure is the rank's record. Without
-    // that race it is the record file, written first.
-    std::optional<std::int64_t> earliest = failure_time(it->second);
+    // that race it is the record file, written first. Where the record file is missing (its
+    // writer died before renaming it into place), the earliest dump that explains a failure
+    // stands in, else the earliest (a snapshot before the failure's dump told a stale story).
+    const bool missing = it == records.end();
+    fs::path chosen = missing ? later.begin()->second : it->second;
+    std::optional<std::int64_t> earliest;
+    if (!missing) earliest = failure_time(chosen);
     for (const auto& [k, path] : later) {
       const auto t = failure_time(path);
       if (t && (!earliest || *t < *earliest)) {
         earliest = t;
-        it->second = path;
+        chosen = path;
       }
     }
+    records[r] = chosen;
   }
   std::vector<fs::path> files;
   for (const auto& [r, path] : records)
@@ -202,6 +204,9 @@ Job load(const std::string& dir) {
                j.at("world_rank").get<int>(), j.at("pid").get<long>()};
       job.records.push_back(r);
       for (const auto& c : j.at("communicators")) {
+        // A communicator dumped before it was identified (records written before it became live
+        // at identification) names no ranks: it is no group's member.
+        if (c.at("world_ranks").empty()) continue;
         Group& g = job.groups[c.at("group_id").get<std::uint64_t>()];
         g.id = c.at("group_id").get<std::uint64_t>();
         g.size = c.at("group_size").get<int>();

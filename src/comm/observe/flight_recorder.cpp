@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstdio>
@@ -190,9 +191,6 @@ const FlightConfig& flight_config() {
 
 FlightRecorder::FlightRecorder() : mask_(flight_config().entries - 1) {
   ring_ = std::make_unique<FlightEntry[]>(capacity());
-  auto& reg = flight_registry();
-  std::lock_guard lock(reg.mu);
-  reg.live.push_back(this);
 }
 
 FlightRecorder::~FlightRecorder() {
@@ -203,10 +201,16 @@ FlightRecorder::~FlightRecorder() {
 
 void FlightRecorder::attach(std::uint64_t group_id, int group_rank, int group_size,
                             const std::vector<int>& world_ranks) {
+  // Live (seen by dumps and the watchdog) only once it is identified, and identified under the
+  // registry's lock, which its readers hold: registered before, a dump taken meanwhile (a signal
+  // inside split()) showed a group 0 of one rank that `mcr doctor` merged into the world's.
+  auto& reg = flight_registry();
+  std::lock_guard lock(reg.mu);
   group_id_ = group_id;
   group_rank_ = group_rank;
   group_size_ = group_size;
   world_ranks_ = world_ranks;
+  if (std::find(reg.live.begin(), reg.live.end(), this) == reg.live.end()) reg.live.push_back(this);
 }
 
 int FlightRecorder::world_rank_of(int group_rank) const noexcept {

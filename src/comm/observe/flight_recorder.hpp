@@ -67,7 +67,8 @@ class FlightRecorder {
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
-  /// Identifies the communicator in dumps and store keys (called once it is known).
+  /// Identifies the communicator in dumps and store keys (called once it is known), and makes it
+  /// live: dumps and the progress publication see it from then on.
   void attach(std::uint64_t group_id, int group_rank, int group_size,
               const std::vector<int>& world_ranks);
 

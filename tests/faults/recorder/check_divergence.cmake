@@ -8,7 +8,9 @@
 # broadcast is collective #1 everywhere, rank 2 never reached it (it waits in a recv), and no
 # divergence is seen where the numbers differ. In LATER_DIR (later_only/) rank 1's record file is
 # missing (its writer was killed before renaming it into place) and its earliest later dump
-# (later-1) stands in; later-2 is not read. In STALE_DIR (stale_async/) ranks 0 and 1 issued an
+# (later-1) stands in; later-2 is not read. In LATER_SNAPSHOT_DIR (later_snapshot_first/) rank 1's
+# record file is missing too, and its earliest later dump is a SIGUSR1 snapshot taken before the
+# SIGTERM's dump (later-2): the failure's dump stands in, not the snapshot. In STALE_DIR (stale_async/) ranks 0 and 1 issued an
 # iall_reduce, then a blocking all_reduce they time out in; rank 2 completed the iall_reduce and
 # issued nothing more. Ranks 0 and 1 never polled the iall_reduce's handle, so their records still
 # say "started": the doctor named that collective, every rank having reached it, and no laggard.
@@ -19,7 +21,7 @@
 # earliest dump that explains a failure (later-1) is still the one read. snapshot_race/'s records
 # say whether each is a snapshot; snapshot_race_exit/'s do not, as records written before that field
 # (the doctor judges those by their reason).
-# -DMCR -DDIR -DBACKEND_DIR -DP2P_DIR -DLATER_DIR -DSTALE_DIR -DRACE_DIR -DRACE_EXIT_DIR
+# -DMCR -DDIR -DBACKEND_DIR -DP2P_DIR -DLATER_DIR -DLATER_SNAPSHOT_DIR -DSTALE_DIR -DRACE_DIR -DRACE_EXIT_DIR
 execute_process(COMMAND ${MCR} doctor ${DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
 message(STATUS "mcr doctor:\n${doc}")
 if(NOT rc EQUAL 0)
@@ -63,6 +65,12 @@ if(NOT rc EQUAL 0 OR NOT doc MATCHES "2 flight record\\(s\\)"
    OR NOT doc MATCHES "world rank 1 on [^\n]*: SIGTERM"
    OR NOT doc MATCHES "ranks diverge at sequence #0:")
   message(FATAL_ERROR "mcr doctor does not read rank 1's earliest later dump (rc ${rc})")
+endif()
+execute_process(COMMAND ${MCR} doctor ${LATER_SNAPSHOT_DIR} OUTPUT_VARIABLE doc ERROR_VARIABLE err
+                RESULT_VARIABLE rc)
+message(STATUS "mcr doctor (a snapshot before the failure's dump):\n${doc}${err}")
+if(NOT rc EQUAL 0 OR NOT doc MATCHES "world rank 1 on [^\n]*: SIGTERM")
+  message(FATAL_ERROR "mcr doctor reads rank 1's snapshot, not the failure's later dump (rc ${rc})")
 endif()
 # An asynchronous collective every rank reached and one completed is not where the job waits.
 execute_process(COMMAND ${MCR} doctor ${STALE_DIR} OUTPUT_VARIABLE doc RESULT_VARIABLE rc)
