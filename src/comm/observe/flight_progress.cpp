@@ -198,6 +198,79 @@ void publish_stuck_progress(Store* store, std::int64_t now) noexcept {
   }
 }
 
+std::string peers_context(const FlightRecorder& rec, std::uint64_t sequence, Store& store) {
+  std::string peers;
+  store.set(progress_key(rec.group_id(), rec.group_rank()), progress_bytes(rec));
+  // Point-to-point involves one peer, and sequence numbers of a pair need not align: for
+  // send/recv only the peer's progress is reported, not judged. A collective is judged by
+  // its index among the collectives, which send/recv do not shift.
+  const FlightEntry* e = rec.find(sequence);
+  const bool p2p = e != nullptr && is_point_to_point(e->op);
+  const std::uint64_t index = rec.collective_of(sequence);
+  const std::uint64_t collective = index != FlightEntry::kNotCollective ? index : sequence;
+  // An operation no longer in the ring (more than capacity() operations issued since, an
+  // irecv posted long before, say) is of unknown kind and collective index once send/recv
+  // have shifted the numbering: the peers' progress is reported, not judged (judged by its
+  // sequence number, unrelated ranks were named, or none).
+  const FlightRecorder::Counts counts = rec.counts();
+  const bool unknown = e == nullptr && counts.collectives != counts.issued;
+  std::size_t behind = 0;
+  std::string reported;
+  for (int r = 0; r < rec.group_size(); ++r) {
+    if (r == rec.group_rank() || (p2p && r != e->root)) continue;
+    const std::string key = progress_key(rec.group_id(), r);
+    std::string state = "no progress published";
+    bool reached = false;
+    if (store.check({key})) {
+      const Progress peer = parse_progress(store.get(key, kReadTimeout));
+      reached = peer.collectives > collective;
+      state = peer.issued == 0 ? "issued nothing" : fmt::format("last issued #{}", peer.issued - 1);
+      if (peer.collectives != peer.issued) {
+        state +=
+            fmt::format(", {} collective{}", peer.collectives, peer.collectives == 1 ? "" : "s");
+      }
+    }
+    if (p2p) {
+      peers = fmt::format("; peer rank {} (world rank {}) has {}", r, rec.world_rank_of(r), state);
+      continue;
+    }
+    if (unknown) {
+      if (behind++ < kMaxNamed) {
+        reported += fmt::format("{}{} (world rank {}, {})", reported.empty() ? "" : ", ", r,
+                                rec.world_rank_of(r), state);
+      }
+      continue;
+    }
+    if (reached) continue;
+    if (behind++ < kMaxNamed) {
+      peers += fmt::format("{}{} (world rank {}, {})", peers.empty() ? "" : ", ", r,
+                           rec.world_rank_of(r), state);
+    }
+  }
+  if (behind > kMaxNamed) {
+    (unknown ? reported : peers) += fmt::format(" and {} more", behind - kMaxNamed);
+  }
+  // Named by this rank's sequence number, with the collective's index where send/recv
+  // made them differ.
+  const std::string which = collective == sequence
+                                ? fmt::format("sequence #{}", sequence)
+                                : fmt::format(
+                                      "sequence #{} (collective #{} of the group; sequence numbers "
+                                      "count send/recv too)",
+                                      sequence, collective);
+  return unknown ? fmt::format(
+                       "; sequence #{} is no longer in this rank's flight record ({} operations "
+                       "issued since; MCR_FLIGHT_ENTRIES keeps {}), so which ranks reached it "
+                       "is not known; the other ranks' progress: {}",
+                       sequence, counts.issued - sequence - 1, rec.capacity(), reported)
+         : p2p         ? peers
+         : behind == 0 ? fmt::format(
+                             "; every other rank has reached {} (a peer may be stuck inside it or "
+                             "issued a different operation)",
+                             which)
+                       : fmt::format("; ranks that have not reached {}: {}", which, peers);
+}
+
 std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) noexcept {
   try {
     const FlightConfig& c = flight_config();
@@ -205,7 +278,6 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
         "; rank {} of group {} ({} ranks; world rank {}, host {}, pid {})", rec.group_rank(),
         rec.group_id(), rec.group_size(), rec.world_rank_of(rec.group_rank()), c.host, c.pid);
     if (rec.group_size() > 1) {
-      std::string peers;
       try {
         Store* store = store_or_null();
         if (store == nullptr) throw Error("no rendezvous store");
@@ -215,58 +287,7 @@ std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) n
           throw Error(
               fmt::format("the rendezvous store did not answer within {} ms", kStoreProbe.count()));
         }
-        store->set(progress_key(rec.group_id(), rec.group_rank()), progress_bytes(rec));
-        // Point-to-point involves one peer, and sequence numbers of a pair need not align: for
-        // send/recv only the peer's progress is reported, not judged. A collective is judged by
-        // its index among the collectives, which send/recv do not shift.
-        const FlightEntry* e = rec.find(sequence);
-        const bool p2p = e != nullptr && is_point_to_point(e->op);
-        const std::uint64_t index = rec.collective_of(sequence);
-        const std::uint64_t collective = index != FlightEntry::kNotCollective ? index : sequence;
-        std::size_t behind = 0;
-        for (int r = 0; r < rec.group_size(); ++r) {
-          if (r == rec.group_rank() || (p2p && r != e->root)) continue;
-          const std::string key = progress_key(rec.group_id(), r);
-          std::string state = "no progress published";
-          bool reached = false;
-          if (store->check({key})) {
-            const Progress peer = parse_progress(store->get(key, kReadTimeout));
-            reached = peer.collectives > collective;
-            state = peer.issued == 0 ? "issued nothing"
-                                     : fmt::format("last issued #{}", peer.issued - 1);
-            if (peer.collectives != peer.issued) {
-              state += fmt::format(", {} collective{}", peer.collectives,
-                                   peer.collectives == 1 ? "" : "s");
-            }
-          }
-          if (p2p) {
-            peers = fmt::format("; peer rank {} (world rank {}) has {}", r, rec.world_rank_of(r),
-                                state);
-            continue;
-          }
-          if (reached) continue;
-          if (behind++ < kMaxNamed) {
-            peers += fmt::format("{}{} (world rank {}, {})", peers.empty() ? "" : ", ", r,
-                                 rec.world_rank_of(r), state);
-          }
-        }
-        if (behind > kMaxNamed) peers += fmt::format(" and {} more", behind - kMaxNamed);
-        // Named by this rank's sequence number, with the collective's index where send/recv
-        // made them differ.
-        const std::string which =
-            collective == sequence
-                ? fmt::format("sequence #{}", sequence)
-                : fmt::format(
-                      "sequence #{} (collective #{} of the group; sequence numbers "
-                      "count send/recv too)",
-                      sequence, collective);
-        out += p2p ? peers
-               : behind == 0
-                   ? fmt::format(
-                         "; every other rank has reached {} (a peer may be stuck inside it or "
-                         "issued a different operation)",
-                         which)
-                   : fmt::format("; ranks that have not reached {}: {}", which, peers);
+        out += peers_context(rec, sequence, *store);
       } catch (const std::exception& e) {
         out += fmt::format("; peers' progress unavailable: {}", e.what());
       }

@@ -188,6 +188,11 @@ void publish_stuck_progress(Store* store, std::int64_t now_ns) noexcept;
 /// round trips per member.
 std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) noexcept;
 
+/// timeout_context()'s judgement of the peers, from their progress in `store` (publishing this
+/// rank's first): the ranks that have not reached `sequence`, the peer of a send/recv, or, for an
+/// operation no longer in the ring, every peer's progress unjudged. Throws on a store error.
+std::string peers_context(const FlightRecorder& rec, std::uint64_t sequence, Store& store);
+
 /// Set by the SIGUSR1 handler; the watchdog thread dumps when it sees it.
 bool take_dump_request() noexcept;
 

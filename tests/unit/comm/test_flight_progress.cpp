@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "bootstrap/bootstrap.hpp"
 #include "mcr/errors.hpp"
 #include "observe/flight_recorder.hpp"
@@ -145,6 +147,45 @@ TEST(FlightProgress, ARankIssuingOnWhileACollectiveHangsIsPublished) {
   store.kv.clear();
   publish_stuck_progress(&store, later(2.0));
   EXPECT_EQ(store.kv.count("mcr/progress/8/1"), 0u) << "the same value written again";
+}
+
+// A timeout of an operation the ring no longer holds (an irecv posted before 300 others, sends
+// among them): its kind and collective index are unknown, so the peers' progress is reported,
+// not judged. Judged by its sequence number as a collective's, every peer had "reached" it.
+TEST(FlightProgress, AnOperationNoLongerInTheRingIsNotJudged) {
+  FlightRecorder recorder;
+  recorder.attach(9, 1, 3, {0, 1, 2});
+  recorder.issued(0, OpType::recv, DType::f32, 4, 0, true, "mpi", 16);
+  const std::uint64_t later_ops = recorder.capacity() + 44;
+  for (std::uint64_t seq = 1; seq <= later_ops; ++seq) {
+    recorder.issued(seq, seq % 2 == 0 ? OpType::all_reduce : OpType::send, DType::f32, 4, 2, false,
+                    "mpi", 16);
+    recorder.ended(seq, FlightState::completed);
+  }
+  ASSERT_EQ(recorder.find(0), nullptr) << "the ring still holds the irecv";
+  FlakyStore store;
+  store.kv["mcr/progress/9/0"] = "3 1";
+  store.kv["mcr/progress/9/2"] = "400 200";
+  const std::string said = peers_context(recorder, 0, store);
+  EXPECT_NE(said.find("sequence #0 is no longer in this rank's flight record"), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("0 (world rank 0, last issued #2, 1 collective)"), std::string::npos) << said;
+  EXPECT_NE(said.find("2 (world rank 2, last issued #399, 200 collectives)"), std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("reached sequence"), std::string::npos) << said;
+  EXPECT_EQ(store.kv.at("mcr/progress/9/1"), fmt::format("{} {}", later_ops + 1, later_ops / 2))
+      << "this rank's own progress was not published first";
+
+  // A collective still in the ring is judged by its index among the collectives.
+  const std::uint64_t last = later_ops;  // an all_reduce (even), collective #(later_ops / 2 - 1)
+  recorder.issued(last + 1, OpType::all_reduce, DType::f32, 4, 0, true, "mpi", 16);
+  const std::uint64_t index = later_ops / 2;
+  store.kv["mcr/progress/9/0"] = fmt::format("{} {}", last + 2, index + 1);  // reached it
+  store.kv["mcr/progress/9/2"] = fmt::format("{} {}", last, index);          // not yet
+  const std::string judged = peers_context(recorder, last + 1, store);
+  EXPECT_NE(judged.find("ranks that have not reached sequence #"), std::string::npos) << judged;
+  EXPECT_NE(judged.find("2 (world rank 2"), std::string::npos) << judged;
+  EXPECT_EQ(judged.find("0 (world rank 0"), std::string::npos) << judged;
 }
 
 }  // namespace
