@@ -18,9 +18,12 @@ double as_double(std::int64_t v) {
   return static_cast<double>(v);
 }
 
-/// Parameters of one layer's MLP of width ff (no biases: a fraction of a percent).
+/// Parameters of one layer's MLP of width ff, biases included as codesign::count_parameters counts
+/// them (an expert's biases live on the expert's ranks, as its weights do).
 double mlp_params(const codesign::ModelShape& m, double ff) {
-  return (m.gated_mlp() ? 3.0 : 2.0) * as_double(m.h) * ff;
+  const double h = as_double(m.h);
+  const double biases = m.linear_bias ? (m.gated_mlp() ? 2.0 : 1.0) * ff + h : 0.0;
+  return (m.gated_mlp() ? 3.0 : 2.0) * h * ff + biases;
 }
 
 /// Bytes of one layer's activations kept for the backward pass, one microbatch, one rank. Kept

@@ -82,6 +82,31 @@ TEST(PlanMoe, ZeroShardsTheExpertsOverTheirOwnReplicas) {
   EXPECT_NEAR(z3.gradients, 2 * sharded, 1e-6 * sharded);
 }
 
+// An expert's biases live with its weights: on its expert-parallel rank, not replicated on every
+// rank as the dense parameters are. With ep = 8 of 8 experts each rank holds one expert, so a
+// model with biases holds, per layer, the dense biases (Q, K, V, O: 4h; the router's 8) and one
+// expert's (up and down: 4h + h) more than the same model without; before, every expert's biases
+// were counted as dense, 8 x 5h per layer, and reduced over the data-parallel ranks with them.
+TEST(PlanMoe, ExpertBiasesLiveOnTheirExpertsRanks) {
+  auto with = moe();
+  with.linear_bias = true;
+  auto without = with;
+  without.linear_bias = false;
+  const Layout l = moe_layout(with, 8);
+  const double extra =
+      plan_memory(with, a100(), l).weights - plan_memory(without, a100(), l).weights;
+  const double dense_biases = kLayers * (4 * 1024.0 + 8);
+  const double expert_biases = kLayers * 5 * 1024.0;
+  EXPECT_NEAR(extra, 2 * (dense_biases + expert_biases), 1e-3);
+  // The dense gradients reduced over the 8 data-parallel ranks carry the dense biases only.
+  const auto dense_bytes = [&](const codesign::ModelShape& m) {
+    for (const auto& red : plan(m, l).dp_reductions)
+      if (red.gradients == "dense") return red.bytes;
+    return 0.0;
+  };
+  EXPECT_NEAR(dense_bytes(with) - dense_bytes(without), 2 * dense_biases, 1e-3);
+}
+
 // Expert tensor parallelism gathers the routed copies over the etp ranks for the experts' input;
 // the unpermute buffer holds the rank's own copies only, after the combine's reduce-scatter. So
 // etp 2 against 1 (tp 2 with sequence parallelism) adds one more set of the rank's copies per
