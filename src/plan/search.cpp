@@ -235,6 +235,11 @@ std::vector<AdvisedPair> advise_with_layouts(const codesign::ModelShape& model,
   std::sort(out.begin(), out.end(), [](const AdvisedPair& a, const AdvisedPair& b) {
     return a.best.step_time_s < b.best.step_time_s;
   });
+  // The advisor returns its bundled candidates up to `top` and every single-field fix besides;
+  // the list is the fastest `top` pairs of them all, the input shape's only if it is among them.
+  if (advisor.top > 0 && out.size() > static_cast<std::size_t>(advisor.top)) {
+    out.resize(static_cast<std::size_t>(advisor.top));
+  }
   return out;
 }
 

@@ -72,7 +72,8 @@ struct AdvisedPair {
 };
 
 /// Runs the shape advisor, then the layout search for the input and for each candidate shape;
-/// returns the (shape, layout) pairs fastest first. Shapes with no layout that fits are dropped.
+/// returns the fastest `advisor.top` (shape, layout) pairs, fastest first (the input shape's pair
+/// only if it is among them). Shapes with no layout that fits are dropped.
 /// Each pair's plan with its shape's "changes" and "param_delta".
 nlohmann::json to_json(const std::vector<AdvisedPair>& pairs);
 

@@ -189,6 +189,26 @@ TEST(PlanSearch, ZeroWithTheDistributedOptimizerIsRefused) {
   }
 }
 
+// The advisor returns its `top` bundled candidates and every single-field fix besides: the pairs
+// are cut to `top` after sorting (before, --top 1 listed the input and every single-field fix).
+TEST(PlanSearch, AdviseListsTopPairs) {
+  SearchSpace space;
+  space.gpus = 8;
+  space.global_batch = 16;
+  space.tp = {1};
+  space.pp = {1};
+  codesign::AdvisorOptions opts;
+  auto m = gpt(2560, 32, 32, 50257, 2048);
+  for (const int top : {1, 2}) {
+    opts.top = top;
+    const auto pairs = advise_with_layouts(m, a100(), CommModel(round_system()), space, opts);
+    ASSERT_EQ(pairs.size(), static_cast<std::size_t>(top)) << "top " << top;
+    if (top == 2) {
+      EXPECT_LE(pairs[0].best.step_time_s, pairs[1].best.step_time_s);
+    }
+  }
+}
+
 TEST(PlanSearch, AdviseIncludesTheInputAndSortsPairs) {
   SearchSpace space;
   space.gpus = 8;
@@ -196,7 +216,7 @@ TEST(PlanSearch, AdviseIncludesTheInputAndSortsPairs) {
   space.tp = {1};
   space.pp = {1};
   codesign::AdvisorOptions opts;
-  opts.top = 3;
+  opts.top = 1000;  // every pair: the input shape's among them
   auto m = gpt(2560, 32, 32, 50257, 2048);
   const auto pairs = advise_with_layouts(m, a100(), CommModel(round_system()), space, opts);
   ASSERT_FALSE(pairs.empty());
