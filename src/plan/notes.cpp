@@ -101,8 +101,10 @@ void add_notes(PlanResult& r, const Context& ctx, const std::string& dp_source,
                                 : std::string("no bucketing");
     r.notes.push_back(fmt::format(
         "dp reduction: {} ({}); {}{}{}", sizes, cap, dp_source,
-        l.distributed_optimizer
+        l.distributed_optimizer && l.dp_overlap
             ? "; distributed optimizer: reduce-scatter and all-gather overlapped"
+        : l.distributed_optimizer
+            ? "; distributed optimizer: reduce-scatter and all-gather not overlapped (exposed)"
         : l.zero >= 3 ? "; ZeRO-3: per microbatch, with two all-gathers of the weights"
         : l.zero == 2 ? "; ZeRO-2: these buckets after every microbatch, one all-gather per step"
                       : "",

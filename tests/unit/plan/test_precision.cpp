@@ -158,6 +158,29 @@ TEST(PlanDistributedOptimizer, OverlapsItsGatherThatZeroOneExposes) {
   EXPECT_DOUBLE_EQ(dist.memory.optimizer, zero1.memory.optimizer);
 }
 
+// The note says whether the distributed optimizer's collectives were overlapped, as priced: with
+// dp_overlap off (--no-dp-overlap) both are exposed (before, the note said overlapped all the
+// same).
+TEST(PlanDistributedOptimizer, TheNoteSaysWhetherItsCollectivesAreOverlapped) {
+  const auto m = bf16_gpt();
+  const SystemSpec sys = round_system();
+  Layout l = one_gpu(64);
+  l.gpus = 16;
+  l.distributed_optimizer = true;
+  l = resolve_layout(l, m, sys);
+  const auto dp_note = [&](const Layout& layout) {
+    for (const auto& n : plan_step(m, h100(), CommModel(sys), layout).notes)
+      if (n.rfind("dp reduction:", 0) == 0) return n;
+    return std::string();
+  };
+  EXPECT_NE(dp_note(l).find("reduce-scatter and all-gather overlapped"), std::string::npos)
+      << dp_note(l);
+  l.dp_overlap = false;
+  const std::string off = dp_note(l);
+  EXPECT_EQ(off.find("all-gather overlapped"), std::string::npos) << off;
+  EXPECT_NE(off.find("not overlapped"), std::string::npos) << off;
+}
+
 TEST(PlanOutput, TokensPerGpuAndTheCausalConvention) {
   // Causal flash attention computes the tiles on and below the diagonal: (n + 1) / (2n) of the
   // n x n tiles of 128, n = s / 128 = 32. model_flops counts all s x s scores (4 b s^2 h per layer
