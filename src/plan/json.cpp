@@ -118,7 +118,7 @@ nlohmann::json to_json(const SearchResult& found, double seconds) {
 nlohmann::json to_json(const PlanResult& r, const codesign::DeviceSpec& device,
                        codesign::DType dtype) {
   auto j = to_json(r);
-  j["device_peak"] = peak_to_json(device, dtype);
+  j["device_peak"] = peak_to_json(device, peak_dtype(dtype, r.layout.fp8));
   return j;
 }
 

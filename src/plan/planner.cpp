@@ -59,6 +59,10 @@ double bubble_fraction(int pp, std::int64_t microbatches, int interleave) {
   return (pp - 1.0) / (as_double(microbatches) * std::max(1, interleave));
 }
 
+codesign::DType peak_dtype(codesign::DType model, Fp8 recipe) {
+  return recipe != Fp8::none || model == codesign::DType::fp8 ? codesign::DType::fp8 : model;
+}
+
 PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSpec& catalog_device,
                      const CommModel& comm, const Layout& layout, const PlanOptions& options) {
   Layout l = layout;
@@ -212,7 +216,7 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
   r.tokens_per_s_per_gpu = r.tokens_per_s / l.gpus;
   r.tflops_per_gpu = r.hardware_flops / r.step_time_s / l.gpus / 1e12;
   r.model_tflops_per_gpu = r.model_flops / r.step_time_s / l.gpus / 1e12;
-  r.peak_tflops = device.peak_for(l.fp8 != Fp8::none ? codesign::DType::fp8 : m.dtype);
+  r.peak_tflops = device.peak_for(peak_dtype(m.dtype, l.fp8));
   r.mfu = r.model_tflops_per_gpu / r.peak_tflops;
   r.mfu_causal = r.model_flops_causal / r.step_time_s / l.gpus / 1e12 / r.peak_tflops;
   r.hfu = r.tflops_per_gpu / r.peak_tflops;

@@ -30,3 +30,17 @@ foreach(k forward_gemm_s backward_gemm_s memory_bound_s recompute_s logits_embed
     message(FATAL_ERROR "breakdown.${k} = ${v}")
   endif()
 endforeach()
+# Under an FP8 recipe on a bf16 model, MFU divides by FP8's peak: the device peak shown is that one
+# (before, it was bf16's while peak_tflops and MFU used FP8's).
+execute_process(COMMAND ${MCR} plan --preset llama-3-70b --system dgx-h100 --gpus 8 --tp 8
+                        --global-batch 8 --dtype bf16 --fp8 delayed --json
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 AND NOT rc EQUAL 3)
+  message(FATAL_ERROR "mcr plan --fp8 delayed --json failed (${rc}): ${err}")
+endif()
+string(JSON peak GET "${out}" peak_tflops)
+string(JSON shown GET "${out}" device_peak tflops)
+string(JSON shown_dtype GET "${out}" device_peak dtype)
+if(NOT shown EQUAL peak OR NOT shown_dtype STREQUAL "fp8")
+  message(FATAL_ERROR "device_peak ${shown_dtype} ${shown} TFLOP/s, but MFU divides by ${peak}")
+endif()

@@ -96,31 +96,32 @@ void run(const PlanArgs& a, const CLI::App& cmd) {
   const auto sys = plan::resolve_system(a.system);
   const auto dev = pick_device(a, sys);
   const auto comm = plan::make_comm_model(sys, dev, a.comm_tables, a.rules);
+  const auto space = a.advise || a.search ? plan::to_search_space(req, sys) : plan::SearchSpace{};
+  // The peak shown is the one MFU divides by: FP8's under an FP8 recipe.
+  const auto search_peak = plan::peak_dtype(model.dtype, space.fp8);
   if (a.advise) {
     codesign::AdvisorOptions opts;
     opts.budget = a.budget;
     opts.top = a.top;
-    const auto pairs =
-        plan::advise_with_layouts(model, dev, comm, plan::to_search_space(req, sys), opts, options);
+    const auto pairs = plan::advise_with_layouts(model, dev, comm, space, opts, options);
     if (a.json) {
       std::cout << plan::to_json(pairs).dump(2) << "\n";
     } else {
-      fmt::print("{}\n{}\n{}", describe_model(model), peak_line(dev, model.dtype),
+      fmt::print("{}\n{}\n{}", describe_model(model), peak_line(dev, search_peak),
                  format_advice(pairs));
     }
     return;
   }
   if (a.search) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto found =
-        plan::search_layouts(model, dev, comm, plan::to_search_space(req, sys), a.top, options);
+    const auto found = plan::search_layouts(model, dev, comm, space, a.top, options);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (a.json) {
-      std::cout << plan::to_json(found, secs, dev, model.dtype).dump(2) << "\n";
+      std::cout << plan::to_json(found, secs, dev, search_peak).dump(2) << "\n";
     } else {
       fmt::print("{}\nsystem: {} ({} GPUs), device: {}\n{}\n{}", describe_model(model), sys.name,
-                 sys.total_gpus(), dev.name, peak_line(dev, model.dtype),
+                 sys.total_gpus(), dev.name, peak_line(dev, search_peak),
                  format_search(found, secs));
     }
     return;
@@ -135,7 +136,8 @@ void run(const PlanArgs& a, const CLI::App& cmd) {
     codesign::ModelShape planned = model;
     planned.t = r.layout.tp;
     planned.b = r.layout.micro_batch;
-    fmt::print("{}\n{}{}", describe_model(planned), peak_line(dev, model.dtype), format_plan(r));
+    fmt::print("{}\n{}{}", describe_model(planned),
+               peak_line(dev, plan::peak_dtype(model.dtype, r.layout.fp8)), format_plan(r));
   }
   if (!r.memory.fits) exit_code() = 3;
 }

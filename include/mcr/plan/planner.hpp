@@ -136,6 +136,10 @@ struct PlanResult {
 PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
                      const CommModel& comm, const Layout& layout, const PlanOptions& options = {});
 
+/// The dtype whose peak MFU and HFU divide by: FP8's under an FP8 recipe (or a model of dtype fp8,
+/// trained as bf16 with FP8 linear layers), else the model's.
+codesign::DType peak_dtype(codesign::DType model, Fp8 recipe);
+
 /// Memory alone (cheap; the search uses it to skip layouts that cannot fit).
 MemoryBreakdown plan_memory(const codesign::ModelShape& model, const codesign::DeviceSpec& device,
                             const Layout& layout, const PlanOptions& options = {});
@@ -168,7 +172,8 @@ nlohmann::json to_json(const PlanResult& r);
 /// peak probe): {"dtype", "source", "tflops"} (null when the device does not run the dtype), so
 /// that every plan says what its compute rate rests on.
 nlohmann::json peak_to_json(const codesign::DeviceSpec& device, codesign::DType dtype);
-/// to_json(r) with "device_peak": peak_to_json(device, dtype), as `mcr plan --json` prints it.
+/// to_json(r) with "device_peak": peak_to_json(device, dtype), as `mcr plan --json` prints it;
+/// `dtype` is the model's, the peak shown that of peak_dtype(dtype, r.layout.fp8).
 nlohmann::json to_json(const PlanResult& r, const codesign::DeviceSpec& device,
                        codesign::DType dtype);
 

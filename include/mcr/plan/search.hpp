@@ -58,7 +58,8 @@ struct SearchResult {
 
 /// {"evaluated", "rejected", "out_of_memory", "seconds", "ranked": [plan...], "too_big": [...]}.
 nlohmann::json to_json(const SearchResult& found, double seconds);
-/// The same with "device_peak": peak_to_json(device, dtype), as `mcr plan --search --json` prints.
+/// The same with "device_peak": peak_to_json(device, dtype), as `mcr plan --search --json` prints
+/// (`dtype`: the one MFU divides by, peak_dtype of the model's and the space's FP8 recipe).
 nlohmann::json to_json(const SearchResult& found, double seconds,
                        const codesign::DeviceSpec& device, codesign::DType dtype);
 
