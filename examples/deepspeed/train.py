@@ -28,6 +28,7 @@ import contextlib
 import datetime
 import json
 import os
+import select
 import statistics
 import sys
 import threading
@@ -103,6 +104,14 @@ def finish_args(args):
         # be dropped, and the run would train another objective than the MoE variant's.
         sys.exit("--moe with --pipe: the pipeline variant cannot carry the MoE auxiliary loss; "
                  "run them separately")
+    if args.ep and not args.moe:
+        # shape_of() reads --ep only for an MoE model: a dense run with --ep would train the dense
+        # model under a name that says nothing of it.
+        sys.exit(f"--ep {args.ep} needs --moe E: expert parallelism splits the experts of an MoE "
+                 "model")
+    if args.ep < 0 or (args.ep and args.moe % args.ep):
+        sys.exit(f"--ep {args.ep} with --moe {args.moe}: the expert-parallel size must divide the "
+                 "number of experts")
     if args.warmup < 0 or args.steps <= args.warmup:
         sys.exit(f"--steps {args.steps} with --warmup {args.warmup}: at least one timed step is "
                  "needed after the warm-up (and --warmup >= 0)")
@@ -339,9 +348,19 @@ class Turns:
         mine, theirs = paths if role == "first" else paths[::-1]
         self.mine, self.theirs = os.open(mine, os.O_RDWR), os.open(theirs, os.O_RDWR)
         self.first = role == "first"
+        self.rank = rank
+
+    # How long a rank waits for its partner's step: a partner that failed or stopped never writes
+    # its token, and an O_RDWR FIFO never reads end-of-file (this rank holds a write end itself).
+    PARTNER_TIMEOUT_S = 600
 
     def before(self, i):
         if i > 0 or not self.first:
+            ready, _, _ = select.select([self.mine], [], [], self.PARTNER_TIMEOUT_S)
+            if not ready:
+                sys.exit(f"--turns: step {i}: the other run's rank {self.rank} did not finish its "
+                         f"step within {self.PARTNER_TIMEOUT_S} s (it failed or stopped, or runs "
+                         "other --steps/--warmup)")
             os.read(self.mine, 1)
 
     def after(self, i):

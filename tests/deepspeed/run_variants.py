@@ -20,6 +20,7 @@ every rank agreed.
 
 import argparse
 import gc
+import math
 import os
 import sys
 
@@ -65,6 +66,12 @@ def compare(mine, ref, exact, loss_rtol, param_frac):
             equal += 1
             continue
         d = (a.double() - b.double()).abs().max().item()
+        if not math.isfinite(d):
+            # A NaN or an infinity in either (max() passes NaN on, and NaN > x is false): no
+            # tolerance covers it.
+            which = "this run's" if not torch.isfinite(a).all() else "the reference's"
+            problems.append(f"{key}: not finite ({which})")
+            continue
         if d / max(moved, 1e-30) > worst:
             worst, worst_name = d / max(moved, 1e-30), key
         if exact:
@@ -91,6 +98,8 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--ref", help="reference run's --out to compare with")
     p.add_argument("--exact", action="store_true", help="require bit-identical results")
+    p.add_argument("--exact-variants", default="",
+                   help="without --exact: these variants (comma-separated) bit-identical still")
     p.add_argument("--loss-rtol", type=float, default=1e-5,
                    help="without --exact: relative tolerance of the losses")
     p.add_argument("--param-frac", type=float, default=0.01,
@@ -123,7 +132,8 @@ def main():
             gc.collect()
             if opts.ref:
                 ref = torch.load(os.path.join(opts.ref, name, f"rank{rank}.pt"))
-                ok, line = compare(mine, ref, opts.exact, opts.loss_rtol, opts.param_frac)
+                exact = opts.exact or name in opts.exact_variants.split(",")
+                ok, line = compare(mine, ref, exact, opts.loss_rtol, opts.param_frac)
                 failed += not ok
                 print(f"compare {name} {opts.dist} rank {rank}: {'OK' if ok else 'FAIL'}: {line}",
                       flush=True)
