@@ -3,8 +3,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <iterator>
+#include <string>
 
 #include "mcr/codesign/calculators.hpp"
 #include "mcr/errors.hpp"
@@ -59,6 +61,19 @@ double bubble_fraction(int pp, std::int64_t microbatches, int interleave) {
   return (pp - 1.0) / (as_double(microbatches) * std::max(1, interleave));
 }
 
+namespace {
+/// The NVIDIA compute capability an arch names ("hopper sm90": 90), 0 when it names none.
+int sm_version(const std::string& arch) {
+  for (std::size_t at = arch.find("sm"); at != std::string::npos; at = arch.find("sm", at + 1)) {
+    std::size_t end = at + 2;
+    while (end < arch.size() && std::isdigit(static_cast<unsigned char>(arch[end])) != 0)
+      ++end;
+    if (end > at + 2) return std::stoi(arch.substr(at + 2, end - at - 2));
+  }
+  return 0;
+}
+}  // namespace
+
 codesign::DType peak_dtype(codesign::DType model, Fp8 recipe) {
   return recipe != Fp8::none || model == codesign::DType::fp8 ? codesign::DType::fp8 : model;
 }
@@ -93,6 +108,15 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
         fmt::format("layout.fp8 {}{}: device '{}' has no FP8 peak (peak_tflops.fp8 in its "
                     "catalog entry): FP8 GEMMs cannot be priced on it",
                     to_string(l.fp8), fp8_implied ? " (set by model.dtype fp8)" : "", device.name));
+  }
+  if (l.fp8 == Fp8::mxfp8) {
+    // Transformer Engine's MXFP8 recipe runs on Blackwell's block-scaled tensor cores only.
+    if (const int sm = sm_version(device.arch); sm > 0 && sm < 100) {
+      throw InvalidArgument(
+          fmt::format("layout.fp8 mxfp8: device '{}' is {} (arch in its catalog entry), and MXFP8 "
+                      "needs Blackwell (sm100 or later): use delayed, current or blockwise there",
+                      device.name, device.arch));
+    }
   }
   m.validate();
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mcr/codesign/device.hpp"
+#include "mcr/errors.hpp"
 #include "mcr/plan/planner.hpp"
 #include "test_helpers.hpp"
 
@@ -93,6 +94,29 @@ TEST(PlanFp8, DtypeFp8MeansTransformerEngineStyle) {
 
 // dtype fp8 implies the delayed recipe, so FP8 weights need no recipe of their own (the layout
 // rules ran before the recipe was implied and refused every such layout).
+// MXFP8 runs on Blackwell's block-scaled tensor cores only (Transformer Engine refuses it before
+// sm100): a Hopper device is refused, naming the recipe, the device and its arch; a Blackwell one
+// is planned (before, Hopper was priced as if it ran MXFP8).
+TEST(PlanFp8, MxFp8NeedsBlackwell) {
+  const auto m = bf16_gpt();
+  const SystemSpec sys = round_system();
+  Layout l = resolve_layout(one_gpu(), m, sys);
+  l.fp8 = Fp8::mxfp8;
+  try {
+    (void)plan_step(m, h100(), CommModel(sys), l);
+    ADD_FAILURE() << "mxfp8 accepted on " << h100().name;
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    for (const char* part : {"layout.fp8 mxfp8", "h100-sxm", "hopper sm90", "sm100"}) {
+      EXPECT_NE(what.find(part), std::string::npos) << part << " not in: " << what;
+    }
+  }
+  const auto b200 = codesign::device_from_catalog("b200");
+  EXPECT_GT(plan_step(m, b200, CommModel(sys), l).step_time_s, 0);
+  l.fp8 = Fp8::blockwise;  // Hopper runs the other recipes
+  EXPECT_GT(plan_step(m, h100(), CommModel(sys), l).step_time_s, 0);
+}
+
 TEST(PlanFp8, DtypeFp8AcceptsFp8Params) {
   auto m = bf16_gpt();
   m.dtype = codesign::DType::fp8;
