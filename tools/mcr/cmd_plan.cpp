@@ -79,6 +79,30 @@ void refuse_ignored(const PlanArgs& a, const CLI::App& cmd) {
     refuse_flags(cmd, {"--top"}, "applies to --search and --advise (a plan has one layout)");
   }
   if (!a.advise) refuse_flags(cmd, {"--budget"}, "applies to --advise (the shapes it may try)");
+  if (a.comm_tables.empty()) {
+    refuse_flags(cmd, {"--rules"},
+                 "chooses among the backends of a --comm-table; without one every collective is "
+                 "priced by the system's alpha-beta model");
+  }
+}
+
+// Flags that only some models or devices read: refused where they would be ignored.
+void refuse_ignored_by(const PlanArgs& a, const CLI::App& cmd, const codesign::ModelShape& model,
+                       const plan::SystemSpec& sys) {
+  if (!model.is_moe()) {
+    refuse_flags(cmd, {"--capacity-factor", "--moe-dispatcher", "--moe-glu-clamp"},
+                 fmt::format("applies to MoE models; '{}' has no experts (experts = {})",
+                             model.name, model.experts));
+  }
+  const bool local_cpu = a.device == "local" || a.device == codesign::bench::kLocalCpuName ||
+                         (a.device.empty() && sys.device == codesign::bench::kLocalCpuName);
+  if (!local_cpu) {
+    refuse_flags(cmd, {"--no-peak-probe"},
+                 fmt::format("applies to the local CPU (--device local, --system local-cpu), "
+                             "whose peak the probe measures; device '{}' takes its peak from {}",
+                             a.device.empty() ? sys.device : a.device,
+                             a.device.empty() ? "the catalog" : "its catalog entry or file"));
+  }
 }
 
 void run(const PlanArgs& a, const CLI::App& cmd) {
@@ -94,6 +118,7 @@ void run(const PlanArgs& a, const CLI::App& cmd) {
   }
   const auto model = build_model(a.model);
   const auto sys = plan::resolve_system(a.system);
+  refuse_ignored_by(a, cmd, model, sys);
   const auto dev = pick_device(a, sys);
   const auto comm = plan::make_comm_model(sys, dev, a.comm_tables, a.rules);
   const auto space = a.advise || a.search ? plan::to_search_space(req, sys) : plan::SearchSpace{};
