@@ -220,10 +220,9 @@ TEST(PlanBuckets, EachGroupOfGradientsHasItsOwnBuckets) {
   const auto& expert = r.dp_reductions[1];
   EXPECT_EQ(dense.gradients, "dense");
   EXPECT_EQ(expert.gradients, "expert");
-  // The rank's 4 of 8 experts: 24 layers of a 4h MLP, 8h^2 weights each (the planner's experts
-  // carry no biases), in fp16.
+  // The rank's 4 of 8 experts: 24 layers of a 4h MLP, 8h^2 weights and 5h biases each, in fp16.
   const double h = 1024;
-  EXPECT_NEAR(expert.bytes, 24 * 4 * (8 * h * h) * 2, 1e-6 * expert.bytes);
+  EXPECT_NEAR(expert.bytes, 24 * 4 * (8 * h * h + 5 * h) * 2, 1e-6 * expert.bytes);
   for (const auto* red : {&dense, &expert}) {
     const double full = std::floor(red->bytes / 25e6);
     EXPECT_EQ(red->buckets, static_cast<std::size_t>(full) + 1) << red->gradients;
