@@ -40,7 +40,9 @@ if ((ended_here)); then
 fi
 # The same teardown can instead crash mpiexec itself (launcher_teardown.sh).
 source "$(dirname "$0")/launcher_teardown.sh"
+set_aside=0
 if ((rc > 128 && !ended_here)) && kept=$(launcher_teardown_crash "$launcher" "$out"); then
+  set_aside=1
   echo "ends_job.sh: the launcher crashed in its own teardown (orte_finalize) after its job had" \
     "ended: judged by what the ranks printed" >&2
   out=$kept
@@ -51,6 +53,12 @@ fail() {
   echo "ends_job.sh: FAIL: $*" >&2
   exit 1
 }
+# Case matters: a rank that finalizes MPI says "... (else the job is aborted)".
+rank_crashed() {
+  grep -qE "[Ss]egmentation fault|signal 11|SIGSEGV|core dumped|Process received signal|exited on signal" <<<"$out"
+}
+# mpiexec's status 0 said that no rank crashed; after its own crash, only the output says it.
+((set_aside)) && rank_crashed && fail "a rank crashed"
 if [[ $rc -eq 0 ]]; then
   # No MPI operation was abandoned in this run (the timeouts fell on other libraries): MPI was
   # finalized normally, which is as good.
@@ -60,8 +68,5 @@ fi
 [[ $rc -eq 1 ]] || fail "mpiexec exited with $rc, not 1 (0 or the documented 1 after a failure)"
 grep -qE "$passed" <<<"$out" || fail "the tests did not pass on every rank"
 grep -q "MPI is not finalized" <<<"$out" || fail "no rank said why MPI was not finalized"
-# Case matters: a rank that finalizes MPI says "... (else the job is aborted)".
-if grep -qE "[Ss]egmentation fault|signal 11|SIGSEGV|core dumped|Process received signal|exited on signal" <<<"$out"; then
-  fail "a rank crashed"
-fi
+rank_crashed && fail "a rank crashed"
 exit 0

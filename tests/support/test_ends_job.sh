@@ -17,6 +17,7 @@ launcher() {
   shift 2
   {
     echo '#!/usr/bin/env bash'
+    echo 'ulimit -c 0  # the stand-in crash leaves no core file'
     printf 'printf "%%s\\n"'
     printf ' %q' "$@"
     echo ' &'
@@ -61,6 +62,8 @@ expect pass "the launcher crashed in orte_finalize after a normal finalize" \
   "$(launcher d 'crash orte_finalize' PASSED)"
 expect fail "the launcher crashed in orte_finalize, a rank crashed too" \
   "$(launcher e 'crash orte_finalize' PASSED "$abandoned" "$rank_crash")"
+expect fail "the launcher crashed in orte_finalize after a normal finalize, a rank crashed too" \
+  "$(launcher i 'crash orte_finalize' PASSED "$rank_crash")"
 expect fail "the launcher crashed in orte_finalize, the tests failed" \
   "$(launcher f 'crash orte_finalize' FAILED "$abandoned")"
 expect fail "the launcher crashed elsewhere" \

@@ -145,7 +145,8 @@ std::string format_summary(const LogSummary& summary, const GatheredLog& log);
 /// pid = global rank and tid = backend, names for both, and op details in "args".
 void write_chrome_trace(const GatheredLog& log, std::ostream& out);
 
-/// What MCR_LOG has finalize() write, and where, read from the environment as init() reads it.
+/// What MCR_LOG has finalize() write (MCR_LOG as init() reads it), and where (MCR_LOG_FILE and
+/// MCR_TRACE_FILE as they are now: finalize() reads them again when it writes).
 struct CommLogOutputs {
   bool summary = false;      ///< MCR_LOG holds "summary"
   bool trace = false;        ///< MCR_LOG holds "trace"
