@@ -72,7 +72,7 @@ DataParallel data_parallel(const Context& c, const StageParams& params, double f
   const int g = comm.system().gpus_per_node;
   const double e = codesign::dtype_bytes(m.dtype);
   const double grad = gradient_bytes(options, m.dtype);
-  const DType gdt = gradient_comm_dtype(grad, m.dtype);
+  const DType gdt = gradient_comm_dtype(options, m.dtype);
   const DType pdt = l.fp8_params ? DType::u8 : comm_dtype(m.dtype);
   const double param_bytes = l.fp8_params ? 1.0 : e;
   struct Group {

@@ -204,9 +204,9 @@ PlanResult plan_step(const codesign::ModelShape& model, const codesign::DeviceSp
     const Placement pipe = place_group(l.pp, l.tp * l.cp * l.dp, g);
     const Placement pair{2, pipe.nodes > 1 ? 1 : 2, pipe.nodes > 1 ? 2 : 1};
     const double bytes = as_double(m.v) * as_double(m.h) / l.tp * grad;
-    dp_exposed +=
-        comm.cost(Collective::all_reduce, bytes, pair, detail::gradient_comm_dtype(grad, m.dtype))
-            .time_s;
+    dp_exposed += comm.cost(Collective::all_reduce, bytes, pair,
+                            detail::gradient_comm_dtype(options, m.dtype))
+                      .time_s;
   }
   b.dp_comm = dp_exposed;
   // The optimizer on the local shard: read the gradient and its states (Adam: master, m and v, 12

@@ -13,8 +13,10 @@ PlanOptions to_plan_options(const PlanRequest& r) {
   o.dp_bucket_bytes = r.dp_bucket_mb * 1e6;
   o.optimizer_bytes_per_param = r.optimizer_bytes;
   o.moe_glu_clamp = r.moe_glu_clamp;
-  if (r.grad_dtype)
-    o.grad_bytes_per_param = codesign::dtype_bytes(codesign::parse_dtype(*r.grad_dtype));
+  if (r.grad_dtype) {
+    o.grad_dtype = codesign::parse_dtype(*r.grad_dtype);
+    o.grad_bytes_per_param = codesign::dtype_bytes(*o.grad_dtype);
+  }
   return o;
 }
 

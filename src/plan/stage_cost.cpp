@@ -177,8 +177,12 @@ double gradient_bytes(const PlanOptions& options, codesign::DType model) {
                                           : codesign::dtype_bytes(model);
 }
 
-DType gradient_comm_dtype(double bytes, codesign::DType model) {
-  return bytes >= 4 ? DType::f32 : comm_dtype(model);
+DType gradient_comm_dtype(const PlanOptions& options, codesign::DType model) {
+  if (options.grad_dtype) return comm_dtype(*options.grad_dtype);
+  const double bytes = gradient_bytes(options, model);
+  if (bytes >= 4) return DType::f32;
+  if (bytes == codesign::dtype_bytes(model)) return comm_dtype(model);
+  return bytes >= 2 ? DType::bf16 : DType::u8;
 }
 
 double memory_time(double bytes, int kernels, const codesign::DeviceSpec& device,

@@ -145,8 +145,10 @@ DType comm_dtype(codesign::DType d);
 /// Bytes of one gradient element: --grad-dtype's (PlanOptions::grad_bytes_per_param) when given,
 /// else the model dtype's.
 double gradient_bytes(const PlanOptions& options, codesign::DType model);
-/// The element type gradients of `bytes` each travel in: fp32 at 4 bytes, else the model's.
-DType gradient_comm_dtype(double bytes, codesign::DType model);
+/// The element type the gradients travel in: --grad-dtype's (PlanOptions::grad_dtype) when given;
+/// else, from their bytes alone, fp32 at 4 bytes, the model's at its width, bf16 at 2 bytes of a
+/// wider model.
+DType gradient_comm_dtype(const PlanOptions& options, codesign::DType model);
 
 /// "gloo, table:intra (tuning)" or "alpha-beta": where a collective's time came from.
 std::string origin(const CommCost& c);

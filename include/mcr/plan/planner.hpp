@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -76,6 +77,9 @@ struct PlanOptions {
   /// Bytes per parameter of the gradient buffer and of its data-parallel reduction; 0: the model
   /// dtype's (Megatron-LM's bf16 default accumulates and reduces in fp32: 4).
   double grad_bytes_per_param = 0;
+  /// The gradients' dtype when it is known (--grad-dtype): the element type their reduction is
+  /// looked up under in a measured table and its rules. Unset: fp32 at 4 bytes, else the model's.
+  std::optional<codesign::DType> grad_dtype;
   /// Decoder (causal) attention: fused attention kernels skip the masked half of the scores.
   bool causal = true;
   /// The experts' gated activation clamps its two halves first (gpt-oss: Megatron-Core's

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "mcr/codesign/device.hpp"
 #include "mcr/errors.hpp"
@@ -165,6 +166,47 @@ TEST(PlanGradients, TiedEmbeddingsAreReducedInTheGradientsWidth) {
   const auto full = plan_step(m, h100(), CommModel(sys), l, fp32);
   EXPECT_GT(half.breakdown.dp_comm, 0);
   EXPECT_NEAR(full.breakdown.dp_comm, 2 * half.breakdown.dp_comm, 1e-12);
+}
+
+// The gradients' reduction is looked up in a table and its rules under --grad-dtype's element type
+// (before, 2-byte gradients of an fp32 model were looked up as f32, fp16 ones of a bf16 model as
+// bf16). A rule for that dtype alone picks mpi; the table's range would pick gloo.
+TEST(PlanGradients, TheReductionIsLookedUpUnderTheGradientsDtype) {
+  const SystemSpec sys = round_system(1, 2);
+  TuningTable table;
+  TuningEntry e;
+  e.op = OpType::all_reduce;
+  e.dtype_class = "float";
+  e.group_size = 2;
+  e.ranges = {{0, kMaxBytes, "gloo"}};
+  table.entries.push_back(e);
+  for (std::size_t bytes : {16u, 1024u, 4096u}) {
+    table.samples.push_back({OpType::all_reduce, "float", 2, bytes, "mpi", 1.0 + bytes / 100.0});
+    table.samples.push_back({OpType::all_reduce, "float", 2, bytes, "gloo", 5.0 + bytes / 1000.0});
+  }
+  const auto dp_note = [&](codesign::DType model, codesign::DType grad, const char* rule) {
+    auto m = bf16_gpt();
+    m.dtype = model;
+    Layout l = one_gpu(2);
+    l.gpus = 2;
+    l = resolve_layout(l, m, sys);
+    CommModel comm(sys, false);
+    comm.add_table(Tier::any, table);
+    comm.set_rules(RuleSet::parse(rule));
+    PlanOptions o;
+    o.grad_dtype = grad;
+    o.grad_bytes_per_param = codesign::dtype_bytes(grad);
+    for (const auto& n : plan_step(m, h100(), comm, l, o).notes)
+      if (n.rfind("dp reduction:", 0) == 0) return n;
+    return std::string();
+  };
+  for (const auto& [model, grad, rule] :
+       {std::tuple{codesign::DType::fp32, codesign::DType::bf16, "all_reduce/bf16:*=mpi"},
+        std::tuple{codesign::DType::bf16, codesign::DType::fp16, "all_reduce/f16:*=mpi"}}) {
+    const std::string note = dp_note(model, grad, rule);
+    EXPECT_NE(note.find("mpi"), std::string::npos) << rule << ": " << note;
+    EXPECT_NE(note.find("(rule)"), std::string::npos) << rule << ": " << note;
+  }
 }
 
 TEST(PlanDistributedOptimizer, OverlapsItsGatherThatZeroOneExposes) {
