@@ -102,9 +102,16 @@ std::int64_t oldest_open_since(FlightRecorder& r, std::int64_t now) noexcept {
     r.watch_since_ns = 0;
     return 0;
   }
-  if (r.watch_since_ns != 0 &&
-      (r.watch_oldest == FlightRecorder::kWatchLost || is_open(r.find(r.watch_oldest)))) {
-    return r.watch_since_ns;
+  if (r.watch_since_ns != 0) {
+    if (r.watch_oldest == FlightRecorder::kWatchLost) return r.watch_since_ns;
+    const FlightEntry* watched = r.find(r.watch_oldest);
+    if (is_open(watched)) return r.watch_since_ns;
+    if (watched == nullptr) {
+      // Overwritten (more than capacity() operations since): whether it ended is not known, and
+      // it may be the one that hangs. Kept, as open, until nothing is.
+      r.watch_oldest = FlightRecorder::kWatchLost;
+      return r.watch_since_ns;
+    }
   }
   // The operation watched has ended, or none was: the next one still open, as far as the ring
   // holds it, timed from its issue (the coarse clock; `now` where that is not running).

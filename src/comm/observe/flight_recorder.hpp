@@ -92,11 +92,13 @@ class FlightRecorder {
     // reader that sees the new issued_ sees the new count (counts()). In the other order, a
     // reader between the two saw one collective too many, and kept it while the rank blocked in
     // that send (a published progress is refreshed only when issued_ changes).
+    // The operations in flight likewise: a reader that sees the new issued_ and no operation in
+    // flight took every operation up to it for ended, and never timed this one.
     if (is_point_to_point(op)) {
       p2p_.store(p2p_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
-    issued_.store(sequence + 1, std::memory_order_release);
     in_flight_.store(in_flight_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    issued_.store(sequence + 1, std::memory_order_release);
   }
   void started(std::uint64_t sequence) noexcept {
     FlightEntry& e = ring_[sequence & mask_];
@@ -121,8 +123,8 @@ class FlightRecorder {
     std::uint64_t issued = 0;       ///< operations (the next sequence number)
     std::uint64_t collectives = 0;  ///< collectives (the next collective index, collective_of())
   };
-  /// Both counts, read as one. While a send is being issued, the collectives may read one short
-  /// with the operations before it (never one over): a later read sees the send in both.
+  /// Both counts, read as one: never a collective over. A reader delayed between its two loads
+  /// reads the collectives short by the sends issued meanwhile; a later read sees them in both.
   Counts counts() const noexcept {
     const std::uint64_t issued = issued_count();
     const std::uint64_t p2p = p2p_.load(std::memory_order_relaxed);

@@ -149,6 +149,27 @@ TEST(FlightProgress, ARankIssuingOnWhileACollectiveHangsIsPublished) {
   EXPECT_EQ(store.kv.count("mcr/progress/8/1"), 0u) << "the same value written again";
 }
 
+// The collective watched is overwritten in the ring by the sends issued after it (more than the
+// ring holds, within a second): it may still be open, so it stays timed from its issue. Taken for
+// ended, it restarted the second, and the rank was published late or never.
+TEST(FlightProgress, ACollectiveOverwrittenInTheRingStaysTimed) {
+  FlightRecorder recorder;
+  recorder.attach(10, 1, 3, {0, 1, 2});
+  FlakyStore store;
+  recorder.issued(0, OpType::all_reduce, DType::f32, 4, -1, true, "mpi", 16);
+  publish_stuck_progress(&store, later());  // first seen open
+  for (std::uint64_t seq = 1; seq <= recorder.capacity() + 10; ++seq) {
+    recorder.issued(seq, OpType::send, DType::f32, 4, 2, false, "mpi", 16);
+    recorder.ended(seq, FlightState::completed);
+  }
+  ASSERT_EQ(recorder.find(0), nullptr);
+  publish_stuck_progress(&store, later(0.25));
+  EXPECT_EQ(store.kv.count("mcr/progress/10/1"), 0u) << "published before a second had passed";
+  publish_stuck_progress(&store, later(0.8));  // 1.05 s after it was first seen open
+  EXPECT_EQ(store.kv.count("mcr/progress/10/1"), 1u)
+      << "the collective's second restarted when the ring no longer held it";
+}
+
 // A timeout of an operation the ring no longer holds (an irecv posted before 300 others, sends
 // among them): its kind and collective index are unknown, so the peers' progress is reported,
 // not judged. Judged by its sequence number as a collective's, every peer had "reached" it.
