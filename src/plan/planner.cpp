@@ -65,10 +65,12 @@ namespace {
 /// The NVIDIA compute capability an arch names ("hopper sm90": 90), 0 when it names none.
 int sm_version(const std::string& arch) {
   for (std::size_t at = arch.find("sm"); at != std::string::npos; at = arch.find("sm", at + 1)) {
-    std::size_t end = at + 2;
+    std::size_t digits = at + 2;
+    if (digits < arch.size() && arch[digits] == '_') ++digits;  // "sm_90" as well as "sm90"
+    std::size_t end = digits;
     while (end < arch.size() && std::isdigit(static_cast<unsigned char>(arch[end])) != 0)
       ++end;
-    if (end > at + 2) return std::stoi(arch.substr(at + 2, end - at - 2));
+    if (end > digits) return std::stoi(arch.substr(digits, end - digits));
   }
   return 0;
 }

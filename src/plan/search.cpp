@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 #include <string_view>
 
 #include "mcr/codesign/calculators.hpp"
@@ -12,6 +13,9 @@
 namespace mcr::plan {
 
 namespace {
+
+// Bundled candidates the shape advisor is asked for in --advise, whatever --top (its default).
+constexpr int kAdvisePool = 10;
 
 std::vector<int> divisors(int n) {
   std::vector<int> out;
@@ -215,6 +219,10 @@ std::vector<AdvisedPair> advise_with_layouts(const codesign::ModelShape& model,
                                              const PlanOptions& options) {
   codesign::AdvisorOptions opts = advisor;
   opts.training = true;
+  // The advisor ranks its bundled candidates by layer throughput, the pairs here by step time: a
+  // pool of at least the default list's size, so that a small `top` keeps the fastest steps, not
+  // the advisor's first few (--top 1 could show another first pair than --top 10).
+  opts.top = std::max(advisor.top, kAdvisePool);
   const auto advice = codesign::advise(model, device, opts);
   std::vector<codesign::Candidate> shapes;
   codesign::Candidate input;
@@ -227,20 +235,33 @@ std::vector<AdvisedPair> advise_with_layouts(const codesign::ModelShape& model,
   shapes.insert(shapes.end(), advice.candidates.begin(), advice.candidates.end());
 
   std::vector<AdvisedPair> out;
-  for (const auto& c : shapes) {
-    const auto found = search_layouts(c.shape, device, comm, space, 1, options);
+  bool input_fits = false;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const auto found = search_layouts(shapes[i].shape, device, comm, space, 1, options);
     if (found.ranked.empty()) continue;
-    out.push_back({c, found.ranked.front()});
+    input_fits = input_fits || i == 0;
+    out.push_back({shapes[i], found.ranked.front()});
   }
-  std::sort(out.begin(), out.end(), [](const AdvisedPair& a, const AdvisedPair& b) {
+  const auto is_input = [&](const AdvisedPair& p) { return input_fits && &p == &out.front(); };
+  // The input shape's pair is the baseline the others are read against: always listed, with the
+  // fastest `top` candidates (single-field fixes and bundles alike).
+  std::vector<AdvisedPair> kept;
+  if (input_fits) kept.push_back(out.front());
+  std::vector<const AdvisedPair*> candidates;
+  for (const auto& p : out)
+    if (!is_input(p)) candidates.push_back(&p);
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const AdvisedPair* a, const AdvisedPair* b) {
+                     return a->best.step_time_s < b->best.step_time_s;
+                   });
+  const std::size_t top = advisor.top > 0 ? static_cast<std::size_t>(advisor.top)
+                                          : std::numeric_limits<std::size_t>::max();
+  for (std::size_t i = 0; i < candidates.size() && i < top; ++i)
+    kept.push_back(*candidates[i]);
+  std::stable_sort(kept.begin(), kept.end(), [](const AdvisedPair& a, const AdvisedPair& b) {
     return a.best.step_time_s < b.best.step_time_s;
   });
-  // The advisor returns its bundled candidates up to `top` and every single-field fix besides;
-  // the list is the fastest `top` pairs of them all, the input shape's only if it is among them.
-  if (advisor.top > 0 && out.size() > static_cast<std::size_t>(advisor.top)) {
-    out.resize(static_cast<std::size_t>(advisor.top));
-  }
-  return out;
+  return kept;
 }
 
 }  // namespace mcr::plan

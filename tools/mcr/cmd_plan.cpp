@@ -44,10 +44,15 @@ struct PlanArgs {
 /// machine's CPU with one core per rank, its fp32 peak measured by the quick SGEMM peak probe on
 /// one core unless --no-peak-probe asks for the estimate from CPU facts. This choice stays here:
 /// it needs mcr::gemmbench (optional, CBLAS), which mcr::plan must not depend on.
+bool uses_local_cpu(const PlanArgs& a, const plan::SystemSpec& sys) {
+  return a.device == "local" || (a.device.empty() && sys.device == codesign::bench::kLocalCpuName);
+}
+
 codesign::DeviceSpec pick_device(const PlanArgs& a, const plan::SystemSpec& sys) {
-  if (!a.device.empty() && a.device != "local") return codesign::resolve_device(a.device);
-  const std::string name = a.device.empty() ? sys.device : "local-cpu";
-  if (name != codesign::bench::kLocalCpuName) return codesign::device_from_catalog(name);
+  if (!uses_local_cpu(a, sys)) {
+    return a.device.empty() ? codesign::device_from_catalog(sys.device)
+                            : codesign::resolve_device(a.device);
+  }
   return codesign::bench::local_cpu_device({1, !a.no_peak_probe});
 }
 
@@ -94,9 +99,7 @@ void refuse_ignored_by(const PlanArgs& a, const CLI::App& cmd, const codesign::M
                  fmt::format("applies to MoE models; '{}' has no experts (experts = {})",
                              model.name, model.experts));
   }
-  const bool local_cpu = a.device == "local" || a.device == codesign::bench::kLocalCpuName ||
-                         (a.device.empty() && sys.device == codesign::bench::kLocalCpuName);
-  if (!local_cpu) {
+  if (!uses_local_cpu(a, sys)) {
     refuse_flags(cmd, {"--no-peak-probe"},
                  fmt::format("applies to the local CPU (--device local, --system local-cpu), "
                              "whose peak the probe measures; device '{}' takes its peak from {}",

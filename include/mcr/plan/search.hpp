@@ -73,8 +73,10 @@ struct AdvisedPair {
 };
 
 /// Runs the shape advisor, then the layout search for the input and for each candidate shape;
-/// returns the fastest `advisor.top` (shape, layout) pairs, fastest first (the input shape's pair
-/// only if it is among them). Shapes with no layout that fits are dropped.
+/// returns the input shape's (shape, layout) pair and the fastest `advisor.top` others, fastest
+/// first. The advisor is asked for at least 10 bundled candidates whatever `top`, so that a
+/// smaller `top` keeps a prefix of a larger one's list. Shapes with no layout that fits are
+/// dropped.
 /// Each pair's plan with its shape's "changes" and "param_delta".
 nlohmann::json to_json(const std::vector<AdvisedPair>& pairs);
 

@@ -88,23 +88,28 @@ TEST(PlanMoe, ZeroShardsTheExpertsOverTheirOwnReplicas) {
 // expert's (up and down: 4h + h) more than the same model without; before, every expert's biases
 // were counted as dense, 8 x 5h per layer, and reduced over the data-parallel ranks with them.
 TEST(PlanMoe, ExpertBiasesLiveOnTheirExpertsRanks) {
-  auto with = moe();
-  with.linear_bias = true;
-  auto without = with;
-  without.linear_bias = false;
-  const Layout l = moe_layout(with, 8);
-  const double extra =
-      plan_memory(with, a100(), l).weights - plan_memory(without, a100(), l).weights;
-  const double dense_biases = kLayers * (4 * 1024.0 + 8);
-  const double expert_biases = kLayers * 5 * 1024.0;
-  EXPECT_NEAR(extra, 2 * (dense_biases + expert_biases), 1e-3);
-  // The dense gradients reduced over the 8 data-parallel ranks carry the dense biases only.
-  const auto dense_bytes = [&](const codesign::ModelShape& m) {
-    for (const auto& red : plan(m, l).dp_reductions)
-      if (red.gradients == "dense") return red.bytes;
-    return 0.0;
-  };
-  EXPECT_NEAR(dense_bytes(with) - dense_bytes(without), 2 * dense_biases, 1e-3);
+  for (const auto mlp : {codesign::MlpType::gelu, codesign::MlpType::swiglu}) {
+    SCOPED_TRACE(codesign::to_string(mlp));
+    auto with = moe();
+    with.mlp = mlp;
+    with.linear_bias = true;
+    auto without = with;
+    without.linear_bias = false;
+    const Layout l = moe_layout(with, 8);
+    const double extra =
+        plan_memory(with, a100(), l).weights - plan_memory(without, a100(), l).weights;
+    const double dense_biases = kLayers * (4 * 1024.0 + 8);
+    // One expert per rank: ff + h (GeLU), or 2 ff + h (gate and up, then down; SwiGLU).
+    const double expert_biases = kLayers * (with.gated_mlp() ? 9 : 5) * 1024.0;
+    EXPECT_NEAR(extra, 2 * (dense_biases + expert_biases), 1e-3);
+    // The dense gradients reduced over the 8 data-parallel ranks carry the dense biases only.
+    const auto dense_bytes = [&](const codesign::ModelShape& m) {
+      for (const auto& red : plan(m, l).dp_reductions)
+        if (red.gradients == "dense") return red.bytes;
+      return 0.0;
+    };
+    EXPECT_NEAR(dense_bytes(with) - dense_bytes(without), 2 * dense_biases, 1e-3);
+  }
 }
 
 // Expert tensor parallelism gathers the routed copies over the etp ranks for the experts' input;

@@ -93,11 +93,9 @@ TEST(PlanFp8, DtypeFp8MeansTransformerEngineStyle) {
   EXPECT_NE(r.notes.front().find("FP8 linear layers"), std::string::npos);
 }
 
-// dtype fp8 implies the delayed recipe, so FP8 weights need no recipe of their own (the layout
-// rules ran before the recipe was implied and refused every such layout).
 // MXFP8 runs on Blackwell's block-scaled tensor cores only (Transformer Engine refuses it before
-// sm100): a Hopper device is refused, naming the recipe, the device and its arch; a Blackwell one
-// is planned (before, Hopper was priced as if it ran MXFP8).
+// sm100): a Hopper device is refused, naming the recipe, the device and its arch (written "sm90"
+// or "sm_90"); a Blackwell one is planned (before, Hopper was priced as if it ran MXFP8).
 TEST(PlanFp8, MxFp8NeedsBlackwell) {
   const auto m = bf16_gpt();
   const SystemSpec sys = round_system();
@@ -112,12 +110,18 @@ TEST(PlanFp8, MxFp8NeedsBlackwell) {
       EXPECT_NE(what.find(part), std::string::npos) << part << " not in: " << what;
     }
   }
+  auto file_device = h100();
+  file_device.arch = "NVIDIA H100, sm_90";
+  EXPECT_THROW((void)plan_step(m, file_device, CommModel(sys), l), InvalidArgument)
+      << "arch '" << file_device.arch << "' read as Blackwell or unknown";
   const auto b200 = codesign::device_from_catalog("b200");
   EXPECT_GT(plan_step(m, b200, CommModel(sys), l).step_time_s, 0);
   l.fp8 = Fp8::blockwise;  // Hopper runs the other recipes
   EXPECT_GT(plan_step(m, h100(), CommModel(sys), l).step_time_s, 0);
 }
 
+// dtype fp8 implies the delayed recipe, so FP8 weights need no recipe of their own (the layout
+// rules ran before the recipe was implied and refused every such layout).
 TEST(PlanFp8, DtypeFp8AcceptsFp8Params) {
   auto m = bf16_gpt();
   m.dtype = codesign::DType::fp8;

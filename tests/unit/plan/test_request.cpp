@@ -23,6 +23,8 @@ TEST(PlanRequest, OptionsConvertMegabytesAndTheGradientDtype) {
   EXPECT_DOUBLE_EQ(o.dp_bucket_bytes, 40e6);
   EXPECT_DOUBLE_EQ(o.optimizer_bytes_per_param, 8);
   EXPECT_DOUBLE_EQ(o.grad_bytes_per_param, 4);
+  ASSERT_TRUE(o.grad_dtype.has_value()) << "--grad-dtype's dtype not carried to the lookup";
+  EXPECT_EQ(*o.grad_dtype, codesign::DType::fp32);
   EXPECT_TRUE(o.moe_glu_clamp);
 }
 

@@ -189,9 +189,10 @@ TEST(PlanSearch, ZeroWithTheDistributedOptimizerIsRefused) {
   }
 }
 
-// The advisor returns its `top` bundled candidates and every single-field fix besides: the pairs
-// are cut to `top` after sorting (before, --top 1 listed the input and every single-field fix).
-TEST(PlanSearch, AdviseListsTopPairs) {
+// --advise lists the input shape's pair and the fastest `top` others (before, --top 1 listed the
+// input and every single-field fix), and a smaller `top` lists a prefix of a larger one's
+// candidates (the advisor's own ranking, by layer throughput, cut its pool to `top` first).
+TEST(PlanSearch, AdviseListsTheInputAndTheTopPairs) {
   SearchSpace space;
   space.gpus = 8;
   space.global_batch = 16;
@@ -199,12 +200,29 @@ TEST(PlanSearch, AdviseListsTopPairs) {
   space.pp = {1};
   codesign::AdvisorOptions opts;
   auto m = gpt(2560, 32, 32, 50257, 2048);
-  for (const int top : {1, 2}) {
+  const auto others = [&](int top) {
     opts.top = top;
-    const auto pairs = advise_with_layouts(m, a100(), CommModel(round_system()), space, opts);
-    ASSERT_EQ(pairs.size(), static_cast<std::size_t>(top)) << "top " << top;
-    if (top == 2) {
-      EXPECT_LE(pairs[0].best.step_time_s, pairs[1].best.step_time_s);
+    std::vector<AdvisedPair> found;
+    int inputs = 0;
+    for (const auto& p : advise_with_layouts(m, a100(), CommModel(round_system()), space, opts)) {
+      if (p.shape.changes.empty()) {
+        ++inputs;
+      } else {
+        found.push_back(p);
+      }
+    }
+    EXPECT_EQ(inputs, 1) << "top " << top << ": the input shape's pair is not listed once";
+    return found;
+  };
+  const auto ten = others(10);
+  ASSERT_GE(ten.size(), 3u);
+  for (const int top : {1, 2}) {
+    const auto few = others(top);
+    ASSERT_EQ(few.size(), static_cast<std::size_t>(top)) << "top " << top;
+    for (int i = 0; i < top; ++i) {
+      EXPECT_EQ(few[i].shape.shape.h, ten[i].shape.shape.h) << "top " << top << ", #" << i;
+      EXPECT_DOUBLE_EQ(few[i].best.step_time_s, ten[i].best.step_time_s)
+          << "top " << top << ", #" << i;
     }
   }
 }
@@ -216,7 +234,7 @@ TEST(PlanSearch, AdviseIncludesTheInputAndSortsPairs) {
   space.tp = {1};
   space.pp = {1};
   codesign::AdvisorOptions opts;
-  opts.top = 1000;  // every pair: the input shape's among them
+  opts.top = 3;
   auto m = gpt(2560, 32, 32, 50257, 2048);
   const auto pairs = advise_with_layouts(m, a100(), CommModel(round_system()), space, opts);
   ASSERT_FALSE(pairs.empty());
