@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <limits>
 #include <string_view>
 
 #include "mcr/codesign/calculators.hpp"
@@ -224,44 +223,35 @@ std::vector<AdvisedPair> advise_with_layouts(const codesign::ModelShape& model,
   // the advisor's first few (--top 1 could show another first pair than --top 10).
   opts.top = std::max(advisor.top, kAdvisePool);
   const auto advice = codesign::advise(model, device, opts);
-  std::vector<codesign::Candidate> shapes;
-  codesign::Candidate input;
-  input.shape = model;
-  input.params = advice.input_params;
-  input.totals = advice.input_totals;
-  input.speedup = 1;
-  input.model_speedup = 1;
-  shapes.push_back(input);
-  shapes.insert(shapes.end(), advice.candidates.begin(), advice.candidates.end());
-
-  std::vector<AdvisedPair> out;
-  bool input_fits = false;
-  for (std::size_t i = 0; i < shapes.size(); ++i) {
-    const auto found = search_layouts(shapes[i].shape, device, comm, space, 1, options);
-    if (found.ranked.empty()) continue;
-    input_fits = input_fits || i == 0;
-    out.push_back({shapes[i], found.ranked.front()});
-  }
-  const auto is_input = [&](const AdvisedPair& p) { return input_fits && &p == &out.front(); };
-  // The input shape's pair is the baseline the others are read against: always listed, with the
-  // fastest `top` candidates (single-field fixes and bundles alike).
-  std::vector<AdvisedPair> kept;
-  if (input_fits) kept.push_back(out.front());
-  std::vector<const AdvisedPair*> candidates;
-  for (const auto& p : out)
-    if (!is_input(p)) candidates.push_back(&p);
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const AdvisedPair* a, const AdvisedPair* b) {
-                     return a->best.step_time_s < b->best.step_time_s;
-                   });
-  const std::size_t top = advisor.top > 0 ? static_cast<std::size_t>(advisor.top)
-                                          : std::numeric_limits<std::size_t>::max();
-  for (std::size_t i = 0; i < candidates.size() && i < top; ++i)
-    kept.push_back(*candidates[i]);
-  std::stable_sort(kept.begin(), kept.end(), [](const AdvisedPair& a, const AdvisedPair& b) {
+  const auto fastest_layout = [&](const codesign::ModelShape& shape) {
+    return search_layouts(shape, device, comm, space, 1, options);
+  };
+  const auto by_step_time = [](const AdvisedPair& a, const AdvisedPair& b) {
     return a.best.step_time_s < b.best.step_time_s;
-  });
-  return kept;
+  };
+
+  std::vector<AdvisedPair> pairs;
+  for (const auto& candidate : advice.candidates) {
+    const auto found = fastest_layout(candidate.shape);
+    if (!found.ranked.empty()) pairs.push_back({candidate, found.ranked.front()});
+  }
+  std::stable_sort(pairs.begin(), pairs.end(), by_step_time);
+  if (advisor.top > 0 && pairs.size() > static_cast<std::size_t>(advisor.top))
+    pairs.resize(static_cast<std::size_t>(advisor.top));
+
+  // The input shape's pair is the baseline the others are read against: always listed (when a
+  // layout fits), with the fastest `top` candidates (single-field fixes and bundles alike).
+  if (const auto found = fastest_layout(model); !found.ranked.empty()) {
+    codesign::Candidate input;
+    input.shape = model;
+    input.params = advice.input_params;
+    input.totals = advice.input_totals;
+    input.speedup = 1;
+    input.model_speedup = 1;
+    pairs.insert(pairs.begin(), {input, found.ranked.front()});
+    std::stable_sort(pairs.begin(), pairs.end(), by_step_time);
+  }
+  return pairs;
 }
 
 }  // namespace mcr::plan
