@@ -206,7 +206,6 @@ void publish_stuck_progress(Store* store, std::int64_t now) noexcept {
 }
 
 std::string peers_context(const FlightRecorder& rec, std::uint64_t sequence, Store& store) {
-  std::string peers;
   store.set(progress_key(rec.group_id(), rec.group_rank()), progress_bytes(rec));
   // Point-to-point involves one peer, and sequence numbers of a pair need not align: for
   // send/recv only the peer's progress is reported, not judged. A collective is judged by
@@ -221,8 +220,10 @@ std::string peers_context(const FlightRecorder& rec, std::uint64_t sequence, Sto
   // sequence number, unrelated ranks were named, or none).
   const FlightRecorder::Counts counts = rec.counts();
   const bool unknown = e == nullptr && counts.collectives != counts.issued;
-  std::size_t behind = 0;
-  std::string reported;
+  // The peers named: the one peer (point-to-point), every other rank (unknown), or the ranks that
+  // have not reached the collective (judged); `named` counts them past kMaxNamed too.
+  std::string peers;
+  std::size_t named = 0;
   for (int r = 0; r < rec.group_size(); ++r) {
     if (r == rec.group_rank() || (p2p && r != e->root)) continue;
     const std::string key = progress_key(rec.group_id(), r);
@@ -241,22 +242,13 @@ std::string peers_context(const FlightRecorder& rec, std::uint64_t sequence, Sto
       peers = fmt::format("; peer rank {} (world rank {}) has {}", r, rec.world_rank_of(r), state);
       continue;
     }
-    if (unknown) {
-      if (behind++ < kMaxNamed) {
-        reported += fmt::format("{}{} (world rank {}, {})", reported.empty() ? "" : ", ", r,
-                                rec.world_rank_of(r), state);
-      }
-      continue;
-    }
-    if (reached) continue;
-    if (behind++ < kMaxNamed) {
+    if (reached && !unknown) continue;
+    if (named++ < kMaxNamed) {
       peers += fmt::format("{}{} (world rank {}, {})", peers.empty() ? "" : ", ", r,
                            rec.world_rank_of(r), state);
     }
   }
-  if (behind > kMaxNamed) {
-    (unknown ? reported : peers) += fmt::format(" and {} more", behind - kMaxNamed);
-  }
+  if (named > kMaxNamed) peers += fmt::format(" and {} more", named - kMaxNamed);
   // Named by this rank's sequence number, with the collective's index where send/recv
   // made them differ.
   const std::string which = collective == sequence
@@ -269,13 +261,13 @@ std::string peers_context(const FlightRecorder& rec, std::uint64_t sequence, Sto
                        "; sequence #{} is no longer in this rank's flight record ({} operations "
                        "issued since; MCR_FLIGHT_ENTRIES keeps {}), so which ranks reached it "
                        "is not known; the other ranks' progress: {}",
-                       sequence, counts.issued - sequence - 1, rec.capacity(), reported)
-         : p2p         ? peers
-         : behind == 0 ? fmt::format(
-                             "; every other rank has reached {} (a peer may be stuck inside it or "
-                             "issued a different operation)",
-                             which)
-                       : fmt::format("; ranks that have not reached {}: {}", which, peers);
+                       sequence, counts.issued - sequence - 1, rec.capacity(), peers)
+         : p2p        ? peers
+         : named == 0 ? fmt::format(
+                            "; every other rank has reached {} (a peer may be stuck inside it or "
+                            "issued a different operation)",
+                            which)
+                      : fmt::format("; ranks that have not reached {}: {}", which, peers);
 }
 
 std::string timeout_context(const FlightRecorder& rec, std::uint64_t sequence) noexcept {
