@@ -72,26 +72,46 @@ double layer_activations(const codesign::ModelShape& m, const Layout& l, bool mo
   return bytes;
 }
 
+/// One rank's share of the parameters: the dense ones split over TP and PP (the embeddings on the
+/// end stages), the experts' over PP, expert TP and EP.
+struct ParamSplit {
+  codesign::ParamCount counts;  ///< the whole model's, TP 1
+  double experts_total = 0;     ///< every expert of every MoE layer
+  double dense_total = 0;       ///< the layers' parameters that are not experts'
+  double dense_layers = 0;      ///< the dense layers' parameters on one rank of a stage
+  double expert_layers = 0;     ///< the experts' parameters on one rank of a stage
+  double first = 0;             ///< dense parameters on a rank of the first stage
+  double last = 0;              ///< dense parameters on a rank of the last stage
+};
+
+ParamSplit split_params(const codesign::ModelShape& model, const Layout& l) {
+  codesign::ModelShape whole = model;
+  whole.t = 1;
+  ParamSplit s;
+  s.counts = codesign::count_parameters(whole);
+  const auto& pc = s.counts;
+  const double moe_layers = model.is_moe() ? as_double(model.L - model.dense_layers) : 0.0;
+  s.experts_total =
+      moe_layers * as_double(model.experts) * mlp_params(model, as_double(model.expert_width()));
+  s.dense_total = pc.attention + pc.mlp + pc.router + pc.norm - s.experts_total;
+  const double t = l.tp;
+  s.dense_layers = s.dense_total / l.pp / t;
+  s.expert_layers = s.experts_total / l.pp / (l.expert_tp() * l.ep);
+  const double vh = as_double(model.v) * as_double(model.h) / t;
+  const double in_emb = vh + pc.position;  // the position table is replicated over TP ranks
+  const double out_emb = model.tied_embeddings ? (l.pp > 1 ? vh : 0.0) : vh;
+  s.first = s.dense_layers + in_emb + (l.pp == 1 ? out_emb : 0.0);
+  s.last = s.dense_layers + out_emb;
+  return s;
+}
+
 }  // namespace
 
 namespace detail {
 
 StageParams stage_params(const codesign::ModelShape& model, const Layout& l) {
-  codesign::ModelShape whole = model;
-  whole.t = 1;
-  const auto pc = codesign::count_parameters(whole);
-  const double moe_layers = model.is_moe() ? as_double(model.L - model.dense_layers) : 0.0;
-  const double experts_total =
-      moe_layers * as_double(model.experts) * mlp_params(model, as_double(model.expert_width()));
-  const double dense_total = pc.attention + pc.mlp + pc.router + pc.norm - experts_total;
-  const double t = l.tp;
-  const double vh = as_double(model.v) * as_double(model.h) / t;
-  const double out_emb = model.tied_embeddings ? (l.pp > 1 ? vh : 0.0) : vh;
-  const double in_emb = vh + pc.position;
-  const double layers = dense_total / l.pp / t;
-  const double first = layers + in_emb + (l.pp == 1 ? out_emb : 0.0);
-  const double last = layers + out_emb;
-  return {std::max(first, last), experts_total / l.pp / (l.expert_tp() * l.ep)};
+  const ParamSplit s = split_params(model, l);
+  return {std::max(s.first, s.last), s.expert_layers};
 }
 
 }  // namespace detail
@@ -101,21 +121,16 @@ MemoryBreakdown plan_memory(const codesign::ModelShape& model, const codesign::D
   codesign::ModelShape m = model;
   m.t = l.tp;
   m.b = l.micro_batch;
-  codesign::ModelShape whole = m;
-  whole.t = 1;
-  const auto pc = codesign::count_parameters(whole);
+  const ParamSplit split = split_params(m, l);
+  const auto& pc = split.counts;
   const double t = l.tp;
   const double moe_layers = m.is_moe() ? as_double(m.L - m.dense_layers) : 0.0;
-  const double experts_total =
-      moe_layers * as_double(m.experts) * mlp_params(m, as_double(m.expert_width()));
-  const double dense_total = pc.attention + pc.mlp + pc.router + pc.norm - experts_total;
-  const double dense_layers = dense_total / l.pp / t;
-  const double expert_layers = experts_total / l.pp / (l.expert_tp() * l.ep);
-  const double vh = as_double(m.v) * as_double(m.h) / t;
-  const double in_emb = vh + pc.position;  // the position table is replicated over TP ranks
-  const double out_emb = m.tied_embeddings ? (l.pp > 1 ? vh : 0.0) : vh;
-  const double first = dense_layers + in_emb + (l.pp == 1 ? out_emb : 0.0);
-  const double last = dense_layers + out_emb;
+  const double experts_total = split.experts_total;
+  const double dense_total = split.dense_total;
+  const double dense_layers = split.dense_layers;
+  const double expert_layers = split.expert_layers;
+  const double first = split.first;
+  const double last = split.last;
 
   const double e = codesign::dtype_bytes(m.dtype);
   const double grad = detail::gradient_bytes(options, m.dtype);
