@@ -186,9 +186,14 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
   args.sequence = next_sequence++;
   args.timeout = limit;
   args.may_block = !args.async && !engine().host_progress_pending();
-  // The device test first: it spares host operations a virtual call.
-  if (args.device.is_cuda() && b.blocks_device()) engine().fence_device(b, args.device, limit);
-  engine().finish_composed_before_blocking(b, args);
+  try {
+    // The device test first: it spares host operations a virtual call.
+    if (args.device.is_cuda() && b.blocks_device()) engine().fence_device(b, args.device, limit);
+    engine().finish_composed_before_blocking(b, args);
+  } catch (...) {
+    flight.failed_before_issue(args.sequence);  // verified, so in the record already
+    throw;
+  }
 
   const std::uint64_t start = observer ? TickClock::now() : 0;
   const std::string_view backend_name = b.name();  // static storage; asked once

@@ -104,6 +104,24 @@ class FlightRecorder {
     FlightEntry& e = ring_[sequence & mask_];
     if (e.sequence == sequence) e.state.store(FlightState::started, std::memory_order_relaxed);
   }
+  /// The collective last recorded passed cross-rank verification: it stays in the record as
+  /// issued (the rank has reached it) but is no longer counted in flight, until the issue that
+  /// follows records it again, with its backend, and counts it. (Ended as completed here, a dump
+  /// while the issue waited at the device fence said this rank had completed it.)
+  void verified() noexcept {
+    in_flight_.store(in_flight_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
+  /// An operation given up between its verification and its issue (a wait before it starts
+  /// failed): ended as failed where verification left it open; nothing where it was not verified.
+  void failed_before_issue(std::uint64_t sequence) noexcept {
+    FlightEntry& e = ring_[sequence & mask_];
+    if (e.sequence != sequence || e.state.load(std::memory_order_relaxed) != FlightState::issued ||
+        issued_count() != sequence + 1) {
+      return;
+    }
+    e.ended_ns = g_flight_clock_ns.load(std::memory_order_relaxed);
+    e.state.store(FlightState::failed, std::memory_order_relaxed);
+  }
   /// A terminal state: completed, failed or timed_out.
   void ended(std::uint64_t sequence, FlightState s) noexcept {
     in_flight_.store(in_flight_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);

@@ -85,8 +85,10 @@ Descriptor describe(const OpArgs& a, std::uint64_t collective, std::uint64_t seq
 }
 
 // What makes two calls the same for `first` mode: everything the descriptor compares except the
-// backend (it follows from the rest on every rank) and the indices; a v-op's count arrays are left
-// out, since they change from call to call (MoE dispatch). Never 0 (the table's empty slot).
+// backend (it follows from the rest on every rank, the device's kind included, which is mixed in
+// here: a call on a GPU tensor after one on a host tensor selects anew) and the indices; a v-op's
+// count arrays are left out, since they change from call to call (MoE dispatch). Never 0 (the
+// table's empty slot).
 std::uint64_t signature(const OpArgs& a) noexcept {
   std::uint64_t h = 0x9e3779b97f4a7c15ULL;
   auto mix = [&h](std::uint64_t v) {
@@ -96,7 +98,8 @@ std::uint64_t signature(const OpArgs& a) noexcept {
   mix(static_cast<std::uint64_t>(a.op) | (static_cast<std::uint64_t>(a.dtype) << 8) |
       (static_cast<std::uint64_t>(is_reduction(a.op) ? a.reduce : ReduceOp::sum) << 16) |
       (static_cast<std::uint64_t>(a.async) << 24) |
-      (static_cast<std::uint64_t>(a.op == OpType::all_reduce && a.in_place) << 25));
+      (static_cast<std::uint64_t>(a.op == OpType::all_reduce && a.in_place) << 25) |
+      (static_cast<std::uint64_t>(a.device.kind) << 32));
   mix(uses_count(a.op) ? a.count : 0);
   mix(uses_root(a.op) ? static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.root)) : 0);
   return h == 0 ? 1 : h;
@@ -377,6 +380,18 @@ std::vector<Bytes> exchange(Backend& channel, CommState& state, const OpArgs& ab
     keep_until_exit(std::move(buffers));
     if (std::string_view(e.backend()) == "verify") throw;
     throw timed_out();  // the channel's own timer (gloo) fired first: same meaning
+  } catch (const BackendError& e) {
+    // The channel's library failed (a peer lost, a connection reset): as for a failure in any
+    // operation, the peers' state is unknown and the communicator is aborted, named by the
+    // operation verified (the channel's own numbering means nothing to the caller).
+    keep_until_exit(std::move(buffers));
+    state.flight.ended(state.next_sequence, FlightState::failed);
+    const auto message = fmt::format(
+        "verify: {} #{} on rank {}: the cross-rank verification failed in its channel: {}; the "
+        "operation was not started",
+        about.op_name, state.next_sequence, state.rank, e.what());
+    state.abort(message);
+    throw BackendError(message);
   } catch (...) {
     keep_until_exit(std::move(buffers));
     throw;
@@ -487,14 +502,25 @@ Backend& Verifier::pick(CommState& state, const OpArgs& args, const CallOptions&
       past_limit = !verdict.empty();
     }
   }
-  if (verdict.empty()) {
+  if (verdict.empty() && !failure) {
+    // Open until the issue records it afresh, with its backend: the waits before it starts (the
+    // device fence, composed operations finished first) are this operation's, never "completed".
     end_verify.armed = false;
-    state.flight.ended(seq, FlightState::completed);  // the issue records it afresh
+    state.flight.verified();
   }
   if (!verdict.empty()) {
+    // This rank's own reason where its selection failed (its peers see only that it did).
+    std::string own;
+    if (failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const Error& e) {
+        own = fmt::format("; on this rank: {}", e.what());
+      }
+    }
     std::string what =
-        fmt::format("{} #{}: {} (MCR_VERIFY; the operation was not started on any rank)",
-                    args.op_name, state.next_sequence, verdict);
+        fmt::format("{} #{}: {}{} (MCR_VERIFY; the operation was not started on any rank)",
+                    args.op_name, state.next_sequence, verdict, own);
     if (past_limit) throw UnsupportedError(std::move(what));
     throw MismatchError(std::move(what));
   }

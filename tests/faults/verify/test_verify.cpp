@@ -8,14 +8,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "harness.hpp"
+#include "mcr/comm/flight_recorder.hpp"
 #include "mcr/comm/info.hpp"
 
 namespace mcr::test {
@@ -176,9 +181,54 @@ TEST(Verify, SelectionFailsOnOneRank) {
   std::vector<float> buf(4, 1.0f);
   CallOptions o;
   if (c.rank() == 0) o.backend = missing;
+  std::vector<std::string> words = {
+      "backend differs: ranks 0 have no backend (selection failed there), ranks " + others(c) +
+      " have '"};
+  // Rank 0 also says why its selection failed (its peers know only that it did).
+  if (c.rank() == 0) words.push_back("; on this rank: ");
   expect_mismatch([&] { c.all_reduce(Tensor(buf.data(), 4, DType::f32), ReduceOp::sum, o); },
-                  {"backend differs: ranks 0 have no backend (selection failed there), ranks " +
-                   others(c) + " have '"});
+                  words);
+  expect_usable(c);
+}
+
+// Selection failing on every rank is each rank's own error; the flight record says the operation
+// failed (it said "completed", though nothing had started).
+TEST(Verify, SelectionFailsOnEveryRank) {
+  Communicator c = fresh();
+  const auto have = c.backends();
+  std::string missing;
+  for (const auto& name : backend_names()) {
+    if (std::find(have.begin(), have.end(), name) == have.end()) missing = name;
+  }
+  if (missing.empty()) GTEST_SKIP() << "every known backend is usable here";
+  std::vector<float> buf(4, 1.0f);
+  CallOptions o;
+  o.backend = missing;
+  try {
+    c.all_reduce(Tensor(buf.data(), 4, DType::f32), ReduceOp::sum, o);
+    ADD_FAILURE() << rank_tag() << ": forcing '" << missing << "' must fail";
+  } catch (const MismatchError& e) {
+    ADD_FAILURE() << rank_tag() << ": every rank failed alike, not a mismatch: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+  }
+  const auto path = (std::filesystem::temp_directory_path() /
+                     fmt::format("mcr-verify-{}-rank{}.json", ::getpid(), c.rank()))
+                        .string();
+  dump_flight_record(path);
+  std::ifstream in(path);
+  const auto record = nlohmann::json::parse(in);
+  std::filesystem::remove(path);
+  bool found = false;
+  for (const auto& comm : record.at("communicators")) {
+    if (comm.at("group_id").get<std::uint64_t>() != c.id()) continue;
+    for (const auto& op : comm.at("ops")) {
+      found = true;
+      EXPECT_EQ(op.at("op"), "all_reduce") << rank_tag();
+      EXPECT_EQ(op.at("state"), "failed") << rank_tag() << ": " << op.dump();
+    }
+  }
+  EXPECT_TRUE(found) << rank_tag() << ": no record of communicator " << c.id();
   expect_usable(c);
 }
 

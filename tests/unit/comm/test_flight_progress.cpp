@@ -209,5 +209,35 @@ TEST(FlightProgress, AnOperationNoLongerInTheRingIsNotJudged) {
   EXPECT_EQ(judged.find("0 (world rank 0"), std::string::npos) << judged;
 }
 
+// A verified collective (Verifier::pick, then CommState::issue): open in the record between the
+// two, the waits before its start being its own, but counted in flight once; a failure in those
+// waits ends it as failed, and leaves an operation that was not verified alone.
+TEST(FlightProgress, AVerifiedCollectiveStaysOpenUntilItIsIssued) {
+  FlightRecorder r;
+  r.attach(7, 0, 2, {0, 1});
+  r.issued(0, OpType::all_reduce, DType::f32, 4, -1, false, "verify", 16);
+  r.verified();
+  ASSERT_NE(r.find(0), nullptr);
+  EXPECT_EQ(r.find(0)->state.load(), FlightState::issued) << "not completed before it starts";
+  EXPECT_EQ(r.in_flight(), 0);
+  r.issued(0, OpType::all_reduce, DType::f32, 4, -1, false, "mpi", 16);
+  EXPECT_EQ(r.in_flight(), 1);
+  EXPECT_EQ(r.find(0)->backend, "mpi");
+  EXPECT_EQ(r.counts().issued, 1U);
+  EXPECT_EQ(r.counts().collectives, 1U);
+  r.ended(0, FlightState::completed);
+  EXPECT_EQ(r.in_flight(), 0);
+
+  r.issued(1, OpType::broadcast, DType::f32, 4, 0, false, "verify", 16);
+  r.verified();
+  r.failed_before_issue(1);
+  EXPECT_EQ(r.find(1)->state.load(), FlightState::failed);
+  EXPECT_EQ(r.in_flight(), 0);
+  r.failed_before_issue(2);  // not verified: not in the record, and #1 stays as it was
+  EXPECT_EQ(r.find(2), nullptr);
+  EXPECT_EQ(r.find(1)->state.load(), FlightState::failed);
+  EXPECT_EQ(r.in_flight(), 0);
+}
+
 }  // namespace
 }  // namespace mcr::detail
