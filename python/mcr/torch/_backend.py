@@ -57,18 +57,26 @@ def launch_info(store_given=True):
     return _C.launch_info(store_given)
 
 
-def fill_launcher_env():
+def fill_launcher_env(env_init=True):
     """RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE, where torchrun's are absent, from the launcher
-    that started this process (mpirun, srun), as the runtime reads it."""
+    that started this process (mpirun, srun), as the runtime reads it. A process started without
+    a launcher (`python train.py`) is a world of one, as the runtime reads it too; for torch's
+    env:// (`env_init`) it also gets a store address on loopback (MASTER_ADDR/MASTER_PORT, where
+    unset), which torch would otherwise ask for."""
     info = launch_info()
-    if info["launcher"] not in ("mpirun", "srun"):
+    if info["launcher"] not in ("mpirun", "srun", "single"):
         return
     if not _launch_before_fill:
         _launch_before_fill.update({True: info, False: _C.launch_info(False)})
-    for key, dst in (("rank", "RANK"), ("size", "WORLD_SIZE"), ("local_rank", "LOCAL_RANK"),
-                     ("local_size", "LOCAL_WORLD_SIZE")):
+    values = {"RANK": info["rank"], "WORLD_SIZE": info["size"], "LOCAL_RANK": info["local_rank"],
+              "LOCAL_WORLD_SIZE": info["local_size"]}
+    if info["launcher"] == "single" and env_init:
+        values["MASTER_ADDR"] = "127.0.0.1"
+        if "MASTER_PORT" not in os.environ:
+            values["MASTER_PORT"] = _free_port()
+    for dst, value in values.items():
         if dst not in os.environ:
-            os.environ[dst] = str(info[key])
+            os.environ[dst] = str(value)
             _filled_in[dst] = os.environ[dst]
 
 
@@ -150,6 +158,16 @@ def _create(opts, pg_options=None):
     timeout = _as_timedelta(opts.timeout)
     world = ensure_runtime(opts.store, opts.group_rank, opts.group_size, timeout)
     if not ranks:  # the default group: the world communicator, then one of its own
+        # The world is formed once per process: a later default group is made of its ranks, in
+        # its order. One that renumbers them (an in-process restart that left a rank out of the
+        # middle) would wait for the wrong peers until its timeout.
+        if opts.group_rank != world.rank or opts.group_size > world.size:
+            raise RuntimeError(
+                f"mcr: a default group in which this process is rank {opts.group_rank} of "
+                f"{opts.group_size}, but mcr's world, formed once per process, has it as rank "
+                f"{world.rank} of {world.size}: a default group after destroy_process_group() "
+                f"must keep every rank's number (it may leave out the last ranks); start new "
+                f"processes to renumber them")
         with _lock:
             _generation += 1
             generation = _generation
@@ -284,17 +302,23 @@ def _hook_error_exits():
     sys.exit = exit
 
 
-def backend_of(group=None):
-    """The ProcessGroupMCR behind a torch group (torch 2.x wraps backends in a ProcessGroup), or
-    None when the group does not run on mcr."""
+def backend_of(group=None, device="cpu"):
+    """The ProcessGroupMCR behind a torch group for `device`'s tensors (torch 2.x wraps backends in
+    a ProcessGroup, one per device type: "cpu:gloo,cuda:mcr"), or None when the group does not run
+    on mcr there."""
     pg = c10d._get_default_group() if group is None else group
     if isinstance(pg, _C.ProcessGroupMCR):
         return pg
     try:
-        b = pg._get_backend(torch.device("cpu"))
+        b = pg._get_backend(torch.device(device))
     except (RuntimeError, AttributeError):
         return None
     # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the backend in a checking wrapper (one level per wrap).
     while b is not None and not isinstance(b, _C.ProcessGroupMCR):
         b = getattr(b, "wrapped_pg", None)
     return b
+
+
+def runs_on_mcr(group=None):
+    """Whether torch runs `group` on mcr for host or for CUDA tensors."""
+    return backend_of(group) is not None or backend_of(group, "cuda") is not None

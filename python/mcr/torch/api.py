@@ -76,9 +76,18 @@ def backend(name):
             _C.set_backend_override(_open_overrides[-1][1] if _open_overrides else _override_before)
 
 
-def _run(name, fn):
+def _run(name, group, fn):
+    """`fn` with backend `name` forced (None: mcr's selection). The name chooses among mcr's
+    backends: on a group that torch runs on another backend it would be ignored, so it is
+    refused."""
     if name is None:
         return fn()
+    if not _backend.runs_on_mcr(group):
+        raise ValueError(
+            f"mcr.torch: backend={name!r} chooses among mcr's backends, but the group "
+            f"{'(the default group)' if group is None else repr(group)} runs on "
+            f"'{dist.get_backend(group)}', which would ignore it; pass a group created with "
+            f"backend 'mcr' (new_group(..., backend='mcr')), or leave backend=None")
     with backend(name):
         return fn()
 
@@ -140,6 +149,12 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
     the one mcr's NCCL uses, the launcher's local rank modulo the devices) is passed to torch as
     init_process_group's: torch then forms DeviceMesh's groups with split_group.
     """
+    if timeout is None:
+        timeout = timedelta(minutes=30)  # torch's default for a CPU group
+    if not isinstance(timeout, timedelta):
+        raise TypeError(f"mcr.torch.init_processes: timeout = {timeout!r} must be a "
+                        f"datetime.timedelta (as init_process_group's), not "
+                        f"{type(timeout).__name__}")
     if dist.is_initialized():
         return
     # The launch is recognised before RANK & co. are filled in from the launcher's variables: under
@@ -174,7 +189,7 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
             world = _C.world()
             os.environ["MASTER_PORT"] = _agree(
                 world, str(_backend._free_port()) if world.rank == 0 else "", timeout)
-    _backend.fill_launcher_env()  # RANK & co. for torch, from mpirun or srun
+    _backend.fill_launcher_env(env_init)  # RANK & co. for torch, from mpirun or srun (or alone)
     dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method,
                             device_id=device_id, **_rank_and_size_for(init_method))
 
@@ -205,7 +220,7 @@ def get_world_group():
 
 
 def get_global_rank(group, group_rank):
-    return c10d._get_global_rank(group, group_rank) if group is not None else group_rank
+    return dist.get_global_rank(group, group_rank) if group is not None else group_rank
 
 
 def get_all_ranks_from_group(group=None):
@@ -225,10 +240,10 @@ def set_timeout(timeout, group=None):
     MCR_TIMEOUT as `timeout=` of new_group is; operations already issued keep theirs. torch's
     `_set_pg_timeout` does this for its own Gloo and NCCL groups only (it warns and leaves other
     backends as they are). Local: set it alike on every member."""
-    b = _backend.backend_of(group)
+    b = _backend.backend_of(group) or _backend.backend_of(group, "cuda")
     if b is None:
         raise ValueError(f"mcr.torch.set_timeout: the group {group!r} does not run on backend "
-                         f"'mcr' on the CPU")
+                         f"'mcr'")
     t = _backend._as_timedelta(timeout)
     if t <= timedelta(0):
         raise ValueError(f"mcr.torch.set_timeout: timeout = {t} must be positive")
@@ -236,85 +251,85 @@ def set_timeout(timeout, group=None):
 
 
 def broadcast(tensor, src, group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.broadcast(tensor, src, group=group, async_op=async_op))
+    return _run(backend, group, lambda: dist.broadcast(tensor, src, group=group, async_op=async_op))
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.all_reduce(tensor, op=op, group=group, async_op=async_op))
+    return _run(backend, group, lambda: dist.all_reduce(tensor, op=op, group=group, async_op=async_op))
 
 
 def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.all_reduce_coalesced(tensors, op=op, group=group,
+    return _run(backend, group, lambda: dist.all_reduce_coalesced(tensors, op=op, group=group,
                                                            async_op=async_op))
 
 
 def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.reduce(tensor, dst, op=op, group=group, async_op=async_op))
+    return _run(backend, group, lambda: dist.reduce(tensor, dst, op=op, group=group, async_op=async_op))
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.all_gather(tensor_list, tensor, group=group, async_op=async_op))
+    return _run(backend, group, lambda: dist.all_gather(tensor_list, tensor, group=group, async_op=async_op))
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.all_gather_into_tensor(output_tensor, input_tensor,
+    return _run(backend, group, lambda: dist.all_gather_into_tensor(output_tensor, input_tensor,
                                                              group=group, async_op=async_op))
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.reduce_scatter(output, input_list, op=op, group=group,
+    return _run(backend, group, lambda: dist.reduce_scatter(output, input_list, op=op, group=group,
                                                      async_op=async_op))
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False,
                           backend=None):
-    return _run(backend, lambda: dist.reduce_scatter_tensor(output, input, op=op, group=group,
+    return _run(backend, group, lambda: dist.reduce_scatter_tensor(output, input, op=op, group=group,
                                                             async_op=async_op))
 
 
 def all_to_all_single(output, tensor, output_split_sizes=None, input_split_sizes=None,
                       group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.all_to_all_single(
+    return _run(backend, group, lambda: dist.all_to_all_single(
         output, tensor, output_split_sizes, input_split_sizes, group=group, async_op=async_op))
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.all_to_all(output_tensor_list, input_tensor_list,
+    return _run(backend, group, lambda: dist.all_to_all(output_tensor_list, input_tensor_list,
                                                  group=group, async_op=async_op))
 
 
 def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.gather(tensor, gather_list, dst, group=group,
+    return _run(backend, group, lambda: dist.gather(tensor, gather_list, dst, group=group,
                                              async_op=async_op))
 
 
 def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.scatter(tensor, scatter_list, src, group=group,
+    return _run(backend, group, lambda: dist.scatter(tensor, scatter_list, src, group=group,
                                               async_op=async_op))
 
 
 def send(tensor, dst, group=None, tag=0, backend=None):
-    return _run(backend, lambda: dist.send(tensor, dst, group=group, tag=tag))
+    return _run(backend, group, lambda: dist.send(tensor, dst, group=group, tag=tag))
 
 
 def recv(tensor, src=None, group=None, tag=0, backend=None):
     if src is None:
         raise ValueError("mcr recv needs src: receiving from any source is not supported")
-    return _run(backend, lambda: dist.recv(tensor, src, group=group, tag=tag))
+    return _run(backend, group, lambda: dist.recv(tensor, src, group=group, tag=tag))
 
 
 def isend(tensor, dst, group=None, tag=0, backend=None):
-    return _run(backend, lambda: dist.isend(tensor, dst, group=group, tag=tag))
+    return _run(backend, group, lambda: dist.isend(tensor, dst, group=group, tag=tag))
 
 
 def irecv(tensor, src=None, group=None, tag=0, backend=None):
     if src is None:
         raise ValueError("mcr irecv needs src: receiving from any source is not supported")
-    return _run(backend, lambda: dist.irecv(tensor, src, group=group, tag=tag))
+    return _run(backend, group, lambda: dist.irecv(tensor, src, group=group, tag=tag))
 
 
 def barrier(group=None, async_op=False, backend=None):
-    return _run(backend, lambda: dist.barrier(group=group, async_op=async_op))
+    return _run(backend, group, lambda: dist.barrier(group=group, async_op=async_op))
 
 
 def has_all_gather_into_tensor():
@@ -329,10 +344,11 @@ def has_all_reduce_coalesced():
     return True
 
 
-def _mcr_group(group):
-    pg = _backend.backend_of(group)
+def _mcr_group(group, device):
+    pg = _backend.backend_of(group, device)
     if pg is None:
-        raise ValueError(f"mcr.torch.explain: the group runs on '{dist.get_backend(group)}', not mcr")
+        raise ValueError(f"mcr.torch.explain: the group runs on '{dist.get_backend(group)}', not "
+                         f"mcr, for {device} tensors")
     return pg
 
 
@@ -356,5 +372,14 @@ def explain(op, nbytes=None, dtype=torch.float32, reduce_op=ReduceOp.SUM, group=
         raise ValueError(f"mcr.torch.explain: unknown operation '{op}' (one of {sorted(_OP_NAMES)})")
     if dtype not in _DTYPES:
         raise ValueError(f"mcr.torch.explain: dtype {dtype} is not carried by mcr")
-    return _C.explain(_mcr_group(group), _OP_NAMES[op], _DTYPES[dtype], int(nbytes or 0),
-                      _REDUCE.get(reduce_op, "sum"), device)
+    if reduce_op not in _REDUCE:
+        raise ValueError(f"mcr.torch.explain: reduce_op = {reduce_op!r} is not one of "
+                         f"torch.distributed.ReduceOp's SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR, "
+                         f"AVG")
+    if nbytes is None and _OP_NAMES[op] != "barrier":
+        raise ValueError(f"mcr.torch.explain: '{op}' needs nbytes (the operation's global size "
+                         f"in bytes) or tensor")
+    if int(nbytes or 0) < 0:
+        raise ValueError(f"mcr.torch.explain: nbytes = {nbytes} must not be negative")
+    return _C.explain(_mcr_group(group, device), _OP_NAMES[op], _DTYPES[dtype], int(nbytes or 0),
+                      _REDUCE[reduce_op], device)
