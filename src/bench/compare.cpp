@@ -2,6 +2,7 @@
 #include "mcr/bench/compare.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -60,6 +61,13 @@ void check_compare_options(const CompareOptions& o, int ranks) {
   if (o.repetitions < 1)
     throw InvalidArgument(
         fmt::format("compare.repetitions {}: at least one repetition is required", o.repetitions));
+  // -w -5 read as 1 (at least one warm-up call is run), where a plain sweep refuses it.
+  if (o.warmup < 0)
+    throw InvalidArgument(fmt::format("compare.warmup {}: must be >= 0 calls", o.warmup));
+  // A NaN target was met by no point, and said so of every one.
+  if (!(o.min_ratio > 0) || !std::isfinite(o.min_ratio))
+    throw InvalidArgument(
+        fmt::format("compare.min_ratio {}: must be a finite number > 0", o.min_ratio));
   if (!(o.precision >= 0))
     throw InvalidArgument(fmt::format("compare.precision {}: must be >= 0", o.precision));
   if (!(o.extra_budget_s >= 0))

@@ -37,6 +37,11 @@ bool parse_tune_placement(std::string_view name) {
 }
 
 void check_tune_options(const TuneOptions& o, const std::vector<std::string>& usable) {
+  check_tune_flags(o);
+  detail::require_usable("tune.backends", o.backends, usable, false);
+}
+
+void check_tune_flags(const TuneOptions& o) {
   detail::require_points(o.ops, o.sizes, o.dtypes);
   // A table keeps one entry per dtype class: two dtypes of a class would be timed apart and merged
   // into it by each backend's best time, so bf16 calls could go to the backend fp32 made fastest.
@@ -50,7 +55,6 @@ void check_tune_options(const TuneOptions& o, const std::vector<std::string>& us
       }
     }
   }
-  detail::require_usable("tune.backends", o.backends, usable, false);
   if (o.forms.empty())
     throw InvalidArgument("tune.forms: name at least one of sync, async (or both)");
   if (o.in_flight.empty())

@@ -24,6 +24,10 @@ std::int64_t parse_positive(std::string_view token, std::string_view item,
   std::int64_t value = 0;
   const auto* end = token.data() + token.size();
   auto [ptr, ec] = std::from_chars(token.data(), end, value);
+  if (ec == std::errc::result_out_of_range && ptr == end) {
+    throw InvalidArgument(fmt::format("{}: {} '{}' in '{}' exceeds the largest integer, 2^63-1",
+                                      argument, what, token, item));
+  }
   if (token.empty() || ec != std::errc{} || ptr != end) {
     throw InvalidArgument(
         fmt::format("{}: '{}' in '{}' is not an integer ({} must be a whole number)", argument,

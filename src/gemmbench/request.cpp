@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <sstream>
 
@@ -16,6 +17,17 @@
 namespace mcr::codesign::bench {
 namespace {
 
+// The values in the order given, each once: a repeated -m value, dtype, preset or model would time
+// the same GEMMs again (twice the run time) and count them twice in --compare's statistics.
+template <class T>
+std::vector<T> each_once(std::vector<T> values) {
+  std::vector<T> out;
+  std::set<T> seen;  // a dimension may list 100,000 values
+  for (auto& v : values)
+    if (seen.insert(v).second) out.push_back(std::move(v));
+  return out;
+}
+
 bool names_a_device(const GemmRequest& r) {
   return !r.device.empty() && r.device != "local";
 }
@@ -23,9 +35,9 @@ bool names_a_device(const GemmRequest& r) {
 std::vector<Gemm> model_gemms(const GemmRequest& r, const std::vector<DType>& dtypes,
                               std::vector<std::string>* warnings) {
   std::vector<ModelShape> shapes;
-  for (const auto& p : r.presets)
+  for (const auto& p : each_once(r.presets))
     shapes.push_back(load_preset(p));
-  for (const auto& path : r.models) {
+  for (const auto& path : each_once(r.models)) {
     HfImport imported = import_hf_config_file(path, "request.models");
     // What the importer could not model (an unknown model_type read as Llama, keys not read):
     // `mcr shape --config` says it, and the GEMMs measured here come from the same shape.
@@ -124,7 +136,7 @@ std::vector<Gemm> requested_gemms(const GemmRequest& r, std::vector<std::string>
           "request.presets or request.models, or drop it");
     }
   }
-  const auto dtypes = parse_dtype_lists(r.dtypes);
+  const auto dtypes = each_once(parse_dtype_lists(r.dtypes));
   auto gemms = model_gemms(r, dtypes, warnings);
   if (grid_given) {
     if (r.m.empty() || r.n.empty() || r.k.empty()) {
@@ -132,10 +144,10 @@ std::vector<Gemm> requested_gemms(const GemmRequest& r, std::vector<std::string>
           "request.m, request.n and request.k must be given together (each a list or "
           "start:end:step)");
     }
-    const auto m = parse_dim_values(r.m, "request.m");
-    const auto n = parse_dim_values(r.n, "request.n");
-    const auto k = parse_dim_values(r.k, "request.k");
-    const auto batch = parse_dim_values(r.batch, "request.batch");
+    const auto m = each_once(parse_dim_values(r.m, "request.m"));
+    const auto n = each_once(parse_dim_values(r.n, "request.n"));
+    const auto k = each_once(parse_dim_values(r.k, "request.k"));
+    const auto batch = each_once(parse_dim_values(r.batch, "request.batch"));
     const auto grid_dtypes = dtypes.empty() ? std::vector<DType>{DType::fp32} : dtypes;
     // Each dimension is bounded (kMaxDimValues); their product is the number of GEMMs, which is
     // bounded too, before any is made (10^10 of them would exhaust memory first).

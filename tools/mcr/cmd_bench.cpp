@@ -187,6 +187,7 @@ void add_bench_command(CLI::App& app) {
       (void)compare_options(*opts);  // its flag errors too, before any rank starts
     } else {
       refuse_for_sweep(*cmd);
+      (void)sweep_options(*opts);  // likewise: a malformed size was reported after init()
     }
     Communicator world = init();
     try {

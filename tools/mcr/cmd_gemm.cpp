@@ -16,6 +16,7 @@
 #include "mcr/gemmbench/compare.hpp"
 #include "mcr/gemmbench/request.hpp"
 #include "mcr/gemmbench/sweep.hpp"
+#include "number_checks.hpp"
 #include "output_path.hpp"
 #include "refuse_flags.hpp"
 
@@ -159,18 +160,15 @@ void add_gemm_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
   cmd->add_option("--threads", r.threads, "CPU BLAS threads (default: all usable cores)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--gpu", r.gpu, "CUDA device index")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
+  cmd->add_option("--gpu", r.gpu, "CUDA device index")->capture_default_str()->check(at_least(0));
   cmd->add_option("--preset", r.presets,
                   "run the GEMMs `mcr shape` lists for this preset (repeatable)");
   cmd->add_option("--model", r.models, "same for a Hugging Face config.json (repeatable)");
-  cmd->add_option("--seq", r.seq, "override the model's sequence length s")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", r.seq, "override the model's sequence length s")->check(at_least(1));
   cmd->add_option("--micro-batch", r.micro_batch, "override the model's microbatch b")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--tp", r.tp, "override the tensor-parallel size t")->check(CLI::PositiveNumber);
+      ->check(at_least(1));
+  cmd->add_option("--tp", r.tp, "override the tensor-parallel size t")->check(at_least(1));
   cmd->add_flag("--training", r.training, "also run the backward (dgrad, wgrad) GEMMs");
   cmd->add_flag("--compare", r.compare,
                 "predict every GEMM for the device and report ratio, median |error| and Spearman");

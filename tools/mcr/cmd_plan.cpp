@@ -138,6 +138,7 @@ void run(const PlanArgs& a, const CLI::App& cmd) {
       fmt::print("{}\n{}\n{}", describe_model(model), peak_line(dev, search_peak),
                  format_advice(pairs));
     }
+    if (pairs.empty()) exit_code() = 3;  // as a plan that does not fit: no pair runs
     return;
   }
   if (a.search) {
@@ -152,6 +153,7 @@ void run(const PlanArgs& a, const CLI::App& cmd) {
                  sys.total_gpus(), dev.name, peak_line(dev, search_peak),
                  format_search(found, secs));
     }
+    if (found.ranked.empty()) exit_code() = 3;  // as a plan that does not fit: no layout runs
     return;
   }
   const auto r = plan::plan_step(model, dev, comm,

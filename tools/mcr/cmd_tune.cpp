@@ -260,7 +260,7 @@ void add_tune_command(CLI::App& app) {
     }
     // Every flag checked before init(): no rank waits on one that failed. The table and its plot
     // are written after minutes of measuring: their path and format are checked now too.
-    (void)tune_options(*opts);
+    bench::check_tune_flags(tune_options(*opts));  // all but the backends, which init() finds
     check_plot_option(*opts);
     Communicator world = init();
     try {

@@ -104,6 +104,9 @@ bool parse_tune_placement(std::string_view name);
 /// repetitions < 1, budget_ms <= 0, hysteresis outside [0, 1), no in_flight or one outside [1,
 /// kTuneMaxIterations] or given twice, no form, a backends name not in `usable`.
 void check_tune_options(const TuneOptions& options, const std::vector<std::string>& usable);
+/// The same checks but the backends', which need a communicator: `mcr tune` makes them before
+/// init(), so that no rank waits on a flag that failed.
+void check_tune_flags(const TuneOptions& options);
 
 /// Measures and builds the table on `world` (collective: every rank calls it with the same
 /// options). send/recv is left out on 1 rank.

@@ -91,7 +91,8 @@ struct RuleSet {
   bool empty() const noexcept { return rules.empty(); }
 };
 
-/// Parses "64", "64K", "1M", "2G", "64KiB", "1MB" (all binary multiples; also "64B", "64k").
+/// Parses "64", "64K", "1M", "2G", "64KiB", "1MB" (all binary multiples; also "64B" and the
+/// lower-case "64k", "1m", "2g", as nccl-tests reads them).
 /// Throws InvalidArgument naming the text and the rule it breaks: not a whole number, negative,
 /// unknown suffix, or more than 2^64-1 bytes.
 std::size_t parse_size(std::string_view text);

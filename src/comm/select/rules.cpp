@@ -188,9 +188,9 @@ std::size_t parse_size(std::string_view text) {
     mult = 1;
   } else if (suffix == "K" || suffix == "KB" || suffix == "KiB" || suffix == "k") {
     mult = std::size_t{1} << 10;
-  } else if (suffix == "M" || suffix == "MB" || suffix == "MiB") {
+  } else if (suffix == "M" || suffix == "MB" || suffix == "MiB" || suffix == "m") {
     mult = std::size_t{1} << 20;
-  } else if (suffix == "G" || suffix == "GB" || suffix == "GiB") {
+  } else if (suffix == "G" || suffix == "GB" || suffix == "GiB" || suffix == "g") {
     mult = std::size_t{1} << 30;
   } else {
     throw InvalidArgument(fmt::format(

@@ -2,6 +2,7 @@
 // and the comparison's choice of the best backend and of its extra rounds.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,18 @@ TEST(Options, CompareChecksNameFieldValueAndRule) {
   m = message_of([&] { check_compare_options(bad, 4); });
   EXPECT_TRUE(contains(m, "compare.extra_budget_s -1: must be >= 0 seconds")) << m;
   bad = o;
+  bad.warmup = -5;  // read as 1 before
+  m = message_of([&] { check_compare_options(bad, 4); });
+  EXPECT_TRUE(contains(m, "compare.warmup -5: must be >= 0 calls")) << m;
+  for (const double ratio :
+       {std::numeric_limits<double>::quiet_NaN(), 0.0, std::numeric_limits<double>::infinity()}) {
+    bad = o;
+    bad.min_ratio = ratio;  // NaN: no point met it, and every one was said not to
+    m = message_of([&] { check_compare_options(bad, 4); });
+    EXPECT_TRUE(contains(m, "compare.min_ratio")) << m;
+    EXPECT_TRUE(contains(m, "must be a finite number > 0")) << m;
+  }
+  bad = o;
   bad.ops = {OpType::reduce};
   bad.root = -1;
   m = message_of([&] { check_compare_options(bad, 4); });
@@ -131,6 +144,12 @@ TEST(Options, TuneChecksNameFieldValueAndRule) {
   bad.backends = {"auto"};  // tuning compares backends: automatic selection is not one
   auto m = message_of([&] { check_tune_options(bad, usable); });
   EXPECT_TRUE(contains(m, "tune.backends 'auto': not usable here (usable: mpi, gloo)")) << m;
+  // Before a communicator exists (mcr tune checks its flags before init()): all but the backends.
+  EXPECT_NO_THROW(check_tune_flags(bad));
+  bad = o;
+  bad.hysteresis = 1.5;
+  m = message_of([&] { check_tune_flags(bad); });
+  EXPECT_TRUE(contains(m, "tune.hysteresis 1.5: must be in [0, 1)")) << m;
   bad = o;
   bad.repetitions = 0;
   m = message_of([&] { check_tune_options(bad, usable); });

@@ -86,6 +86,10 @@ TEST(Sizes, ParseAndFormat) {
   EXPECT_EQ(parse_size("64K"), 65536u);
   EXPECT_EQ(parse_size("2MiB"), 2u << 20);
   EXPECT_EQ(parse_size("1G"), 1u << 30);
+  // Lower case for every suffix, as nccl-tests reads them ("4k" was taken, "4m" refused).
+  EXPECT_EQ(parse_size("4k"), 4u << 10);
+  EXPECT_EQ(parse_size("4m"), 4u << 20);
+  EXPECT_EQ(parse_size("2g"), 2u << 30);
   EXPECT_THROW(parse_size("K"), InvalidArgument);
   EXPECT_THROW(parse_size("-5"), InvalidArgument);
   EXPECT_EQ(format_size(65536), "64K");

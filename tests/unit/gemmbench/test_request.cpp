@@ -53,6 +53,41 @@ TEST(GemmRequest, TheGridIsEveryCombination) {
   }
 }
 
+// A repeated value, dtype, preset or model is read once: each repeat timed the same GEMMs again
+// and counted them twice in --compare's statistics.
+TEST(GemmRequest, RepeatsAreReadOnce) {
+  GemmRequest grid;
+  grid.m = "8,8,16";
+  grid.n = "8";
+  grid.k = "4:8:4,8";
+  grid.batch = "1,1";
+  grid.dtypes = {"fp32,fp32"};
+  const auto g = requested_gemms(grid);
+  ASSERT_EQ(g.size(), 4u);  // m 8, 16 x k 4, 8
+  EXPECT_EQ(g[0].m, 8);
+  EXPECT_EQ(g[0].k, 4);
+  EXPECT_EQ(g[3].m, 16);
+  EXPECT_EQ(g[3].k, 8);
+
+  GemmRequest once;
+  once.presets = {"gpt3-2.7b"};
+  once.dtypes = {"fp32"};
+  GemmRequest twice = once;
+  twice.presets = {"gpt3-2.7b", "gpt3-2.7b"};
+  twice.dtypes = {"fp32", "fp32"};
+  EXPECT_EQ(requested_gemms(twice).size(), requested_gemms(once).size());
+}
+
+TEST(GemmRequest, AValuePastTheLargestIntegerSaysSo) {
+  GemmRequest r;
+  r.m = "99999999999999999999";
+  r.n = "8";
+  r.k = "8";
+  const auto what = message_of(r);
+  EXPECT_NE(what.find("exceeds the largest integer, 2^63-1"), std::string::npos) << what;
+  EXPECT_NE(what.find("request.m"), std::string::npos) << what;
+}
+
 TEST(GemmRequest, AModelsGemmsAreNamedAfterItAndTakeTheRequestedDtype) {
   GemmRequest r;
   r.presets = {"gpt3-2.7b"};
