@@ -51,8 +51,10 @@ std::vector<std::size_t> geometric_sizes(std::size_t begin, std::size_t end, dou
     throw InvalidArgument(fmt::format(
         "-b {} is larger than -e {}: the first size must not exceed the last", begin, end));
   }
-  if (!(factor > 1.0))
-    throw InvalidArgument(fmt::format("-f {}: the step factor must be > 1", factor));
+  // Infinite, it swept -b alone.
+  if (!(factor > 1.0) || !std::isfinite(factor))
+    throw InvalidArgument(
+        fmt::format("-f {}: the step factor must be a finite number > 1", factor));
   // A factor close to 1 over a wide range would list more sizes than any sweep can run.
   constexpr std::size_t kMaxSizes = 100000;
   // 2^64: the first double no size_t reaches; every s below it converts exactly.

@@ -17,15 +17,20 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& f) {
                   "operations, comma separated, as in the API (all_reduce, ...) or 'all' (default: "
                   "bench all_reduce, or five ops with --compare-auto; tune every op)")
       ->delimiter(',');
-  cmd->add_option("-b,--minbytes,--min-bytes", f.begin,
-                  "first message size (bytes; K/M/G suffixes)")
-      ->capture_default_str();
-  cmd->add_option("-e,--maxbytes,--max-bytes", f.end, "last message size (bytes; K/M/G suffixes)")
-      ->capture_default_str();
-  cmd->add_option("-f,--stepfactor", f.factor, "size multiplier between steps")
-      ->capture_default_str();
-  cmd->add_option("--sizes", f.sizes, "explicit sizes, comma separated (overrides -b/-e/-f)")
-      ->delimiter(',');
+  auto* begin = cmd->add_option("-b,--minbytes,--min-bytes", f.begin,
+                                "first message size (bytes; K/M/G suffixes)")
+                    ->capture_default_str();
+  auto* end = cmd->add_option("-e,--maxbytes,--max-bytes", f.end,
+                              "last message size (bytes; K/M/G suffixes)")
+                  ->capture_default_str();
+  auto* factor = cmd->add_option("-f,--stepfactor", f.factor, "size multiplier between steps")
+                     ->capture_default_str();
+  // Either list: -b/-e/-f given with --sizes were dropped without a word.
+  cmd->add_option("--sizes", f.sizes, "explicit sizes, comma separated (instead of -b/-e/-f)")
+      ->delimiter(',')
+      ->excludes(begin)
+      ->excludes(end)
+      ->excludes(factor);
   cmd->add_option("--dtype", f.dtypes,
                   "element types, comma separated (fp32, fp64, fp16, bf16, i8, u8, i32, i64)")
       ->delimiter(',')

@@ -89,11 +89,24 @@ constexpr std::initializer_list<const char*> kMeasuringFlags = {"-m",
                                                                 "--clock"};
 
 // Flags that a mode would ignore are refused, naming the flag.
-void refuse_ignored(const CLI::App& cmd) {
+void refuse_ignored(const GemmArgs& a, const CLI::App& cmd) {
   if (cmd.count("--input") > 0) {
     refuse_flags(cmd, kMeasuringFlags,
                  "does not apply to --input, which reports the measurements saved in the file "
                  "(only --device, --compare and the output flags apply)");
+  }
+  const auto& backend = a.request.backend;
+  if (backend == "cpu") {
+    refuse_flags(cmd, {"--gpu"}, "picks the CUDA device, and --backend cpu runs on the CPU");
+  }
+  if (backend == "gpu") {
+    refuse_flags(cmd, {"--threads"}, "sets the CPU BLAS threads, and --backend gpu runs on a GPU");
+  }
+  // The probe measures the local CPU's peak: a catalog or file device keeps its own.
+  const auto& device = a.request.device;
+  if (!device.empty() && device != "local") {
+    refuse_flags(cmd, {"--no-peak-probe"},
+                 fmt::format("applies to the local CPU, and --device '{}' is not it", device));
   }
   // The format flags set one field, in the order CLI11 defines them, not as typed: two of them
   // wrote CSV into a file named .json.
@@ -104,7 +117,7 @@ void refuse_ignored(const CLI::App& cmd) {
 }
 
 void run(const GemmArgs& given, const CLI::App& cmd) {
-  refuse_ignored(cmd);
+  refuse_ignored(given, cmd);
   if (given.format != "table" && given.format != "json" && given.format != "csv") {
     throw InvalidArgument(
         fmt::format("--format: '{}' is not one of table, json, csv", given.format));
@@ -118,6 +131,9 @@ void run(const GemmArgs& given, const CLI::App& cmd) {
   // Written after the whole sweep: whether it can be is known first.
   if (to_file) check_writable(given.output, "-o");
   GemmArgs a = given;
+  // A GPU named by index is asked for: under auto, a missing one fell back to the CPU without a
+  // word, and a mistyped index gave CPU figures.
+  if (cmd.count("--gpu") > 0 && a.request.backend == "auto") a.request.backend = "gpu";
   a.request.measure.clock = cb::parse_clock(a.clock);
   a.request.probe_peak = !a.no_peak_probe && !a.dry_run;
   const auto set = measure_or_load(a, cmd);

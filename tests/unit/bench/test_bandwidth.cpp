@@ -1,6 +1,8 @@
 // Bandwidth conventions (nccl-tests src/*.cu GetBw functions), layouts and size sweeps.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -71,6 +73,8 @@ TEST(Sizes, GeometricSweep) {
   EXPECT_EQ(geometric_sizes(8, 8, 2), (std::vector<std::size_t>{8}));
   EXPECT_THROW(geometric_sizes(64, 4, 2), InvalidArgument);
   EXPECT_THROW(geometric_sizes(4, 64, 1.0), InvalidArgument);
+  // Infinite: the sweep was -b alone.
+  EXPECT_THROW(geometric_sizes(4, 64, std::numeric_limits<double>::infinity()), InvalidArgument);
   // Up to the largest size: the sweep ends (before, a step past 2^63 converted to 2^63 and the
   // sweep crept on by one byte at a time); and a step factor too close to 1 is refused.
   const auto huge = geometric_sizes(std::size_t{1} << 62, SIZE_MAX, 2);
