@@ -238,9 +238,14 @@ PreparedSweep prepare_sweep(const GemmRequest& r) {
     // every measurement taken.
     p.runner->check(g);
     if (!p.runner->supports(g.dtype)) {
-      throw UnsupportedError(fmt::format("request.dtypes: {} cannot run on the {} backend ({})",
-                                         to_string(g.dtype), p.runner->backend(),
-                                         p.runner->description()));
+      // Without request.dtypes the dtype is the model's: say so, and what to give.
+      throw UnsupportedError(
+          r.dtypes.empty()
+              ? fmt::format("request.dtypes: the model's dtype {} cannot run on the {} backend "
+                            "({}); give request.dtypes (e.g. fp32)",
+                            to_string(g.dtype), p.runner->backend(), p.runner->description())
+              : fmt::format("request.dtypes: {} cannot run on the {} backend ({})",
+                            to_string(g.dtype), p.runner->backend(), p.runner->description()));
     }
   }
   p.device = prediction_device(r, *p.runner);

@@ -1,6 +1,12 @@
 #include "mcr/plan/request.hpp"
 
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <string>
+
 #include "mcr/codesign/dtype.hpp"
+#include "mcr/errors.hpp"
 #include "option_rules.hpp"
 
 namespace mcr::plan {
@@ -93,7 +99,19 @@ CommModel make_comm_model(const SystemSpec& system, const codesign::DeviceSpec& 
   CommModel comm(system, device.vendor != "cpu");
   for (const auto& arg : tables) {
     auto [tier, path] = parse_table_argument(arg);
-    comm.add_table(tier, TuningTable::load(path));
+    try {
+      comm.add_table(tier, TuningTable::load(path));
+    } catch (const InvalidArgument& e) {
+      // Named by the argument (the message named the path alone), with the tiers where a prefix
+      // that is not one was read as part of the file's name.
+      const auto eq = arg.find('=');
+      const std::string hint =
+          tier == Tier::any && eq != std::string::npos && eq > 0 && !std::filesystem::exists(arg)
+              ? fmt::format(" ('{}=' is not a tier: give FILE, intra=FILE or inter=FILE)",
+                            arg.substr(0, eq))
+              : "";
+      throw InvalidArgument(fmt::format("comm.tables '{}': {}{}", arg, e.what(), hint));
+    }
   }
   if (!rules.empty()) comm.set_rules(RuleSet::parse(rules));
   return comm;

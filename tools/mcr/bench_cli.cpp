@@ -96,7 +96,9 @@ std::vector<DType> resolve_dtypes(const SweepFlags& f) {
     auto t = parse_dtype(name);
     if (!t) {
       throw InvalidArgument(fmt::format(
-          "--dtype '{}': unknown element type (use f32, f64, f16, bf16, i8, u8, i32, i64)", name));
+          "--dtype '{}': unknown element type (use fp32, fp64, fp16, bf16, i8, u8, i32, i64, as "
+          "--help lists them)",
+          name));
     }
     if (std::find(out.begin(), out.end(), *t) == out.end()) out.push_back(*t);
   }
