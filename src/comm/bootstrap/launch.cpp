@@ -300,6 +300,15 @@ LaunchInfo launch_info(bool store_given) {
           "(1-65535)",
           info.size));
     }
+  } else if (const int pmi_size = env_int("PMI_SIZE", 1, 1); pmi_size > 1) {
+    // MPICH's or Intel MPI's mpiexec (Hydra) says the world in PMI_RANK/PMI_SIZE, which mcr does
+    // not read: read as a process alone, each would have formed a world of its own and trained
+    // alone, without a word.
+    throw InvalidArgument(fmt::format(
+        "launch: PMI_SIZE={} (PMI_RANK={}): started by an MPI launcher whose world mcr does not "
+        "form (MPICH's or Intel MPI's mpiexec); each process would be a world of one. Launch with "
+        "Open MPI's mpirun, srun or torchrun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT",
+        pmi_size, env("PMI_RANK") != nullptr ? env("PMI_RANK") : "(unset)"));
   }
   if (info.rank >= info.size) {
     throw InvalidArgument(fmt::format("launcher environment ({}) gives rank {} >= world size {}",

@@ -29,6 +29,7 @@ struct CleanEnv {
                           "MASTER_ADDR",
                           "MASTER_PORT",
                           "PMI_RANK",
+                          "PMI_SIZE",
                           "SLURM_MPI_TYPE",
                           "SLURM_NODEID",
                           "SLURM_STEP_TASKS_PER_NODE",
@@ -84,6 +85,24 @@ TEST(Launch, SlurmWithPmix) {
   EXPECT_TRUE(l.mpi_world);
   EXPECT_EQ(l.rank, 5);
   EXPECT_EQ(l.local_size, 4);
+}
+
+// MPICH's or Intel MPI's mpiexec (Hydra): PMI_RANK/PMI_SIZE, which mcr does not read. Read as a
+// process alone, each of the job's processes formed a world of one.
+TEST(Launch, AnMpiLauncherItDoesNotReadIsRefused) {
+  CleanEnv clean;
+  setenv("PMI_RANK", "1", 1);
+  setenv("PMI_SIZE", "4", 1);
+  try {
+    mcr::launch_info();
+    FAIL() << "PMI_SIZE=4 read as a process alone";
+  } catch (const mcr::InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("PMI_SIZE=4 (PMI_RANK=1)"), std::string::npos) << what;
+    EXPECT_NE(what.find("world of one"), std::string::npos) << what;
+  }
+  setenv("PMI_SIZE", "1", 1);  // a singleton: alone indeed
+  EXPECT_EQ(mcr::launch_info().launcher, Launcher::single);
 }
 
 TEST(Launch, TorchrunHasNoMpiWorld) {
