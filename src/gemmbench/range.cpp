@@ -25,8 +25,11 @@ std::int64_t parse_positive(std::string_view token, std::string_view item,
   const auto* end = token.data() + token.size();
   auto [ptr, ec] = std::from_chars(token.data(), end, value);
   if (ec == std::errc::result_out_of_range && ptr == end) {
-    throw InvalidArgument(fmt::format("{}: {} '{}' in '{}' exceeds the largest integer, 2^63-1",
-                                      argument, what, token, item));
+    throw InvalidArgument(
+        token.front() == '-'
+            ? fmt::format("{}: {} {} in '{}' must be positive", argument, what, token, item)
+            : fmt::format("{}: {} '{}' in '{}' exceeds the largest integer, 2^63-1", argument, what,
+                          token, item));
   }
   if (token.empty() || ec != std::errc{} || ptr != end) {
     throw InvalidArgument(

@@ -114,7 +114,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads,
                   "with --device local: BLAS threads the measurements used (default: all usable "
                   "cores)")
-      ->check(at_least(0));
+      ->check(whole_at_least(0));
   cmd->add_flag("--no-peak-probe", args->no_peak_probe,
                 "with --device local: keep the fp32 peak estimated from CPU facts");
   cmd->add_option("-o,--output", args->output, "write the calibrated device JSON here");
@@ -127,11 +127,11 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--max-evals", args->options.max_evaluations,
                   "objective evaluations per Nelder-Mead run")
       ->capture_default_str()
-      ->check(at_least(1));
+      ->check(whole_at_least(1));
   cmd->add_option("--restarts", args->options.restarts,
                   "extra Nelder-Mead runs from the best point")
       ->capture_default_str()
-      ->check(at_least(0));
+      ->check(whole_at_least(0));
   cmd->add_option("--fix", args->options.fixed,
                   "hold this parameter at the starting device's value (name as the result lists "
                   "it, e.g. 'alignment_tiers[2B].factor'; repeatable)");

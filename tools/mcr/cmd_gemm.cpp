@@ -99,8 +99,10 @@ void refuse_ignored(const GemmArgs& a, const CLI::App& cmd) {
   if (backend == "cpu") {
     refuse_flags(cmd, {"--gpu"}, "picks the CUDA device, and --backend cpu runs on the CPU");
   }
-  if (backend == "gpu") {
-    refuse_flags(cmd, {"--threads"}, "sets the CPU BLAS threads, and --backend gpu runs on a GPU");
+  // --gpu under auto asks for that GPU (run() below): --threads is ignored there too.
+  if (backend == "gpu" || (backend == "auto" && cmd.count("--gpu") > 0)) {
+    refuse_flags(cmd, {"--threads"},
+                 "sets the CPU BLAS threads, and --backend gpu (or --gpu) runs on a GPU");
   }
   // The probe measures the local CPU's peak: a catalog or file device keeps its own.
   const auto& device = a.request.device;
@@ -176,15 +178,18 @@ void add_gemm_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
   cmd->add_option("--threads", r.threads, "CPU BLAS threads (default: all usable cores)")
-      ->check(at_least(0));
-  cmd->add_option("--gpu", r.gpu, "CUDA device index")->capture_default_str()->check(at_least(0));
+      ->check(whole_at_least(0));
+  cmd->add_option("--gpu", r.gpu, "CUDA device index")
+      ->capture_default_str()
+      ->check(whole_at_least(0));
   cmd->add_option("--preset", r.presets,
                   "run the GEMMs `mcr shape` lists for this preset (repeatable)");
   cmd->add_option("--model", r.models, "same for a Hugging Face config.json (repeatable)");
-  cmd->add_option("--seq", r.seq, "override the model's sequence length s")->check(at_least(1));
+  cmd->add_option("--seq", r.seq, "override the model's sequence length s")
+      ->check(whole_at_least(1));
   cmd->add_option("--micro-batch", r.micro_batch, "override the model's microbatch b")
-      ->check(at_least(1));
-  cmd->add_option("--tp", r.tp, "override the tensor-parallel size t")->check(at_least(1));
+      ->check(whole_at_least(1));
+  cmd->add_option("--tp", r.tp, "override the tensor-parallel size t")->check(whole_at_least(1));
   cmd->add_flag("--training", r.training, "also run the backward (dgrad, wgrad) GEMMs");
   cmd->add_flag("--compare", r.compare,
                 "predict every GEMM for the device and report ratio, median |error| and Spearman");

@@ -13,17 +13,17 @@ namespace mcr::cli {
 void add_measure_flags(CLI::App* cmd, codesign::bench::MeasureOptions& m) {
   cmd->add_option("--warmup", m.warmup_iterations, "untimed calls before sampling (at least)")
       ->capture_default_str()
-      ->check(at_least(0));
+      ->check(whole_at_least(0));
   cmd->add_option("--warmup-time", m.warmup_seconds, "seconds of warmup (at least)")
       ->capture_default_str()
       ->check(at_least(0));
   cmd->add_option("--min-samples", m.min_samples,
                   "timed samples per GEMM (at least, unless --max-time ends them)")
       ->capture_default_str()
-      ->check(at_least(1));
+      ->check(whole_at_least(1));
   cmd->add_option("--max-samples", m.max_samples, "timed samples per GEMM (at most)")
       ->capture_default_str()
-      ->check(at_least(1));
+      ->check(whole_at_least(1));
   cmd->add_option("--min-time", m.min_seconds, "keep sampling until this many seconds were timed")
       ->capture_default_str()
       ->check(at_least(0));

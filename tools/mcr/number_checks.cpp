@@ -7,10 +7,10 @@
 
 namespace mcr::cli {
 
-CLI::Validator at_least(double bound) {
-  const std::string rule = fmt::format("a number >= {}", bound);
+CLI::Validator at_least(double bound, bool whole) {
+  const std::string rule = fmt::format("{} >= {}", whole ? "a whole number" : "a number", bound);
   return CLI::Validator(
-      [bound, rule](std::string& text) -> std::string {
+      [bound, whole, rule](std::string& text) -> std::string {
         double value = 0;
         std::size_t used = 0;
         try {
@@ -21,10 +21,12 @@ CLI::Validator at_least(double bound) {
         if (used == 0 || used != text.size() || !std::isfinite(value)) {
           return fmt::format("'{}' is not a finite number (must be {})", text, rule);
         }
-        if (!(value >= bound)) return fmt::format("{} must be {}", text, rule);
+        if (!(value >= bound) || (whole && value != std::floor(value))) {
+          return fmt::format("{} must be {}", text, rule);
+        }
         return {};
       },
-      fmt::format("NUMBER >= {}", bound));
+      fmt::format("{} >= {}", whole ? "INT" : "NUMBER", bound));
 }
 
 }  // namespace mcr::cli

@@ -7,7 +7,12 @@
 
 namespace mcr::cli {
 
-/// A number >= `bound` ("--seq: 0 must be a number >= 1").
-CLI::Validator at_least(double bound);
+/// A number >= `bound` ("--seq: 0 must be a number >= 1"); with `whole`, an integer ("1.5" was
+/// refused by CLI11's conversion, which did not say a whole number was needed).
+CLI::Validator at_least(double bound, bool whole = false);
+/// at_least(bound, true): for integer flags.
+inline CLI::Validator whole_at_least(double bound) {
+  return at_least(bound, true);
+}
 
 }  // namespace mcr::cli

@@ -86,6 +86,9 @@ TEST(GemmRequest, AValuePastTheLargestIntegerSaysSo) {
   const auto what = message_of(r);
   EXPECT_NE(what.find("exceeds the largest integer, 2^63-1"), std::string::npos) << what;
   EXPECT_NE(what.find("request.m"), std::string::npos) << what;
+  r.m = "-99999999999999999999";
+  const auto negative = message_of(r);
+  EXPECT_NE(negative.find("must be positive"), std::string::npos) << negative;
 }
 
 TEST(GemmRequest, AModelsGemmsAreNamedAfterItAndTakeTheRequestedDtype) {
