@@ -59,12 +59,13 @@ def main():
         loss = nn.functional.binary_cross_entropy_with_logits(dense(x, emb), y)
         opt.zero_grad()
         loss.backward()
+        run.average_sharded(local_tables.parameters())
         opt.step()
         return loss.item()
 
     for i in range(args.steps):
         run.step(i, lambda: one_step(i))
-    run.report("dlrm")
+    run.report("dlrm", dense.parameters(), local_tables.parameters())
 
 
 if __name__ == "__main__":

@@ -101,6 +101,15 @@ class Run:
         model.register_comm_hook(None, timed_allreduce)
         return model
 
+    def average_sharded(self, params):
+        """Call after backward, on the parameters each rank owns alone (embedding rows, an expert):
+        their gradient is the sum of every rank's loss's gradient, which the reverse all_to_all
+        brought back. Divided by the ranks, as DDP divides the replicated ones, so that the whole
+        model trains on the mean loss over ranks (summed, they trained at world times the rate)."""
+        for p in params:
+            if p.grad is not None:
+                p.grad.div_(self.world)
+
     def step(self, i, fn):
         if i == self.args.warmup:
             with self._comm_lock:
@@ -115,13 +124,31 @@ class Run:
         dist.all_reduce(v)
         self.losses.append(v.item() / self.world)
 
-    def report(self, name):
-        timed = len(self.step_s)
-        mean = sum(self.step_s) / max(timed, 1)
+    def report(self, name, replicated, sharded):
+        """One line on rank 0. step_ms: the median over the timed steps of the slowest rank's step
+        (a step ends when its last rank does; one slow step moves a mean, not a median).
+        comm_share: the time of the operations summed (DDP's overlap the backward pass and each
+        other, so it can exceed 1) over the summed step time of this rank. params: float64 sum and
+        sum of squares of every parameter, the replicated ones once and every rank's own, so that
+        an exchange that went wrong in the backward pass shows even where the loss hides it."""
+        steps = torch.tensor(self.step_s, dtype=torch.float64)
+        dist.all_reduce(steps, op=dist.ReduceOp.MAX)
+        median = steps.median().item() if len(self.step_s) else float("nan")
         share = self.comm_s / max(sum(self.step_s), 1e-12)
+
+        def moments(params):
+            flat = [p.detach().double().flatten() for p in params]
+            both = torch.cat(flat) if flat else torch.zeros(0, dtype=torch.float64)
+            return torch.tensor([both.sum().item(), (both * both).sum().item()],
+                                dtype=torch.float64)
+
+        owned = moments(sharded)
+        dist.all_reduce(owned)
+        checksum = moments(replicated) + owned
         if self.rank == 0:
             curve = " ".join(f"{x:.5f}" for x in self.losses[:: max(1, len(self.losses) // 5)])
             print(f"{name} dist={self.args.dist} ranks={self.world} steps={len(self.losses)} "
-                  f"step_ms={mean * 1e3:.2f} comm_share={share:.2f} final_loss={self.losses[-1]:.6f}"
-                  f" curve=[{curve}]", flush=True)
+                  f"step_ms={median * 1e3:.2f} comm_share={share:.2f} final_loss={self.losses[-1]:.6f}"
+                  f" curve=[{curve}] params={checksum[0].item():.12e},{checksum[1].item():.12e}",
+                  flush=True)
         self._override.__exit__(None, None, None)

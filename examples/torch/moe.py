@@ -62,12 +62,13 @@ def main():
         loss = nn.functional.mse_loss(y, target)
         opt.zero_grad()
         loss.backward()
+        run.average_sharded(expert.parameters())
         opt.step()
         return loss.item()
 
     for i in range(args.steps):
         run.step(i, lambda: one_step(i))
-    run.report("moe")
+    run.report("moe", dense.parameters(), expert.parameters())
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Runs one workload of examples/torch at 2 ranks on every stack and compares what each reports:
-the loss curve and the final loss (as printed: 5 and 6 decimals) must be the same on torch's gloo
-and on mcr with its selection, MPI only and Gloo only. At 2 ranks every reduction is a sum of two
+the loss curve and the final loss (as printed: 5 and 6 decimals) and a checksum of every parameter
+(13 digits; the embedding rows and experts that the backward exchange updates, which the loss can
+hide) must be the same on torch's gloo and on mcr with its selection, MPI only and Gloo only. At 2 ranks every reduction is a sum of two
 values (the same whatever the library) and all_to_all moves bits, so any difference is an error:
 a scrambled chunk order or a lost rank's contribution changes the losses from the first step.
 
@@ -12,7 +13,8 @@ import subprocess
 import sys
 
 STACKS = ("torch-gloo", "mcr-auto", "mcr-mpi", "mcr-gloo")
-LINE = re.compile(r"dist=(\S+) ranks=2 steps=(\d+) .*final_loss=(\S+) curve=\[([^\]]*)\]")
+LINE = re.compile(r"dist=(\S+) ranks=2 steps=(\d+) .*final_loss=(\S+) curve=\[([^\]]*)\]"
+                  r" params=(\S+)")
 
 
 def main():
@@ -27,16 +29,16 @@ def main():
         if run.returncode != 0 or len(found) != 1 or found[0].group(1) != stack:
             print(run.stdout[-3000:], run.stderr[-3000:], sep="\n")
             sys.exit(f"FAIL: {stack}: exit status {run.returncode}, {len(found)} report line(s)")
-        final, curve = found[0].group(3), found[0].group(4)
+        final, curve, params = found[0].group(3), found[0].group(4), found[0].group(5)
         if not math.isfinite(float(final)):
             sys.exit(f"FAIL: {stack}: final loss {final}")
-        reports[stack] = (final, curve)
-        print(f"{stack:>10}: final_loss={final} curve=[{curve}]", flush=True)
+        reports[stack] = (final, curve, params)
+        print(f"{stack:>10}: final_loss={final} curve=[{curve}] params={params}", flush=True)
     want = reports["torch-gloo"]
     differ = [s for s, r in reports.items() if r != want]
     if differ:
         sys.exit(f"FAIL: {', '.join(differ)} differ from torch-gloo")
-    print(f"{example}: every stack gives torch-gloo's losses", flush=True)
+    print(f"{example}: every stack gives torch-gloo's losses and parameters", flush=True)
 
 
 if __name__ == "__main__":
