@@ -8,10 +8,12 @@
   bytes were assumed);
 - get_global_rank answers without torch's deprecation warning;
 - a default group after destroy_process_group() that renumbers the ranks (mcr's world is formed
-  once per process): refused on every rank at once, where it waited for the wrong peers.
+  once per process): refused at once on the ranks renumbered (here all of them);
+- backend= on a rank outside the group: nothing runs there, as torch lets it.
 
 `--single`: run without a launcher (`python test_api_checks.py --single`): init_processes() makes a
-world of one, as the runtime does, instead of torch asking for RANK.
+world of one, as the runtime does, instead of torch asking for RANK; and again after
+destroy_process_group(), on a fresh store port.
 """
 
 import os
@@ -44,6 +46,10 @@ def single():
     mt.all_reduce(t)
     same(t, torch.arange(4, dtype=torch.float32), "all_reduce on a world of one")
     dist.destroy_process_group()
+    mt.init_processes()
+    mt.all_reduce(t)
+    same(t, torch.arange(4, dtype=torch.float32), "all_reduce on a second world of one")
+    dist.destroy_process_group()
     print("test_api_checks[single]: OK", flush=True)
 
 
@@ -65,6 +71,10 @@ def main():
     same(t, torch.full((3,), float(rank + 1)), "a refused call left its tensor as it was")
     mt.all_reduce(t, group=world, backend="gloo")
     same(t, torch.full((3,), float(ws * (ws + 1) // 2)), "all_reduce on the mcr group, gloo forced")
+    only0 = dist.new_group([0], backend="mcr")
+    u = torch.full((2,), float(rank + 1))
+    mt.all_reduce(u, group=only0, backend="gloo")  # rank 1 is outside: nothing runs there
+    same(u, torch.full((2,), float(rank + 1)), "all_reduce on a group of one")
 
     refuses("explain(reduce_op='max')",
             lambda: mt.explain("all_reduce", 8, reduce_op="max", group=world), ValueError,

@@ -72,7 +72,11 @@ def fill_launcher_env(env_init=True):
               "LOCAL_WORLD_SIZE": info["local_size"]}
     if info["launcher"] == "single" and env_init:
         values["MASTER_ADDR"] = "127.0.0.1"
-        if "MASTER_PORT" not in os.environ:
+        port = os.environ.get("MASTER_PORT")
+        if port is None or (port == _filled_in.get("MASTER_PORT") and _C.is_initialized()):
+            # A fresh one after destroy_process_group(): the runtime keeps the torch store it
+            # formed the world through, whose keys the new groups' names would repeat.
+            os.environ.pop("MASTER_PORT", None)
             values["MASTER_PORT"] = _free_port()
     for dst, value in values.items():
         if dst not in os.environ:
@@ -160,7 +164,8 @@ def _create(opts, pg_options=None):
     if not ranks:  # the default group: the world communicator, then one of its own
         # The world is formed once per process: a later default group is made of its ranks, in
         # its order. One that renumbers them (an in-process restart that left a rank out of the
-        # middle) would wait for the wrong peers until its timeout.
+        # middle) would wait for the wrong peers until its timeout: refused on the renumbered
+        # ranks (the others cannot tell, and still wait for the missing ones).
         if opts.group_rank != world.rank or opts.group_size > world.size:
             raise RuntimeError(
                 f"mcr: a default group in which this process is rank {opts.group_rank} of "

@@ -76,18 +76,29 @@ def backend(name):
             _C.set_backend_override(_open_overrides[-1][1] if _open_overrides else _override_before)
 
 
-def _run(name, group, fn):
+def _first(tensors):
+    return tensors[0] if tensors else None
+
+
+def _run(name, group, tensor, fn):
     """`fn` with backend `name` forced (None: mcr's selection). The name chooses among mcr's
-    backends: on a group that torch runs on another backend it would be ignored, so it is
-    refused."""
+    backends: where torch runs the group on another backend for `tensor`'s device (a group of
+    "cpu:gloo,cuda:mcr" for a host tensor) it would be ignored, so it is refused. A rank outside
+    the group calls as torch lets it: nothing runs there."""
     if name is None:
         return fn()
-    if not _backend.runs_on_mcr(group):
+    if group is not None and c10d._rank_not_in_group(group):
+        return fn()
+    device = tensor.device.type if tensor is not None else None
+    on_mcr = (_backend.backend_of(group, device) is not None if device is not None
+              else _backend.runs_on_mcr(group))
+    if not on_mcr:
+        where = f" for {device} tensors" if device is not None else ""
         raise ValueError(
             f"mcr.torch: backend={name!r} chooses among mcr's backends, but the group "
             f"{'(the default group)' if group is None else repr(group)} runs on "
-            f"'{dist.get_backend(group)}', which would ignore it; pass a group created with "
-            f"backend 'mcr' (new_group(..., backend='mcr')), or leave backend=None")
+            f"'{dist.get_backend(group)}'{where}, which would ignore it; pass a group created "
+            f"with backend 'mcr' (new_group(..., backend='mcr')), or leave backend=None")
     with backend(name):
         return fn()
 
@@ -251,85 +262,95 @@ def set_timeout(timeout, group=None):
 
 
 def broadcast(tensor, src, group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.broadcast(tensor, src, group=group, async_op=async_op))
+    return _run(backend, group, tensor,
+                lambda: dist.broadcast(tensor, src, group=group, async_op=async_op))
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.all_reduce(tensor, op=op, group=group, async_op=async_op))
+    return _run(backend, group, tensor,
+                lambda: dist.all_reduce(tensor, op=op, group=group, async_op=async_op))
 
 
 def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.all_reduce_coalesced(tensors, op=op, group=group,
-                                                           async_op=async_op))
+    return _run(backend, group, _first(tensors),
+                lambda: dist.all_reduce_coalesced(tensors, op=op, group=group,
+                                                  async_op=async_op))
 
 
 def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.reduce(tensor, dst, op=op, group=group, async_op=async_op))
+    return _run(backend, group, tensor,
+                lambda: dist.reduce(tensor, dst, op=op, group=group, async_op=async_op))
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.all_gather(tensor_list, tensor, group=group, async_op=async_op))
+    return _run(backend, group, tensor,
+                lambda: dist.all_gather(tensor_list, tensor, group=group, async_op=async_op))
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.all_gather_into_tensor(output_tensor, input_tensor,
-                                                             group=group, async_op=async_op))
+    return _run(backend, group, input_tensor,
+                lambda: dist.all_gather_into_tensor(output_tensor, input_tensor,
+                                                    group=group, async_op=async_op))
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.reduce_scatter(output, input_list, op=op, group=group,
-                                                     async_op=async_op))
+    return _run(backend, group, output,
+                lambda: dist.reduce_scatter(output, input_list, op=op, group=group,
+                                            async_op=async_op))
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False,
                           backend=None):
-    return _run(backend, group, lambda: dist.reduce_scatter_tensor(output, input, op=op, group=group,
-                                                            async_op=async_op))
+    return _run(backend, group, output,
+                lambda: dist.reduce_scatter_tensor(output, input, op=op, group=group,
+                                                   async_op=async_op))
 
 
 def all_to_all_single(output, tensor, output_split_sizes=None, input_split_sizes=None,
                       group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.all_to_all_single(
+    return _run(backend, group, tensor, lambda: dist.all_to_all_single(
         output, tensor, output_split_sizes, input_split_sizes, group=group, async_op=async_op))
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.all_to_all(output_tensor_list, input_tensor_list,
-                                                 group=group, async_op=async_op))
+    return _run(backend, group, _first(input_tensor_list),
+                lambda: dist.all_to_all(output_tensor_list, input_tensor_list,
+                                        group=group, async_op=async_op))
 
 
 def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.gather(tensor, gather_list, dst, group=group,
-                                             async_op=async_op))
+    return _run(backend, group, tensor,
+                lambda: dist.gather(tensor, gather_list, dst, group=group, async_op=async_op))
 
 
 def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.scatter(tensor, scatter_list, src, group=group,
-                                              async_op=async_op))
+    return _run(backend, group, tensor,
+                lambda: dist.scatter(tensor, scatter_list, src, group=group,
+                                     async_op=async_op))
 
 
 def send(tensor, dst, group=None, tag=0, backend=None):
-    return _run(backend, group, lambda: dist.send(tensor, dst, group=group, tag=tag))
+    return _run(backend, group, tensor, lambda: dist.send(tensor, dst, group=group, tag=tag))
 
 
 def recv(tensor, src=None, group=None, tag=0, backend=None):
     if src is None:
         raise ValueError("mcr recv needs src: receiving from any source is not supported")
-    return _run(backend, group, lambda: dist.recv(tensor, src, group=group, tag=tag))
+    return _run(backend, group, tensor, lambda: dist.recv(tensor, src, group=group, tag=tag))
 
 
 def isend(tensor, dst, group=None, tag=0, backend=None):
-    return _run(backend, group, lambda: dist.isend(tensor, dst, group=group, tag=tag))
+    return _run(backend, group, tensor, lambda: dist.isend(tensor, dst, group=group, tag=tag))
 
 
 def irecv(tensor, src=None, group=None, tag=0, backend=None):
     if src is None:
         raise ValueError("mcr irecv needs src: receiving from any source is not supported")
-    return _run(backend, group, lambda: dist.irecv(tensor, src, group=group, tag=tag))
+    return _run(backend, group, tensor, lambda: dist.irecv(tensor, src, group=group, tag=tag))
 
 
 def barrier(group=None, async_op=False, backend=None):
-    return _run(backend, group, lambda: dist.barrier(group=group, async_op=async_op))
+    return _run(backend, group, None, lambda: dist.barrier(group=group, async_op=async_op))
 
 
 def has_all_gather_into_tensor():
