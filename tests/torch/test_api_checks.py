@@ -13,7 +13,7 @@
 
 `--single`: run without a launcher (`python test_api_checks.py --single`): init_processes() makes a
 world of one, as the runtime does, instead of torch asking for RANK; and again after
-destroy_process_group(), on a fresh store port.
+destroy_process_group().
 """
 
 import os

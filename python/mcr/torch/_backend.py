@@ -72,11 +72,7 @@ def fill_launcher_env(env_init=True):
               "LOCAL_WORLD_SIZE": info["local_size"]}
     if info["launcher"] == "single" and env_init:
         values["MASTER_ADDR"] = "127.0.0.1"
-        port = os.environ.get("MASTER_PORT")
-        if port is None or (port == _filled_in.get("MASTER_PORT") and _C.is_initialized()):
-            # A fresh one after destroy_process_group(): the runtime keeps the torch store it
-            # formed the world through, whose keys the new groups' names would repeat.
-            os.environ.pop("MASTER_PORT", None)
+        if "MASTER_PORT" not in os.environ:
             values["MASTER_PORT"] = _free_port()
     for dst, value in values.items():
         if dst not in os.environ:
