@@ -50,7 +50,8 @@ def parse(description, steps=20):
     if args.warmup < 0:
         p.error(f"--warmup {args.warmup}: must be 0 or more")
     if args.steps <= args.warmup:
-        p.error(f"--steps {args.steps} leaves no timed step after --warmup {args.warmup}")
+        p.error(f"--steps {args.steps}: must be greater than --warmup ({args.warmup}), or no "
+                f"step is timed")
     return args
 
 
