@@ -444,10 +444,12 @@ Backend& Verifier::pick(CommState& state, const OpArgs& args, const CallOptions&
   // A selection error on some ranks only is a "backend differs"; on every rank it is theirs.
   Backend* chosen = nullptr;
   std::exception_ptr failure;
+  std::string own;  // this rank's reason where its selection failed (its peers see only that)
   try {
     chosen = &pick();
-  } catch (const Error&) {
+  } catch (const Error& e) {
     failure = std::current_exception();
+    own = fmt::format("; on this rank: {}", e.what());
   }
   const auto limit =
       std::min(opts.timeout.count() > 0 ? opts.timeout : state.timeout, kLongestTimeout);
@@ -509,15 +511,6 @@ Backend& Verifier::pick(CommState& state, const OpArgs& args, const CallOptions&
     state.flight.verified();
   }
   if (!verdict.empty()) {
-    // This rank's own reason where its selection failed (its peers see only that it did).
-    std::string own;
-    if (failure) {
-      try {
-        std::rethrow_exception(failure);
-      } catch (const Error& e) {
-        own = fmt::format("; on this rank: {}", e.what());
-      }
-    }
     std::string what =
         fmt::format("{} #{}: {}{} (MCR_VERIFY; the operation was not started on any rank)",
                     args.op_name, state.next_sequence, verdict, own);
