@@ -252,7 +252,7 @@ struct SelectionCandidate {
 /// a communicator (invariant 2), so every rank chooses the same backend.
 struct SelectionInputs {
   const RuleSet* rules = nullptr;      ///< the user's rules (MCR_RULES), first match wins
-  const TuningTable* table = nullptr;  ///< the measured table (MCR_TUNING_TABLE)
+  const TuningTable* table = nullptr;  ///< the measured table (MCR_TUNING)
   /// A composing backend's defaults for its own sub-communicators (hier between hosts):
   /// consulted after the table, before the default priority.
   const RuleSet* presets = nullptr;

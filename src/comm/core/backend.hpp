@@ -166,7 +166,7 @@ class Backend {
   virtual bool composes() const noexcept { return false; }
   /// For a composed backend: whether operations it accepted are still in flight. Before a call
   /// that may block this thread inside a library, the runtime progresses every backend until no
-  /// composed backend is busy (docs/design.md, "Composed operations", rules 4 and 6).
+  /// composed backend is busy (docs/design.md, "Composed operations", rule 7).
   virtual bool busy_composing() const noexcept { return false; }
   /// Collective over this backend's communicator: called on each of its backends, in order, once
   /// at the end of the communicator's creation. A composed backend forms its sub-communicators

@@ -139,7 +139,7 @@ Communicator do_split(detail::CommState& s, int color, int key, const std::strin
                       std::uint64_t list = 0) {
   s.check_usable();
   detail::engine()
-      .finish_composed_ops();  // a split may block in a library (docs/design.md, rule 6)
+      .finish_composed_ops();  // a split may block in a library (docs/design.md, rule 7)
   detail::Runtime& rt = detail::runtime();
   const std::uint64_t index = s.splits++;
   // Peers may still wait on this rank's operations in flight before they arrive, and the
@@ -275,7 +275,7 @@ std::string check_same_key(detail::CommState& s, const std::vector<int>& members
 Communicator form_from_members(detail::CommState& s, const std::vector<int>& members,
                                std::uint64_t group_id, const std::string& tag) {
   detail::engine()
-      .finish_composed_ops();  // forming may block in a library (docs/design.md, rule 6)
+      .finish_composed_ops();  // forming may block in a library (docs/design.md, rule 7)
   auto children =
       form_agreed(s, world_ranks_of(s, members), tag, "member_group",
                   fmt::format("member_group of ranks [{}]", fmt::join(members, ", ")),
