@@ -199,15 +199,20 @@ void write_chrome_trace(const GatheredLog& log, std::ostream& out) {
     }
     tracks[track] = static_cast<int>(lane_end.size());
   }
-  // Every rank 0 .. ranks - 1, and every global rank with a gathered host (a log collected over a
-  // sub-communicator holds global ranks beyond its size). The host goes with the rank's name, so
-  // that a reader (mcr tune --refine) can tell which groups span hosts; the label shows it.
+  // Every global rank with a gathered host (a log collected over a sub-communicator holds global
+  // ranks beyond its size: processes 0 .. ranks - 1 would show other ranks, empty), else every
+  // rank 0 .. ranks - 1; and any rank a record names. The host goes with the rank's name, so that
+  // a reader (mcr tune --refine) can tell which groups span hosts; the label shows it.
   std::set<int> pids;
-  for (int q = 0; q < log.ranks; ++q)
-    pids.insert(q);
   for (std::size_t g = 0; g < log.hosts.size(); ++g) {
     if (log.hosts[g] >= 0) pids.insert(static_cast<int>(g));
   }
+  if (pids.empty()) {
+    for (int q = 0; q < log.ranks; ++q)
+      pids.insert(q);
+  }
+  for (const auto& r : log.records)
+    pids.insert(r.global_rank);
   for (const int q : pids) {
     const auto uq = static_cast<std::size_t>(q);
     const int host = uq < log.hosts.size() ? log.hosts[uq] : -1;

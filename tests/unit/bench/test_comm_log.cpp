@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -253,6 +254,24 @@ TEST(CommLog, StragglersOfASubCommunicatorAreItsMembers) {
   EXPECT_DOUBLE_EQ(s.stragglers[1].straggler_us, 20.0);  // 30 - 10
 }
 
+// The trace of the same log: a process per member (world ranks 2 and 3), none for world ranks 0
+// and 1, which are not in it.
+TEST(CommLog, ChromeTraceOfASubCommunicatorShowsItsMembers) {
+  GatheredLog g;
+  g.ranks = 2;
+  g.dropped = {0, 0};
+  g.hosts = {-1, -1, 0, 0};
+  g.records = {pair_all_reduce(2, 0, 10), pair_all_reduce(3, 0, 30)};
+  std::stringstream out;
+  write_chrome_trace(g, out);
+  const auto doc = nlohmann::json::parse(out.str());
+  std::set<int> named;
+  for (const auto& ev : doc.at("traceEvents")) {
+    if (ev["ph"] == "M" && ev["name"] == "process_name") named.insert(ev["pid"].get<int>());
+  }
+  EXPECT_EQ(named, (std::set<int>{2, 3}));
+}
+
 // A world collective in a log collected over a sub-communicator of 2 of its 4 ranks (or whose other
 // members' logs filled): one operation at its slowest member present, not one per member present,
 // and no straggler time.
@@ -339,7 +358,8 @@ TEST(CommLog, ChromeTraceNamesEachRanksHostWhenGathered) {
   g.hosts.clear();
   std::stringstream bare;
   write_chrome_trace(g, bare);
-  for (const auto& ev : nlohmann::json::parse(bare.str()).at("traceEvents")) {
+  const auto bare_doc = nlohmann::json::parse(bare.str());  // kept: the loop reads into it
+  for (const auto& ev : bare_doc.at("traceEvents")) {
     EXPECT_FALSE(ev["args"].contains("host")) << ev.dump();
     EXPECT_NE(ev["name"], "process_labels");
   }
