@@ -2,9 +2,14 @@
 // summary (MCR_LOG_FILE, default standard error) and trace (MCR_TRACE_FILE, default
 // mcr_trace.json) from rank 0 at finalize(). When the run ends abnormally, each rank writes its own
 // records instead (write_local_env_comm_log).
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -87,12 +92,31 @@ void write_outputs(const GatheredLog& g, const std::string& header, int rank) {
   };
   const std::string who = rank >= 0 ? fmt::format("mcr[{}]: ", rank) : "mcr: ";
   const auto write_file = [](const char* var, const std::string& path, const auto& body) {
-    std::ofstream out(path);
+    // A regular file is written beside itself and renamed into place: an interrupted write (a
+    // signal, a full disk) leaves the previous file whole, never half a new one. Anything else
+    // (/dev/stderr, a pipe) is written where it is.
+    std::error_code ec;
+    const bool in_place =
+        std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec);
+    const std::string target =
+        in_place ? path : fmt::format("{}.tmp{}", path, static_cast<long>(::getpid()));
+    errno = 0;
+    std::ofstream out(target);
     if (out) {
       body(out);
       out.close();
     }
-    if (!out) throw Error(fmt::format("{}='{}' cannot be written", var, path));
+    int err = errno;
+    bool written = static_cast<bool>(out);
+    if (written && !in_place && std::rename(target.c_str(), path.c_str()) != 0) {
+      err = errno;
+      written = false;
+    }
+    if (!written) {
+      if (!in_place) (void)std::remove(target.c_str());
+      throw Error(fmt::format("{}: '{}' cannot be written{}", var, path,
+                              err != 0 ? fmt::format(": {}", std::strerror(err)) : ""));
+    }
   };
   if (state.summary) {
     try {
@@ -135,7 +159,45 @@ void write_local(const CommLog& log, std::string_view reason) {
                 state.world_rank);
 }
 
+// A file MCR_LOG writes at finalize() (and, after a failure, each rank's `.rank<N>` beside it):
+// checked at init(), so that a path that cannot be written is said before the run instead of
+// after it, with its records lost. The directory is not created: a mistyped path is refused.
+void check_writable(const char* var, const std::string& path, bool is_default) {
+  namespace fs = std::filesystem;
+  const std::string named = is_default ? fmt::format("{} unset: the default '{}'", var, path)
+                                       : fmt::format("{}='{}'", var, path);
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    throw InvalidArgument(fmt::format("{}: is a directory; give the path of a file", named));
+  }
+  const fs::path parent = fs::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  if (!fs::is_directory(dir, ec)) {
+    throw InvalidArgument(fmt::format(
+        "{}: directory '{}' does not exist (the file is written there at finalize(); create it "
+        "first)",
+        named, dir));
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw InvalidArgument(
+        fmt::format("{}: directory '{}' is not writable: {}", named, dir, std::strerror(errno)));
+  }
+  if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) {
+    throw InvalidArgument(
+        fmt::format("{}: the file is not writable: {}", named, std::strerror(errno)));
+  }
+}
+
 }  // namespace
+
+void check_env_comm_log_files(const EnvLogModes& modes) {
+  if (modes.summary && !summary_file().empty()) {
+    check_writable("MCR_LOG_FILE", summary_file(), false);
+  }
+  if (modes.trace) {
+    check_writable("MCR_TRACE_FILE", trace_file(), env_or("MCR_TRACE_FILE", "").empty());
+  }
+}
 
 EnvLogModes requested_env_comm_log() {
   EnvLogModes m;

@@ -2,6 +2,7 @@
 // world communicator (inherited by sub-communicators); finalize() writes it (collective).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +24,11 @@ struct EnvLogModes {
 /// inputs, before anything blocks, and compares any() across ranks: finalize() gathers the log
 /// over the world where it is on, so a rank without it would leave the others waiting.
 EnvLogModes requested_env_comm_log();
+/// Checks, at init(), that the files `modes` writes at finalize() can be written there
+/// (MCR_LOG_FILE where the summary goes to a file, MCR_TRACE_FILE or its default where a trace is
+/// asked for): an existing directory of them, writable; the path not a directory. Throws
+/// InvalidArgument naming the variable, its value and what is wrong.
+void check_env_comm_log_files(const EnvLogModes& modes);
 /// Called by init() on the world communicator; attaches a log when `modes` asks for one.
 void attach_env_comm_log(Communicator& world, const EnvLogModes& modes);
 /// The observer a communicator gets when `next` is set where `current` was: `next`, except where
@@ -40,5 +46,12 @@ void finish_env_comm_log(Communicator& world);
 /// before the extension (the summary goes to standard error when MCR_LOG_FILE is unset). Once per
 /// process; nothing when no log is attached. Never throws.
 void write_local_env_comm_log(std::string_view reason) noexcept;
+
+/// Records per rank that CommLog::collect() gathers in one round over `ranks` ranks: as many as
+/// keep a round's receive buffer on rank 0 within 2 GiB (and its count far below MPI's int
+/// limit), at most 2^20. set_log_gather_round_records(n) fixes it at n (tests: several rounds
+/// from a short log); 0 restores the default.
+std::size_t log_gather_round_records(std::size_t ranks) noexcept;
+void set_log_gather_round_records(std::size_t n) noexcept;
 
 }  // namespace mcr::detail

@@ -279,6 +279,7 @@ Communicator init(const InitOptions& options) {
       if (selected && f.check_config != nullptr) f.check_config();
     }
     log_modes = requested_env_comm_log();
+    check_env_comm_log_files(log_modes);
     check_flight_env();  // read at the first communicator, after the backends are up
     rt->verify = verify_mode_requested(options);
     for (ComposedChoice& c : rt->composed)

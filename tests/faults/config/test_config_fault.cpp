@@ -135,6 +135,22 @@ std::map<std::string, Scenario> scenarios() {
         }
         return Expect{"InvalidArgument", {"rank 1", "rejected", "MCR_LOG='summary,trcae'"}};
       }};
+  // MCR_LOG's trace file in a directory that does not exist on one rank (a node without the
+  // shared folder): refused at init() with the other inputs, not found at finalize() with the
+  // records lost.
+  s["log_file_unwritable_on_one_rank"] = {
+      [](int rank, const std::string& dir) {
+        set("MCR_LOG", "trace");
+        set("MCR_TRACE_FILE", rank == 1 ? "/nonexistent-mcr-dir/trace.json" : dir + "/trace.json");
+      },
+      [](int rank) {
+        if (rank == 1) {
+          return Expect{"InvalidArgument",
+                        {"MCR_TRACE_FILE='/nonexistent-mcr-dir/trace.json'",
+                         "directory '/nonexistent-mcr-dir' does not exist"}};
+        }
+        return Expect{"InvalidArgument", {"rank 1", "rejected", "MCR_TRACE_FILE"}};
+      }};
   // Gloo's own inputs (MCR_GLOO_THREADS, MCR_GLOO_IFACE) bad on one rank: read only inside Gloo's
   // bring-up, they raised there on that rank alone while the other waited in the bring-up until
   // its timeout; now they are rejected with the runtime's inputs, on every rank.
