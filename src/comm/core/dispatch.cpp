@@ -195,7 +195,7 @@ std::shared_ptr<WorkState> CommState::issue(OpArgs& args, const CallOptions& opt
     throw;
   }
 
-  const std::uint64_t start = observer ? TickClock::now() : 0;
+  const std::uint64_t start = observer && !unobserved ? TickClock::now() : 0;
   const std::string_view backend_name = b.name();  // static storage; asked once
   flight.issued(args.sequence, args.op, args.dtype, args.count, args.root, args.async, backend_name,
                 bytes);

@@ -86,7 +86,7 @@ class Engine {
   /// library for it (a backend that needs host progress: MPI) while composed operations are in
   /// flight on this process, completes those first. Their remaining steps are issued only by this
   /// thread's progress() calls, which a blocked library call would withhold from peers waiting
-  /// for them (docs/design.md, rule 4). Inline: every synchronous operation asks, and in most
+  /// for them (docs/design.md, rule 7). Inline: every synchronous operation asks, and in most
   /// processes (one host, or no composed backend) the answer is no at the first test.
   void finish_composed_before_blocking(const Backend& b, const OpArgs& args) {
     if (composed_count_.load(std::memory_order_relaxed) == 0 || args.async ||
@@ -139,6 +139,9 @@ class CommState : public std::enable_shared_from_this<CommState> {
   std::uint64_t next_sequence = 0;
   std::chrono::milliseconds timeout{0};
   std::shared_ptr<OpObserver> observer;
+  // Set while the runtime issues operations of its own on this communicator (CommLog::collect()):
+  // they are not told to the observer (issued without a start time, as before one was attached).
+  bool unobserved = false;
   std::string aborted;  // non-empty once an operation timed out: later calls fail fast
   // abandon()ed by finalize() after a failure: its backends were told to abort too, so it forms
   // no group either (an aborted one still does: member_group).

@@ -10,9 +10,11 @@
 #include <new>
 #include <thread>
 
+#include "core/state.hpp"
 #include "mcr/comm/bandwidth.hpp"
 #include "mcr/comm/comm_log.hpp"
 #include "mcr/comm/info.hpp"
+#include "observe/comm_log_hooks.hpp"
 
 namespace mcr {
 namespace {
@@ -57,6 +59,26 @@ constexpr int kLowBits = 16;  // op and dtype, or the channel, below a 48-bit co
 constexpr std::uint64_t kMax48 = (std::uint64_t{1} << 48) - 1;
 
 }  // namespace
+
+namespace detail {
+namespace {
+std::atomic<std::size_t> g_round_records{0};  // 0: the default
+}  // namespace
+
+std::size_t log_gather_round_records(std::size_t ranks) noexcept {
+  if (const std::size_t fixed = g_round_records.load(std::memory_order_relaxed); fixed > 0) {
+    return fixed;
+  }
+  constexpr std::size_t kRoundBytes = std::size_t{1} << 31;  // rank 0's receive buffer per round
+  constexpr std::size_t kMost = std::size_t{1} << 20;
+  return std::clamp<std::size_t>(
+      kRoundBytes / (sizeof(WireRecord) * std::max<std::size_t>(ranks, 1)), 1, kMost);
+}
+
+void set_log_gather_round_records(std::size_t n) noexcept {
+  g_round_records.store(n, std::memory_order_relaxed);
+}
+}  // namespace detail
 
 // bytes and count saturate at 2^48 - 1 (256 TiB), far beyond any single message.
 struct CommLog::Packed {
@@ -253,7 +275,19 @@ void CommLog::clear() noexcept {
 }
 
 GatheredLog CommLog::collect(Communicator& comm) const {
-  // Snapshot first: the gather below is itself observed when this log is still attached.
+  // The all_gather and gathers below are the runtime's, not the program's: no observer of `comm`
+  // records them (this log, MCR_LOG's beside it, the program's own).
+  struct Unobserved {
+    detail::CommState& state;
+    bool before;
+    explicit Unobserved(detail::CommState& s) : state(s), before(s.unobserved) {
+      s.unobserved = true;
+    }
+    ~Unobserved() { state.unobserved = before; }
+    Unobserved(const Unobserved&) = delete;
+    Unobserved& operator=(const Unobserved&) = delete;
+  } unobserved(detail::state_of(comm));
+  // This rank's records, in the form that travels.
   std::vector<WireRecord> mine(size_);
   for (std::size_t i = 0; i < size_; ++i) {
     const LogRecord r = (*this)[i];
@@ -284,15 +318,38 @@ GatheredLog CommLog::collect(Communicator& comm) const {
   for (std::size_t q = 0; q < un; ++q)
     most = std::max(most, static_cast<std::size_t>(counts[kFields * q]));
 
-  // gather() needs equal counts: pad every rank's block to the longest.
-  const std::size_t block = most * sizeof(WireRecord);
-  std::vector<std::uint8_t> send(block);
-  if (!mine.empty()) std::memcpy(send.data(), mine.data(), mine.size() * sizeof(WireRecord));
+  // In rounds of at most `per_round` records per rank, each gather()'s blocks padded to the
+  // longest (it needs equal counts), in 8-byte words: one gather of every record overran MPI's
+  // int counts on long runs (n x records x 64 bytes past 2^31) and needed a receive buffer of the
+  // whole log at once.
+  constexpr std::size_t kWords = sizeof(WireRecord) / sizeof(std::int64_t);
+  static_assert(sizeof(WireRecord) % sizeof(std::int64_t) == 0, "records travel as i64 words");
+  const std::size_t per_round = detail::log_gather_round_records(un);
   const bool root = comm.rank() == 0;
-  std::vector<std::uint8_t> recv(root ? block * un : 0);
-  if (block > 0) {
-    comm.gather(Tensor(send.data(), send.size(), DType::u8),
-                Tensor(recv.empty() ? nullptr : recv.data(), recv.size(), DType::u8), 0);
+  std::vector<std::vector<LogRecord>> by_rank(root ? un : 0);
+  std::vector<std::int64_t> send;
+  std::vector<std::int64_t> recv;
+  for (std::size_t first = 0; first < most; first += per_round) {
+    const std::size_t k = std::min(per_round, most - first);
+    send.assign(k * kWords, 0);
+    const std::size_t have = first < mine.size() ? std::min(k, mine.size() - first) : 0;
+    if (have > 0) std::memcpy(send.data(), mine.data() + first, have * sizeof(WireRecord));
+    recv.resize(root ? k * kWords * un : 0);
+    comm.gather(Tensor(send.data(), send.size(), DType::i64),
+                Tensor(recv.empty() ? nullptr : recv.data(), recv.size(), DType::i64), 0);
+    if (!root) continue;
+    for (std::size_t q = 0; q < un; ++q) {
+      const auto total = static_cast<std::size_t>(counts[kFields * q]);
+      const std::size_t there = first < total ? std::min(k, total - first) : 0;
+      for (std::size_t i = 0; i < there; ++i) {
+        WireRecord w;
+        std::memcpy(&w, recv.data() + (q * k + i) * kWords, sizeof(WireRecord));
+        by_rank[q].push_back(LogRecord{w.start_ns, w.end_ns, w.sequence, w.group_id, w.bytes,
+                                       w.count, backend_name(w.backend), static_cast<OpType>(w.op),
+                                       static_cast<DType>(w.dtype), w.async != 0, w.group_rank,
+                                       w.group_size, w.global_rank});
+      }
+    }
   }
   GatheredLog out;
   if (!root) return out;
@@ -304,15 +361,9 @@ GatheredLog CommLog::collect(Communicator& comm) const {
   }
   for (std::size_t q = 0; q < un; ++q) {
     out.dropped.push_back(static_cast<std::uint64_t>(counts[kFields * q + 1]));
-    const auto have = static_cast<std::size_t>(counts[kFields * q]);
-    for (std::size_t i = 0; i < have; ++i) {
-      WireRecord w;
-      std::memcpy(&w, recv.data() + q * block + i * sizeof(WireRecord), sizeof(WireRecord));
-      out.records.push_back(LogRecord{w.start_ns, w.end_ns, w.sequence, w.group_id, w.bytes,
-                                      w.count, backend_name(w.backend), static_cast<OpType>(w.op),
-                                      static_cast<DType>(w.dtype), w.async != 0, w.group_rank,
-                                      w.group_size, w.global_rank});
-    }
+    out.records.insert(out.records.end(), std::make_move_iterator(by_rank[q].begin()),
+                       std::make_move_iterator(by_rank[q].end()));
+    std::vector<LogRecord>().swap(by_rank[q]);  // freed as it goes: the log may be large
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "mcr/comm.hpp"
 #include "mcr/comm/comm_log.hpp"
 #include "mcr/comm/info.hpp"
+#include "observe/comm_log_hooks.hpp"
 
 using namespace mcr;
 
@@ -157,6 +159,51 @@ TEST(CommLogRecords, ByteCountsAndBandwidthsOfEveryOp) {
   EXPECT_EQ(events, gathered.records.size());
   const auto summary = summarize(gathered);
   EXPECT_EQ(summary.stragglers.size(), un);
+}
+
+// A log gathered in rounds of a few records, ranks holding different numbers of them (rank 0's
+// sends): the same records, rank by rank, as gathered in one round. collect()'s own all_gather and
+// gathers are not recorded, so the log is the same for both collects, and for a third.
+TEST(CommLogGather, InRoundsAsInOne) {
+  auto log = std::make_shared<CommLog>();
+  Communicator g = group_with(log);
+  const int n = g.size();
+  const int r = g.rank();
+  std::vector<float> v(8, 1.0f);
+  for (int i = 0; i < 5; ++i)
+    g.all_reduce(v, ReduceOp::sum);
+  if (n > 1) {
+    std::vector<float> msg(3, 2.0f);
+    for (int i = 0; i < 4; ++i) {
+      if (r == 0) g.send(Tensor(msg.data(), msg.size(), DType::f32), 1);
+      if (r == 1) g.recv(Tensor(msg.data(), msg.size(), DType::f32), 0);
+    }
+  }
+  const std::size_t own = log->size();
+  const GatheredLog whole = log->collect(g);
+  EXPECT_EQ(log->size(), own) << "collect() recorded its own operations";
+  detail::set_log_gather_round_records(2);
+  const GatheredLog rounds = log->collect(g);
+  detail::set_log_gather_round_records(0);
+  EXPECT_EQ(log->size(), own) << "collect() recorded its own operations";
+  if (r != 0) {
+    EXPECT_TRUE(rounds.records.empty());
+    return;
+  }
+  const std::size_t expected = 5 * static_cast<std::size_t>(n) + (n > 1 ? 8 : 0);
+  ASSERT_EQ(whole.records.size(), expected);
+  ASSERT_EQ(rounds.records.size(), whole.records.size());
+  for (std::size_t i = 0; i < whole.records.size(); ++i) {
+    const LogRecord& a = whole.records[i];
+    const LogRecord& b = rounds.records[i];
+    EXPECT_EQ(std::tie(a.start_ns, a.end_ns, a.sequence, a.group_id, a.bytes, a.count, a.backend,
+                       a.op, a.dtype, a.async, a.group_rank, a.group_size, a.global_rank),
+              std::tie(b.start_ns, b.end_ns, b.sequence, b.group_id, b.bytes, b.count, b.backend,
+                       b.op, b.dtype, b.async, b.group_rank, b.group_size, b.global_rank))
+        << "record " << i;
+  }
+  EXPECT_EQ(rounds.dropped, whole.dropped);
+  EXPECT_EQ(rounds.hosts, whole.hosts);
 }
 
 // Counts what it is told (the program's own observer, beside MCR_LOG's).
