@@ -6,11 +6,20 @@
 # need. The extension compiles against the wheel's headers, with the pybind11 the wheel bundles
 # (a pybind11 of another major version cannot see torch's classes), the C++11 ABI the wheel uses,
 # and links libtorch_python explicitly (docs/torch.md, "Build").
-set(_default_python "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+# The environment variable, where set, wins over an earlier configure's value (scripts/setup-deps
+# checked that interpreter, and scripts/test then builds the same tree against it); a value taken
+# from it goes back to the default once it is unset. A value given with -D stays.
+set(_torch_python_doc "Python interpreter with torch 2.x (mcr.torch)")
+set(_venv_python "${PROJECT_SOURCE_DIR}/.venv/bin/python")
 if(DEFINED ENV{MCR_TORCH_PYTHON} AND NOT "$ENV{MCR_TORCH_PYTHON}" STREQUAL "")
-  set(_default_python "$ENV{MCR_TORCH_PYTHON}")
+  set(MCR_TORCH_PYTHON "$ENV{MCR_TORCH_PYTHON}" CACHE FILEPATH "${_torch_python_doc}" FORCE)
+  set(MCR_TORCH_PYTHON_FROM_ENV ON CACHE INTERNAL "MCR_TORCH_PYTHON came from the environment")
+elseif(MCR_TORCH_PYTHON_FROM_ENV)
+  set(MCR_TORCH_PYTHON "${_venv_python}" CACHE FILEPATH "${_torch_python_doc}" FORCE)
+  set(MCR_TORCH_PYTHON_FROM_ENV OFF CACHE INTERNAL "MCR_TORCH_PYTHON came from the environment")
+else()
+  set(MCR_TORCH_PYTHON "${_venv_python}" CACHE FILEPATH "${_torch_python_doc}")
 endif()
-set(MCR_TORCH_PYTHON "${_default_python}" CACHE FILEPATH "Python interpreter with torch 2.x (mcr.torch)")
 
 set(_torch_found OFF)
 set(_torch_why "no interpreter at MCR_TORCH_PYTHON=${MCR_TORCH_PYTHON} (scripts/setup-deps makes .venv)")
