@@ -13,6 +13,12 @@ MCR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # The list between "set(MCR_MPIEXEC_FLAGS" and ")", as words.
 read -r -a MCR_MPI_FLAGS < <(sed -n '/^set(MCR_MPIEXEC_FLAGS/,/)/p' "$MCR_ROOT/cmake/McrMpiexec.cmake" |
   sed 's/^set(MCR_MPIEXEC_FLAGS//; s/)//' | tr '\n' ' ' && echo)
+# A failure inside the substitution above is not seen by `set -e`: an empty list would run every
+# mpirun without --oversubscribe and --bind-to none, silently.
+if ((${#MCR_MPI_FLAGS[@]} == 0)); then
+  echo "scripts/lib.sh: no MCR_MPIEXEC_FLAGS list in $MCR_ROOT/cmake/McrMpiexec.cmake" >&2
+  exit 2
+fi
 
 mcr_bin_dir() {
   local dirs=() dir name
