@@ -33,10 +33,19 @@ void run_explain(const ExplainOptions& o) {
         fmt::format("OP '{}': unknown operation (use an API name such as all_reduce)", o.op));
   const std::size_t bytes = parse_size_flag("--bytes", o.bytes);
   auto dtype = parse_dtype(o.dtype);
-  if (!dtype) throw InvalidArgument(fmt::format("--dtype '{}': unknown element type", o.dtype));
+  if (!dtype) {
+    throw InvalidArgument(fmt::format(
+        "--dtype '{}': unknown element type (use fp32, fp64, fp16, bf16, i8, u8, i32, i64)",
+        o.dtype));
+  }
   auto reduce = parse_reduce_op(o.reduce);
-  if (!reduce)
-    throw InvalidArgument(fmt::format("--reduce '{}': unknown reduce operator", o.reduce));
+  if (!reduce) {
+    std::vector<std::string_view> names;
+    for (const ReduceOp r : kAllReduceOps)
+      names.push_back(to_string(r));
+    throw InvalidArgument(fmt::format("--reduce '{}': unknown reduce operator (use {})", o.reduce,
+                                      fmt::join(names, ", ")));
+  }
   Device device;
   if (o.device == "cuda") {
     device = Device::cuda(0);
