@@ -326,7 +326,13 @@ GatheredLog CommLog::collect(Communicator& comm) const {
   static_assert(sizeof(WireRecord) % sizeof(std::int64_t) == 0, "records travel as i64 words");
   const std::size_t per_round = detail::log_gather_round_records(un);
   const bool root = comm.rank() == 0;
-  std::vector<std::vector<LogRecord>> by_rank(root ? un : 0);
+  // Rank 0 places each rank's records at that rank's offset as they arrive: rank by rank, in one
+  // allocation (the log may be large).
+  GatheredLog out;
+  std::vector<std::size_t> offset(un + 1, 0);
+  for (std::size_t q = 0; q < un; ++q)
+    offset[q + 1] = offset[q] + static_cast<std::size_t>(counts[kFields * q]);
+  if (root) out.records.resize(offset[un]);
   std::vector<std::int64_t> send;
   std::vector<std::int64_t> recv;
   for (std::size_t first = 0; first < most; first += per_round) {
@@ -344,14 +350,22 @@ GatheredLog CommLog::collect(Communicator& comm) const {
       for (std::size_t i = 0; i < there; ++i) {
         WireRecord w;
         std::memcpy(&w, recv.data() + (q * k + i) * kWords, sizeof(WireRecord));
-        by_rank[q].push_back(LogRecord{w.start_ns, w.end_ns, w.sequence, w.group_id, w.bytes,
-                                       w.count, backend_name(w.backend), static_cast<OpType>(w.op),
-                                       static_cast<DType>(w.dtype), w.async != 0, w.group_rank,
-                                       w.group_size, w.global_rank});
+        out.records[offset[q] + first + i] = LogRecord{w.start_ns,
+                                                       w.end_ns,
+                                                       w.sequence,
+                                                       w.group_id,
+                                                       w.bytes,
+                                                       w.count,
+                                                       backend_name(w.backend),
+                                                       static_cast<OpType>(w.op),
+                                                       static_cast<DType>(w.dtype),
+                                                       w.async != 0,
+                                                       w.group_rank,
+                                                       w.group_size,
+                                                       w.global_rank};
       }
     }
   }
-  GatheredLog out;
   if (!root) return out;
   out.ranks = n;
   for (std::size_t q = 0; q < un; ++q) {
@@ -361,9 +375,6 @@ GatheredLog CommLog::collect(Communicator& comm) const {
   }
   for (std::size_t q = 0; q < un; ++q) {
     out.dropped.push_back(static_cast<std::uint64_t>(counts[kFields * q + 1]));
-    out.records.insert(out.records.end(), std::make_move_iterator(by_rank[q].begin()),
-                       std::make_move_iterator(by_rank[q].end()));
-    std::vector<LogRecord>().swap(by_rank[q]);  // freed as it goes: the log may be large
   }
   return out;
 }

@@ -2,8 +2,10 @@
 // summary (MCR_LOG_FILE, default standard error) and trace (MCR_TRACE_FILE, default
 // mcr_trace.json) from rank 0 at finalize(). When the run ends abnormally, each rank writes its own
 // records instead (write_local_env_comm_log).
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 
 #include <fmt/format.h>
@@ -82,6 +85,63 @@ std::string with_rank(const std::string& path, int rank) {
   return fmt::format("{}.rank{}{}", path.substr(0, dot), rank, path.substr(dot));
 }
 
+// Whether `path` is written beside itself and renamed into place: absent, or a plain regular
+// file. A symlink (renaming over it would replace the link, not write its target), a device or a
+// pipe (/dev/stderr, /dev/full) is written where it is.
+bool written_by_rename(const std::string& path) {
+  std::error_code ec;
+  const auto type = std::filesystem::symlink_status(path, ec).type();
+  return type == std::filesystem::file_type::not_found ||
+         type == std::filesystem::file_type::regular;
+}
+
+// Writes `body` to `path`; throws Error naming `var`, the path and the system's reason. A file
+// written by rename goes to a name of its own beside it first (host and pid, created exclusively:
+// processes sharing the directory, even with equal pids on two hosts, never share it), so an
+// interrupted write (a signal, a full disk) leaves the previous file whole, never half a new one.
+void write_file(const char* var, const std::string& path,
+                const std::function<void(std::ostream&)>& body) {
+  const auto fail = [&](int err) {
+    throw Error(fmt::format("{}: '{}' cannot be written{}", var, path,
+                            err != 0 ? fmt::format(": {}", std::strerror(err)) : ""));
+  };
+  const auto write_to = [&](const std::string& target) {  // 0, or why not
+    errno = 0;
+    std::ofstream out(target);
+    if (out) {
+      body(out);
+      out.close();
+    }
+    return out ? 0 : (errno != 0 ? errno : EIO);
+  };
+  if (written_by_rename(path)) {
+    std::array<char, 256> host{};
+    if (::gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+    const std::string tmp =
+        fmt::format("{}.tmp.{}.{}", path, host.data(), static_cast<long>(::getpid()));
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      ::close(fd);
+      struct Remove {
+        const std::string& file;
+        bool armed = true;
+        ~Remove() {
+          if (armed) (void)std::remove(file.c_str());
+        }
+      } leftover{tmp};
+      if (const int err = write_to(tmp); err != 0) fail(err);
+      if (std::rename(tmp.c_str(), path.c_str()) == 0) {
+        leftover.armed = false;
+        return;
+      }
+      // A file that cannot be replaced (one mounted in by itself) is written where it is.
+      if (errno != EBUSY && errno != EXDEV) fail(errno);
+    }
+    // No name of its own beside it (a directory not writable, a stale one of this pid): in place.
+  }
+  if (const int err = write_to(path); err != 0) fail(err);
+}
+
 // MCR_LOG's summary and trace of `g`, rank 0's of the whole job (`rank` < 0) or a rank's own
 // (`rank`: the files are path.rank<N>). Each on its own: one that cannot be written is reported,
 // and the other is still written.
@@ -91,33 +151,6 @@ void write_outputs(const GatheredLog& g, const std::string& header, int rank) {
     return rank >= 0 ? with_rank(path, rank) : path;
   };
   const std::string who = rank >= 0 ? fmt::format("mcr[{}]: ", rank) : "mcr: ";
-  const auto write_file = [](const char* var, const std::string& path, const auto& body) {
-    // A regular file is written beside itself and renamed into place: an interrupted write (a
-    // signal, a full disk) leaves the previous file whole, never half a new one. Anything else
-    // (/dev/stderr, a pipe) is written where it is.
-    std::error_code ec;
-    const bool in_place =
-        std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec);
-    const std::string target =
-        in_place ? path : fmt::format("{}.tmp{}", path, static_cast<long>(::getpid()));
-    errno = 0;
-    std::ofstream out(target);
-    if (out) {
-      body(out);
-      out.close();
-    }
-    int err = errno;
-    bool written = static_cast<bool>(out);
-    if (written && !in_place && std::rename(target.c_str(), path.c_str()) != 0) {
-      err = errno;
-      written = false;
-    }
-    if (!written) {
-      if (!in_place) (void)std::remove(target.c_str());
-      throw Error(fmt::format("{}: '{}' cannot be written{}", var, path,
-                              err != 0 ? fmt::format(": {}", std::strerror(err)) : ""));
-    }
-  };
   if (state.summary) {
     try {
       const auto text = header + format_summary(summarize(g), g);
@@ -169,6 +202,13 @@ void check_writable(const char* var, const std::string& path, bool is_default) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     throw InvalidArgument(fmt::format("{}: is a directory; give the path of a file", named));
+  }
+  if (!written_by_rename(path)) {  // a symlink, a device, a pipe: written where it is
+    if (::access(path.c_str(), W_OK) != 0) {
+      throw InvalidArgument(
+          fmt::format("{}: the file is not writable: {}", named, std::strerror(errno)));
+    }
+    return;
   }
   const fs::path parent = fs::path(path).parent_path();
   const std::string dir = parent.empty() ? std::string(".") : parent.string();
