@@ -41,8 +41,11 @@ std::vector<int> roots_for(OpType op, int size) {
       op != OpType::scatter) {
     return {0};
   }
+  // The last rank and rank 1 (offsets past the first block); at 2 ranks, where those are one, also
+  // rank 0, the root most programs use (each backend's root-0 path is then run once per dtype).
   std::vector<int> roots{size - 1};
   if (1 % size != size - 1) roots.push_back(1 % size);
+  if (size == 2) roots.push_back(0);
   return roots;
 }
 

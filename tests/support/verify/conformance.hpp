@@ -24,7 +24,8 @@ struct MatrixOptions {
   /// Runs the large count for every combination instead (MCR_TEST_FULL_MATRIX).
   bool large_count_everywhere = false;
   std::vector<DType> dtypes{std::begin(kAllDTypes), std::end(kAllDTypes)};
-  /// Both roots (size - 1 and 1 % size; exchange shifts 1 and size - 1), else the first only.
+  /// Every root (size - 1 and 1 % size, and 0 at 2 ranks; exchange shifts 1 and size - 1), else
+  /// the first only.
   bool both_roots = true;
   /// Sync and async variants of each case; false: sync only (for drivers that pick the mode).
   bool sync_and_async = true;
