@@ -41,6 +41,7 @@ file(WRITE ${OUT}/trace.json [=[
  {"op": "all_reduce", "count": 16, "async": true, "wait": true}
 ]}
 ]=])
+file(REMOVE ${OUT}/log.json)  # a log of an earlier run must not pass for this one
 execute_process(COMMAND ${CMAKE_COMMAND} -E env MCR_TUNING=${OUT}/forms.json MCR_LOG=trace
                         MCR_TRACE_FILE=${OUT}/log.json
                         ${MPI} ${MCR} replay ${OUT}/trace.json --backend auto --reps 1 --warmup 0

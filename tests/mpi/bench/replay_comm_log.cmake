@@ -14,6 +14,7 @@ file(WRITE ${OUT}/small.json [=[
  {"op": "reduce_scatter", "count": 48, "dtype": "f16"}
 ]}
 ]=])
+file(REMOVE ${OUT}/log.json)  # a log of an earlier run must not pass for this one
 execute_process(COMMAND ${CMAKE_COMMAND} -E env MCR_LOG=trace MCR_TRACE_FILE=${OUT}/log.json
                         ${MPI} ${MCR} replay ${OUT}/small.json --backend mpi --reps 1 --warmup 0
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -274,14 +274,26 @@ TEST(Guidelines, SuggestedShapesAreShapesTheModelCanTake) {
   for (const auto& c : heads)
     EXPECT_NO_THROW(c.validate()) << f->fix;
   EXPECT_EQ(f->fix.find("a = 20"), std::string::npos) << f->fix;
-  // Grouped-query heads keep their group size and split over t too.
+  // Grouped-query heads keep their group size and split over t too. Groups of 4 at t = 8 leave
+  // none of 10, 20, 40 heads (the KV heads, 40 / 4 = 10, do not split over 8): the fix says so
+  // instead of naming a shape the model cannot take.
   ModelShape gqa = m;
   gqa.a_kv = 8;  // groups of 4
+  const Finding* none = find(check_guidelines(gqa, a100()), "head_dim_pow2");
+  ASSERT_NE(none, nullptr);
+  EXPECT_TRUE(suggested_heads(gqa, none->fix).empty()) << none->fix;
+  EXPECT_NE(none->fix.find("none fits t = 8 here"), std::string::npos) << none->fix;
+  // At t = 2, 40 heads with 10 KV heads do.
+  gqa.t = 2;
   const auto gqa_findings = check_guidelines(gqa, a100());
   const Finding* g = find(gqa_findings, "head_dim_pow2");
   ASSERT_NE(g, nullptr);
-  for (const auto& c : suggested_heads(gqa, g->fix))
+  const auto gqa_heads = suggested_heads(gqa, g->fix);
+  ASSERT_FALSE(gqa_heads.empty()) << g->fix;
+  for (const auto& c : gqa_heads) {
     EXPECT_NO_THROW(c.validate()) << g->fix;
+    EXPECT_EQ(c.a / c.a_kv, 4) << g->fix;
+  }
   // h = 2600 over a = 40: the multiples of 64 that 40 also divides are 2560 and 2880.
   ModelShape wide = load_preset("gpt3-2.7b");
   wide.h = 2600;
