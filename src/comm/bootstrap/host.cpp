@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -40,18 +42,6 @@ std::string numeric(const sockaddr* sa) {
   if (::getnameinfo(sa, len, host.data(), host.size(), nullptr, 0, NI_NUMERICHOST) != 0) return {};
   return host.data();
 }
-
-struct IfAddrs {
-  ifaddrs* head = nullptr;
-  IfAddrs() {
-    if (::getifaddrs(&head) != 0) head = nullptr;
-  }
-  ~IfAddrs() {
-    if (head != nullptr) ::freeifaddrs(head);
-  }
-  IfAddrs(const IfAddrs&) = delete;
-  IfAddrs& operator=(const IfAddrs&) = delete;
-};
 
 bool is_loopback(const std::string& address) {
   return address.starts_with("127.") || address == "::1";
@@ -94,11 +84,24 @@ std::string host_identity() {
                      netns);
 }
 
+InterfaceList::InterfaceList() {
+  if (::getifaddrs(&head_) != 0) {
+    const int err = errno;
+    head_ = nullptr;
+    throw BackendError(
+        fmt::format("getifaddrs failed at {}:{}: {}", "host.cpp", __LINE__, std::strerror(err)));
+  }
+}
+
+InterfaceList::~InterfaceList() {
+  if (head_ != nullptr) ::freeifaddrs(head_);
+}
+
 std::vector<std::string> interface_addresses(const std::string& name) {
-  IfAddrs list;
+  const InterfaceList list;
   std::vector<std::string> v4;
   std::vector<std::string> v6;
-  for (ifaddrs* a = list.head; a != nullptr; a = a->ifa_next) {
+  for (const ifaddrs* a = list.head(); a != nullptr; a = a->ifa_next) {
     if (a->ifa_addr == nullptr || name != a->ifa_name) continue;
     if (a->ifa_addr->sa_family == AF_INET) v4.push_back(numeric(a->ifa_addr));
     // Link-local IPv6 addresses need a scope id to be reached; they are no use to peers.
@@ -115,8 +118,8 @@ std::vector<std::string> interface_addresses(const std::string& name) {
 bool is_local_address(const std::string& address) {
   // All of 127.0.0.0/8 reaches this host (Debian names it 127.0.1.1), though lo lists only one.
   if (is_loopback(address)) return true;
-  IfAddrs list;
-  for (ifaddrs* a = list.head; a != nullptr; a = a->ifa_next) {
+  const InterfaceList list;
+  for (const ifaddrs* a = list.head(); a != nullptr; a = a->ifa_next) {
     if (a->ifa_addr == nullptr) continue;
     if (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6) continue;
     if (numeric(a->ifa_addr) == address) return true;

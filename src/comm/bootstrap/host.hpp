@@ -7,7 +7,25 @@
 #include <string>
 #include <vector>
 
+struct ifaddrs;
+
 namespace mcr::detail {
+
+/// This host's interfaces and their addresses (getifaddrs), freed with the list. Throws
+/// BackendError naming the call, file:line and errno's text when they cannot be listed (a process
+/// out of descriptors or memory): an empty list read as "no such interface" or "not an address of
+/// this host", a configuration error that was not one.
+class InterfaceList {
+ public:
+  InterfaceList();
+  ~InterfaceList();
+  InterfaceList(const InterfaceList&) = delete;
+  InterfaceList& operator=(const InterfaceList&) = delete;
+  const ifaddrs* head() const noexcept { return head_; }
+
+ private:
+  ifaddrs* head_ = nullptr;
+};
 
 /// "hostname/boot_id/netns": equal for two processes exactly when they share a kernel boot and a
 /// network namespace, so that loopback of one reaches the other. Host names alone are not enough:

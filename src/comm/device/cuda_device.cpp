@@ -24,7 +24,16 @@ int count(Device::Kind kind) noexcept {
 
 void require(Device device) {
   if (!device.is_cuda()) return;
-  const int n = count(Device::Kind::cuda);
+  int n = 0;
+  if (const cudaError_t status = cudaGetDeviceCount(&n); status != cudaSuccess) {
+    (void)cudaGetLastError();
+    // The runtime's reason: a driver older than the runtime reads as "no device" otherwise, and
+    // sends the user to CUDA_VISIBLE_DEVICES.
+    throw UnsupportedError(
+        fmt::format("device cuda: no CUDA device is visible to this process (cudaGetDeviceCount: "
+                    "{}: {})",
+                    cudaGetErrorName(status), cudaGetErrorString(status)));
+  }
   if (n == 0) throw UnsupportedError("device cuda: no CUDA device is visible to this process");
   if (device.index < 0 || device.index >= n) {
     throw InvalidArgument(fmt::format("device {}: index out of range ({} CUDA device{} visible)",

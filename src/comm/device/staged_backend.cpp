@@ -265,8 +265,7 @@ class StagedOp {
     const cudaError_t status = cudaEventQuery(event);
     if (status == cudaSuccess) return true;
     if (status == cudaErrorNotReady) return false;
-    MCR_CUDA_CHECK(site_, status);
-    return false;
+    throw_cuda_error("cudaEventQuery", __FILE__, __LINE__, site_, status);
   }
 
   OpArgs host_args() const {

@@ -88,7 +88,7 @@ class DeviceBuffer {
       throw UnsupportedError(fmt::format("cannot allocate {:.2f} GiB of operands on the device",
                                          static_cast<double>(bytes) / (1 << 30)));
     }
-    MCR_CUDA_CHECK(status);
+    check_cuda(status, "cudaMalloc", __FILE__, __LINE__);
     // 0x3C in every byte is a small, finite value in each type (fp32 ~0.0115, fp16 ~1.06,
     // bf16 ~0.0115, e4m3 1.5), so no NaN/Inf slow paths and no all-zero power shortcut.
     try {

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "bootstrap/host.hpp"
 #include "mcr/errors.hpp"
 
 namespace mcr::detail {
@@ -25,14 +26,6 @@ std::string to_text(const sockaddr_in& a) {
   return buf;
 }
 
-using IfAddrs = std::unique_ptr<ifaddrs, void (*)(ifaddrs*)>;
-
-IfAddrs interfaces() {
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return IfAddrs(nullptr, ::freeifaddrs);
-  return IfAddrs(list, ::freeifaddrs);
-}
-
 }  // namespace
 
 bool is_loopback_ipv4(const std::string& address) {
@@ -40,9 +33,9 @@ bool is_loopback_ipv4(const std::string& address) {
 }
 
 std::string interface_address(const std::string& iface, const char* variable) {
-  auto list = interfaces();
+  const InterfaceList list;
   std::vector<std::string> with_ipv4;
-  for (const ifaddrs* i = list.get(); i != nullptr; i = i->ifa_next) {
+  for (const ifaddrs* i = list.head(); i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
     if (iface == i->ifa_name) return to_text(*reinterpret_cast<const sockaddr_in*>(i->ifa_addr));
     with_ipv4.emplace_back(i->ifa_name);
@@ -85,8 +78,8 @@ std::optional<std::string> address_towards(const std::string& host) {
 }
 
 std::optional<std::string> first_external_address() {
-  auto list = interfaces();
-  for (const ifaddrs* i = list.get(); i != nullptr; i = i->ifa_next) {
+  const InterfaceList list;
+  for (const ifaddrs* i = list.head(); i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
     if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
     return to_text(*reinterpret_cast<const sockaddr_in*>(i->ifa_addr));

@@ -13,6 +13,7 @@
 #include "backends/nccl/nccl_ops.hpp"
 #include "backends/nccl/nccl_types.hpp"
 #include "bootstrap/bootstrap.hpp"
+#include "core/library_error.hpp"
 #include "core/store_wait.hpp"
 #include "device/device_queue.hpp"
 #include "mcr/errors.hpp"
@@ -95,10 +96,13 @@ class CommContext {
     MCR_NCCL_CHECK(site, comm_, ncclCommGetAsyncError(comm_, &async));
     if (async == ncclSuccess || async == ncclInProgress) return;
     const char* last = ncclGetLastError(comm_);
-    std::string message = fmt::format(
-        "NCCL {} on rank {} failed asynchronously: {}: {}{}{}; the communicator was aborted", op,
-        rank_, nccl_result_name(async), ncclGetErrorString(async),
-        last != nullptr && *last != '\0' ? "; last NCCL error: " : "", last ? last : "");
+    // In the one format of every library error (the call that reported it, file:line, rank, op).
+    std::string message = format_call_error(
+        "ncclCommGetAsyncError", __FILE__, __LINE__, site, nccl_result_name(async),
+        ncclGetErrorString(async),
+        fmt::format("{}{}the operation failed asynchronously and the communicator was aborted",
+                    last != nullptr && *last != '\0' ? "last NCCL error: " : "",
+                    last != nullptr && *last != '\0' ? fmt::format("{}; ", last) : ""));
     abort(message);
     throw BackendError(message);
   }
@@ -151,8 +155,8 @@ class NcclPendingOp final : public PendingOp {
       return true;
     }
     if (status == cudaErrorNotReady) return false;
-    MCR_CUDA_CHECK((CallSite{ctx_->rank(), op_}), status);
-    return false;
+    device::throw_cuda_error("cudaEventQuery", __FILE__, __LINE__, CallSite{ctx_->rank(), op_},
+                             status);
   }
 
   void abandon() noexcept override {
