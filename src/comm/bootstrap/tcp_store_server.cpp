@@ -303,13 +303,23 @@ void TcpStoreServer::Impl::run() noexcept {
     int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms());
     if (rc < 0) {
       if (errno == EINTR) continue;
-      std::fprintf(stderr, "mcr: TCP store server: poll failed: %s; server stops\n",
-                   errno_text(errno).c_str());
+      // Nothing can be served without poll. The connections are closed, so that every rank's
+      // request fails at once (the store closed its connection) instead of waiting out its
+      // timeout for a reply that never comes.
+      std::fprintf(stderr,
+                   "mcr: TCP store server: poll failed at tcp_store_server.cpp:%d: %s; the server "
+                   "stops and closes every connection\n",
+                   __LINE__, errno_text(errno).c_str());
+      listen_fd = UniqueFd();
+      waiters.clear();
+      clients.clear();
       return;
     }
     if (fds[0].revents != 0) {  // the owner: 's' stop, 'g' say goodbye, 'r' recount
       char cmds[64];
       const ssize_t n = ::read(wake_read.get(), cmds, sizeof cmds);
+      // Interrupted, or nothing there after all: the owner's byte is read on the next round.
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       const std::string_view got(cmds, n > 0 ? static_cast<std::size_t>(n) : 0);
       if (n <= 0 || got.find('s') != std::string_view::npos) return;
       if (got.find('g') != std::string_view::npos && !closing) say_goodbye();
