@@ -15,10 +15,28 @@
 namespace mcr::torch_ext {
 namespace {
 
-void check(cudaError_t status, const char* call, const char* op) {
-  TORCH_CHECK(status == cudaSuccess, "mcr ", op, ": ", call, " failed: ", cudaGetErrorName(status),
-              ": ", cudaGetErrorString(status));
-}
+// A failed call as the runtime's other library errors read: the call, file:line, the op, the
+// error's name and text (the rank is the caller's to add: this thread does not know the group).
+#define MCR_TORCH_CUDA_CHECK(call, op)                                                             \
+  do {                                                                                             \
+    const cudaError_t mcr_status_ = (call);                                                        \
+    TORCH_CHECK(mcr_status_ == cudaSuccess, #call, " failed at cuda_streams.cpp:", __LINE__, " (", \
+                (op), "): ", cudaGetErrorName(mcr_status_), ": ",                                  \
+                cudaGetErrorString(mcr_status_));                                                  \
+  } while (false)
+
+// The caller's current device again however the scope is left (a failed call in it threw and
+// left the device it had set, which torch's later work on this thread would then run on).
+class RestoreDevice {
+ public:
+  explicit RestoreDevice(const char* op) { MCR_TORCH_CUDA_CHECK(cudaGetDevice(&previous_), op); }
+  ~RestoreDevice() { (void)cudaSetDevice(previous_); }  // best effort: a destructor cannot throw
+  RestoreDevice(const RestoreDevice&) = delete;
+  RestoreDevice& operator=(const RestoreDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+};
 
 // One ordering stream per device, made on first use and kept for the process's life (a stream
 // destroyed at exit could still be referenced by queued work).
@@ -43,11 +61,9 @@ cudaStream_t stream_of(Ordering& o, int device, const char* op) {
   std::lock_guard lock(o.mu);
   cudaStream_t& s = o.streams[static_cast<std::size_t>(device)];
   if (s != nullptr) return s;
-  int previous = -1;
-  check(cudaGetDevice(&previous), "cudaGetDevice", op);
-  check(cudaSetDevice(device), "cudaSetDevice", op);
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", op);
-  check(cudaSetDevice(previous), "cudaSetDevice", op);
+  const RestoreDevice restore(op);
+  MCR_TORCH_CUDA_CHECK(cudaSetDevice(device), op);
+  MCR_TORCH_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), op);
   return s;
 }
 
@@ -69,15 +85,17 @@ void* order_after_current_stream(const at::Tensor& t, const char* op) {
   const int device = checked_device(t, op);
   const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device);
   cudaStream_t side = stream_of(ordering(), device, op);
-  int previous = -1;
-  check(cudaGetDevice(&previous), "cudaGetDevice", op);
-  check(cudaSetDevice(device), "cudaSetDevice", op);
+  const RestoreDevice restore(op);
+  MCR_TORCH_CUDA_CHECK(cudaSetDevice(device), op);
   cudaEvent_t posted = nullptr;
-  check(cudaEventCreateWithFlags(&posted, cudaEventDisableTiming), "cudaEventCreate", op);
-  check(cudaEventRecord(posted, current.stream()), "cudaEventRecord", op);
-  check(cudaStreamWaitEvent(side, posted, 0), "cudaStreamWaitEvent", op);
-  check(cudaEventDestroy(posted), "cudaEventDestroy", op);  // released once the wait is done
-  check(cudaSetDevice(previous), "cudaSetDevice", op);
+  MCR_TORCH_CUDA_CHECK(cudaEventCreateWithFlags(&posted, cudaEventDisableTiming), op);
+  // Released once the wait is done, and on a failure below too.
+  struct DestroyEvent {
+    cudaEvent_t event;
+    ~DestroyEvent() { (void)cudaEventDestroy(event); }  // best effort: a destructor cannot throw
+  } destroy{posted};
+  MCR_TORCH_CUDA_CHECK(cudaEventRecord(posted, current.stream()), op);
+  MCR_TORCH_CUDA_CHECK(cudaStreamWaitEvent(side, posted, 0), op);
   return side;
 }
 
@@ -96,7 +114,7 @@ void run_copy_back(const at::Tensor& t, const std::function<void()>& copy_back) 
         c10::cuda::getStreamFromExternal(raw, static_cast<c10::DeviceIndex>(device)));
     copy_back();
   }
-  check(cudaStreamSynchronize(raw), "cudaStreamSynchronize", op);
+  MCR_TORCH_CUDA_CHECK(cudaStreamSynchronize(raw), op);
 }
 
 }  // namespace mcr::torch_ext
