@@ -147,9 +147,13 @@ std::string mpi_unusable(const Bootstrap& b) {
   // torchrun), has a world of its own process only: every collective on it would return the
   // rank's own input. Only a world that is this job's can carry it.
   int rank = 0, size = 0;
-  if (MPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS ||
-      MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS || rank != b.launch().rank ||
-      size != b.launch().size) {
+  if (const int rc = MPI_Comm_rank(MPI_COMM_WORLD, &rank); rc != MPI_SUCCESS) {
+    return mpi_error_message("MPI_Comm_rank", __FILE__, __LINE__, rc);
+  }
+  if (const int rc = MPI_Comm_size(MPI_COMM_WORLD, &size); rc != MPI_SUCCESS) {
+    return mpi_error_message("MPI_Comm_size", __FILE__, __LINE__, rc);
+  }
+  if (rank != b.launch().rank || size != b.launch().size) {
     return fmt::format(
         "MPI's world (rank {} of {}) is not this job's (rank {} of {}, launched by {}): the "
         "application initialized MPI without an MPI launcher",

@@ -19,13 +19,16 @@ int world_rank() noexcept {
 
 }  // namespace
 
-[[noreturn]] void throw_mpi_error(const char* call, const char* file, int line, int code) {
+std::string mpi_error_message(const char* call, const char* file, int line, int code) {
   char msg[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
-  MPI_Error_string(code, msg, &len);
-  throw BackendError(format_call_error(call, file, line, {world_rank(), {}},
-                                       fmt::format("MPI error {}", code),
-                                       std::string_view(msg, static_cast<std::size_t>(len))));
+  if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS) len = 0;  // the code is still named
+  return format_call_error(call, file, line, {world_rank(), {}}, fmt::format("MPI error {}", code),
+                           std::string_view(msg, static_cast<std::size_t>(len)));
+}
+
+[[noreturn]] void throw_mpi_error(const char* call, const char* file, int line, int code) {
+  throw BackendError(mpi_error_message(call, file, line, code));
 }
 
 }  // namespace mcr::detail

@@ -8,6 +8,8 @@
 
 namespace mcr::detail {
 
+/// The message of a failed MPI call: the call, file:line, rank, MPI's error code and text.
+std::string mpi_error_message(const char* call, const char* file, int line, int code);
 [[noreturn]] void throw_mpi_error(const char* call, const char* file, int line, int code);
 
 }  // namespace mcr::detail

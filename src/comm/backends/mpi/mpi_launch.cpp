@@ -5,6 +5,7 @@
 #include "backends/mpi/mpi_launch.hpp"
 #include "backends/mpi/mpi_ops.hpp"
 #include "bootstrap/bootstrap.hpp"
+#include "core/log.hpp"
 #include "mcr/errors.hpp"
 #include "mpi_check.hpp"
 #include "mpi_types.hpp"
@@ -117,7 +118,15 @@ void MpiLaunch::shutdown() noexcept {
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   if (init && !fin) free_mpi_user_ops();
-  if (g_we_initialized && init && !fin) MPI_Finalize();
+  if (g_we_initialized && init && !fin) {
+    // Nothing to raise to at shutdown, but said: a failed MPI_Finalize was silent.
+    if (const int rc = MPI_Finalize(); rc != MPI_SUCCESS) {
+      try {
+        log_line(mpi_error_message("MPI_Finalize", __FILE__, __LINE__, rc));
+      } catch (...) {  // NOLINT(bugprone-empty-catch): shutdown must not throw
+      }
+    }
+  }
   g_we_initialized = false;
 }
 
