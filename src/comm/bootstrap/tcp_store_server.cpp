@@ -478,7 +478,12 @@ void TcpStoreServer::Impl::read_from(std::uint64_t id, Client& c) {
       break;
     }
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) c.closed = true;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      // A reset is a rank gone (its own error says why); anything else is the server's to say.
+      log_debug("TCP store server: recv from {} (rank {}) failed: {}; connection closed", c.peer,
+                c.rank, errno_text(errno));
+      c.closed = true;
+    }
     break;
   }
 }
@@ -708,6 +713,10 @@ void TcpStoreServer::Impl::flush(Client& c) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // POLLOUT resumes it
+    if (n < 0) {
+      log_debug("TCP store server: send to {} (rank {}) failed: {}; connection closed", c.peer,
+                c.rank, errno_text(errno));
+    }
     c.closed = true;
     return;
   }
