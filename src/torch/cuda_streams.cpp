@@ -16,7 +16,7 @@ namespace mcr::torch_ext {
 namespace {
 
 // A failed call as the runtime's other library errors read: the call, file:line, the op, the
-// error's name and text (the rank is the caller's to add: this thread does not know the group).
+// error's name and text (no rank: these helpers do not know the group).
 #define MCR_TORCH_CUDA_CHECK(call, op)                                                             \
   do {                                                                                             \
     const cudaError_t mcr_status_ = (call);                                                        \
@@ -30,7 +30,9 @@ namespace {
 class RestoreDevice {
  public:
   explicit RestoreDevice(const char* op) { MCR_TORCH_CUDA_CHECK(cudaGetDevice(&previous_), op); }
-  ~RestoreDevice() { (void)cudaSetDevice(previous_); }  // best effort: a destructor cannot throw
+  ~RestoreDevice() {  // best effort: a destructor cannot throw; torch's next check must not
+    if (cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();  // inherit the error
+  }
   RestoreDevice(const RestoreDevice&) = delete;
   RestoreDevice& operator=(const RestoreDevice&) = delete;
 
@@ -92,7 +94,9 @@ void* order_after_current_stream(const at::Tensor& t, const char* op) {
   // Released once the wait is done, and on a failure below too.
   struct DestroyEvent {
     cudaEvent_t event;
-    ~DestroyEvent() { (void)cudaEventDestroy(event); }  // best effort: a destructor cannot throw
+    ~DestroyEvent() {  // best effort, as RestoreDevice's
+      if (cudaEventDestroy(event) != cudaSuccess) (void)cudaGetLastError();
+    }
   } destroy{posted};
   MCR_TORCH_CUDA_CHECK(cudaEventRecord(posted, current.stream()), op);
   MCR_TORCH_CUDA_CHECK(cudaStreamWaitEvent(side, posted, 0), op);

@@ -299,9 +299,6 @@ class TcpStoreClient final : public Store {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
       ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
     } while (ready < 0 && errno == EINTR);
-    // A failed poll is no silence of the store's: said as the call that failed (the callers that
-    // probe the store catch it and report it as the connection's state).
-    if (ready < 0) throw_socket_error("poll", errno);
     return ready > 0;
   }
 

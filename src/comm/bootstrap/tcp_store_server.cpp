@@ -129,6 +129,8 @@ struct TcpStoreServer::Impl {
   }
   void run() noexcept;
   void accept_clients();
+  // After a failure of the server's own (poll, its wake-up pipe): closes everything and says why.
+  void stop_serving(const char* call, int err, int line);
   void read_from(std::uint64_t id, Client& c);
   bool take_frames(std::uint64_t id, Client& c);
   void handle(std::uint64_t id, Client& c, const std::uint8_t* body, std::size_t n);
@@ -303,16 +305,7 @@ void TcpStoreServer::Impl::run() noexcept {
     int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms());
     if (rc < 0) {
       if (errno == EINTR) continue;
-      // Nothing can be served without poll. The connections are closed, so that every rank's
-      // request fails at once (the store closed its connection) instead of waiting out its
-      // timeout for a reply that never comes.
-      std::fprintf(stderr,
-                   "mcr: TCP store server: poll failed at tcp_store_server.cpp:%d: %s; the server "
-                   "stops and closes every connection\n",
-                   __LINE__, errno_text(errno).c_str());
-      listen_fd = UniqueFd();
-      waiters.clear();
-      clients.clear();
+      stop_serving("poll", errno, __LINE__);
       return;
     }
     if (fds[0].revents != 0) {  // the owner: 's' stop, 'g' say goodbye, 'r' recount
@@ -320,8 +313,12 @@ void TcpStoreServer::Impl::run() noexcept {
       const ssize_t n = ::read(wake_read.get(), cmds, sizeof cmds);
       // Interrupted, or nothing there after all: the owner's byte is read on the next round.
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      const std::string_view got(cmds, n > 0 ? static_cast<std::size_t>(n) : 0);
-      if (n <= 0 || got.find('s') != std::string_view::npos) return;
+      if (n < 0) {
+        stop_serving("read of the wake-up pipe", errno, __LINE__);
+        return;
+      }
+      const std::string_view got(cmds, static_cast<std::size_t>(n));
+      if (n == 0 || got.find('s') != std::string_view::npos) return;
       if (got.find('g') != std::string_view::npos && !closing) say_goodbye();
     }
     if (fds[1].revents & POLLIN) accept_clients();
@@ -355,6 +352,22 @@ void TcpStoreServer::Impl::run() noexcept {
     release_abandoned_buffers();
     account();
   }
+}
+
+void TcpStoreServer::Impl::stop_serving(const char* call, int err, int line) {
+  // Nothing can be served without poll or the owner's pipe. The connections are closed, so that
+  // every rank's request fails at once (the store closed its connection) instead of waiting out
+  // its timeout for a reply that never comes; the counts the owner reads say none is left.
+  std::fprintf(stderr,
+               "mcr: TCP store server: %s failed at tcp_store_server.cpp:%d: %s; the server stops "
+               "and closes every connection\n",
+               call, line, errno_text(err).c_str());
+  closing = true;
+  listen_fd = UniqueFd();
+  waiters.clear();
+  rank_client.clear();
+  clients.clear();
+  account();
 }
 
 void TcpStoreServer::Impl::release_abandoned_buffers() {

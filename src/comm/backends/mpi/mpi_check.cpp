@@ -22,7 +22,13 @@ int world_rank() noexcept {
 std::string mpi_error_message(const char* call, const char* file, int line, int code) {
   char msg[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
-  if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS) len = 0;  // the code is still named
+  // MPI_Error_string is one of the calls MPI allows only between init and finalize: after a failed
+  // MPI_Finalize (which leaves MPI finalized) Open MPI would abort the job in it. The code is named
+  // either way.
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init == 0 || fin != 0 || MPI_Error_string(code, msg, &len) != MPI_SUCCESS) len = 0;
   return format_call_error(call, file, line, {world_rank(), {}}, fmt::format("MPI error {}", code),
                            std::string_view(msg, static_cast<std::size_t>(len)));
 }
