@@ -30,7 +30,13 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/mcrConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/mcrConfig.cmake ${PROJECT_BINARY_DIR}/mcrConfigVersion.cmake
         DESTINATION ${MCR_INSTALL_CMAKEDIR})
 
-# pkg-config: the static libraries' own dependencies go to Libs.private (pkg-config --static).
+# pkg-config: every installed library, each before the ones it uses (static linking resolves left
+# to right); their own dependencies go to Libs.private (pkg-config --static).
+set(MCR_PC_LIBS "-lmcr_plan")
+if(TARGET mcr_bench)
+  string(APPEND MCR_PC_LIBS " -lmcr_bench")
+endif()
+string(APPEND MCR_PC_LIBS " -lmcr_gemmbench -lmcr_codesign -lmcr")
 set(_pc_libs "-lfmt")
 if(MCR_WITH_MPI)
   foreach(_lib IN LISTS MPI_C_LIBRARIES)
@@ -46,6 +52,17 @@ endif()
 if(MCR_WITH_CUDA)
   string(APPEND _pc_libs " -L${CUDAToolkit_LIBRARY_DIR} -lcudart")
 endif()
+if(MCR_WITH_CUBLASLT)
+  string(APPEND _pc_libs " -lcublasLt")
+endif()
+if(MCR_WITH_BLAS)
+  foreach(_lib IN LISTS BLAS_LIBRARIES)
+    string(APPEND _pc_libs " ${_lib}")
+  endforeach()
+endif()
+foreach(_lib IN LISTS CMAKE_DL_LIBS)
+  string(APPEND _pc_libs " -l${_lib}")
+endforeach()
 set(MCR_PC_LIBS_PRIVATE "${_pc_libs}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/mcr.pc.in ${PROJECT_BINARY_DIR}/mcr.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/mcr.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

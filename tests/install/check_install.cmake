@@ -1,6 +1,6 @@
 # Installs this build into a fresh prefix, builds tests/install/consumer against it with
 # find_package(mcr), runs the consumer on 2 ranks, runs the installed `mcr shape` from a directory
-# outside the source and build trees, and checks the pkg-config file.
+# outside the source and build trees, and builds and runs the consumer again through pkg-config.
 # cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DMPIEXEC=... -P check_install.cmake
 include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/McrMpiexec.cmake)
 function(run)
@@ -50,13 +50,27 @@ if(NOT hidden EQUAL 2560)
   message(FATAL_ERROR "installed `mcr shape` gave model.h = '${hidden}' (${json_error}), not 2560")
 endif()
 
-find_program(PKG_CONFIG pkg-config)
-if(PKG_CONFIG)
-  set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
-  run(WHAT "pkg-config" WORKING_DIRECTORY ${WORK_DIR} COMMAND ${PKG_CONFIG} --libs --cflags mcr)
-  if(NOT RUN_OUTPUT MATCHES "-lmcr" OR NOT RUN_OUTPUT MATCHES "-I${prefix}/lib/pkgconfig/../../include")
-    message(FATAL_ERROR "pkg-config mcr gave: ${RUN_OUTPUT}")
-  endif()
+# pkg-config: the consumer again, compiled and linked by hand with what `pkg-config --static`
+# gives (the libraries are static), and run on 2 ranks. Not optional: a user without CMake has only
+# this file, and a library missing from it fails only at their link.
+find_program(PKG_CONFIG pkg-config REQUIRED)
+set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
+run(WHAT "pkg-config" WORKING_DIRECTORY ${WORK_DIR}
+    COMMAND ${PKG_CONFIG} --static --cflags --libs mcr)
+string(STRIP "${RUN_OUTPUT}" pc_flags)
+if(NOT pc_flags MATCHES "-I${prefix}/lib/pkgconfig/../../include")
+  message(FATAL_ERROR "pkg-config mcr gave: ${pc_flags}")
+endif()
+separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+run(WHAT "building the consumer with pkg-config's flags (${pc_flags})" WORKING_DIRECTORY ${WORK_DIR}
+    COMMAND ${CXX} -O1 -o ${WORK_DIR}/consumer-pc ${SOURCE_DIR}/tests/install/consumer/main.cpp
+            ${pc_flags})
+run(WHAT "the pkg-config consumer on 2 ranks" WORKING_DIRECTORY ${WORK_DIR}/elsewhere
+    COMMAND ${MPIEXEC} ${MCR_MPIEXEC_FLAGS} -np 2 ${WORK_DIR}/consumer-pc)
+string(REGEX MATCHALL "all_reduce correct" ok "${RUN_OUTPUT}")
+list(LENGTH ok n_ok)
+if(NOT n_ok EQUAL 2)
+  message(FATAL_ERROR "pkg-config consumer: expected 2 ranks to report a correct all_reduce, got:\n${RUN_OUTPUT}")
 endif()
 file(REMOVE_RECURSE ${WORK_DIR})
 message(STATUS "install check passed: ${prefix}")
