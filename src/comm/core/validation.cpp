@@ -189,7 +189,9 @@ Prepared prepare_reduce(const CommState& s, OpType op, const Tensor& in, const T
   a.in = in.data();
   a.out = writes_output ? out.data() : nullptr;
   a.count = in.count();
-  a.in_place = writes_output && in.data() == out.data();
+  // No elements, no place: empty buffers may be null on one rank and not on another, and
+  // verification compares the place of an all_reduce.
+  a.in_place = writes_output && in.count() > 0 && in.data() == out.data();
   if (writes_output) c.no_partial_overlap(in, out, a.in_place);
   a.root = root;
   p.bytes = in.nbytes();

@@ -265,6 +265,24 @@ TEST(Verify, AllReduceInPlaceAgainstOutOfPlace) {
   expect_usable(c);
 }
 
+// An all_reduce of no elements has no place: a rank whose empty buffers are null (an empty
+// std::vector) and one whose are not (a cleared one keeps its storage) or are one buffer must not
+// differ. Each form is the first call of its kind, so verification compares it.
+TEST(Verify, ZeroCountAllReduceHasNoPlace) {
+  Communicator c = fresh();
+  std::vector<float> in, out;
+  in.reserve(4);
+  out.reserve(4);
+  const Tensor empty_null(static_cast<float*>(nullptr), 0, DType::f32);
+  const Tensor empty_in(in.data(), 0, DType::f32), empty_out(out.data(), 0, DType::f32);
+  // Rank 0 null, rank 1 two storages, rank 2 (at 3 ranks) one storage for both.
+  const Tensor& mine_in = c.rank() == 0 ? empty_null : empty_in;
+  const Tensor& mine_out = c.rank() == 0 ? empty_null : c.rank() == 1 ? empty_out : empty_in;
+  c.all_reduce(mine_in, mine_out, ReduceOp::sum);
+  c.iall_reduce(mine_in, mine_out, ReduceOp::sum).wait();
+  expect_usable(c);
+}
+
 // Rank 0 issues a collective its peers do not (with verification paused, as a rank that skipped
 // the check would): the next verified collective reports the index. The peers then issue the
 // matching one, so the communicator comes back in step.
