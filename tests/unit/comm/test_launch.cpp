@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "bootstrap/bootstrap.hpp"
 #include "mcr/comm/launch.hpp"
@@ -10,9 +12,9 @@
 using namespace mcr::detail;
 
 namespace {
-// Clears every launcher variable for the duration of a test.
+// Clears every launcher variable for the duration of a test, then sets `vars` (name, value).
 struct CleanEnv {
-  CleanEnv() {
+  explicit CleanEnv(std::initializer_list<std::pair<const char*, const char*>> vars = {}) {
     for (const char* v : {"OMPI_COMM_WORLD_SIZE",
                           "OMPI_COMM_WORLD_RANK",
                           "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -47,6 +49,8 @@ struct CleanEnv {
                           "SLURM_STEP_NUM_TASKS"}) {
       unsetenv(v);
     }
+    for (const auto& [name, value] : vars)
+      setenv(name, value, 1);
   }
 };
 }  // namespace
@@ -59,11 +63,10 @@ TEST(Launch, SingleProcess) {
 }
 
 TEST(Launch, OpenMpi) {
-  CleanEnv clean;
-  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
-  setenv("OMPI_COMM_WORLD_RANK", "3", 1);
-  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
-  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+  CleanEnv clean({{"OMPI_COMM_WORLD_SIZE", "4"},
+                  {"OMPI_COMM_WORLD_RANK", "3"},
+                  {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
   auto l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::mpi);
   EXPECT_TRUE(l.mpi_world);
@@ -73,13 +76,12 @@ TEST(Launch, OpenMpi) {
 }
 
 TEST(Launch, SlurmWithPmix) {
-  CleanEnv clean;
-  setenv("SLURM_PROCID", "5", 1);
-  setenv("SLURM_NTASKS", "8", 1);
-  setenv("SLURM_LOCALID", "1", 1);
-  setenv("SLURM_NTASKS_PER_NODE", "4", 1);
-  setenv("PMIX_RANK", "5", 1);
-  setenv("SLURM_STEP_ID", "0", 1);
+  CleanEnv clean({{"SLURM_PROCID", "5"},
+                  {"SLURM_NTASKS", "8"},
+                  {"SLURM_LOCALID", "1"},
+                  {"SLURM_NTASKS_PER_NODE", "4"},
+                  {"PMIX_RANK", "5"},
+                  {"SLURM_STEP_ID", "0"}});
   auto l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::slurm);
   EXPECT_TRUE(l.mpi_world);
@@ -90,9 +92,7 @@ TEST(Launch, SlurmWithPmix) {
 // MPICH's or Intel MPI's mpiexec (Hydra): PMI_RANK/PMI_SIZE, which mcr does not read. Read as a
 // process alone, each of the job's processes formed a world of one.
 TEST(Launch, AnMpiLauncherItDoesNotReadIsRefused) {
-  CleanEnv clean;
-  setenv("PMI_RANK", "1", 1);
-  setenv("PMI_SIZE", "4", 1);
+  CleanEnv clean({{"PMI_RANK", "1"}, {"PMI_SIZE", "4"}});
   try {
     mcr::launch_info();
     FAIL() << "PMI_SIZE=4 read as a process alone";
@@ -106,11 +106,8 @@ TEST(Launch, AnMpiLauncherItDoesNotReadIsRefused) {
 }
 
 TEST(Launch, TorchrunHasNoMpiWorld) {
-  CleanEnv clean;
-  setenv("RANK", "1", 1);
-  setenv("WORLD_SIZE", "3", 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", "29511", 1);
+  CleanEnv clean(
+      {{"RANK", "1"}, {"WORLD_SIZE", "3"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29511"}});
   auto l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::torchrun);
   EXPECT_FALSE(l.mpi_world);
@@ -121,11 +118,8 @@ TEST(Launch, TorchrunHasNoMpiWorld) {
 // ranks of a larger world could never connect (they would say only that port 0 is out of range,
 // and rank 0 would wait its whole timeout for them).
 TEST(Launch, MasterPortZeroOnlyForOneRank) {
-  CleanEnv clean;
-  setenv("RANK", "1", 1);
-  setenv("WORLD_SIZE", "2", 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", "0", 1);
+  CleanEnv clean(
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "0"}});
   try {
     mcr::launch_info();
     FAIL() << "MASTER_PORT=0 with two ranks must be an error";
@@ -140,11 +134,10 @@ TEST(Launch, MasterPortZeroOnlyForOneRank) {
 }
 
 TEST(Launch, MalformedVariablesAreErrors) {
-  CleanEnv clean;
-  setenv("RANK", "one", 1);
-  setenv("WORLD_SIZE", "2", 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", "29500", 1);
+  CleanEnv clean({{"RANK", "one"},
+                  {"WORLD_SIZE", "2"},
+                  {"MASTER_ADDR", "127.0.0.1"},
+                  {"MASTER_PORT", "29500"}});
   try {
     mcr::launch_info();
     FAIL();
@@ -159,9 +152,7 @@ TEST(Launch, MalformedVariablesAreErrors) {
 }
 
 TEST(Launch, GivenStoreNeedsNoMasterAddress) {
-  CleanEnv clean;
-  setenv("RANK", "1", 1);
-  setenv("WORLD_SIZE", "2", 1);
+  CleanEnv clean({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
   EXPECT_THROW(mcr::launch_info(), mcr::InvalidArgument);  // mcr's own store needs MASTER_ADDR
   auto l = mcr::launch_info(/*store_given=*/true);
   EXPECT_EQ(l.launcher, Launcher::torchrun);
@@ -172,16 +163,15 @@ TEST(Launch, GivenStoreNeedsNoMasterAddress) {
 // srun without an MPI plugin: rank, size and local rank from Slurm, and an address for mcr's own
 // store that every task derives alike. Loopback when the step has one node.
 TEST(Launch, SlurmWithoutPmiFormsTheWorldThroughTheStore) {
-  CleanEnv clean;
-  setenv("SLURM_PROCID", "2", 1);
-  setenv("SLURM_NTASKS", "4", 1);
-  setenv("SLURM_LOCALID", "2", 1);
-  setenv("SLURM_NODEID", "0", 1);
-  setenv("SLURM_STEP_TASKS_PER_NODE", "4", 1);
-  setenv("SLURM_STEP_NUM_NODES", "1", 1);
-  setenv("SLURM_STEP_NODELIST", "vm", 1);
-  setenv("SLURM_JOB_ID", "7", 1);
-  setenv("SLURM_STEP_ID", "1", 1);
+  CleanEnv clean({{"SLURM_PROCID", "2"},
+                  {"SLURM_NTASKS", "4"},
+                  {"SLURM_LOCALID", "2"},
+                  {"SLURM_NODEID", "0"},
+                  {"SLURM_STEP_TASKS_PER_NODE", "4"},
+                  {"SLURM_STEP_NUM_NODES", "1"},
+                  {"SLURM_STEP_NODELIST", "vm"},
+                  {"SLURM_JOB_ID", "7"},
+                  {"SLURM_STEP_ID", "1"}});
   setenv("SLURM_MPI_TYPE", "none", 1);  // srun --mpi=none: no PMI
   auto l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::slurm);
@@ -218,11 +208,10 @@ TEST(Launch, BatchScriptWithoutSrunIsASingleProcess) {
 // disagree with mpirun's are refused, naming both (agreeing ones, as init_processes sets them,
 // are fine).
 TEST(Launch, TorchrunUnderMpirunIsRefused) {
-  CleanEnv clean;
-  setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
-  setenv("OMPI_COMM_WORLD_RANK", "1", 1);
-  setenv("RANK", "1", 1);
-  setenv("WORLD_SIZE", "2", 1);
+  CleanEnv clean({{"OMPI_COMM_WORLD_SIZE", "2"},
+                  {"OMPI_COMM_WORLD_RANK", "1"},
+                  {"RANK", "1"},
+                  {"WORLD_SIZE", "2"}});
   EXPECT_EQ(mcr::launch_info().launcher, Launcher::mpi);
   setenv("RANK", "5", 1);
   setenv("WORLD_SIZE", "8", 1);
@@ -242,14 +231,13 @@ TEST(Launch, TorchrunUnderMpirunIsRefused) {
 // 32-bit unsigned: an salloc shell's interactive step (0xfffffffa) is Slurm's own, not srun's, and
 // a job id past INT_MAX is a job id (both were "not an integer >= 0").
 TEST(Launch, SlurmStepSizeAndIds) {
-  CleanEnv clean;
-  setenv("SLURM_PROCID", "1", 1);
-  setenv("SLURM_NTASKS", "8", 1);
-  setenv("SLURM_STEP_NUM_TASKS", "2", 1);
-  setenv("SLURM_STEP_NUM_NODES", "1", 1);
-  setenv("SLURM_JOB_ID", "3000000000", 1);
-  setenv("SLURM_STEP_ID", "0", 1);
-  setenv("SLURM_MPI_TYPE", "none", 1);
+  CleanEnv clean({{"SLURM_PROCID", "1"},
+                  {"SLURM_NTASKS", "8"},
+                  {"SLURM_STEP_NUM_TASKS", "2"},
+                  {"SLURM_STEP_NUM_NODES", "1"},
+                  {"SLURM_JOB_ID", "3000000000"},
+                  {"SLURM_STEP_ID", "0"},
+                  {"SLURM_MPI_TYPE", "none"}});
   auto l = mcr::launch_info();
   EXPECT_EQ(l.launcher, Launcher::slurm);
   EXPECT_EQ(l.size, 2);
@@ -272,10 +260,7 @@ TEST(Launch, SlurmStepSizeAndIds) {
 
 // WORLD_SIZE without RANK: every process would have taken rank 0 and the world never formed.
 TEST(Launch, WorldSizeWithoutRankIsAnError) {
-  CleanEnv clean;
-  setenv("WORLD_SIZE", "4", 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", "29500", 1);
+  CleanEnv clean({{"WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
   try {
     mcr::launch_info();
     FAIL() << "WORLD_SIZE=4 without RANK was read as rank 0";
@@ -289,13 +274,12 @@ TEST(Launch, WorldSizeWithoutRankIsAnError) {
 
 // A reserved port range past 65535 is reported under its own name, not as MASTER_PORT.
 TEST(Launch, SlurmReservedPortOutOfRangeNamesItsVariable) {
-  CleanEnv clean;
-  setenv("SLURM_PROCID", "0", 1);
-  setenv("SLURM_NTASKS", "2", 1);
-  setenv("SLURM_STEP_NUM_NODES", "1", 1);
-  setenv("SLURM_MPI_TYPE", "none", 1);
-  setenv("SLURM_STEP_RESV_PORTS", "70000-70003", 1);
-  setenv("SLURM_STEP_ID", "0", 1);
+  CleanEnv clean({{"SLURM_PROCID", "0"},
+                  {"SLURM_NTASKS", "2"},
+                  {"SLURM_STEP_NUM_NODES", "1"},
+                  {"SLURM_MPI_TYPE", "none"},
+                  {"SLURM_STEP_RESV_PORTS", "70000-70003"},
+                  {"SLURM_STEP_ID", "0"}});
   try {
     mcr::launch_info();
     FAIL() << "port 70000 accepted";
@@ -307,16 +291,15 @@ TEST(Launch, SlurmReservedPortOutOfRangeNamesItsVariable) {
 }
 
 TEST(Launch, SlurmStoreAddressOnSeveralNodes) {
-  CleanEnv clean;
-  setenv("SLURM_PROCID", "5", 1);
-  setenv("SLURM_NTASKS", "6", 1);
-  setenv("SLURM_LOCALID", "0", 1);
-  setenv("SLURM_NODEID", "3", 1);
-  setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2),1(x2)", 1);
-  setenv("SLURM_STEP_NUM_NODES", "4", 1);
-  setenv("SLURM_STEP_NODELIST", "gpu[07-09],cpu1", 1);
-  setenv("SLURM_JOB_ID", "1234", 1);
-  setenv("SLURM_STEP_RESV_PORTS", "12010-12013", 1);
+  CleanEnv clean({{"SLURM_PROCID", "5"},
+                  {"SLURM_NTASKS", "6"},
+                  {"SLURM_LOCALID", "0"},
+                  {"SLURM_NODEID", "3"},
+                  {"SLURM_STEP_TASKS_PER_NODE", "2(x2),1(x2)"},
+                  {"SLURM_STEP_NUM_NODES", "4"},
+                  {"SLURM_STEP_NODELIST", "gpu[07-09],cpu1"},
+                  {"SLURM_JOB_ID", "1234"},
+                  {"SLURM_STEP_RESV_PORTS", "12010-12013"}});
   setenv("SLURM_STEPID", "0", 1);  // the older name
   auto l = mcr::launch_info();
   EXPECT_EQ(l.local_size, 1);
