@@ -45,6 +45,26 @@ def mlp(s):
     return nn.Sequential(nn.Linear(s.d_model, s.ffn), nn.GELU(), nn.Linear(s.ffn, s.d_model))
 
 
+def distinct_experts(moe, s):
+    """Draws each expert of `moe` afresh from its global index. DeepSpeed deep-copies the one
+    expert it is given into every local slot, and every rank builds the model from the same seed:
+    left so, all experts of a layer would start identical. DeepSpeed's expert-parallel groups are
+    runs of consecutive ranks (the expert-data-parallel replicas of an expert are ep_size apart),
+    so this rank holds experts (rank % ep_size) * local + i. The layer's seed comes from the
+    global generator (the same on every rank, another for each layer); the experts' own draws
+    leave it as it was."""
+    import torch.distributed as dist
+    layer_seed = int(torch.randint(0, 2**31 - 1, ()))
+    ep_rank = dist.get_rank() % s.ep_size if dist.is_initialized() else 0
+    experts = moe.deepspeed_moe.experts.deepspeed_experts
+    with torch.random.fork_rng(devices=[]):
+        for i, expert in enumerate(experts):
+            torch.manual_seed(layer_seed + 7919 * (ep_rank * len(experts) + i))
+            for m in expert.modules():
+                if isinstance(m, nn.Linear):
+                    m.reset_parameters()
+
+
 class Block(nn.Module):
     """One transformer block. With experts, forward returns (x, aux_loss) of the MoE gate."""
 
@@ -59,6 +79,7 @@ class Block(nn.Module):
             # all_to_all has equal splits, as in DeepSpeed-MoE's training recipes.
             self.ffn = MoE(hidden_size=s.d_model, expert=mlp(s), num_experts=s.experts,
                            ep_size=s.ep_size, k=1, capacity_factor=1.25, min_capacity=4)
+            distinct_experts(self.ffn, s)
         else:
             self.ffn = mlp(s)
 

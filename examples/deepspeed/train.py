@@ -26,7 +26,9 @@ losses and final parameters (rank<N>.pt) for comparison between stacks.
 import argparse
 import contextlib
 import datetime
+import functools
 import json
+import math
 import os
 import select
 import statistics
@@ -56,7 +58,8 @@ def parser(description=__doc__):
                    help="ZeRO stage (default 3; 1 with --pipe, 2 with --moe)")
     p.add_argument("--moe", type=int, default=0, metavar="E", help="experts per MoE layer")
     p.add_argument("--ep", type=int, default=0, metavar="P",
-                   help="expert parallel size (default: the world size)")
+                   help="expert parallel size (default: the largest that divides both the "
+                        "experts and the world size)")
     p.add_argument("--pipe", type=int, default=0, metavar="S", help="pipeline stages")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3, help="steps left out of the timing")
@@ -73,7 +76,8 @@ def parser(description=__doc__):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bucket", type=float, default=5e5,
                    help="ZeRO reduce/all-gather bucket and stage-3 prefetch size, elements")
-    p.add_argument("--timeout", type=float, default=1800, help="process-group timeout, s")
+    p.add_argument("--timeout", type=float, default=1800,
+                   help="timeout of every process group, DeepSpeed's own included, s")
     p.add_argument("--skip-shm-op", action="store_true",
                    help="do not JIT-build DeepSpeed's shared-memory all_reduce op (inference only)")
     p.add_argument("--turns", metavar="DIR:first|second",
@@ -195,6 +199,7 @@ def init_dist(args, clock=None):
         # (deepspeed.comm's attribute "torch" is the torch package, hence sys.modules.)
         sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
     timeout = datetime.timedelta(seconds=args.timeout)
+    groups_default_to(timeout)
     if args.dist == "torch-gloo":
         mt.init_processes("gloo", timeout=timeout)
     else:
@@ -205,6 +210,24 @@ def init_dist(args, clock=None):
     forced = FORCED.get(args.dist)
     # The override covers every mcr operation issued while it is active, DeepSpeed's included.
     return mt.backend(forced) if forced else contextlib.nullcontext()
+
+
+def groups_default_to(timeout):
+    """Makes `timeout` the default of torch.distributed.new_group. DeepSpeed creates its groups
+    (ZeRO's data-parallel group, the MoE expert and expert-data-parallel groups, the pipeline's)
+    with new_group(ranks) and no timeout, which torch takes as its 30-minute default: a rank that
+    stalls would keep its peers waiting there for 30 minutes, whatever --timeout says. DeepSpeed
+    looks new_group up in torch.distributed at each call, so replacing it there reaches them."""
+    new_group = getattr(dist.new_group, "torch_new_group", dist.new_group)  # once, if called again
+
+    @functools.wraps(new_group)
+    def new_group_with_timeout(*a, **kw):
+        if len(a) < 2 and kw.get("timeout") is None:  # timeout is new_group's second parameter
+            kw["timeout"] = timeout
+        return new_group(*a, **kw)
+
+    new_group_with_timeout.torch_new_group = new_group
+    dist.new_group = new_group_with_timeout
 
 
 def ds_config(args):
@@ -228,8 +251,19 @@ def ds_config(args):
     }
 
 
+def expert_parallel_size(args, world):
+    """--ep, or the largest size that divides both the experts and the world (DeepSpeed needs
+    both); an --ep that does not divide the world is refused before DeepSpeed asserts on it."""
+    if not args.moe:
+        return 1
+    if args.ep and world % args.ep:
+        sys.exit(f"--ep {args.ep} with {world} ranks: the expert-parallel size must divide the "
+                 "number of ranks")
+    return args.ep or math.gcd(args.moe, world)
+
+
 def shape_of(args, world):
-    ep = args.ep or world
+    ep = expert_parallel_size(args, world)
     return gpt.Shape(vocab=args.vocab, seq=args.seq, d_model=args.d_model, heads=args.heads,
                      layers=args.layers, ffn=args.ffn, experts=args.moe,
                      ep_size=ep if args.moe else 1)
@@ -302,22 +336,31 @@ def report(args, engine, losses, step_s, comm_share):
     share = share.item() / world
     median = statistics.median(t.tolist()) if len(step_s) else float("nan")
     tps = tokens_per_step(args, world) / median
+    # Each step's loss averaged over ranks (each trains on micro-batches of its own), as the
+    # pipeline's already is and as examples/torch reports it, so every variant's curve means the
+    # same; --dump keeps this rank's own.
+    if args.pipe:
+        mean_losses = list(losses)
+    else:
+        lt = torch.tensor(losses, dtype=torch.float64)
+        dist.all_reduce(lt)
+        mean_losses = (lt / world).tolist()
     variant = f"pipe{args.pipe}-" if args.pipe else ""
     if args.moe:
-        variant += f"moe{args.moe}ep{args.ep or world}-"
+        variant += f"moe{args.moe}ep{expert_parallel_size(args, world)}-"
     variant += f"zero{args.zero}"
     result = {"variant": variant, "dist": args.dist, "ranks": world, "steps": len(losses),
               "timed_steps": len(step_s), "step_ms": [x * 1e3 for x in t.tolist()],
               "median_step_ms": median * 1e3, "tokens_per_step": tokens_per_step(args, world),
-              "tokens_per_s": tps, "comm_share": share, "losses": losses,
+              "tokens_per_s": tps, "comm_share": share, "losses": mean_losses,
               "mcr_rules": os.environ.get("MCR_RULES", ""),
               "mcr_tuning": os.environ.get("MCR_TUNING", ""),
               "mcr_hier": os.environ.get("MCR_HIER", "")}
     if rank == 0:
-        curve = " ".join(f"{x:.4f}" for x in losses[:: max(1, len(losses) // 5)])
+        curve = " ".join(f"{x:.4f}" for x in mean_losses[:: max(1, len(losses) // 5)])
         print(f"deepspeed {variant} dist={args.dist} ranks={world} steps={len(losses)} "
               f"median_step_ms={median * 1e3:.1f} tokens_per_s={tps:.0f} "
-              f"comm_share={share:.2f} final_loss={losses[-1]:.6f} curve=[{curve}]", flush=True)
+              f"comm_share={share:.2f} final_loss={mean_losses[-1]:.6f} curve=[{curve}]", flush=True)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(result, f, indent=1)

@@ -9,6 +9,7 @@ spent in communication (explicit all_to_all calls plus DDP's gradient all_reduce
 
 import argparse
 import contextlib
+import statistics
 import threading
 import time
 
@@ -134,7 +135,8 @@ class Run:
         an exchange that went wrong in the backward pass shows even where the loss hides it."""
         steps = torch.tensor(self.step_s, dtype=torch.float64)
         dist.all_reduce(steps, op=dist.ReduceOp.MAX)
-        median = steps.median().item() if len(self.step_s) else float("nan")
+        # statistics.median: torch's median is the lower middle value of an even count.
+        median = statistics.median(steps.tolist()) if len(self.step_s) else float("nan")
         share = self.comm_s / max(sum(self.step_s), 1e-12)
 
         def moments(params):
