@@ -45,8 +45,12 @@ print(torch.__version__, int(torch._C._GLIBCXX_USE_CXX11_ABI), os.path.join(d, "
     list(GET _torch_out 4 MCR_TORCH_PYTHON_INCLUDE_DIR)
     list(GET _torch_out 5 MCR_TORCH_EXT_SUFFIX)
     list(GET _torch_out 6 MCR_TORCH_CUDA_BUILT)
-    if(MCR_TORCH_VERSION VERSION_LESS 2.1)
-      set(_torch_why "torch ${MCR_TORCH_VERSION} at ${MCR_TORCH_PYTHON} is older than 2.1 (the c10d Backend API with devices=[...]); scripts/setup-deps installs the pinned torch 2.x in .venv")
+    # The oldest release the binding is built and tested against. It overrides c10d::Backend
+    # members (split, getBackendOptions) and reads the ops' option structs, which change from
+    # release to release, and needs the pybind11 3 bundled from 2.9 on: an untested older torch
+    # is said to be too old here rather than left to fail in the compiler.
+    if(MCR_TORCH_VERSION VERSION_LESS 2.11)
+      set(_torch_why "torch ${MCR_TORCH_VERSION} at ${MCR_TORCH_PYTHON} is older than 2.11, the oldest release the binding is built and tested against (it overrides c10d::Backend members that change between releases); scripts/setup-deps installs the pinned torch in .venv")
     elseif(NOT _torch_cxx11_abi)
       set(_torch_why "torch ${MCR_TORCH_VERSION} was built with _GLIBCXX_USE_CXX11_ABI=0; mcr needs a C++11-ABI build (every x86-64 wheel from 2.7 on)")
     elseif(NOT EXISTS ${MCR_TORCH_INCLUDE_DIR}/torch/csrc/distributed/c10d/Backend.hpp)

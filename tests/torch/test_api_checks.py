@@ -9,7 +9,12 @@
 - get_global_rank answers without torch's deprecation warning;
 - a default group after destroy_process_group() that renumbers the ranks (mcr's world is formed
   once per process): refused at once on the ranks renumbered (here all of them);
-- backend= on a rank outside the group: nothing runs there, as torch lets it.
+- backend= on a rank outside the group: nothing runs there, as torch lets it; set_timeout and
+  explain there say the rank is not a member (they said the group did not run on mcr);
+- barrier(backend=) on a "cpu:gloo,cuda:mcr" group: torch's barrier runs it on gloo (the group has
+  a host backend), so it is refused as for a host tensor (it was run on gloo, the name ignored);
+- a backend name that is not a string: TypeError, and later backend() blocks work (the failed one
+  stayed open: every later block raised on leaving, and left its name forced).
 
 `--single`: run without a launcher (`python test_api_checks.py --single`): init_processes() makes a
 world of one, as the runtime does, instead of torch asking for RANK; and again after
@@ -25,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 import mcr.torch as mt
+from mcr.torch import _mcr_torch as _C
 from common import check, finish, same
 
 
@@ -75,6 +81,27 @@ def main():
     u = torch.full((2,), float(rank + 1))
     mt.all_reduce(u, group=only0, backend="gloo")  # rank 1 is outside: nothing runs there
     same(u, torch.full((2,), float(rank + 1)), "all_reduce on a group of one")
+    if rank != 0:
+        refuses("set_timeout on a non-member", lambda: mt.set_timeout(timedelta(seconds=60), only0),
+                ValueError, "not a member")
+        refuses("explain on a non-member", lambda: mt.explain("all_reduce", 8, group=only0),
+                ValueError, "not a member")
+    else:
+        mt.set_timeout(timedelta(seconds=60), only0)
+
+    mixed = dist.new_group(backend="cpu:gloo,cuda:mcr")
+    refuses("barrier(backend=) on a cpu:gloo,cuda:mcr group",
+            lambda: mt.barrier(group=mixed, backend="gloo"), ValueError, "backend='gloo'",
+            "for cpu tensors")
+    mt.barrier(group=world, backend="gloo")
+
+    refuses("backend=2", lambda: mt.all_reduce(t, group=world, backend=2), TypeError,
+            "name = 2", "str")
+    before = _C.backend_override()
+    with mt.backend("mpi"):
+        check(_C.backend_override() == "mpi", "the block after a refused name forces its own")
+    check(_C.backend_override() == before,
+          f"after the block the override is {_C.backend_override()!r}, not {before!r}")
 
     refuses("explain(reduce_op='max')",
             lambda: mt.explain("all_reduce", 8, reduce_op="max", group=world), ValueError,

@@ -43,13 +43,16 @@ def main():
     mpi_forms = by_mpi and (want[0] == "mpirun" or "MASTER_PORT" not in os.environ)
     os.environ.pop("MCR_STORE_TOKEN", None)  # never needed with torch's store
     by_srun = mcr.torch._backend.launched_by_srun_without_mpi()
-    if sys.argv[1:] == ["file"]:
+    if sys.argv[1:] in (["file"], ["file-size"]):
         # A file:// rendezvous (torch's FileStore) in place of env://: torch needs the rank and
         # world size passed for it, which init_processes() takes from the launcher. Every worker
-        # of one torchrun has the same parent, the agent.
-        path = os.path.join(tempfile.gettempdir(), f"mcr-file-init-{os.getppid()}")
+        # of one torchrun has the same parent, the agent. "file-size": the URL names the world
+        # size alone, and init_processes adds the rank to it (torch refuses rank= beside such a
+        # URL, and without it said "rank parameter missing").
+        path = os.path.join(tempfile.gettempdir(), f"mcr-{sys.argv[1]}-init-{os.getppid()}")
+        query = f"?world_size={os.environ['WORLD_SIZE']}" if sys.argv[1] == "file-size" else ""
         mcr.torch.init_processes("mcr", timeout=timedelta(seconds=120),
-                                 init_method=f"file://{path}")
+                                 init_method=f"file://{path}{query}")
         rank, ws = dist.get_rank(), dist.get_world_size()
     elif sys.argv[1:] == ["env"]:
         # env://, torch's default, named: the same as no init_method under every launcher.

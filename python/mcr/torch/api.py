@@ -9,6 +9,7 @@ operations DDP issues inside it. Groups default to the world group; use ``new_gr
 import contextlib
 import os
 import threading
+import urllib.parse
 from datetime import timedelta
 
 import torch
@@ -62,12 +63,17 @@ _override_before = ""
 def backend(name):
     """Runs every mcr operation issued inside the block on backend `name` (None: automatic)."""
     global _override_before
+    if name is not None and not isinstance(name, str):
+        # Refused before the block is recorded as open: a block left open by a failed entry would
+        # keep its name forced, and break every later block's exit.
+        raise TypeError(f"mcr.torch.backend: name = {name!r} must be a backend's name (str) or "
+                        f"None, not {type(name).__name__}")
     token = object()
     with _override_lock:
-        if not _open_overrides:
-            _override_before = _C.backend_override()
-        _open_overrides.append((token, name or ""))
+        before = _C.backend_override() if not _open_overrides else _override_before
         _C.set_backend_override(name or "")
+        _override_before = before
+        _open_overrides.append((token, name or ""))
     try:
         yield
     finally:
@@ -80,16 +86,18 @@ def _first(tensors):
     return tensors[0] if tensors else None
 
 
-def _run(name, group, tensor, fn):
+def _run(name, group, tensor, fn, device_of=None):
     """`fn` with backend `name` forced (None: mcr's selection). The name chooses among mcr's
     backends: where torch runs the group on another backend for `tensor`'s device (a group of
-    "cpu:gloo,cuda:mcr" for a host tensor) it would be ignored, so it is refused. A rank outside
-    the group calls as torch lets it: nothing runs there."""
+    "cpu:gloo,cuda:mcr" for a host tensor; for a call without a tensor, the device `device_of()`
+    names, where given) it would be ignored, so it is refused. A rank outside the group calls as
+    torch lets it: nothing runs there."""
     if name is None:
         return fn()
     if group is not None and c10d._rank_not_in_group(group):
         return fn()
-    device = tensor.device.type if tensor is not None else None
+    device = (tensor.device.type if tensor is not None
+              else device_of() if device_of is not None else None)
     on_mcr = (_backend.backend_of(group, device) is not None if device is not None
               else _backend.runs_on_mcr(group))
     if not on_mcr:
@@ -103,17 +111,23 @@ def _run(name, group, tensor, fn):
         return fn()
 
 
-def _rank_and_size_for(init_method):
-    """rank= and world_size= for init_process_group: torch reads RANK and WORLD_SIZE from the
-    environment for env:// alone; tcp:// and file:// need them passed (or in the URL)."""
+def _with_rank_and_size(init_method):
+    """(init_method, rank= and world_size= for init_process_group): torch reads RANK and
+    WORLD_SIZE from the environment for env:// alone; tcp:// and file:// need them passed or in
+    the URL. torch refuses the arguments when the URL names either, so a URL that names one gets
+    the other added to it."""
     if init_method is None or init_method.startswith("env://"):
-        return {}
-    query = init_method.partition("?")[2]
-    if "rank=" in query or "world_size=" in query:
-        return {}
+        return init_method, {}
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        return {}
-    return {"rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"])}
+        return init_method, {}
+    given = urllib.parse.parse_qs(urllib.parse.urlsplit(init_method).query)
+    env = {"rank": os.environ["RANK"], "world_size": os.environ["WORLD_SIZE"]}
+    if not given.keys() & env.keys():
+        return init_method, {k: int(v) for k, v in env.items()}
+    missing = {k: v for k, v in env.items() if k not in given}
+    if missing:
+        init_method += ("&" if "?" in init_method else "?") + urllib.parse.urlencode(missing)
+    return init_method, {}
 
 
 # The torch store address init_processes() agreed on under an MPI launcher, so that a later
@@ -201,8 +215,9 @@ def init_processes(dist_backend="mcr", timeout=timedelta(minutes=30), init_metho
             os.environ["MASTER_PORT"] = _agree(
                 world, str(_backend._free_port()) if world.rank == 0 else "", timeout)
     _backend.fill_launcher_env(env_init)  # RANK & co. for torch, from mpirun or srun (or alone)
+    init_method, rank_and_size = _with_rank_and_size(init_method)
     dist.init_process_group(dist_backend, timeout=timeout, init_method=init_method,
-                            device_id=device_id, **_rank_and_size_for(init_method))
+                            device_id=device_id, **rank_and_size)
 
 
 def is_initialized():
@@ -251,6 +266,7 @@ def set_timeout(timeout, group=None):
     MCR_TIMEOUT as `timeout=` of new_group is; operations already issued keep theirs. torch's
     `_set_pg_timeout` does this for its own Gloo and NCCL groups only (it warns and leaves other
     backends as they are). Local: set it alike on every member."""
+    _require_member(group, "set_timeout")
     b = _backend.backend_of(group) or _backend.backend_of(group, "cuda")
     if b is None:
         raise ValueError(f"mcr.torch.set_timeout: the group {group!r} does not run on backend "
@@ -349,8 +365,23 @@ def irecv(tensor, src=None, group=None, tag=0, backend=None):
     return _run(backend, group, tensor, lambda: dist.irecv(tensor, src, group=group, tag=tag))
 
 
+def _barrier_device(group):
+    """The device type torch's barrier runs `group`'s barrier on (torch.distributed.barrier: the
+    device bound at init, else the host where there is no accelerator or the group has a host
+    backend, else the accelerator)."""
+    g = c10d._get_default_group() if group is None else group
+    bound = getattr(g, "bound_device_id", None)
+    if bound is not None:
+        return bound.type
+    accelerator = torch._C._get_accelerator()
+    if accelerator.type == "cpu" or c10d._get_object_coll_device(g) == "cpu":
+        return "cpu"
+    return accelerator.type
+
+
 def barrier(group=None, async_op=False, backend=None):
-    return _run(backend, group, None, lambda: dist.barrier(group=group, async_op=async_op))
+    return _run(backend, group, None, lambda: dist.barrier(group=group, async_op=async_op),
+                device_of=lambda: _barrier_device(group))
 
 
 def has_all_gather_into_tensor():
@@ -365,7 +396,15 @@ def has_all_reduce_coalesced():
     return True
 
 
+def _require_member(group, what):
+    """Raises where this rank is outside `group` (torch hands such a rank a placeholder group)."""
+    if group is not None and c10d._rank_not_in_group(group):
+        raise ValueError(f"mcr.torch.{what}: this rank (global rank {dist.get_rank()}) is not a "
+                         f"member of the group: call it on the group's members only")
+
+
 def _mcr_group(group, device):
+    _require_member(group, "explain")
     pg = _backend.backend_of(group, device)
     if pg is None:
         raise ValueError(f"mcr.torch.explain: the group runs on '{dist.get_backend(group)}', not "

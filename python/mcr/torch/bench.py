@@ -208,7 +208,9 @@ def main():
     p.add_argument("--dtype", default="float32",
                    help="torch's name (float32, bfloat16, int8, ...) or mcr bench's (fp32, bf16, i8, ...)")
     p.add_argument("--backends", default="auto,mpi,gloo", help="mcr variants (auto = selection)")
-    p.add_argument("--iters", type=int, default=0, help="timed iterations per point (0: by size)")
+    p.add_argument("--iters", type=int, default=0,
+                   help="timed iterations per point and variant: each block times "
+                        "max(1, N // blocks) (0: by size)")
     p.add_argument("--blocks", type=int, default=5,
                    help="blocks per point, the variants interleaved in each; the median is shown")
     a = p.parse_args()
