@@ -209,6 +209,21 @@ const char* to_string(Launcher l) noexcept {
   return "?";
 }
 
+namespace {
+
+// MPICH's or Intel MPI's mpiexec (Hydra): its world is in PMI_RANK/PMI_SIZE, which mcr does not
+// form. `misread`: what reading the process otherwise would make of it.
+InvalidArgument hydra_launch(int pmi_size, std::string_view misread) {
+  const char* rank = detail::env("PMI_RANK");
+  return InvalidArgument(fmt::format(
+      "launch: PMI_SIZE={} (PMI_RANK={}): started by an MPI launcher whose world mcr does not "
+      "form (MPICH's or Intel MPI's mpiexec); {}. Launch with Open MPI's mpirun, srun or "
+      "torchrun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT",
+      pmi_size, rank != nullptr ? rank : "(unset)", misread));
+}
+
+}  // namespace
+
 LaunchInfo launch_info(bool store_given) {
   using detail::env;
   using detail::env_int;
@@ -251,6 +266,18 @@ LaunchInfo launch_info(bool store_given) {
     // (--preserve-env), and a step of 2 in a job of 8 then waited for 6 ranks that never came.
     info.size = env_int("SLURM_STEP_NUM_TASKS", env_int("SLURM_NTASKS", 1, 1), 1);
     info.local_rank = env_int("SLURM_LOCALID", 0, 0);
+    // Hydra inside an allocation starts one proxy a node with srun: its ranks inherit the proxy's
+    // step (SLURM_PROCID: the node) and say their own place in PMI_RANK/PMI_SIZE. Read as the
+    // step's, every rank of a node was its local rank 0, and MPI's world disagreed with it later.
+    // srun's own PMI (--mpi=pmi2) sets them to the step's.
+    if (env("PMI_SIZE") != nullptr &&
+        (env_int("PMI_SIZE", 1, 1) != info.size || env_int("PMI_RANK", 0, 0) != info.rank)) {
+      throw hydra_launch(
+          env_int("PMI_SIZE", 1, 1),
+          fmt::format("read as the srun step its launcher's proxy runs in (task {} of {}), every "
+                      "process of a node would take that one task's place",
+                      info.rank, info.size));
+    }
     info.local_size = detail::slurm_local_size(info.size);
     if (!info.mpi_world) {
       // mcr's own store forms the world: rank 0 listens where every task can find it without
@@ -304,11 +331,7 @@ LaunchInfo launch_info(bool store_given) {
     // MPICH's or Intel MPI's mpiexec (Hydra) says the world in PMI_RANK/PMI_SIZE, which mcr does
     // not read: read as a process alone, each would have formed a world of its own and trained
     // alone, without a word.
-    throw InvalidArgument(fmt::format(
-        "launch: PMI_SIZE={} (PMI_RANK={}): started by an MPI launcher whose world mcr does not "
-        "form (MPICH's or Intel MPI's mpiexec); each process would be a world of one. Launch with "
-        "Open MPI's mpirun, srun or torchrun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT",
-        pmi_size, env("PMI_RANK") != nullptr ? env("PMI_RANK") : "(unset)"));
+    throw hydra_launch(pmi_size, "each process would be a world of one");
   }
   if (info.rank >= info.size) {
     throw InvalidArgument(fmt::format("launcher environment ({}) gives rank {} >= world size {}",

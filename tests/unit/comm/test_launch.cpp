@@ -105,6 +105,33 @@ TEST(Launch, AnMpiLauncherItDoesNotReadIsRefused) {
   EXPECT_EQ(mcr::launch_info().launcher, Launcher::single);
 }
 
+// Hydra inside a Slurm allocation starts one proxy a node with srun: its ranks inherit the proxy's
+// step (task 1 of 2: the second node) and have their own place in PMI_RANK/PMI_SIZE. They were
+// read as that task, every rank of the node alike. srun's own PMI-2 agrees with the step.
+TEST(Launch, HydraInsideASlurmStepIsRefused) {
+  CleanEnv clean({{"SLURM_PROCID", "1"},
+                  {"SLURM_NTASKS", "2"},
+                  {"SLURM_LOCALID", "0"},
+                  {"SLURM_STEP_ID", "0"},
+                  {"PMI_RANK", "5"},
+                  {"PMI_SIZE", "8"}});
+  try {
+    mcr::launch_info();
+    FAIL() << "a Hydra rank under an srun proxy read as the proxy's task";
+  } catch (const mcr::InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("PMI_SIZE=8 (PMI_RANK=5)"), std::string::npos) << what;
+    EXPECT_NE(what.find("task 1 of 2"), std::string::npos) << what;
+  }
+  setenv("PMI_RANK", "1", 1);  // srun --mpi=pmi2: PMI's place is the step's
+  setenv("PMI_SIZE", "2", 1);
+  const auto l = mcr::launch_info();
+  EXPECT_EQ(l.launcher, Launcher::slurm);
+  EXPECT_TRUE(l.mpi_world);
+  EXPECT_EQ(l.rank, 1);
+  EXPECT_EQ(l.size, 2);
+}
+
 TEST(Launch, TorchrunHasNoMpiWorld) {
   CleanEnv clean(
       {{"RANK", "1"}, {"WORLD_SIZE", "3"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29511"}});
