@@ -21,9 +21,12 @@ double ComparePoint::best_seconds() const noexcept {
 }
 
 std::size_t best_single(const std::vector<BackendTiming>& res) {
+  // A backend whose results were wrong is not a baseline: fast because broken, it would make
+  // automatic selection look slow.
   std::size_t best = 0;
   for (std::size_t v = 1; v < res.size(); ++v) {
-    if (res[v].supported && (best == 0 || res[v].seconds < res[best].seconds)) best = v;
+    if (res[v].supported && res[v].wrong == 0 && (best == 0 || res[v].seconds < res[best].seconds))
+      best = v;
   }
   return best;
 }
@@ -43,6 +46,9 @@ InterleavedOptions compare_interleaved_options(const CompareOptions& o) {
   io.more_rounds = [precision = o.precision](const std::vector<BackendTiming>& res) {
     const std::size_t best = best_single(res);
     if (best == 0) return std::vector<std::size_t>{};
+    // A backend left out of the extra rounds (its median frozen) that the measured ones' rising
+    // medians made best again: no further round pairs it with auto, so none can narrow the ratio.
+    if (res[best].repetitions.size() < res[0].repetitions.size()) return std::vector<std::size_t>{};
     const auto ratio = paired_ratio(res[best].repetitions, res[0].repetitions);
     if (ratio.relative_half_width() <= precision) return std::vector<std::size_t>{};
     std::vector<std::size_t> keep{0};

@@ -2,18 +2,15 @@
 // timing of several backends at one benchmark point (used by tuning and the auto comparison).
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include <fmt/format.h>
 
 #include "mcr/bench/measure.hpp"
 #include "mcr/errors.hpp"
+#include "round_order.hpp"
 
 namespace mcr::bench {
 namespace {
-
-// Seeds the order of the backends in each round; fixed, so that every rank draws the same orders.
-constexpr std::uint32_t kRoundOrderSeed = 0x6d637231;
 
 // Time per iteration of one backend, max across ranks (so every rank derives the same iteration
 // counts from it). After the warmup, one iteration is timed; while a timed run is shorter than a
@@ -144,16 +141,13 @@ std::vector<BackendTiming> measure_interleaved(Point& point,
   std::vector<std::size_t> active;
   for (std::size_t b = 0; b < nb; ++b)
     if (out[b].supported) active.push_back(b);
-  // Every round visits the backends in an order drawn at random (the same seed on every rank, so
-  // the same orders everywhere): each backend follows each other one equally often on average, and
-  // no backend keeps a fixed phase against a periodic disturbance (scheduler slices, another
-  // job's cycle), which successive permutations of two variants (AB BA AB ...) would give it.
+  // Every round visits the backends in an order drawn afresh (round_order.hpp).
   std::vector<std::size_t> order(active);
-  std::mt19937 round_order(kRoundOrderSeed);
+  detail::RoundOrder round_order;
   auto run_rounds = [&](int rounds) {
     std::vector<double> times(active.size() * static_cast<std::size_t>(rounds), 0.0);
     for (int r = 0; r < rounds; ++r) {
-      std::shuffle(order.begin(), order.end(), round_order);
+      round_order.next(order);
       for (const std::size_t b : order) {
         const auto slot =
             static_cast<std::size_t>(std::find(active.begin(), active.end(), b) - active.begin());

@@ -105,6 +105,10 @@ double combine(ReduceOp op, double a, double b) {
 
 }  // namespace
 
+int summed_ranks(OpType op, ReduceOp reduce, int ranks) noexcept {
+  return is_reduction(op) && reduce == ReduceOp::sum ? ranks : 1;
+}
+
 double pattern_value(std::uint64_t seed, int rank, std::size_t index, DType dtype,
                      int ranks) noexcept {
   // splitmix64 of (seed, rank, index): cheap, and different on every rank and element.
@@ -265,7 +269,8 @@ void Point::fill() {
       if (r != c.root) return;
     }
     for (std::size_t i = 0; i < count; ++i)
-      input[i] = from_double<T>(pattern_value(c.seed, r, i, c.dtype, comm_.size()));
+      input[i] = from_double<T>(
+          pattern_value(c.seed, r, i, c.dtype, summed_ranks(c.op, c.reduce, comm_.size())));
     return;
   });
 }
@@ -421,7 +426,8 @@ std::size_t Point::count_wrong() const {
   const int r = comm_.rank();
   const int n = comm_.size();
   const auto chunk = layout_.chunk;
-  auto v = [&](int q, std::size_t j) { return pattern_value(c.seed, q, j, c.dtype, n); };
+  const int summed = summed_ranks(c.op, c.reduce, n);
+  auto v = [&](int q, std::size_t j) { return pattern_value(c.seed, q, j, c.dtype, summed); };
   auto reduced = [&](std::size_t j) {
     double acc = v(0, j);
     for (int q = 1; q < n; ++q)

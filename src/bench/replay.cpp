@@ -15,6 +15,7 @@
 #include "mcr/bench/point.hpp"
 #include "mcr/bench/replay.hpp"
 #include "mcr/errors.hpp"
+#include "round_order.hpp"
 
 namespace mcr::bench {
 namespace {
@@ -212,7 +213,8 @@ ReplayResult replay(Communicator& world, const Trace& trace, const ReplayOptions
     for (int w = 0; w < options.warmup; ++w)
       replayer.pass(backend_of(p), fallback[p]);
   }
-  // Rounds: one timed pass of each policy, in a new order each round (as measure_interleaved).
+  // Rounds: one timed pass of each policy, in an order drawn afresh each round (round_order.hpp,
+  // as measure_interleaved; successive permutations alternated two policies AB BA AB ...).
   const auto reps = static_cast<std::size_t>(options.repetitions);
   const std::size_t width = 1 + kNumOpTypes;
   std::vector<double> local(np * reps * width, 0.0);
@@ -220,8 +222,9 @@ ReplayResult replay(Communicator& world, const Trace& trace, const ReplayOptions
   std::vector<std::size_t> order(np);
   for (std::size_t p = 0; p < np; ++p)
     order[p] = p;
+  detail::RoundOrder round_order;
   for (std::size_t r = 0; r < reps; ++r) {
-    if (r > 0) std::next_permutation(order.begin(), order.end());
+    round_order.next(order);
     for (const std::size_t p : order) {
       const bool check = checked[p] == 0;
       if (check) replayer.reset_all();  // untimed: fresh inputs, sentinel outputs

@@ -85,13 +85,14 @@ SweepResult run_sweep(Communicator& world, const SweepOptions& o, const SweepCal
           has_in_place(op) ? in_place_forms(o.place) : std::vector<bool>{false};
       for (bool in_place : forms) {
         for (const auto& requested : o.backends) {
+          const auto sizes = distinct_sizes(op, o.sizes, dtype, world.size());
           const SweepGroup group{op, dtype, in_place, requested,
-                                 op == OpType::barrier ? 1 : o.sizes.size()};
+                                 op == OpType::barrier ? 1 : sizes.size()};
           if (cb.on_group) cb.on_group(group);
           const std::string_view backend =
               requested == "auto" ? std::string_view() : std::string_view(requested);
           bool first = true;
-          for (std::size_t size : distinct_sizes(op, o.sizes, dtype, world.size())) {
+          for (std::size_t size : sizes) {
             Point point(world,
                         {op, dtype, size, in_place, o.root, o.reduce, o.async, o.seed, o.device});
             const auto& l = point.layout();

@@ -120,9 +120,10 @@ void tune(Communicator& world, const TuneFlags& f) {
   if (result.wrong > 0) exit_code() = 1;
 }
 
-// The plot's format, before anything starts: the plot is drawn after minutes of measuring.
+// The plot's format, before anything starts: the plot is drawn after minutes of measuring. Also
+// without --plot, where a mistyped format would otherwise pass unseen.
 void check_plot_option(const TuneFlags& f) {
-  if (f.plot) check_plot_format(f.plot_format);
+  check_plot_format(f.plot_format);
 }
 
 // The flags of a measuring run: --refine and --validate read none of them.

@@ -112,6 +112,8 @@ constexpr std::pair<std::string_view, std::string_view> kFieldFlags[] = {
     {"sweep.backends", "--backend"},
     {"sweep.time", "--time"},
     {"compare.repetitions", "--reps"},
+    {"compare.warmup", "-w"},
+    {"compare.min_ratio", "--min-ratio"},
     {"compare.precision", "--precision"},
     {"compare.extra_budget_s", "--extra-budget"},
     {"tune.backends", "--backends"},

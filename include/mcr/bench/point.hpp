@@ -32,8 +32,8 @@ bool has_in_place(OpType op) noexcept;
 /// (a self-exchange is not a message, and NCCL rejects a self-receive posted on its own).
 bool skip_single_rank_p2p(int ranks, OpType op) noexcept;
 
-/// begin, begin*factor, ... up to end (inclusive). Throws InvalidArgument on begin > end, factor <
-/// 2 with begin == 0, or factor <= 1.
+/// begin, begin*factor, ... up to end (inclusive); a begin of 0 is followed by 1. Throws
+/// InvalidArgument on begin > end or factor <= 1.
 std::vector<std::size_t> geometric_sizes(std::size_t begin, std::size_t end, double factor);
 
 // ---- one benchmark point -----------------------------------------------------------------------
@@ -52,10 +52,17 @@ Layout layout_for(OpType op, std::size_t nominal_bytes, DType dtype, int ranks);
 std::vector<std::size_t> distinct_sizes(OpType op, const std::vector<std::size_t>& nominal,
                                         DType dtype, int ranks);
 
-/// The value at element `index` of rank `rank`'s input among `ranks`: a small integer in [-6, 6]
-/// (u8: [0, 12]), so that sums over up to 21 ranks are exact in every dtype, f16/bf16/i8
-/// included; over more ranks a narrower range that keeps the sum exact in `dtype` (i8 and u8
-/// beyond 127 ranks: zeros, which still tell written outputs from unwritten ones).
+/// How many ranks' inputs one output element of `op` adds up, for pattern_value(): `ranks` for a
+/// sum (all_reduce, reduce, reduce_scatter), else 1. Only a sum grows past its inputs; data
+/// movement and min/max keep the full range of values at any number of ranks, so a block moved
+/// to the wrong place is still seen.
+int summed_ranks(OpType op, ReduceOp reduce, int ranks) noexcept;
+
+/// The value at element `index` of rank `rank`'s input where `ranks` such values are summed
+/// (summed_ranks()): a small integer in [-6, 6] (u8: [0, 12]), so that sums over up to 21 ranks
+/// are exact in every dtype, f16/bf16/i8 included; over more ranks a narrower range that keeps the
+/// sum exact in `dtype` (i8 and u8 beyond 127 ranks: zeros, which still tell written outputs from
+/// unwritten ones).
 double pattern_value(std::uint64_t seed, int rank, std::size_t index, DType dtype,
                      int ranks = 1) noexcept;
 

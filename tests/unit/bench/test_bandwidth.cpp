@@ -153,6 +153,24 @@ TEST(Pattern, SumsOverManyRanksStayExact) {
   EXPECT_TRUE(six);
 }
 
+// Only a sum narrows the values: at 256 ranks an all_gather, an all_to_all or a max of u8 drew
+// zeros everywhere, so a block delivered to the wrong rank or slot still counted as right.
+TEST(Pattern, OnlySumsNarrowTheValues) {
+  EXPECT_EQ(summed_ranks(OpType::all_reduce, ReduceOp::sum, 256), 256);
+  EXPECT_EQ(summed_ranks(OpType::reduce_scatter, ReduceOp::sum, 256), 256);
+  EXPECT_EQ(summed_ranks(OpType::reduce, ReduceOp::sum, 256), 256);
+  EXPECT_EQ(summed_ranks(OpType::all_reduce, ReduceOp::max, 256), 1);
+  EXPECT_EQ(summed_ranks(OpType::all_gather, ReduceOp::sum, 256), 1);
+  EXPECT_EQ(summed_ranks(OpType::all_to_all, ReduceOp::sum, 256), 1);
+  EXPECT_EQ(summed_ranks(OpType::broadcast, ReduceOp::sum, 256), 1);
+  for (const OpType op : {OpType::all_gather, OpType::all_to_all, OpType::send}) {
+    std::set<double> values;
+    for (std::size_t i = 0; i < 200; ++i)
+      values.insert(pattern_value(9, 200, i, DType::u8, summed_ranks(op, ReduceOp::sum, 256)));
+    EXPECT_EQ(values.size(), 13u) << to_string(op) << ": u8 values over 256 ranks";
+  }
+}
+
 TEST(Stats, Median) {
   EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2.0);
   EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);

@@ -220,6 +220,13 @@ TEST(Compare, BestSingleIgnoresAutoAndUnsupportedBackends) {
   EXPECT_EQ(best_single({timing("", 1.0)}), 0u);
 }
 
+// A backend whose check found wrong values is fast because broken: never the baseline.
+TEST(Compare, BestSingleSkipsABackendWithWrongResults) {
+  std::vector<BackendTiming> res{timing("", 1.0), timing("mpi", 3.0), timing("gloo", 2.0)};
+  res[2].wrong = 7;
+  EXPECT_EQ(best_single(res), 1u);
+}
+
 TEST(Compare, PointNamesItsBestBackend) {
   ComparePoint p;
   p.timings = {timing("", 1e-6), timing("mpi", 2e-6)};
@@ -263,6 +270,20 @@ TEST(Compare, ExtraRoundsForAutoAndTheContendersUntilTheRatioIsPrecise) {
   // No single backend ran: nothing to compare with.
   res[1].supported = res[2].supported = res[3].supported = false;
   EXPECT_TRUE(more(res).empty());
+}
+
+// The best is a backend left out of the extra rounds (its 7 repetitions against auto's 10): no
+// further round pairs it with auto, so none is run (they were, until the extra budget was spent).
+TEST(Compare, NoExtraRoundsWhenTheBestIsNoLongerMeasured) {
+  CompareOptions o;
+  o.precision = 0.015;
+  const auto more = compare_interleaved_options(o).more_rounds;
+  const std::vector<double> noisy{1.0, 1.2, 0.8, 1.1, 0.9, 1.15, 0.85, 1.3, 0.7, 1.2};
+  std::vector<BackendTiming> res{timing("", 1.0, noisy), timing("mpi", 1.1, noisy),
+                                 timing("gloo", 0.9, {1, 1, 1, 1, 1, 1, 1})};
+  EXPECT_TRUE(more(res).empty());
+  res[2].repetitions = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};  // measured in every round: goes on
+  EXPECT_EQ(more(res), (std::vector<std::size_t>{0, 2}));
 }
 
 TEST(Provenance, CommandLineNamesThisProgram) {
