@@ -78,8 +78,22 @@ BuiltModel build_model_noted(const ModelFlags& f) {
     // The same defaults as a config import: training length and flash attention.
     m.s = kDefaultConfigSeq;
     m.attention = AttentionImpl::flash;
-    if (!f.s) built.defaults.push_back(fmt::format("s = {} (default; set --seq)", m.s));
-    if (!f.attention) built.defaults.push_back("attention = flash (default; set --attention)");
+    // Every value not given is said, the parameter count's too: a shape of flags alone counts
+    // learned positions and LayerNorm biases, which a Llama-style user did not mean.
+    auto& d = built.defaults;
+    if (!f.s) d.push_back(fmt::format("s = {} (default; set --seq)", m.s));
+    if (!f.b) d.push_back(fmt::format("b = {} (default; set --micro-batch)", m.b));
+    if (!f.dtype) d.push_back(fmt::format("dtype = {} (default; set --dtype)", to_string(m.dtype)));
+    if (!f.attention) d.push_back("attention = flash (default; set --attention)");
+    if (!f.norm) d.push_back(fmt::format("norm = {} (default; set --norm)", to_string(m.norm)));
+    if (!f.position) {
+      d.push_back(fmt::format("positions = {} (default; set --position)", to_string(m.position)));
+    }
+    if (!f.tied) {
+      d.push_back(fmt::format("tied embeddings = {} (default; set --tied)", m.tied_embeddings));
+    }
+    if (!f.bias)
+      d.push_back(fmt::format("linear biases = {} (default; set --bias)", m.linear_bias));
   }
   const bool custom = sources == 0;
   const auto parsed = [](const std::optional<std::string>& text, auto parse) {
