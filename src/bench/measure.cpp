@@ -24,15 +24,16 @@ double probe_seconds(Point& point, const std::string& backend, const Interleaved
   const int least = std::max(options.min_iterations, 1);
   const int cap = std::max(options.max_iterations, least);
   const double target = options.repetition_budget_s / 4;
-  point.time(backend, std::max(options.warmup, least));
+  const int depth = options.in_flight;
+  point.time(backend, std::max(options.warmup, least), depth);
   comm.barrier();
   int n = least;
-  double per = reduce_across(comm, {point.time(backend, n)}, TimeReduce::max)[0];
+  double per = reduce_across(comm, {point.time(backend, n, depth)}, TimeReduce::max)[0];
   while (per * n < target && n < cap) {
     const double grow = target / std::max(per * n, 1e-9);
     n = static_cast<int>(std::min<double>(cap, n * std::clamp(grow * 1.2, 2.0, 16.0)));
     comm.barrier();
-    per = reduce_across(comm, {point.time(backend, n)}, TimeReduce::max)[0];
+    per = reduce_across(comm, {point.time(backend, n, depth)}, TimeReduce::max)[0];
   }
   return per;
 }
@@ -155,7 +156,7 @@ std::vector<BackendTiming> measure_interleaved(Point& point,
         // One untimed iteration absorbs the skew with which the ranks left the barrier.
         point.time(backends[b], 1);
         times[static_cast<std::size_t>(r) * active.size() + slot] =
-            point.time(backends[b], out[b].iterations);
+            point.time(backends[b], out[b].iterations, options.in_flight);
       }
     }
     times = reduce_across(comm, times, TimeReduce::max);

@@ -366,13 +366,20 @@ void Point::run_once(const CallOptions& opts, std::vector<Work>& pending) {
   }
 }
 
-double Point::time(std::string_view backend, int iterations) {
+double Point::time(std::string_view backend, int iterations, int in_flight) {
   CallOptions opts;
   opts.backend = backend;
   pending_.clear();
+  const auto window = static_cast<std::size_t>(std::max(in_flight, 0));
   const auto t0 = Clock::now();
-  for (int i = 0; i < iterations; ++i)
+  for (int i = 0; i < iterations; ++i) {
     run_once(opts, pending_);
+    if (window > 0 && pending_.size() >= window) {
+      for (auto& w : pending_)
+        w.wait();
+      pending_.clear();
+    }
+  }
   for (auto& w : pending_)
     w.wait();
   device_sync();  // stream-ordered work must have finished inside the timed region

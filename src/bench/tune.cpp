@@ -114,10 +114,10 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
   table.provenance["form"] =
       !timed_async ? forms
       : depths.size() == 1
-          ? fmt::format("{} (async: i* calls, at least {} in flight, waited for inside the timing)",
+          ? fmt::format("{} (async: i* calls, {} in flight at once, waited for inside the timing)",
                         forms, depth_list)
           : fmt::format(
-                "{} (async: i* calls, at least {} in flight, each size timed at each, "
+                "{} (async: i* calls, {} in flight at once, each size timed at each, "
                 "waited for inside the timing; a size goes to the backend with the "
                 "smallest worst slowdown over them)",
                 forms, depth_list);
@@ -198,6 +198,7 @@ TuneResult run_tune(Communicator& world, const TuneOptions& o, const TuneCallbac
             Point point(comm, {op, dtype, size, in_place, 0, ReduceOp::sum, async, 1});
             for (int depth : async ? in_flight : std::vector<int>{0}) {
               io.min_iterations = async ? depth : 1;
+              io.in_flight = async ? depth : 0;
               TunePoint p;
               p.op = op;
               p.dtype_class = klass;

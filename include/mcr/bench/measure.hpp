@@ -58,9 +58,11 @@ struct InterleavedOptions {
   int warmup = 2;
   double repetition_budget_s = 0.01;  ///< iterations per repetition ~ budget / probed time
   int max_iterations = 2000;
-  /// Fewest iterations in any timed run (the probe's included): the async form's operations in
-  /// flight at once (`mcr tune --in-flight`).
+  /// Fewest iterations in any timed run (the probe's included): at least one batch of `in_flight`.
   int min_iterations = 1;
+  /// Async form: operations issued before they are waited for, batch after batch (`mcr tune
+  /// --in-flight`); 0: every iteration of a timed run at once.
+  int in_flight = 0;
   /// When > 0: repetitions are raised from `repetitions` up to `max_repetitions` to fill about
   /// this many seconds per point (more repetitions where they are cheap, i.e. small messages).
   double point_budget_s = 0;

@@ -99,9 +99,10 @@ class Point {
   Communicator comm() const { return comm_; }
 
   /// Runs the op `iterations` times on `backend` ("" = automatic selection) and returns this rank's
-  /// seconds per iteration. Async form: issues every iteration, then waits for all handles inside
-  /// the timed region. Throws UnsupportedError (identically on every rank) if the backend cannot.
-  double time(std::string_view backend, int iterations);
+  /// seconds per iteration. Async form: issues `in_flight` iterations (0: all of them), then waits
+  /// for their handles, and so on, inside the timed region. Throws UnsupportedError (identically
+  /// on every rank) if the backend cannot.
+  double time(std::string_view backend, int iterations, int in_flight = 0);
   /// Resets the inputs, runs the op once on `backend`, and returns this rank's wrong elements.
   std::size_t verify(std::string_view backend);
 

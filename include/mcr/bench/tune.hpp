@@ -71,7 +71,7 @@ struct TunePoint {
   std::string dtype_class;  ///< "float", "int" (reductions) or "any"
   std::size_t bytes = 0;
   CallForm form = CallForm::sync;
-  int in_flight = 0;  ///< async form: operations in flight, at least; 0 for the blocking form
+  int in_flight = 0;  ///< async form: operations in flight at once; 0 for the blocking form
   /// Empty for the world; "hier within hosts" or "hier between hosts" for a step group.
   std::string group;
   /// Every backend's timing; a supported one with wrong > 0 gave wrong values and is not used.

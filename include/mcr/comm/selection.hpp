@@ -169,7 +169,7 @@ struct TuningSample {
   int hosts = 0;             ///< as in TuningEntry: 0 = not recorded
   int ranks_per_host = 0;    ///< as in TuningEntry: 0 = not recorded
   std::string form = "any";  ///< as in TuningEntry: "sync", "async", "any" = not recorded
-  /// Asynchronous form: how many operations were in flight, at least (`mcr tune --in-flight`);
+  /// Asynchronous form: how many operations were in flight at once (`mcr tune --in-flight`);
   /// 0 = not recorded (a blocking call, or a table from before it was recorded).
   int in_flight = 0;
   /// Where the time comes from: empty = timed by `mcr tune`; "run" = the median latency of the

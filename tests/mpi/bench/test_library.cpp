@@ -3,7 +3,12 @@
 // results' structure and that the callbacks report every result as it completes (2 ranks).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mcr/bench.hpp"
@@ -190,6 +195,43 @@ TEST(Library, TuneProgressTotalCountsEachDtypesSizes) {
   bench::run_tune(g_world, o, cb);
   EXPECT_EQ(indices, (std::vector<std::size_t>{1, 2, 3}));
   EXPECT_EQ(totals, (std::vector<std::size_t>{3, 3, 3}));
+}
+
+// `mcr tune --in-flight N`: the asynchronous form keeps N operations in flight, batch after batch
+// (it was a floor: every iteration of a timed run was issued before any was waited for, so at small
+// sizes every depth timed the same hundreds in flight). Each operation of a batch starts after
+// every operation of the batches before it has completed.
+TEST(Library, AsyncTimingKeepsItsNumberInFlight) {
+  struct Spans final : OpObserver {
+    std::mutex mu;
+    std::map<std::uint64_t, std::pair<std::chrono::steady_clock::time_point,
+                                      std::chrono::steady_clock::time_point>>
+        by_sequence;
+    void on_complete(const OpRecord& r) noexcept override {
+      const std::lock_guard lock(mu);
+      by_sequence[r.sequence] = {r.start, r.end};
+    }
+  };
+  Communicator c = g_world.split(0, g_world.rank());
+  bench::Point point(c, {OpType::all_reduce, DType::f32, 4096, false, 0, ReduceOp::sum, true, 1});
+  point.time("", 2, 3);  // warm: connections and first-call costs
+  auto spans = std::make_shared<Spans>();
+  c.set_observer(spans);
+  constexpr int kIterations = 9, kInFlight = 3;
+  point.time("", kIterations, kInFlight);
+  c.set_observer(nullptr);
+  std::vector<
+      std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>>
+      ops;
+  for (const auto& [sequence, span] : spans->by_sequence)
+    ops.push_back(span);
+  ASSERT_EQ(ops.size(), static_cast<std::size_t>(kIterations));
+  for (std::size_t i = kInFlight; i < ops.size(); ++i) {
+    const std::size_t batch_start = i / kInFlight * kInFlight;
+    for (std::size_t j = 0; j < batch_start; ++j)
+      EXPECT_GE(ops[i].first, ops[j].second)
+          << "operation " << i << " started before " << j << " ended";
+  }
 }
 
 }  // namespace
