@@ -191,7 +191,7 @@ Prepared prepare_reduce(const CommState& s, OpType op, const Tensor& in, const T
   a.count = in.count();
   // No elements, no place: empty buffers may be null on one rank and not on another, and
   // verification compares the place of an all_reduce.
-  a.in_place = writes_output && in.count() > 0 && in.data() == out.data();
+  a.in_place = writes_output && in.data() == out.data() && in.count() > 0;
   if (writes_output) c.no_partial_overlap(in, out, a.in_place);
   a.root = root;
   p.bytes = in.nbytes();
