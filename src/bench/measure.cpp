@@ -12,6 +12,13 @@
 namespace mcr::bench {
 namespace {
 
+// `n` rounded to whole batches of the async form's number in flight (down, but at least one): a
+// last, shallower batch would mix another depth into the time that --in-flight 4,16 tells apart.
+int whole_batches(int n, const InterleavedOptions& options) {
+  const int depth = options.in_flight;
+  return depth > 1 ? std::max(n / depth, 1) * depth : n;
+}
+
 // Time per iteration of one backend, max across ranks (so every rank derives the same iteration
 // counts from it). After the warmup, one iteration is timed; while a timed run is shorter than a
 // quarter of a repetition, it is repeated with more iterations. The warmup itself is not used: it
@@ -22,7 +29,8 @@ namespace {
 double probe_seconds(Point& point, const std::string& backend, const InterleavedOptions& options) {
   Communicator comm = point.comm();
   const int least = std::max(options.min_iterations, 1);
-  const int cap = std::max(options.max_iterations, least);
+  // Whole batches, so that n can reach the cap and the loop below ends.
+  const int cap = whole_batches(std::max(options.max_iterations, least), options);
   const double target = options.repetition_budget_s / 4;
   const int depth = options.in_flight;
   point.time(backend, std::max(options.warmup, least), depth);
@@ -31,7 +39,8 @@ double probe_seconds(Point& point, const std::string& backend, const Interleaved
   double per = reduce_across(comm, {point.time(backend, n, depth)}, TimeReduce::max)[0];
   while (per * n < target && n < cap) {
     const double grow = target / std::max(per * n, 1e-9);
-    n = static_cast<int>(std::min<double>(cap, n * std::clamp(grow * 1.2, 2.0, 16.0)));
+    n = whole_batches(
+        static_cast<int>(std::min<double>(cap, n * std::clamp(grow * 1.2, 2.0, 16.0))), options);
     comm.barrier();
     per = reduce_across(comm, {point.time(backend, n, depth)}, TimeReduce::max)[0];
   }
@@ -126,8 +135,9 @@ std::vector<BackendTiming> measure_interleaved(Point& point,
     const double per = std::max(probe[b] <= fastest * kSameSpeed ? fastest : probe[b], 1e-9);
     const auto want = static_cast<long long>(std::llround(options.repetition_budget_s / per));
     const int least = std::max(options.min_iterations, 1);
-    out[b].iterations = static_cast<int>(
-        std::clamp<long long>(want, least, std::max(options.max_iterations, least)));
+    out[b].iterations = whole_batches(static_cast<int>(std::clamp<long long>(
+                                          want, least, std::max(options.max_iterations, least))),
+                                      options);
   }
   int reps = std::max(options.repetitions, 1);
   if (options.point_budget_s > 0) {

@@ -54,7 +54,7 @@ endif()
 # gives (the libraries are static), and run on 2 ranks. Not optional: a user without CMake has only
 # this file, and a library missing from it fails only at their link.
 find_program(PKG_CONFIG pkg-config REQUIRED)
-set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
+set(ENV{PKG_CONFIG_PATH} "${prefix}/lib/pkgconfig:$ENV{PKG_CONFIG_PATH}")
 run(WHAT "pkg-config" WORKING_DIRECTORY ${WORK_DIR}
     COMMAND ${PKG_CONFIG} --static --cflags --libs mcr)
 string(STRIP "${RUN_OUTPUT}" pc_flags)
@@ -62,9 +62,17 @@ if(NOT pc_flags MATCHES "-I${prefix}/lib/pkgconfig/../../include")
   message(FATAL_ERROR "pkg-config mcr gave: ${pc_flags}")
 endif()
 separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+# The shared libraries it names (CUDA's, say) found at run time as a CMake consumer's are: an
+# rpath of each -L directory.
+set(pc_rpaths)
+foreach(flag IN LISTS pc_flags)
+  if(flag MATCHES "^-L(.+)$")
+    list(APPEND pc_rpaths "-Wl,-rpath,${CMAKE_MATCH_1}")
+  endif()
+endforeach()
 run(WHAT "building the consumer with pkg-config's flags (${pc_flags})" WORKING_DIRECTORY ${WORK_DIR}
     COMMAND ${CXX} -O1 -o ${WORK_DIR}/consumer-pc ${SOURCE_DIR}/tests/install/consumer/main.cpp
-            ${pc_flags})
+            ${pc_flags} ${pc_rpaths})
 run(WHAT "the pkg-config consumer on 2 ranks" WORKING_DIRECTORY ${WORK_DIR}/elsewhere
     COMMAND ${MPIEXEC} ${MCR_MPIEXEC_FLAGS} -np 2 ${WORK_DIR}/consumer-pc)
 string(REGEX MATCHALL "all_reduce correct" ok "${RUN_OUTPUT}")

@@ -209,10 +209,11 @@ void add_tune_command(CLI::App& app) {
                   "there) or all (every tuned op as well, for programs that form such groups "
                   "themselves, e.g. DeepSpeed's expert groups)")
       ->capture_default_str();
-  cmd->add_option("--in-flight", opts->in_flight,
-                  "async form: operations issued before waiting for them, at least; several "
-                  "(4,16): each size timed at each, and it goes to the backend that loses least "
-                  "where it is not the fastest")
+  cmd->add_option(
+         "--in-flight", opts->in_flight,
+         "async form: operations kept in flight (issued, waited for, then the next); several "
+         "(4,16): each size timed at each, and it goes to the backend that loses least "
+         "where it is not the fastest")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--validate", opts->validate,

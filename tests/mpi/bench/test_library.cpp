@@ -226,6 +226,14 @@ TEST(Library, AsyncTimingKeepsItsNumberInFlight) {
   for (const auto& [sequence, span] : spans->by_sequence)
     ops.push_back(span);
   ASSERT_EQ(ops.size(), static_cast<std::size_t>(kIterations));
+  // Within a batch they are in flight together: some operation starts before an earlier one of
+  // its batch has been seen to complete (waiting after each would pass the check below alone).
+  bool overlapped = false;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    for (std::size_t j = i / kInFlight * kInFlight; j < i; ++j)
+      overlapped = overlapped || ops[i].first < ops[j].second;
+  }
+  EXPECT_TRUE(overlapped) << "no two operations of a batch were in flight together";
   for (std::size_t i = kInFlight; i < ops.size(); ++i) {
     const std::size_t batch_start = i / kInFlight * kInFlight;
     for (std::size_t j = 0; j < batch_start; ++j)
